@@ -1,0 +1,35 @@
+# Braid — build, run, test and benchmark.
+GO        ?= go
+DATA_DIR  ?= $(CURDIR)/data
+PKGS      := ./...
+
+.PHONY: all build run test lint bench fmt clean
+
+all: build
+
+build:
+	$(GO) build -o bin/braid ./cmd/braid
+
+## run: start Braid's main job (the server once it exists; a DAG demo until then)
+run:
+	$(GO) run ./cmd/braid serve --data-dir $(DATA_DIR)
+
+## test: lint, then every test and spec with the race detector
+test: lint
+	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+
+## lint: gofmt check and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go') 2>/dev/null | grep -v '\.pb\.go$$' || true); \
+	if [ -n "$$out" ]; then echo "gofmt needs to run on:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## bench: micro-benchmarks of every package, then the programs under benchmarks/
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/ ./routing/ ./topology/
+
+fmt:
+	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
+
+clean:
+	rm -rf bin data
