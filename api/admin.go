@@ -1,0 +1,139 @@
+package api
+
+// Admin request and reply bodies (JSON). Topics are named by URI
+// ("topic://tenant/namespace/name"), namespaces as "tenant/namespace".
+
+// TenantCreateRequest is the body of tenant.create.
+type TenantCreateRequest struct {
+	Tenant string `json:"tenant"`
+}
+
+// NamespaceCreateRequest is the body of namespace.create.
+type NamespaceCreateRequest struct {
+	Namespace string    `json:"namespace"`
+	Policies  *Policies `json:"policies,omitempty"`
+	// TopicBuckets spreads the namespace's topic metadata over N key-value
+	// buckets (DESIGN.md §4). Default 1; immutable after creation.
+	TopicBuckets int `json:"topic_buckets,omitempty"`
+}
+
+// NamespaceListRequest is the body of namespace.list.
+type NamespaceListRequest struct {
+	Tenant string `json:"tenant"`
+}
+
+// TopicCreateRequest is the body of topic.create.
+type TopicCreateRequest struct {
+	Topic string `json:"topic"`
+	// Segments is the initial number of segments (default 1).
+	Segments int `json:"segments,omitempty"`
+	// Buckets is the entry-bucket budget spread over the initial segments,
+	// at least one per segment (default: the policy's entry_bucket_budget, 4).
+	Buckets  int       `json:"buckets,omitempty"`
+	Policies *Policies `json:"policies,omitempty"`
+}
+
+// TopicRequest names one topic: topic.describe, topic.delete, topic.stats.
+type TopicRequest struct {
+	Topic string `json:"topic"`
+}
+
+// TopicListRequest is the body of topic.list.
+type TopicListRequest struct {
+	Namespace string `json:"namespace"`
+}
+
+// TopicListReply lists topic URIs, sorted.
+type TopicListReply struct {
+	Topics []string `json:"topics"`
+}
+
+// NameListReply lists tenant or namespace names, sorted.
+type NameListReply struct {
+	Names []string `json:"names"`
+}
+
+// SplitRequest is the body of topic.split. At, when set, is the first key
+// hash of the upper child ("0x..." hex or decimal); the default is the
+// midpoint of the segment's range.
+type SplitRequest struct {
+	Topic   string  `json:"topic"`
+	Segment *uint64 `json:"segment"`
+	At      string  `json:"at,omitempty"`
+}
+
+// MergeRequest is the body of topic.merge: two adjacent active segments.
+type MergeRequest struct {
+	Topic    string   `json:"topic"`
+	Segments []uint64 `json:"segments"`
+}
+
+// RebucketRequest is the body of topic.rebucket.
+type RebucketRequest struct {
+	Topic   string  `json:"topic"`
+	Segment *uint64 `json:"segment"`
+	Buckets int     `json:"buckets"`
+}
+
+// OKReply is the reply of operations that return nothing else.
+type OKReply struct {
+	OK bool `json:"ok"`
+}
+
+// SegmentInfo is one segment of a TopicDescription.
+type SegmentInfo struct {
+	ID           uint64    `json:"id"`
+	State        string    `json:"state"`
+	Range        [2]string `json:"range"`
+	Parents      []uint64  `json:"parents"`
+	Children     []uint64  `json:"children"`
+	Buckets      int       `json:"buckets"`
+	CreatedEpoch uint64    `json:"created_epoch"`
+	SealedEpoch  uint64    `json:"sealed_epoch,omitempty"`
+	Partition    *int      `json:"partition,omitempty"`
+}
+
+// TopicDescription is the reply of topic.create, topic.describe, split,
+// merge and rebucket, and the body of the layout push: the topic's DAG.
+type TopicDescription struct {
+	Topic    string        `json:"topic"`
+	Epoch    uint64        `json:"epoch"`
+	NextID   uint64        `json:"next_id"`
+	Segments []SegmentInfo `json:"segments"`
+	Policies *Policies     `json:"policies,omitempty"`
+}
+
+// BucketStats is the state of one entry bucket in topic.stats.
+type BucketStats struct {
+	Segment     uint64 `json:"segment"`
+	Bucket      int    `json:"bucket"`
+	State       string `json:"state"`
+	FirstOffset uint64 `json:"first_offset"`
+	NextOffset  uint64 `json:"next_offset"`
+	Bytes       int64  `json:"bytes"`
+}
+
+// SubscriptionStats is one subscription in topic.stats.
+type SubscriptionStats struct {
+	Name      string   `json:"name"`
+	Consumers []string `json:"consumers"`
+	Backlog   uint64   `json:"backlog"`
+	Drained   []uint64 `json:"drained"`
+}
+
+// TopicStats is the reply of topic.stats.
+type TopicStats struct {
+	Topic         string              `json:"topic"`
+	Epoch         uint64              `json:"epoch"`
+	Messages      uint64              `json:"messages"`
+	Bytes         int64               `json:"bytes"`
+	Buckets       []BucketStats       `json:"buckets"`
+	Subscriptions []SubscriptionStats `json:"subscriptions"`
+}
+
+// ProduceReply is the reply of produce one.
+type ProduceReply struct {
+	Segment uint64 `json:"segment"`
+	Bucket  int    `json:"bucket"`
+	Offset  uint64 `json:"offset"`
+}

@@ -1,0 +1,51 @@
+// Package api is Braid's wire contract: the NATS subjects, the JSON request
+// and reply types of the admin and consume endpoints, the binary formats of
+// produce-batch and fetch, and the one table of error codes.
+//
+// It is a leaf package: it imports nothing of Braid's and no NATS code, so the
+// server, the Go client and any other client can share it.
+//
+// # Subjects
+//
+// Every subject starts with "braid.v1.". Tenant, namespace and topic names are
+// single NATS tokens ([A-Za-z0-9_-]{1,128}).
+//
+//	braid.v1.produce.<tenant>.<namespace>.<topic>         body = payload; headers Braid-Key, Braid-Time
+//	braid.v1.produce-batch.<tenant>.<namespace>.<topic>   body = produce batch (below)
+//	braid.v1.admin.<object>.<verb>                        JSON in, JSON out
+//	braid.v1.layout.<tenant>.<namespace>.<topic>          published on every layout change: the describe JSON
+//	braid.v1.consume.<verb>.<tenant>.<namespace>.<topic>  verbs: join, fetch, ack, leave (JSON in)
+//
+// # Errors
+//
+// A failed request is answered with the NATS micro-service headers
+// Nats-Service-Error-Code (the stable number of the Code) and
+// Nats-Service-Error ("SYMBOL: text"). Codes lists them all.
+//
+// # Produce batch (request body of produce-batch)
+//
+//	| version (1B) = 1 | uvarint count | record * count |
+//	record = | uvarint keyLen (0 = unkeyed) | key | varint unix-ms (0 = server time)
+//	         | uvarint headerCount | (uvarint len | name | uvarint len | value) * headerCount
+//	         | uvarint payloadLen | payload |
+//
+// The reply is one result per record, in request order:
+//
+//	| version (1B) = 1 | uvarint count | result * count |
+//	result = | uvarint code (0 = ok) | ok:    uvarint segment | uvarint bucket | uvarint offset
+//	                                 | error: uvarint epoch | uvarint len | message |
+//
+// A record rejected with SEGMENT_SEALED carries the layout epoch the client
+// must reach before it resends (the producer rule of DESIGN.md §1).
+//
+// # Fetch reply (consume.fetch)
+//
+//	| version (1B) = 1 | uvarint count | message * count |
+//	message = | uvarint segment | uvarint bucket | uvarint offset | uvarint deliveries
+//	          | varint unix-ms | uvarint keyLen (0 = unkeyed) | key
+//	          | uvarint headerCount | (uvarint len | name | uvarint len | value) * headerCount
+//	          | uvarint payloadLen | payload |
+//
+// A fetch request may ask for "format":"json" instead; the reply is then
+// FetchReplyJSON, with payloads base64-encoded, for clients without a decoder.
+package api

@@ -1,0 +1,120 @@
+package api
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policies are per-namespace or per-topic settings. A nil field is not set
+// here and resolves from the next level (topic, then namespace, then the
+// broker default). Durations are Go duration strings ("1s", "168h").
+type Policies struct {
+	AutoScale              *bool    `json:"auto_scale,omitempty"`
+	SplitMsgRateIn         *float64 `json:"split_msg_rate_in,omitempty"`
+	SplitByteRateIn        *float64 `json:"split_byte_rate_in,omitempty"`
+	SplitMsgRateOut        *float64 `json:"split_msg_rate_out,omitempty"`
+	SplitByteRateOut       *float64 `json:"split_byte_rate_out,omitempty"`
+	MergeMsgRateIn         *float64 `json:"merge_msg_rate_in,omitempty"`
+	MergeByteRateIn        *float64 `json:"merge_byte_rate_in,omitempty"`
+	MergeMsgRateOut        *float64 `json:"merge_msg_rate_out,omitempty"`
+	MergeByteRateOut       *float64 `json:"merge_byte_rate_out,omitempty"`
+	EvaluationInterval     *string  `json:"evaluation_interval,omitempty"`
+	SplitWindow            *string  `json:"split_window,omitempty"`
+	MergeWindow            *string  `json:"merge_window,omitempty"`
+	SplitCooldown          *string  `json:"split_cooldown,omitempty"`
+	MergeCooldown          *string  `json:"merge_cooldown,omitempty"`
+	RebucketCooldown       *string  `json:"rebucket_cooldown,omitempty"`
+	MinSegments            *int     `json:"min_segments,omitempty"`
+	MaxSegments            *int     `json:"max_segments,omitempty"`
+	MaxDAGDepth            *int     `json:"max_dag_depth,omitempty"`
+	EntryBucketBudget      *int     `json:"entry_bucket_budget,omitempty"`
+	SplitVsRebucketMsgRate *float64 `json:"split_vs_rebucket_msg_rate,omitempty"`
+	Retention              *string  `json:"retention,omitempty"`
+	Durability             *string  `json:"durability,omitempty"`
+	MaxPayloadBytes        *int     `json:"max_payload_bytes,omitempty"`
+}
+
+// Validate checks every set field and returns an INVALID_POLICY error naming
+// the first bad one.
+func (p *Policies) Validate() error {
+	if p == nil {
+		return nil
+	}
+	rates := map[string]*float64{
+		"split_msg_rate_in": p.SplitMsgRateIn, "split_byte_rate_in": p.SplitByteRateIn,
+		"split_msg_rate_out": p.SplitMsgRateOut, "split_byte_rate_out": p.SplitByteRateOut,
+		"merge_msg_rate_in": p.MergeMsgRateIn, "merge_byte_rate_in": p.MergeByteRateIn,
+		"merge_msg_rate_out": p.MergeMsgRateOut, "merge_byte_rate_out": p.MergeByteRateOut,
+		"split_vs_rebucket_msg_rate": p.SplitVsRebucketMsgRate,
+	}
+	for _, name := range sortedKeys(rates) {
+		if v := rates[name]; v != nil && (*v < 0 || *v != *v) {
+			return Errorf(CodeInvalidPolicy, "%s must be a rate >= 0, got %v", name, *v)
+		}
+	}
+	durations := map[string]*string{
+		"evaluation_interval": p.EvaluationInterval, "split_window": p.SplitWindow,
+		"merge_window": p.MergeWindow, "split_cooldown": p.SplitCooldown,
+		"merge_cooldown": p.MergeCooldown, "rebucket_cooldown": p.RebucketCooldown,
+	}
+	for _, name := range sortedKeys(durations) {
+		if v := durations[name]; v != nil {
+			d, err := time.ParseDuration(*v)
+			if err != nil {
+				return Errorf(CodeInvalidPolicy, "%s: %q is not a duration (e.g. \"5s\")", name, *v)
+			}
+			if d < 0 {
+				return Errorf(CodeInvalidPolicy, "%s must not be negative, got %s", name, *v)
+			}
+		}
+	}
+	if p.Retention != nil {
+		if _, err := time.ParseDuration(*p.Retention); err != nil {
+			return Errorf(CodeInvalidPolicy, "retention: %q is not a duration (negative keeps forever)", *p.Retention)
+		}
+	}
+	ints := []struct {
+		name string
+		v    *int
+		min  int
+		max  int
+	}{
+		{"min_segments", p.MinSegments, 1, 4096},
+		{"max_segments", p.MaxSegments, 1, 4096},
+		{"max_dag_depth", p.MaxDAGDepth, 1, 1000},
+		{"entry_bucket_budget", p.EntryBucketBudget, 1, 4096},
+		{"max_payload_bytes", p.MaxPayloadBytes, 1, 8 << 20},
+	}
+	for _, f := range ints {
+		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
+			return Errorf(CodeInvalidPolicy, "%s must be in [%d, %d], got %d", f.name, f.min, f.max, *f.v)
+		}
+	}
+	if p.MinSegments != nil && p.MaxSegments != nil && *p.MinSegments > *p.MaxSegments {
+		return Errorf(CodeInvalidPolicy, "min_segments %d is above max_segments %d", *p.MinSegments, *p.MaxSegments)
+	}
+	if p.Durability != nil {
+		switch *p.Durability {
+		case "always", "interval", "none":
+		default:
+			return Errorf(CodeInvalidPolicy, "durability must be always, interval or none, got %q", *p.Durability)
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+// String is for logs.
+func (p *Policies) String() string { return fmt.Sprintf("%+v", *p) }

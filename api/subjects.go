@@ -1,0 +1,69 @@
+package api
+
+import "strings"
+
+// Subject prefixes and verbs of the wire contract (see the package doc).
+const (
+	Prefix             = "braid.v1"
+	ProducePrefix      = Prefix + ".produce"
+	ProduceBatchPrefix = Prefix + ".produce-batch"
+	AdminPrefix        = Prefix + ".admin"
+	LayoutPrefix       = Prefix + ".layout"
+	ConsumePrefix      = Prefix + ".consume"
+
+	// Request headers of produce one.
+	HeaderKey  = "Braid-Key"
+	HeaderTime = "Braid-Time"
+
+	// ServiceName is the micro-service name the endpoints register under.
+	ServiceName    = "braid"
+	ServiceVersion = "0.1.0"
+)
+
+// Consume verbs: braid.v1.consume.<verb>.<tenant>.<namespace>.<topic>.
+const (
+	ConsumeJoin  = "join"
+	ConsumeFetch = "fetch"
+	ConsumeAck   = "ack"
+	ConsumeLeave = "leave"
+)
+
+// Admin objects and verbs: braid.v1.admin.<object>.<verb>.
+const (
+	AdminTenantCreate    = "tenant.create"
+	AdminTenantList      = "tenant.list"
+	AdminNamespaceCreate = "namespace.create"
+	AdminNamespaceList   = "namespace.list"
+	AdminTopicCreate     = "topic.create"
+	AdminTopicDescribe   = "topic.describe"
+	AdminTopicList       = "topic.list"
+	AdminTopicSplit      = "topic.split"
+	AdminTopicMerge      = "topic.merge"
+	AdminTopicRebucket   = "topic.rebucket"
+	AdminTopicDelete     = "topic.delete"
+	AdminTopicStats      = "topic.stats"
+)
+
+// AdminSubject is the subject of one admin operation, e.g. AdminSubject(AdminTopicSplit).
+func AdminSubject(op string) string { return AdminPrefix + "." + op }
+
+// TopicSubject joins a prefix with the three name tokens of a topic.
+func TopicSubject(prefix, tenant, namespace, topic string) string {
+	return strings.Join([]string{prefix, tenant, namespace, topic}, ".")
+}
+
+// ConsumeSubject is braid.v1.consume.<verb>.<tenant>.<namespace>.<topic>.
+func ConsumeSubject(verb, tenant, namespace, topic string) string {
+	return TopicSubject(ConsumePrefix+"."+verb, tenant, namespace, topic)
+}
+
+// TopicTokens returns the last three tokens of a per-topic subject
+// (tenant, namespace, topic), or ok=false when the subject does not have
+// exactly prefixTokens+3 tokens.
+func TopicTokens(subject string, prefixTokens int) (tenant, namespace, topic string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != prefixTokens+3 {
+		return "", "", "", false
+	}
+	return parts[prefixTokens], parts[prefixTokens+1], parts[prefixTokens+2], true
+}
