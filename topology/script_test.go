@@ -1,0 +1,237 @@
+package topology
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Scenario scripts in testdata/*.txt, in the style of cockroachdb/datadriven:
+//
+//	# comment
+//	split 0
+//	----
+//	<expected output, up to a blank line>
+//
+// Each file starts from an empty state; the layout and the set of drained
+// segments carry from one command to the next. Regenerate the expected
+// output with: go test ./topology/ -run TestScripts -rewrite (and read the
+// diff before committing it).
+//
+// Commands:
+//
+//	new <segments> <budget>         fixed <partitions> <buckets>
+//	split <id> [<at>]               merge <a> <b>
+//	rebucket <id> <buckets>         delete <id>
+//	drain <id>...                   readable | units | active | maxdepth | json
+//	mayread <id>                    ancestors <id>
+//	depth <id>                      owner <hash>
+//
+// Layout-changing commands print the whole layout, after checking Validate.
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scripts")
+
+type scriptCase struct {
+	preamble []string // comments and blank lines before the command
+	command  string
+	line     int
+	expected string
+}
+
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts in testdata: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			cases := parseScript(t, file)
+			var st scriptState
+			var out strings.Builder
+			for _, c := range cases {
+				got := st.run(c.command)
+				if *rewrite {
+					for _, p := range c.preamble {
+						out.WriteString(p + "\n")
+					}
+					fmt.Fprintf(&out, "%s\n----\n%s\n\n", c.command, got)
+					continue
+				}
+				if got != c.expected {
+					t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, c.line, c.command, got, c.expected)
+				}
+			}
+			if *rewrite {
+				if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func parseScript(t *testing.T, file string) []scriptCase {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var cases []scriptCase
+	var preamble []string
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			preamble = append(preamble, line)
+			continue
+		}
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			t.Fatalf("%s:%d: command %q is not followed by ----", file, i+1, line)
+		}
+		c := scriptCase{preamble: preamble, command: line, line: i + 1}
+		preamble = nil
+		i += 2
+		var expected []string
+		for ; i < len(lines) && lines[i] != ""; i++ {
+			expected = append(expected, lines[i])
+		}
+		c.expected = strings.Join(expected, "\n")
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+type scriptState struct {
+	layout  Layout
+	drained map[SegmentID]bool
+}
+
+func (st *scriptState) isDrained(id SegmentID) bool { return st.drained[id] }
+
+func (st *scriptState) run(command string) string {
+	fields := strings.Fields(command)
+	args := make([]uint64, 0, len(fields)-1)
+	for _, f := range fields[1:] {
+		v, err := ParseHash(f)
+		if err != nil {
+			return "bad argument: " + err.Error()
+		}
+		args = append(args, v)
+	}
+	arg := func(i int) uint64 {
+		if i < len(args) {
+			return args[i]
+		}
+		return 0
+	}
+	id := SegmentID(arg(0))
+
+	var next Layout
+	var err error
+	switch fields[0] {
+	case "new":
+		next, err = New(int(arg(0)), int(arg(1)))
+	case "fixed":
+		next, err = FromFixed(int(arg(0)), int(arg(1)))
+	case "split":
+		var at *uint64
+		if len(args) > 1 {
+			at = &args[1]
+		}
+		next, err = st.layout.Split(id, at)
+	case "merge":
+		next, err = st.layout.Merge(id, SegmentID(arg(1)))
+	case "rebucket":
+		next, err = st.layout.Rebucket(id, int(arg(1)))
+	case "delete":
+		next, err = st.layout.Delete(id)
+	case "drain":
+		if st.drained == nil {
+			st.drained = make(map[SegmentID]bool)
+		}
+		for _, a := range args {
+			st.drained[SegmentID(a)] = true
+		}
+		return fmt.Sprintf("readable: %v", Readable(st.layout, st.isDrained))
+	case "readable":
+		return fmt.Sprintf("readable: %v", Readable(st.layout, st.isDrained))
+	case "units":
+		var b strings.Builder
+		b.WriteString("units:")
+		for _, u := range ReadableUnits(st.layout, st.isDrained) {
+			fmt.Fprintf(&b, " %d/%d", u.Segment, u.Bucket)
+		}
+		return b.String()
+	case "mayread":
+		return strconv.FormatBool(MayRead(st.layout, id, st.isDrained))
+	case "ancestors":
+		return fmt.Sprintf("ancestors: %v", st.layout.Ancestors(id))
+	case "depth":
+		d, ok := st.layout.Depth(id)
+		return fmt.Sprintf("depth %d %v", d, ok)
+	case "maxdepth":
+		return fmt.Sprintf("max depth %d", st.layout.MaxDepth())
+	case "owner":
+		s, ok := st.layout.Owner(arg(0))
+		if !ok {
+			return "no owner"
+		}
+		return fmt.Sprintf("owner %d %s", s.ID, s.Range)
+	case "active":
+		var b strings.Builder
+		for i, s := range st.layout.Active() {
+			if i > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "%d %s buckets=%d", s.ID, s.Range, s.Buckets)
+		}
+		return b.String()
+	case "json":
+		data, err := st.layout.MarshalJSON()
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(data)
+	default:
+		return "unknown command " + fields[0]
+	}
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	st.layout = next
+	return formatLayout(next)
+}
+
+// formatLayout prints one line per segment, after the epoch and next id.
+func formatLayout(l Layout) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "epoch=%d next=%d", l.Epoch, l.NextID)
+	if err := l.Validate(); err != nil {
+		fmt.Fprintf(&b, " INVALID: %v", err)
+	}
+	for _, s := range l.Segments {
+		sealed := ""
+		if s.State != StateActive {
+			sealed = strconv.FormatUint(s.SealedEpoch, 10)
+		}
+		fmt.Fprintf(&b, "\n%d %s %s buckets=%d epochs=%d..%s parents=%v children=%v",
+			s.ID, s.State, s.Range, s.Buckets, s.CreatedEpoch, sealed, nonNil(s.Parents), nonNil(s.Children))
+		if s.Partition >= 0 {
+			fmt.Fprintf(&b, " partition=%d", s.Partition)
+		}
+	}
+	return b.String()
+}
