@@ -1,0 +1,149 @@
+package actors
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/wal"
+)
+
+// appendReq asks a bucket to append records, in order. done is called once,
+// from the bucket actor, after the batch holding them is durable (per the
+// durability mode) or refused.
+type appendReq struct {
+	records []wal.Record
+	done    func(first uint64, err error)
+}
+
+// sealReq seals a bucket at a layout epoch: what it accepted before is
+// flushed, what comes after is refused with SEGMENT_SEALED. Unseal reverts a
+// seal whose layout change failed to persist. done reports the final next
+// offset of the bucket.
+type sealReq struct {
+	epoch  uint64
+	unseal bool
+	done   func(next uint64, err error)
+}
+
+// flushMsg is the message a bucket sends itself to commit its queue.
+type flushMsg struct{}
+
+// crashMsg makes a bucket panic; tests use it to prove supervision restarts
+// a bucket with nothing acknowledged lost.
+type crashMsg struct{}
+
+// bucketActor owns one bucket log.
+type bucketActor struct {
+	key   UnitKey
+	store *LogStore
+	opts  wal.Options
+	log   *slog.Logger
+	m     *metrics
+
+	wal *wal.Log
+	// sealedAt is the layout epoch of the seal; 0 while accepting appends.
+	sealedAt uint64
+	// queue holds appends received since the last flush; flushQueued says a
+	// flushMsg is in the mailbox behind them.
+	queue       []appendReq
+	flushQueued bool
+	frames      [][]byte
+	buf         []byte
+}
+
+func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m}
+	})
+}
+
+func (b *bucketActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		l, err := b.store.Reopen(b.key, b.opts)
+		if err != nil {
+			// Without its log the bucket cannot serve; the supervisor
+			// restarts it and the open is tried again.
+			panic(err)
+		}
+		b.wal = l
+	case appendReq:
+		if b.sealedAt != 0 {
+			msg.done(0, api.SealedError(uint64(b.key.Segment), b.sealedAt))
+			return
+		}
+		b.queue = append(b.queue, msg)
+		if !b.flushQueued {
+			b.flushQueued = true
+			ctx.Send(ctx.Self(), flushMsg{})
+		}
+	case flushMsg:
+		b.flushQueued = false
+		b.flush()
+	case sealReq:
+		b.flush()
+		if msg.unseal {
+			b.sealedAt = 0
+		} else {
+			b.sealedAt = msg.epoch
+		}
+		msg.done(b.wal.NextOffset(), nil)
+	case crashMsg:
+		panic("braid/actors: crash requested for " + b.key.String())
+	case *actor.Restarting:
+		b.failQueue(errors.New("bucket restarting"))
+	case *actor.Stopping:
+		b.flush()
+	}
+}
+
+// flush writes the queue as one batch, syncs once and acknowledges it.
+func (b *bucketActor) flush() {
+	if len(b.queue) == 0 {
+		return
+	}
+	b.frames = b.frames[:0]
+	b.buf = b.buf[:0]
+	// Encode into one buffer, then cut it into frames: one allocation per
+	// batch instead of one per record.
+	ends := make([]int, 0, len(b.queue)*4)
+	n := 0
+	for _, q := range b.queue {
+		for i := range q.records {
+			b.buf = wal.EncodeRecord(b.buf, q.records[i])
+			ends = append(ends, len(b.buf))
+			n++
+		}
+	}
+	start := 0
+	for _, end := range ends {
+		b.frames = append(b.frames, b.buf[start:end:end])
+		start = end
+	}
+	first, err := b.wal.AppendEncoded(b.frames)
+	queue := b.queue
+	b.queue = nil
+	if err != nil {
+		b.log.Error("append failed", "unit", b.key.String(), "records", n, "err", err)
+		for _, q := range queue {
+			q.done(0, api.Errorf(api.CodeInternal, "append to %s: %v", b.key, err))
+		}
+		return
+	}
+	b.m.appended(b.key, n, len(b.buf))
+	off := first
+	for _, q := range queue {
+		q.done(off, nil)
+		off += uint64(len(q.records))
+	}
+	b.store.Signal(b.key.Topic.String())
+}
+
+func (b *bucketActor) failQueue(err error) {
+	for _, q := range b.queue {
+		q.done(0, api.Errorf(api.CodeUnavailable, "%s: %v; resend", b.key, err))
+	}
+	b.queue = nil
+}

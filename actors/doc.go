@@ -1,0 +1,42 @@
+// Package actors runs Braid's topics on protoactor-go: one controller actor
+// per topic owns its layout, one segment actor per active segment supervises
+// one bucket actor per entry bucket, and each bucket actor owns one
+// write-ahead log that it group-commits.
+//
+// What it owns: the life of a topic on this node — create, recover, split,
+// merge, rebucket, delete — and the produce path. What it does not own: the
+// DAG rules (topology), key routing (routing), the metadata store (meta),
+// subscriptions (consumers) and NATS (cluster).
+//
+// # The actors
+//
+//	Manager (plain Go, safe for concurrent use): topic handles by name
+//	  controller "topic/<tenant>/<ns>/<name>"      layout, policies, KV compare-and-swap, layout push
+//	    segment "seg-<id>"   (active segments only; OneForOne supervisor of its buckets)
+//	      bucket "b-<n>"      one wal.Log, group commit, seal
+//
+// # Group commit
+//
+// A bucket actor queues every append it receives and sends itself one flush
+// message. The mailbox is FIFO, so when the flush runs, every append that
+// arrived before it is in the queue: they are written as one batch, synced
+// once (per the durability mode) and only then acknowledged. Appends that
+// arrive during the fsync form the next batch.
+//
+// # Changing the layout
+//
+// The controller computes the next layout (topology), seals the buckets of
+// the segments it retires (each flushes what it accepted, then rejects
+// appends with SEGMENT_SEALED and the new epoch), writes the layout with
+// compare-and-swap on the KV revision (a stale controller fails here), spawns
+// the new segments, swaps the routing snapshot and publishes the layout.
+// Appends accepted before the seal sit in the sealed segment, which every
+// ordered reader drains first (the ordering rule); appends rejected by the
+// seal are re-routed by the new layout, so no key is reordered.
+//
+// # Reads
+//
+// Sealed segments have no actors: their logs are opened on demand by the
+// LogStore, and readers (consumer groups) read any log directly, since a
+// wal.Log is safe for concurrent use.
+package actors

@@ -1,0 +1,369 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults are the broker-wide policy defaults (the last level of
+// topic → namespace → broker resolution).
+type Defaults struct {
+	Durability        wal.Durability
+	SyncInterval      time.Duration
+	SegmentBytes      int
+	MaxPayloadBytes   int
+	EntryBucketBudget int
+}
+
+// DefaultDefaults are the broker defaults when none are configured.
+var DefaultDefaults = Defaults{
+	Durability:        wal.DurabilityAlways,
+	SyncInterval:      wal.DefaultSyncInterval,
+	SegmentBytes:      wal.DefaultSegmentBytes,
+	MaxPayloadBytes:   1 << 20,
+	EntryBucketBudget: 4,
+}
+
+// MaxKeyBytes bounds a message key.
+const MaxKeyBytes = 4096
+
+// Config assembles a Manager.
+type Config struct {
+	// DataDir is where bucket logs live.
+	DataDir  string
+	System   *actor.ActorSystem
+	Meta     *meta.Store
+	Defaults Defaults
+	// Publish sends a layout push; nil disables pushes.
+	Publish    func(subject string, data []byte) error
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Manager runs the topics of this node. It is safe for concurrent use.
+type Manager struct {
+	cfg    Config
+	system *actor.ActorSystem
+	meta   *meta.Store
+	store  *LogStore
+	log    *slog.Logger
+	m      *metrics
+
+	mu sync.RWMutex
+	// topics holds every loaded topic by URI.
+	topics map[string]*Topic
+	closed bool
+}
+
+// NewManager returns a manager with no topics loaded; call Recover.
+func NewManager(cfg Config) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Defaults == (Defaults{}) {
+		cfg.Defaults = DefaultDefaults
+	}
+	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
+		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}}
+	m.store = NewLogStore(cfg.DataDir, m.m.repaired)
+	return m
+}
+
+// Store is the node's log store.
+func (m *Manager) Store() *LogStore { return m.store }
+
+// Recover loads every topic of the metadata store and starts its actors.
+func (m *Manager) Recover(ctx context.Context) error {
+	uris, err := m.meta.AllTopics(ctx)
+	if err != nil {
+		return err
+	}
+	for _, uri := range uris {
+		name, err := routing.ParseTopic(uri)
+		if err != nil {
+			return err
+		}
+		rec, rev, err := m.meta.Topic(ctx, name)
+		if err != nil {
+			return fmt.Errorf("recover %s: %w", uri, err)
+		}
+		if _, err := m.start(ctx, name, rec, rev); err != nil {
+			return fmt.Errorf("recover %s: %w", uri, err)
+		}
+	}
+	m.log.Info("topics recovered", "count", len(uris))
+	return nil
+}
+
+// CreateTopic creates a topic and starts it.
+func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (api.TopicDescription, error) {
+	name, err := parseScalable(req.Topic)
+	if err != nil {
+		return api.TopicDescription{}, err
+	}
+	if err := req.Policies.Validate(); err != nil {
+		return api.TopicDescription{}, err
+	}
+	ns, err := m.namespace(ctx, name.NamespaceName())
+	if err != nil {
+		return api.TopicDescription{}, err
+	}
+	segments := req.Segments
+	if segments == 0 {
+		segments = 1
+	}
+	budget := req.Buckets
+	if budget == 0 {
+		budget = m.resolve(req.Policies, ns.Policies).EntryBucketBudget
+	}
+	if segments < 1 || segments > 4096 {
+		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "segments must be in [1, 4096], got %d", segments)
+	}
+	if budget < 1 {
+		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "buckets must be at least 1, got %d", budget)
+	}
+	layout, err := topology.New(segments, max(budget, segments))
+	if err != nil {
+		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
+	}
+	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "server is stopping")
+	}
+	rev, err := m.meta.CreateTopic(ctx, name, rec)
+	if errors.Is(err, meta.ErrExists) {
+		return api.TopicDescription{}, api.Errorf(api.CodeAlreadyExists, "topic %s exists", name)
+	}
+	if err != nil {
+		return api.TopicDescription{}, metaError(err)
+	}
+	rec.Topic = name.String()
+	t, err := m.startLocked(name, rec, rev, ns.Policies)
+	if err != nil {
+		return api.TopicDescription{}, err
+	}
+	d := t.Describe()
+	d.Policies = req.Policies
+	m.publishLayout(t, d)
+	return d, nil
+}
+
+func (m *Manager) start(ctx context.Context, name routing.TopicName, rec meta.TopicRecord, rev uint64) (*Topic, error) {
+	ns, err := m.namespace(ctx, name.NamespaceName())
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.startLocked(name, rec, rev, ns.Policies)
+}
+
+func (m *Manager) startLocked(name routing.TopicName, rec meta.TopicRecord, rev uint64, nsPolicies *api.Policies) (*Topic, error) {
+	p := m.resolve(rec.Policies, nsPolicies)
+	t := &Topic{name: name, uri: name.String(), mgr: m, maxPayload: p.MaxPayloadBytes, ready: make(chan struct{}),
+		opts: wal.Options{Durability: p.Durability, SyncInterval: p.SyncInterval, SegmentBytes: p.SegmentBytes}}
+	c := &controller{t: t, rec: rec, rev: rev}
+	pid, err := m.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return c }), "topic/"+name.Tenant+"/"+name.Namespace+"/"+name.Name)
+	if err != nil {
+		return nil, api.Errorf(api.CodeInternal, "start controller of %s: %v", name, err)
+	}
+	t.pid = pid
+	// The controller publishes the first snapshot in Started; wait for it so
+	// the topic is usable as soon as it is returned.
+	select {
+	case <-t.ready:
+	case <-time.After(10 * time.Second):
+		return nil, api.Errorf(api.CodeInternal, "controller of %s did not start", name)
+	}
+	m.topics[t.uri] = t
+	return t, nil
+}
+
+// resolve merges topic policies, namespace policies and broker defaults.
+func (m *Manager) resolve(topic, ns *api.Policies) Defaults {
+	d := m.cfg.Defaults
+	for _, p := range []*api.Policies{ns, topic} { // later levels win
+		if p == nil {
+			continue
+		}
+		if p.Durability != nil {
+			d.Durability, _ = wal.ParseDurability(*p.Durability)
+		}
+		if p.MaxPayloadBytes != nil {
+			d.MaxPayloadBytes = *p.MaxPayloadBytes
+		}
+		if p.EntryBucketBudget != nil {
+			d.EntryBucketBudget = *p.EntryBucketBudget
+		}
+	}
+	return d
+}
+
+func (m *Manager) namespace(ctx context.Context, ns routing.NamespaceName) (meta.NamespaceRecord, error) {
+	rec, err := m.meta.Namespace(ctx, ns)
+	if errors.Is(err, meta.ErrNotFound) {
+		return rec, api.Errorf(api.CodeNamespaceMissing, "namespace %s does not exist", ns)
+	}
+	return rec, metaError(err)
+}
+
+// Topic returns a loaded topic.
+func (m *Manager) Topic(uri string) (*Topic, error) {
+	name, err := parseScalable(uri)
+	if err != nil {
+		return nil, err
+	}
+	return m.TopicByName(name)
+}
+
+// TopicByName returns a loaded topic by its parsed name.
+func (m *Manager) TopicByName(name routing.TopicName) (*Topic, error) {
+	m.mu.RLock()
+	t, ok := m.topics[name.String()]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, api.Errorf(api.CodeTopicNotFound, "topic %s does not exist", name)
+	}
+	return t, nil
+}
+
+// Topics lists the loaded topic URIs of a namespace, sorted.
+func (m *Manager) Topics(ns routing.NamespaceName) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []string
+	for uri, t := range m.topics {
+		if t.name.NamespaceName() == ns {
+			out = append(out, uri)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Change applies a layout operation through the topic's controller.
+func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topology.Layout) (topology.Layout, error)) (api.TopicDescription, error) {
+	t, err := m.Topic(uri)
+	if err != nil {
+		return api.TopicDescription{}, err
+	}
+	timeout := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	res, err := m.system.Root.RequestFuture(t.pid, &changeReq{op: op, apply: apply}, timeout).Result()
+	if err != nil {
+		return api.TopicDescription{}, api.Errorf(api.CodeTimeout, "%s of %s: %v", op, uri, err)
+	}
+	r := res.(*changeResp)
+	return r.desc, r.err
+}
+
+// DeleteTopic stops a topic, deletes its logs and its metadata.
+func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
+	t, err := m.Topic(uri)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.topics, t.uri)
+	m.mu.Unlock()
+	if err := m.system.Root.StopFuture(t.pid).Wait(); err != nil {
+		m.log.Warn("stop controller", "topic", uri, "err", err)
+	}
+	st := *t.state.Load()
+	st.deleted = true
+	st.changed = make(chan struct{})
+	t.publish(&st)
+	if err := m.meta.DeleteTopic(ctx, t.name); err != nil {
+		return metaError(err)
+	}
+	if err := m.store.RemoveTopic(t.name); err != nil {
+		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", uri, err)
+	}
+	m.m.activeSegs.DeleteLabelValues(uri)
+	return nil
+}
+
+// CrashBucket makes one bucket actor panic (supervision tests and chaos).
+func (m *Manager) CrashBucket(uri string, seg topology.SegmentID, bucket int) error {
+	t, err := m.Topic(uri)
+	if err != nil {
+		return err
+	}
+	pids, ok := t.state.Load().buckets[seg]
+	if !ok || bucket < 0 || bucket >= len(pids) {
+		return api.Errorf(api.CodeSegmentNotFound, "no active bucket %d/%d in %s", seg, bucket, uri)
+	}
+	m.system.Root.Send(pids[bucket], crashMsg{})
+	return nil
+}
+
+func (m *Manager) publishLayout(t *Topic, d api.TopicDescription) {
+	if m.cfg.Publish == nil {
+		return
+	}
+	b, err := json.Marshal(d)
+	if err == nil {
+		err = m.cfg.Publish(api.TopicSubject(api.LayoutPrefix, t.name.Tenant, t.name.Namespace, t.name.Name), b)
+	}
+	if err != nil {
+		m.log.Warn("layout push failed", "topic", t.uri, "err", err)
+	}
+}
+
+// Close stops every topic (their buckets flush) and closes every log.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	topics := make([]*Topic, 0, len(m.topics))
+	for _, t := range m.topics {
+		topics = append(topics, t)
+	}
+	m.topics = map[string]*Topic{}
+	m.mu.Unlock()
+	for _, t := range topics {
+		_ = m.system.Root.StopFuture(t.pid).Wait()
+	}
+	return m.store.Close()
+}
+
+func parseScalable(uri string) (routing.TopicName, error) {
+	name, err := routing.ParseTopic(uri)
+	if err != nil {
+		return name, api.Errorf(api.CodeInvalidName, "%v", err)
+	}
+	if name.Scheme != routing.SchemeScalable {
+		return name, api.Errorf(api.CodeInvalidName, "%s: only topic:// (scalable) topics are served; persistent:// topics are not yet supported", uri)
+	}
+	return name, nil
+}
+
+func metaError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, meta.ErrNotFound):
+		return api.Errorf(api.CodeNotFound, "%v", err)
+	case errors.Is(err, meta.ErrExists):
+		return api.Errorf(api.CodeAlreadyExists, "%v", err)
+	default:
+		return api.Errorf(api.CodeInternal, "%v", err)
+	}
+}

@@ -1,0 +1,199 @@
+package actors
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// sealedWait bounds how long a produce that hit a seal waits for the new
+// layout before it answers SEGMENT_SEALED to the client.
+const sealedWait = 5 * time.Second
+
+// maxReroutes bounds how many seals one record may run into in one request.
+const maxReroutes = 3
+
+// Validate checks a produce request against the topic's limits. Nothing is
+// appended when it fails.
+func (t *Topic) Validate(recs []api.Record) error {
+	if len(recs) == 0 {
+		return api.Errorf(api.CodeBadRequest, "empty produce batch")
+	}
+	for i := range recs {
+		if n := len(recs[i].Payload); n > t.maxPayload {
+			return api.Errorf(api.CodePayloadTooLarge, "record %d: payload of %d bytes is over the limit of %d (max_payload_bytes)", i, n, t.maxPayload)
+		}
+		if n := len(recs[i].Key); n > MaxKeyBytes {
+			return api.Errorf(api.CodeInvalidArgument, "record %d: key of %d bytes is over the limit of %d", i, n, MaxKeyBytes)
+		}
+	}
+	return nil
+}
+
+// Produce appends records and calls done once with one result per record,
+// in request order. Records of one key keep their order. It never blocks:
+// done runs on an actor's goroutine or a helper goroutine.
+//
+// A record that meets a sealed segment is re-routed by the new layout (the
+// producer rule applied on the server: the whole group that the seal
+// refused moves, in order, after the seal made the new layout current).
+func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
+	if err := t.Validate(recs); err != nil {
+		done(errResults(len(recs), err))
+		return
+	}
+	now := time.Now().UnixMilli()
+	p := &produceCall{t: t, results: make([]api.Result, len(recs)), done: done, recs: make([]wal.Record, len(recs))}
+	for i := range recs {
+		ts := recs[i].Time
+		if ts == 0 {
+			ts = now
+		}
+		w := wal.Record{Timestamp: ts, Key: recs[i].Key, Payload: recs[i].Payload}
+		if len(recs[i].Headers) > 0 {
+			w.Headers = make([]wal.Header, len(recs[i].Headers))
+			for j, h := range recs[i].Headers {
+				w.Headers[j] = wal.Header{Key: h.Name, Value: h.Value}
+			}
+		}
+		p.recs[i] = w
+	}
+	idx := make([]int, len(recs))
+	for i := range idx {
+		idx[i] = i
+	}
+	p.pending.Store(1)
+	p.dispatch(idx, 0)
+	p.finish()
+}
+
+// produceCall tracks one produce request across its bucket groups.
+type produceCall struct {
+	t       *Topic
+	recs    []wal.Record
+	results []api.Result
+	done    func([]api.Result)
+	// pending counts groups in flight plus one held by whoever is
+	// dispatching; results is complete when it reaches zero.
+	pending atomic.Int64
+}
+
+func (p *produceCall) finish() {
+	if p.pending.Add(-1) == 0 {
+		p.done(p.results)
+	}
+}
+
+type unitRef struct {
+	seg    topology.SegmentID
+	bucket int
+}
+
+// dispatch routes the records idx by the current snapshot and sends one
+// append per unit, keeping their order within each unit.
+func (p *produceCall) dispatch(idx []int, attempt int) {
+	st := p.t.state.Load()
+	if st.deleted {
+		for _, i := range idx {
+			p.results[i] = errResult(api.Errorf(api.CodeTopicDeleted, "topic %s was deleted", p.t.uri))
+		}
+		return
+	}
+	groups := map[unitRef][]int{}
+	var order []unitRef
+	for _, i := range idx {
+		var u unitRef
+		if key := p.recs[i].Key; len(key) > 0 {
+			seg, b, _ := st.table.Route(key)
+			u = unitRef{topology.SegmentID(seg), b}
+		} else {
+			seg, b := p.t.rr.Next(st.table)
+			u = unitRef{topology.SegmentID(seg), b}
+		}
+		if _, ok := groups[u]; !ok {
+			order = append(order, u)
+		}
+		groups[u] = append(groups[u], i)
+	}
+	for _, u := range order {
+		members := groups[u]
+		pids := st.buckets[u.seg]
+		if u.bucket >= len(pids) {
+			for _, i := range members {
+				p.results[i] = errResult(api.Errorf(api.CodeInternal, "no actor for %d/%d", u.seg, u.bucket))
+			}
+			continue
+		}
+		batch := make([]wal.Record, len(members))
+		for j, i := range members {
+			batch[j] = p.recs[i]
+		}
+		p.pending.Add(1)
+		u := u
+		p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, done: func(first uint64, err error) {
+			p.landed(u, members, first, err, attempt)
+		}})
+	}
+}
+
+// landed records a group's outcome, or re-routes it after a seal.
+func (p *produceCall) landed(u unitRef, members []int, first uint64, err error, attempt int) {
+	var sealed *api.Error
+	if err != nil && errors.As(err, &sealed) && sealed.Code == api.CodeSegmentSealed && attempt < maxReroutes {
+		go func() {
+			p.t.waitEpoch(sealed.Epoch, sealedWait)
+			if p.t.Epoch() < sealed.Epoch {
+				for _, i := range members {
+					p.results[i] = errResult(err)
+				}
+			} else {
+				p.dispatch(members, attempt+1)
+			}
+			p.finish()
+		}()
+		return
+	}
+	for j, i := range members {
+		if err != nil {
+			p.results[i] = errResult(err)
+			p.t.mgr.m.produceErrors.WithLabelValues(api.AsError(err).Code.Symbol).Inc()
+			continue
+		}
+		p.results[i] = api.Result{Segment: uint64(u.seg), Bucket: u.bucket, Offset: first + uint64(j)}
+	}
+	p.finish()
+}
+
+// waitEpoch waits until the topic's layout epoch reaches epoch or d passes.
+func (t *Topic) waitEpoch(epoch uint64, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		st := t.state.Load()
+		if st.layout.Epoch >= epoch || st.deleted {
+			return
+		}
+		select {
+		case <-st.changed:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+func errResult(err error) api.Result {
+	e := api.AsError(err)
+	return api.Result{Code: e.Code.Number, Epoch: e.Epoch, Message: e.Message}
+}
+
+func errResults(n int, err error) []api.Result {
+	out := make([]api.Result, n)
+	for i := range out {
+		out[i] = errResult(err)
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// segmentActor supervises the bucket actors of one active segment. A bucket
+// that panics is restarted (it reopens and repairs its log); more than
+// maxRestarts within restartWindow stops it.
+type segmentActor struct {
+	topic   routing.TopicName
+	id      topology.SegmentID
+	buckets int
+	store   *LogStore
+	opts    wal.Options
+	log     *slog.Logger
+	m       *metrics
+}
+
+const (
+	maxRestarts   = 10
+	restartWindow = 10 * time.Second
+)
+
+func bucketName(b int) string                 { return fmt.Sprintf("b-%d", b) }
+func segmentName(id topology.SegmentID) string { return fmt.Sprintf("seg-%d", id) }
+
+func newSegmentProps(s segmentActor) *actor.Props {
+	decider := func(reason any) actor.Directive {
+		s.log.Error("bucket actor failed; restarting it", "topic", s.topic.String(), "segment", s.id, "reason", reason)
+		s.m.restarts.Inc()
+		return actor.RestartDirective
+	}
+	return actor.PropsFromProducer(func() actor.Actor { c := s; return &c },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(maxRestarts, restartWindow, decider)))
+}
+
+func (s *segmentActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		for b := 0; b < s.buckets; b++ {
+			key := UnitKey{Topic: s.topic, Segment: s.id, Bucket: b}
+			if _, err := ctx.SpawnNamed(newBucketProps(key, s.store, s.opts, s.log, s.m), bucketName(b)); err != nil {
+				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
+			}
+		}
+	}
+}
+
+// bucketPIDs are the PIDs of a segment's buckets, derived from the segment's
+// PID (children are named b-<n>).
+func bucketPIDs(seg *actor.PID, buckets int) []*actor.PID {
+	out := make([]*actor.PID, buckets)
+	for b := range out {
+		out[b] = actor.NewPID(seg.Address, seg.Id+"/"+bucketName(b))
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package actors
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// UnitKey names one bucket log.
+type UnitKey struct {
+	Topic   routing.TopicName
+	Segment topology.SegmentID
+	Bucket  int
+}
+
+func (k UnitKey) String() string {
+	return fmt.Sprintf("%s/seg-%d/b-%d", k.Topic, k.Segment, k.Bucket)
+}
+
+// LogStore owns the open bucket logs of this node and the append signals of
+// each topic. It is safe for concurrent use.
+//
+// Layout on disk: <dir>/<tenant>/<namespace>/<topic>/seg-<id>/b-<n>/.
+type LogStore struct {
+	dir string
+
+	mu sync.Mutex
+	// logs holds every open log; a log is opened on first use.
+	logs map[UnitKey]*wal.Log
+	// signals holds, per topic URI, the channel closed at the next append.
+	signals map[string]chan struct{}
+	// repairs counts bytes dropped by torn-tail repair at open.
+	repairs func(wal.RepairReport)
+}
+
+// NewLogStore returns a store rooted at dir. onRepair, when not nil, is told
+// of every log that Open repaired.
+func NewLogStore(dir string, onRepair func(wal.RepairReport)) *LogStore {
+	return &LogStore{dir: dir, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, repairs: onRepair}
+}
+
+// TopicDir is the directory of a topic's logs.
+func (s *LogStore) TopicDir(t routing.TopicName) string {
+	return filepath.Join(s.dir, t.Tenant, t.Namespace, t.Name)
+}
+
+func (s *LogStore) unitDir(k UnitKey) string {
+	return filepath.Join(s.TopicDir(k.Topic), fmt.Sprintf("seg-%d", k.Segment), fmt.Sprintf("b-%d", k.Bucket))
+}
+
+// Log returns the open log of a unit, opening (and repairing) it on first use.
+func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.logs[k]; ok {
+		return l, nil
+	}
+	l, err := wal.Open(s.unitDir(k), opts)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", k, err)
+	}
+	if r := l.Repair(); r.DroppedBytes > 0 && s.repairs != nil {
+		s.repairs(r)
+	}
+	s.logs[k] = l
+	return l, nil
+}
+
+// Reopen closes a unit's log and opens it again (repairing its tail): what a
+// restarted bucket actor does.
+func (s *LogStore) Reopen(k UnitKey, opts wal.Options) (*wal.Log, error) {
+	s.mu.Lock()
+	if l, ok := s.logs[k]; ok {
+		_ = l.Close()
+		delete(s.logs, k)
+	}
+	s.mu.Unlock()
+	return s.Log(k, opts)
+}
+
+// Signal wakes everyone waiting on the topic's Appended channel.
+func (s *LogStore) Signal(topic string) {
+	s.mu.Lock()
+	ch, ok := s.signals[topic]
+	if ok {
+		delete(s.signals, topic)
+	}
+	s.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// Appended returns a channel closed at the topic's next Signal.
+func (s *LogStore) Appended(topic string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.signals[topic]
+	if !ok {
+		ch = make(chan struct{})
+		s.signals[topic] = ch
+	}
+	return ch
+}
+
+// CloseSegment closes the logs of one segment (they reopen on demand).
+func (s *LogStore) CloseSegment(t routing.TopicName, seg topology.SegmentID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, l := range s.logs {
+		if k.Topic == t && k.Segment == seg {
+			_ = l.Close()
+			delete(s.logs, k)
+		}
+	}
+}
+
+// RemoveSegment closes and deletes the logs of one segment.
+func (s *LogStore) RemoveSegment(t routing.TopicName, seg topology.SegmentID) error {
+	s.CloseSegment(t, seg)
+	return os.RemoveAll(filepath.Join(s.TopicDir(t), fmt.Sprintf("seg-%d", seg)))
+}
+
+// RemoveTopic closes and deletes every log of a topic.
+func (s *LogStore) RemoveTopic(t routing.TopicName) error {
+	s.closeWhere(func(k UnitKey) bool { return k.Topic == t })
+	return os.RemoveAll(s.TopicDir(t))
+}
+
+// Close closes every log (each syncs first).
+func (s *LogStore) Close() error {
+	return s.closeWhere(func(UnitKey) bool { return true })
+}
+
+func (s *LogStore) closeWhere(match func(UnitKey) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	for k, l := range s.logs {
+		if match(k) {
+			if err := l.Close(); err != nil && first == nil {
+				first = fmt.Errorf("close log %s: %w", k, err)
+			}
+			delete(s.logs, k)
+		}
+	}
+	return first
+}

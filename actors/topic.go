@@ -1,0 +1,169 @@
+package actors
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// topicState is an immutable snapshot of a topic, swapped as a whole by its
+// controller on every layout change. Producers and readers load it without
+// locks.
+type topicState struct {
+	layout topology.Layout
+	table  *routing.Table
+	// buckets holds the bucket PIDs of every active segment.
+	buckets map[topology.SegmentID][]*actor.PID
+	// changed is closed when this snapshot is replaced.
+	changed chan struct{}
+	deleted bool
+}
+
+// Topic is the node-local handle of one topic. It implements the
+// consumers.Source interface.
+type Topic struct {
+	name  routing.TopicName
+	uri   string
+	mgr   *Manager
+	pid   *actor.PID // controller
+	opts  wal.Options
+	rr    routing.RoundRobin
+	state atomic.Pointer[topicState]
+	// ready is closed when the controller published the first snapshot.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// maxPayload is the resolved max_payload_bytes policy.
+	maxPayload int
+}
+
+// Name is the topic's parsed name.
+func (t *Topic) Name() routing.TopicName { return t.name }
+
+// Topic is the topic URI.
+func (t *Topic) Topic() string { return t.uri }
+
+// Layout is the current layout.
+func (t *Topic) Layout() topology.Layout { return t.state.Load().layout }
+
+// Epoch is the current layout epoch.
+func (t *Topic) Epoch() uint64 { return t.state.Load().layout.Epoch }
+
+func (t *Topic) publish(st *topicState) {
+	old := t.state.Swap(st)
+	if old != nil {
+		close(old.changed)
+	}
+	t.readyOnce.Do(func() { close(t.ready) })
+}
+
+func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID) (*topicState, error) {
+	active := l.Active()
+	spans := make([]routing.Span, 0, len(active))
+	for _, s := range active {
+		spans = append(spans, routing.Span{Lo: s.Range.Lo, Hi: s.Range.Hi, Segment: uint64(s.ID), Buckets: s.Buckets})
+	}
+	table, err := routing.NewTable(spans)
+	if err != nil {
+		return nil, err
+	}
+	return &topicState{layout: l, table: table, buckets: buckets, changed: make(chan struct{})}, nil
+}
+
+// Bounds returns the first retained and the next offset of a unit.
+func (t *Topic) Bounds(seg topology.SegmentID, bucket int) (first, next uint64, err error) {
+	l, err := t.unitLog(seg, bucket)
+	if err != nil {
+		return 0, 0, err
+	}
+	return l.FirstOffset(), l.NextOffset(), nil
+}
+
+// Read reads records of a unit from an offset.
+func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]wal.Record, error) {
+	l, err := t.unitLog(seg, bucket)
+	if err != nil {
+		return nil, err
+	}
+	if from >= l.NextOffset() {
+		return nil, nil
+	}
+	return l.ReadRange(from, max, maxBytes)
+}
+
+// Appended returns a channel closed at the next append to the topic.
+func (t *Topic) Appended() <-chan struct{} { return t.mgr.store.Appended(t.uri) }
+
+// Changed returns a channel closed at the next layout change.
+func (t *Topic) Changed() <-chan struct{} { return t.state.Load().changed }
+
+func (t *Topic) unitLog(seg topology.SegmentID, bucket int) (*wal.Log, error) {
+	st := t.state.Load()
+	s, ok := st.layout.Segment(seg)
+	if !ok || s.State == topology.StateDeleted {
+		return nil, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", t.uri, seg)
+	}
+	if bucket < 0 || bucket >= s.Buckets {
+		return nil, api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", seg, t.uri, s.Buckets, bucket)
+	}
+	return t.mgr.store.Log(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}, t.opts)
+}
+
+// Describe returns the topic's layout in wire form.
+func (t *Topic) Describe() api.TopicDescription {
+	return Describe(t.uri, t.Layout())
+}
+
+// Describe converts a layout to its wire form.
+func Describe(uri string, l topology.Layout) api.TopicDescription {
+	d := api.TopicDescription{Topic: uri, Epoch: l.Epoch, NextID: uint64(l.NextID), Segments: make([]api.SegmentInfo, 0, len(l.Segments))}
+	for _, s := range l.Segments {
+		info := api.SegmentInfo{
+			ID: uint64(s.ID), State: string(s.State),
+			Range:   [2]string{topology.FormatHash(s.Range.Lo), topology.FormatHash(s.Range.Hi)},
+			Parents: ids(s.Parents), Children: ids(s.Children), Buckets: s.Buckets,
+			CreatedEpoch: s.CreatedEpoch, SealedEpoch: s.SealedEpoch,
+		}
+		if s.Partition >= 0 {
+			p := s.Partition
+			info.Partition = &p
+		}
+		d.Segments = append(d.Segments, info)
+	}
+	return d
+}
+
+func ids(in []topology.SegmentID) []uint64 {
+	out := make([]uint64, len(in))
+	for i, id := range in {
+		out[i] = uint64(id)
+	}
+	return out
+}
+
+// Stats reports the topic's buckets.
+func (t *Topic) Stats() api.TopicStats {
+	l := t.Layout()
+	st := api.TopicStats{Topic: t.uri, Epoch: l.Epoch, Buckets: []api.BucketStats{}, Subscriptions: []api.SubscriptionStats{}}
+	for _, s := range l.Segments {
+		if s.State == topology.StateDeleted {
+			continue
+		}
+		for b := 0; b < s.Buckets; b++ {
+			lg, err := t.unitLog(s.ID, b)
+			if err != nil {
+				continue
+			}
+			bs := api.BucketStats{Segment: uint64(s.ID), Bucket: b, State: string(s.State),
+				FirstOffset: lg.FirstOffset(), NextOffset: lg.NextOffset(), Bytes: lg.SizeBytes()}
+			st.Buckets = append(st.Buckets, bs)
+			st.Messages += bs.NextOffset - bs.FirstOffset
+			st.Bytes += bs.Bytes
+		}
+	}
+	return st
+}

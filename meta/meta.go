@@ -1,0 +1,333 @@
+// Package meta is Braid's metadata store: tenants, namespaces, topics (their
+// layout and policies) and the subscription registry, kept in one NATS
+// JetStream key-value bucket.
+//
+// It owns the key scheme and compare-and-swap on KV revisions, which is what
+// fences a stale topic controller: a layout change is written with the
+// revision the controller last read, so a controller that missed a change
+// fails with ErrConflict instead of overwriting it. It does not own the
+// layout rules (topology) or when changes happen (actors).
+//
+// Keys (every name is one [A-Za-z0-9_-] token, so keys are valid KV keys):
+//
+//	tenant.<tenant>                                   TenantRecord
+//	ns.<tenant>.<namespace>                           NamespaceRecord
+//	topic.<tenant>.<namespace>.<bucket>.<topic>       TopicRecord; bucket = routing.TopicBucket(name, topic_buckets)
+//	sub.<tenant>.<namespace>.<topic>.<subscription>   SubscriptionRecord
+//
+// This package sits between routing and actors in DESIGN.md §6's list: it
+// imports api, topology and routing and NATS, and is imported by actors,
+// consumers' callers and cluster. (DESIGN.md puts "KV metadata" under
+// cluster; it is its own package so actors can persist layouts without
+// importing cluster.)
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound is returned when a record does not exist.
+	ErrNotFound = errors.New("braid/meta: not found")
+	// ErrExists is returned by a create of a record that exists.
+	ErrExists = errors.New("braid/meta: already exists")
+	// ErrConflict is returned by a compare-and-swap whose revision is stale:
+	// someone else changed the record since it was read.
+	ErrConflict = errors.New("braid/meta: revision conflict")
+)
+
+// DefaultBucket is the KV bucket name.
+const DefaultBucket = "braid-meta"
+
+// TenantRecord is a tenant.
+type TenantRecord struct {
+	Tenant  string    `json:"tenant"`
+	Created time.Time `json:"created"`
+}
+
+// NamespaceRecord is a namespace and its policies.
+type NamespaceRecord struct {
+	Tenant       string        `json:"tenant"`
+	Namespace    string        `json:"namespace"`
+	TopicBuckets int           `json:"topic_buckets"`
+	Policies     *api.Policies `json:"policies,omitempty"`
+	Created      time.Time     `json:"created"`
+}
+
+// TopicRecord is a topic: its layout and policies.
+type TopicRecord struct {
+	Topic    string          `json:"topic"`
+	Layout   topology.Layout `json:"layout"`
+	Policies *api.Policies   `json:"policies,omitempty"`
+	Created  time.Time       `json:"created"`
+}
+
+// SubscriptionRecord registers a subscription of a topic.
+type SubscriptionRecord struct {
+	Topic        string    `json:"topic"`
+	Subscription string    `json:"subscription"`
+	Kind         string    `json:"kind"`
+	Created      time.Time `json:"created"`
+}
+
+// Store is the metadata store. It is safe for concurrent use.
+type Store struct {
+	kv jetstream.KeyValue
+}
+
+// Open creates or binds the KV bucket. replicas is the JetStream replica
+// count (1 on a single node).
+func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*Store, error) {
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	if replicas < 1 {
+		replicas = 1
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "Braid metadata: tenants, namespaces, topic layouts, subscriptions",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("braid/meta: open bucket %s: %w", bucket, err)
+	}
+	return &Store{kv: kv}, nil
+}
+
+func tenantKey(t string) string        { return "tenant." + t }
+func namespaceKey(t, ns string) string { return "ns." + t + "." + ns }
+func subKey(t routing.TopicName, sub string) string {
+	return "sub." + t.Tenant + "." + t.Namespace + "." + t.Name + "." + sub
+}
+
+func topicKey(t routing.TopicName, buckets int) string {
+	return fmt.Sprintf("topic.%s.%s.%d.%s", t.Tenant, t.Namespace, routing.TopicBucket(t, buckets), t.Name)
+}
+
+func (s *Store) get(ctx context.Context, key string, v any) (uint64, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return 0, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("braid/meta: get %s: %w", key, err)
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return 0, fmt.Errorf("braid/meta: decode %s: %w", key, err)
+	}
+	return e.Revision(), nil
+}
+
+func (s *Store) create(ctx context.Context, key string, v any) (uint64, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := s.kv.Create(ctx, key, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("braid/meta: create %s: %w", key, err)
+	}
+	return rev, nil
+}
+
+func (s *Store) update(ctx context.Context, key string, v any, rev uint64) (uint64, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	next, err := s.kv.Update(ctx, key, b, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("braid/meta: update %s: %w", key, err)
+	}
+	return next, nil
+}
+
+func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("braid/meta: list %s: %w", filter, err)
+	}
+	defer lister.Stop()
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// CreateTenant creates a tenant; ErrExists if it exists.
+func (s *Store) CreateTenant(ctx context.Context, tenant string) error {
+	_, err := s.create(ctx, tenantKey(tenant), TenantRecord{Tenant: tenant, Created: time.Now().UTC()})
+	return err
+}
+
+// Tenant reads a tenant; ErrNotFound if absent.
+func (s *Store) Tenant(ctx context.Context, tenant string) (TenantRecord, error) {
+	var r TenantRecord
+	_, err := s.get(ctx, tenantKey(tenant), &r)
+	return r, err
+}
+
+// Tenants lists tenant names, sorted.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	keys, err := s.keys(ctx, "tenant.*")
+	return lastTokens(keys, 1), err
+}
+
+// CreateNamespace creates a namespace of an existing tenant.
+func (s *Store) CreateNamespace(ctx context.Context, r NamespaceRecord) error {
+	if _, err := s.Tenant(ctx, r.Tenant); err != nil {
+		return err
+	}
+	if r.TopicBuckets < 1 {
+		r.TopicBuckets = 1
+	}
+	r.Created = time.Now().UTC()
+	_, err := s.create(ctx, namespaceKey(r.Tenant, r.Namespace), r)
+	return err
+}
+
+// Namespace reads a namespace; ErrNotFound if absent.
+func (s *Store) Namespace(ctx context.Context, ns routing.NamespaceName) (NamespaceRecord, error) {
+	var r NamespaceRecord
+	_, err := s.get(ctx, namespaceKey(ns.Tenant, ns.Namespace), &r)
+	return r, err
+}
+
+// Namespaces lists the namespace names of a tenant, sorted.
+func (s *Store) Namespaces(ctx context.Context, tenant string) ([]string, error) {
+	keys, err := s.keys(ctx, "ns."+tenant+".*")
+	return lastTokens(keys, 1), err
+}
+
+// CreateTopic creates a topic in an existing namespace and returns the
+// record's revision.
+func (s *Store) CreateTopic(ctx context.Context, name routing.TopicName, r TopicRecord) (uint64, error) {
+	ns, err := s.Namespace(ctx, name.NamespaceName())
+	if err != nil {
+		return 0, err
+	}
+	r.Topic = name.String()
+	r.Created = time.Now().UTC()
+	return s.create(ctx, topicKey(name, ns.TopicBuckets), r)
+}
+
+// Topic reads a topic and its revision; ErrNotFound if absent.
+func (s *Store) Topic(ctx context.Context, name routing.TopicName) (TopicRecord, uint64, error) {
+	ns, err := s.Namespace(ctx, name.NamespaceName())
+	if err != nil {
+		return TopicRecord{}, 0, err
+	}
+	var r TopicRecord
+	rev, err := s.get(ctx, topicKey(name, ns.TopicBuckets), &r)
+	return r, rev, err
+}
+
+// UpdateTopic writes r if the stored revision is still rev (compare and
+// swap) and returns the new revision; ErrConflict otherwise.
+func (s *Store) UpdateTopic(ctx context.Context, name routing.TopicName, r TopicRecord, rev uint64) (uint64, error) {
+	ns, err := s.Namespace(ctx, name.NamespaceName())
+	if err != nil {
+		return 0, err
+	}
+	return s.update(ctx, topicKey(name, ns.TopicBuckets), r, rev)
+}
+
+// DeleteTopic removes a topic and its subscription records.
+func (s *Store) DeleteTopic(ctx context.Context, name routing.TopicName) error {
+	ns, err := s.Namespace(ctx, name.NamespaceName())
+	if err != nil {
+		return err
+	}
+	subs, err := s.Subscriptions(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, sub := range subs {
+		if err := s.kv.Purge(ctx, subKey(name, sub)); err != nil {
+			return fmt.Errorf("braid/meta: delete subscription %s: %w", sub, err)
+		}
+	}
+	if err := s.kv.Purge(ctx, topicKey(name, ns.TopicBuckets)); err != nil {
+		return fmt.Errorf("braid/meta: delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// Topics lists the topic URIs of a namespace, sorted.
+func (s *Store) Topics(ctx context.Context, ns routing.NamespaceName) ([]string, error) {
+	keys, err := s.keys(ctx, "topic."+ns.Tenant+"."+ns.Namespace+".*.*")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(keys))
+	for _, name := range lastTokens(keys, 1) {
+		out = append(out, routing.TopicName{Scheme: routing.SchemeScalable, Tenant: ns.Tenant, Namespace: ns.Namespace, Name: name}.String())
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// AllTopics lists every topic URI of every namespace (for recovery at start).
+func (s *Store) AllTopics(ctx context.Context) ([]string, error) {
+	keys, err := s.keys(ctx, "topic.>")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		p := strings.Split(k, ".")
+		if len(p) != 5 {
+			continue
+		}
+		out = append(out, routing.TopicName{Scheme: routing.SchemeScalable, Tenant: p[1], Namespace: p[2], Name: p[4]}.String())
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// RegisterSubscription records a subscription; registering it again is a no-op.
+func (s *Store) RegisterSubscription(ctx context.Context, name routing.TopicName, sub, kind string) error {
+	_, err := s.create(ctx, subKey(name, sub), SubscriptionRecord{Topic: name.String(), Subscription: sub, Kind: kind, Created: time.Now().UTC()})
+	if errors.Is(err, ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// Subscriptions lists the subscription names of a topic, sorted.
+func (s *Store) Subscriptions(ctx context.Context, name routing.TopicName) ([]string, error) {
+	keys, err := s.keys(ctx, "sub."+name.Tenant+"."+name.Namespace+"."+name.Name+".*")
+	return lastTokens(keys, 1), err
+}
+
+func lastTokens(keys []string, n int) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		p := strings.Split(k, ".")
+		out = append(out, strings.Join(p[len(p)-n:], "."))
+	}
+	return out
+}
