@@ -29,7 +29,7 @@ const (
 	restartWindow = 10 * time.Second
 )
 
-func bucketName(b int) string                 { return fmt.Sprintf("b-%d", b) }
+func bucketName(b int) string                  { return fmt.Sprintf("b-%d", b) }
 func segmentName(id topology.SegmentID) string { return fmt.Sprintf("seg-%d", id) }
 
 func newSegmentProps(s segmentActor) *actor.Props {
