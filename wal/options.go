@@ -1,0 +1,92 @@
+package wal
+
+import (
+	"fmt"
+	"time"
+)
+
+// Durability says when appended records reach stable storage.
+type Durability uint8
+
+const (
+	// DurabilityAlways fsyncs before Append returns. The zero value.
+	DurabilityAlways Durability = iota
+	// DurabilityInterval fsyncs every Options.SyncInterval in the
+	// background; a crash loses at most that much.
+	DurabilityInterval
+	// DurabilityNone fsyncs only on Sync, Close and file roll.
+	DurabilityNone
+)
+
+var durabilityNames = [...]string{
+	DurabilityAlways:   "always",
+	DurabilityInterval: "interval",
+	DurabilityNone:     "none",
+}
+
+// ParseDurability parses "always", "interval" or "none".
+func ParseDurability(s string) (Durability, error) {
+	for d, name := range durabilityNames {
+		if s == name {
+			return Durability(d), nil
+		}
+	}
+	return 0, fmt.Errorf("braid/wal: unknown durability %q (want always, interval or none)", s)
+}
+
+// String returns the name ParseDurability accepts.
+func (d Durability) String() string {
+	if int(d) < len(durabilityNames) {
+		return durabilityNames[d]
+	}
+	return fmt.Sprintf("Durability(%d)", uint8(d))
+}
+
+// MarshalText implements encoding.TextMarshaler (JSON, YAML, flags).
+func (d Durability) MarshalText() ([]byte, error) {
+	if int(d) >= len(durabilityNames) {
+		return nil, fmt.Errorf("braid/wal: invalid durability %d", uint8(d))
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Durability) UnmarshalText(text []byte) error {
+	parsed, err := ParseDurability(string(text))
+	if err != nil {
+		return err
+	}
+	*d = parsed
+	return nil
+}
+
+// Defaults applied by Open to zero fields of Options.
+const (
+	DefaultSyncInterval = 50 * time.Millisecond
+	DefaultSegmentBytes = 8 << 20
+)
+
+// Options configure Open. The zero value is valid: DurabilityAlways and
+// the defaults above.
+type Options struct {
+	Durability Durability
+	// SyncInterval is the fsync period of DurabilityInterval. Default 50ms.
+	SyncInterval time.Duration
+	// SegmentBytes is the size past which the log rolls to a new file (a
+	// target: the entry that crosses it stays in the old file). Default
+	// 8 MiB.
+	SegmentBytes int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if int(o.Durability) >= len(durabilityNames) {
+		return o, fmt.Errorf("braid/wal: invalid durability %d", uint8(o.Durability))
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	return o, nil
+}

@@ -1,0 +1,695 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testRecord returns a deterministic record for offset-like number i. Its
+// bytes are never zero, so that zero fill cannot complete a torn copy, and
+// its size varies from about 40 to 190 bytes, so that size prefixes take
+// one or two bytes.
+func testRecord(i int) Record {
+	payload := make([]byte, 20+(i*37)%150)
+	for j := range payload {
+		payload[j] = byte('a' + (i+j)%26)
+	}
+	r := Record{
+		Timestamp: 1700000000000 + int64(i),
+		Key:       []byte(fmt.Sprintf("key-%d", i)),
+		Payload:   payload,
+	}
+	if i%3 == 0 {
+		r.Headers = []Header{{Key: "trace", Value: []byte(fmt.Sprintf("t%d", i))}}
+	}
+	return r
+}
+
+func openLog(t testing.TB, dir string, opts Options) *Log {
+	t.Helper()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	return l
+}
+
+func closeLog(t testing.TB, l *Log) {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func mustAppend(t testing.TB, l *Log, recs ...Record) uint64 {
+	t.Helper()
+	first, err := l.Append(recs...)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	return first
+}
+
+// checkContents asserts that l holds exactly want[first:next] at
+// [first, next), through Read and through ReadRange.
+func checkContents(t testing.TB, l *Log, want []Record, first, next uint64) {
+	t.Helper()
+	if got := l.FirstOffset(); got != first {
+		t.Fatalf("FirstOffset = %d, want %d", got, first)
+	}
+	if got := l.NextOffset(); got != next {
+		t.Fatalf("NextOffset = %d, want %d", got, next)
+	}
+	for off := first; off < next; off++ {
+		got, err := l.Read(off)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		if !sameRecord(got, want[off]) {
+			t.Fatalf("Read(%d) = %s, want %s", off, showRecord(got), showRecord(want[off]))
+		}
+	}
+	var all []Record
+	for off := first; off < next; {
+		recs, err := l.ReadRange(off, 7, 0)
+		if err != nil {
+			t.Fatalf("ReadRange(%d): %v", off, err)
+		}
+		if len(recs) == 0 {
+			t.Fatalf("ReadRange(%d) returned nothing before next %d", off, next)
+		}
+		all = append(all, recs...)
+		off += uint64(len(recs))
+	}
+	for i, got := range all {
+		if !sameRecord(got, want[first+uint64(i)]) {
+			t.Fatalf("ReadRange record %d differs", first+uint64(i))
+		}
+	}
+	for _, off := range []uint64{first - 1, next, next + 1} {
+		if off == first-1 && first == 0 {
+			continue
+		}
+		if _, err := l.Read(off); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Read(%d) outside [%d, %d): %v, want ErrNotFound", off, first, next, err)
+		}
+	}
+}
+
+func TestAppendReadReopen(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	checkContents(t, l, nil, 0, 0)
+
+	var want []Record
+	for i := range 10 {
+		want = append(want, testRecord(i))
+	}
+	if got := mustAppend(t, l, want[0]); got != 0 {
+		t.Fatalf("first Append at %d, want 0", got)
+	}
+	if got := mustAppend(t, l, want[1:6]...); got != 1 {
+		t.Fatalf("batch Append at %d, want 1", got)
+	}
+	if got := mustAppend(t, l); got != 6 {
+		t.Fatalf("empty Append = %d, want NextOffset 6", got)
+	}
+	frames := [][]byte{EncodeRecord(nil, want[6]), EncodeRecord(nil, want[7])}
+	if got, err := l.AppendEncoded(frames); err != nil || got != 6 {
+		t.Fatalf("AppendEncoded = %d, %v; want 6", got, err)
+	}
+	mustAppend(t, l, want[8:]...)
+	checkContents(t, l, want, 0, 10)
+	if l.Repair() != (RepairReport{}) {
+		t.Fatalf("fresh log reports a repair: %+v", l.Repair())
+	}
+	closeLog(t, l)
+
+	l = openLog(t, dir, Options{})
+	checkContents(t, l, want, 0, 10)
+	if l.Repair() != (RepairReport{}) {
+		t.Fatalf("clean reopen reports a repair: %+v", l.Repair())
+	}
+	closeLog(t, l)
+
+	// Every method of a closed log fails with ErrClosed.
+	if err := l.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := l.Append(want[0]); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close: %v", err)
+	}
+	if _, err := l.Read(0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Read after Close: %v", err)
+	}
+	if _, err := l.ReadRange(0, 1, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ReadRange after Close: %v", err)
+	}
+	for name, err := range map[string]error{
+		"Sync": l.Sync(), "TruncateHead": l.TruncateHead(1), "TruncateTail": l.TruncateTail(1),
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("%s after Close: %v", name, err)
+		}
+	}
+}
+
+func TestAppendEncodedRejectsBadFrames(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone})
+	defer closeLog(t, l)
+	good := EncodeRecord(nil, testRecord(1))
+	bad := bytes.Clone(good)
+	bad[len(bad)-1] ^= 0xff
+	for _, frames := range [][][]byte{{good, bad}, {good, {}}, {nil}, {{9, 0, 0, 0, 0}}} {
+		if _, err := l.AppendEncoded(frames); err == nil {
+			t.Fatalf("AppendEncoded accepted a bad frame")
+		}
+	}
+	if l.NextOffset() != 0 {
+		t.Fatalf("a rejected batch was written: NextOffset %d", l.NextOffset())
+	}
+}
+
+func TestReadRangeLimits(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone, SegmentBytes: 1024})
+	defer closeLog(t, l)
+	var want []Record
+	for i := range 50 {
+		want = append(want, testRecord(i))
+	}
+	mustAppend(t, l, want...)
+	frameLen := func(i int) int { return encodedLen(want[i]) }
+
+	recs, err := l.ReadRange(10, 5, 0)
+	if err != nil || len(recs) != 5 {
+		t.Fatalf("ReadRange(10, 5, 0) = %d records, %v", len(recs), err)
+	}
+	// A byte limit below one record still returns one.
+	if recs, err = l.ReadRange(10, 0, 1); err != nil || len(recs) != 1 || !sameRecord(recs[0], want[10]) {
+		t.Fatalf("ReadRange(10, 0, 1) = %d records, %v", len(recs), err)
+	}
+	// A byte limit that fits exactly three frames returns three.
+	limit := frameLen(20) + frameLen(21) + frameLen(22)
+	if recs, err = l.ReadRange(20, 0, limit); err != nil || len(recs) != 3 {
+		t.Fatalf("ReadRange(20, 0, %d) = %d records, %v", limit, len(recs), err)
+	}
+	if recs, err = l.ReadRange(20, 0, limit-1); err != nil || len(recs) != 2 {
+		t.Fatalf("ReadRange(20, 0, %d) = %d records, %v", limit-1, len(recs), err)
+	}
+	// No limits: everything to the end, across files.
+	if recs, err = l.ReadRange(3, 0, 0); err != nil || len(recs) != 47 {
+		t.Fatalf("ReadRange(3, 0, 0) = %d records, %v", len(recs), err)
+	}
+	for i, r := range recs {
+		if !sameRecord(r, want[3+i]) {
+			t.Fatalf("record %d differs", 3+i)
+		}
+	}
+	// At the end: nothing, no error. Beyond: ErrNotFound.
+	if recs, err = l.ReadRange(50, 10, 0); err != nil || len(recs) != 0 {
+		t.Fatalf("ReadRange(next) = %d records, %v", len(recs), err)
+	}
+	if _, err = l.ReadRange(51, 10, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReadRange(next+1): %v", err)
+	}
+	if err := l.TruncateHead(5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = l.ReadRange(4, 10, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReadRange below first: %v", err)
+	}
+}
+
+func TestTruncateHead(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 600}
+	l := openLog(t, dir, opts)
+	var want []Record
+	for i := range 40 {
+		want = append(want, testRecord(i))
+		mustAppend(t, l, want[i])
+	}
+	sizeBefore := l.SizeBytes()
+	for _, before := range []uint64{0, 1, 7, 7, 3, 22, 39} {
+		if err := l.TruncateHead(before); err != nil {
+			t.Fatalf("TruncateHead(%d): %v", before, err)
+		}
+	}
+	checkContents(t, l, want, 39, 40)
+	if l.SizeBytes() >= sizeBefore {
+		t.Fatalf("SizeBytes did not shrink: %d -> %d", sizeBefore, l.SizeBytes())
+	}
+	if err := l.TruncateHead(41); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("TruncateHead beyond next: %v", err)
+	}
+	closeLog(t, l)
+
+	l = openLog(t, dir, opts)
+	checkContents(t, l, want, 39, 40)
+	// Empty the log, then append after it: offsets continue.
+	if err := l.TruncateHead(40); err != nil {
+		t.Fatalf("TruncateHead(next): %v", err)
+	}
+	checkContents(t, l, want, 40, 40)
+	if _, err := l.ReadRange(40, 1, 0); err != nil {
+		t.Fatalf("ReadRange on an empty log: %v", err)
+	}
+	closeLog(t, l)
+
+	l = openLog(t, dir, opts)
+	checkContents(t, l, want, 40, 40)
+	for i := 40; i < 45; i++ {
+		want = append(want, testRecord(i))
+	}
+	if got := mustAppend(t, l, want[40:]...); got != 40 {
+		t.Fatalf("append after emptying at %d, want 40", got)
+	}
+	checkContents(t, l, want, 40, 45)
+	closeLog(t, l)
+
+	l = openLog(t, dir, opts)
+	defer closeLog(t, l)
+	checkContents(t, l, want, 40, 45)
+}
+
+func TestTruncateTail(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Durability: DurabilityInterval, SegmentBytes: 600}
+	l := openLog(t, dir, opts)
+	var want []Record
+	for i := range 40 {
+		want = append(want, testRecord(i))
+	}
+	mustAppend(t, l, want[:20]...)
+	mustAppend(t, l, want[20:]...)
+
+	for _, from := range []uint64{40, 100, 33, 33, 12} {
+		if err := l.TruncateTail(from); err != nil {
+			t.Fatalf("TruncateTail(%d): %v", from, err)
+		}
+	}
+	checkContents(t, l, want, 0, 12)
+	// The next append reuses the dropped offsets, with new contents.
+	for i := 12; i < 20; i++ {
+		want[i] = testRecord(1000 + i)
+	}
+	if got := mustAppend(t, l, want[12:20]...); got != 12 {
+		t.Fatalf("append after TruncateTail at %d, want 12", got)
+	}
+	checkContents(t, l, want, 0, 20)
+	closeLog(t, l)
+
+	l = openLog(t, dir, opts)
+	checkContents(t, l, want, 0, 20)
+	if err := l.TruncateHead(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateTail(4); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("TruncateTail below first: %v", err)
+	}
+	// Drop everything that is left: the log is empty at 5.
+	if err := l.TruncateTail(5); err != nil {
+		t.Fatalf("TruncateTail(first): %v", err)
+	}
+	checkContents(t, l, want, 5, 5)
+	closeLog(t, l)
+
+	l = openLog(t, dir, opts)
+	checkContents(t, l, want, 5, 5)
+	want[5] = testRecord(5555)
+	if got := mustAppend(t, l, want[5]); got != 5 {
+		t.Fatalf("append to emptied log at %d, want 5", got)
+	}
+	closeLog(t, l)
+
+	l = openLog(t, dir, opts)
+	defer closeLog(t, l)
+	checkContents(t, l, want, 5, 6)
+}
+
+// TestTailFollowsTidwall checks the replay of tidwall's roll decisions
+// (tailFile.advance) against the directory, through random batch sizes,
+// truncations and a reopen with a smaller roll size.
+func TestTailFollowsTidwall(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(l *Log, when string) {
+		t.Helper()
+		disk, err := openTail(l.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer disk.close()
+		l.writeMu.Lock()
+		index, size := l.tail.index, l.tail.size
+		l.writeMu.Unlock()
+		if index != disk.index || size != disk.size {
+			t.Fatalf("%s: tail followed as file %d (%d bytes), directory says %d (%d bytes)",
+				when, index, size, disk.index, disk.size)
+		}
+	}
+	n := 0
+	for round, segBytes := range []int{700, 3000, 300} {
+		l := openLog(t, dir, Options{Durability: DurabilityNone, SegmentBytes: segBytes})
+		check(l, "open")
+		for range 60 {
+			batch := make([]Record, 1+rng.IntN(12))
+			for i := range batch {
+				batch[i] = testRecord(n)
+				n++
+			}
+			mustAppend(t, l, batch...)
+			check(l, fmt.Sprintf("round %d append", round))
+		}
+		next := l.NextOffset()
+		if err := l.TruncateTail(next - 3); err != nil {
+			t.Fatal(err)
+		}
+		check(l, "TruncateTail")
+		if err := l.TruncateHead(l.FirstOffset() + 10); err != nil {
+			t.Fatal(err)
+		}
+		check(l, "TruncateHead")
+		closeLog(t, l)
+	}
+}
+
+// TestTailFollowsTidwallExactBoundary fills files to exactly SegmentBytes,
+// where tidwall rolls (">=", not ">"), in single appends and in batches.
+func TestTailFollowsTidwallExactBoundary(t *testing.T) {
+	rec := testRecord(4)
+	entry := uvarintLen(uint64(encodedLen(rec))) + encodedLen(rec)
+	for _, batch := range []int{1, 2, 3, 7} {
+		dir := t.TempDir()
+		l := openLog(t, dir, Options{Durability: DurabilityNone, SegmentBytes: 3 * entry})
+		for range 5 {
+			recs := make([]Record, batch)
+			for i := range recs {
+				recs[i] = rec
+			}
+			mustAppend(t, l, recs...)
+			disk, err := openTail(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			disk.close()
+			if l.tail.index != disk.index || l.tail.size != disk.size {
+				t.Fatalf("batch %d: tail followed as file %d (%d bytes), directory says %d (%d bytes)",
+					batch, l.tail.index, l.tail.size, disk.index, disk.size)
+			}
+		}
+		closeLog(t, l)
+	}
+}
+
+// TestTailDriftIsCorrected: if the replay of tidwall's rolls were ever
+// wrong, the size check before fsync finds the real tail file.
+func TestTailDriftIsCorrected(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{SegmentBytes: 400})
+	defer closeLog(t, l)
+	for i := range 10 {
+		mustAppend(t, l, testRecord(i))
+	}
+	l.writeMu.Lock()
+	l.tail.size += 5 // as if a roll had been missed
+	l.tail.index--
+	l.writeMu.Unlock()
+	mustAppend(t, l, testRecord(10))
+	disk, err := openTail(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.close()
+	if l.tail.index != disk.index || l.tail.size != disk.size {
+		t.Fatalf("drift not corrected: followed %d (%d bytes), directory %d (%d bytes)",
+			l.tail.index, l.tail.size, disk.index, disk.size)
+	}
+}
+
+func TestConcurrentAppendAndRead(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone, SegmentBytes: 16 << 10})
+	defer closeLog(t, l)
+
+	const writers, batches, batchLen = 4, 60, 5
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := map[uint64]Record{} // offset -> what its Append wrote
+	for w := range writers {
+		wg.Go(func() {
+			for b := range batches {
+				batch := make([]Record, batchLen)
+				for i := range batch {
+					batch[i] = testRecord(w*100000 + b*batchLen + i)
+				}
+				first, err := l.Append(batch...)
+				if err != nil {
+					t.Errorf("Append: %v", err)
+					return
+				}
+				mu.Lock()
+				for i, r := range batch {
+					written[first+uint64(i)] = r
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	total := uint64(writers * batches * batchLen)
+	writersDone := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 3 {
+		readers.Go(func() {
+			for off := uint64(0); off < total; {
+				recs, err := l.ReadRange(off, 16, 4096)
+				if err != nil {
+					t.Errorf("ReadRange(%d): %v", off, err)
+					return
+				}
+				for _, r := range recs {
+					if len(r.Key) == 0 {
+						t.Errorf("offset %d: empty record", off)
+					}
+					off++
+				}
+				if len(recs) == 0 {
+					select {
+					case <-writersDone:
+						if l.NextOffset() == off {
+							return // the writers failed short of total
+						}
+					default:
+						runtime.Gosched() // caught up: poll again
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(writersDone)
+	readers.Wait()
+
+	if got := l.NextOffset(); got != total {
+		t.Fatalf("NextOffset = %d, want %d", got, total)
+	}
+	// Offsets are dense and each holds what its Append wrote.
+	for off := range total {
+		want, ok := written[off]
+		if !ok {
+			t.Fatalf("no Append returned offset %d", off)
+		}
+		got, err := l.Read(off)
+		if err != nil || !sameRecord(got, want) {
+			t.Fatalf("Read(%d) = %s, %v; want %s", off, showRecord(got), err, showRecord(want))
+		}
+	}
+}
+
+// TestConcurrentReadsOfOlderFiles reads random offsets of many files from
+// several goroutines: tidwall's cache of older files churns under them.
+func TestConcurrentReadsOfOlderFiles(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone, SegmentBytes: 400})
+	defer closeLog(t, l)
+	var want []Record
+	for i := range 300 {
+		want = append(want, testRecord(i))
+	}
+	mustAppend(t, l, want...)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for range 400 {
+				off := rng.Uint64N(uint64(len(want)))
+				if g%2 == 0 {
+					got, err := l.Read(off)
+					if err != nil || !sameRecord(got, want[off]) {
+						t.Errorf("Read(%d): %v", off, err)
+						return
+					}
+					continue
+				}
+				recs, err := l.ReadRange(off, 3, 0)
+				if err != nil || len(recs) == 0 || !sameRecord(recs[0], want[off]) {
+					t.Errorf("ReadRange(%d): %d records, %v", off, len(recs), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestDurabilityAlwaysSyncsEveryAppend(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer closeLog(t, l)
+	for i := range 5 {
+		before := l.syncs.Load()
+		mustAppend(t, l, testRecord(i), testRecord(i+1))
+		if got := l.syncs.Load(); got != before+1 {
+			t.Fatalf("append %d: %d fsync passes, want 1", i, got-before)
+		}
+	}
+	if l.stopSyncer != nil {
+		t.Fatal("DurabilityAlways started a syncer goroutine")
+	}
+}
+
+func TestDurabilityIntervalSyncs(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityInterval, SyncInterval: 2 * time.Millisecond})
+	for round := range 3 {
+		before := l.syncs.Load()
+		mustAppend(t, l, testRecord(round))
+		if l.syncs.Load() != before {
+			t.Fatal("DurabilityInterval synced inside Append")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			l.writeMu.Lock()
+			unsynced := l.unsynced
+			l.writeMu.Unlock()
+			if !unsynced && l.syncs.Load() > before {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no background fsync within 10s", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	closeLog(t, l)
+	select {
+	case <-l.syncerDone:
+	default:
+		t.Fatal("Close returned with the syncer goroutine still running")
+	}
+}
+
+func TestDurabilityNoneSyncsOnDemand(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone})
+	if l.stopSyncer != nil {
+		t.Fatal("DurabilityNone started a syncer goroutine")
+	}
+	mustAppend(t, l, testRecord(1))
+	if l.syncs.Load() != 0 {
+		t.Fatal("DurabilityNone synced inside Append")
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.syncs.Load() != 1 || l.unsynced {
+		t.Fatal("Sync did not sync")
+	}
+	closeLog(t, l)
+}
+
+// TestFailureIsSticky breaks the descriptor the log fsyncs through: the
+// append fails, every later write reports ErrFailed, and a reopen works.
+func TestFailureIsSticky(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	mustAppend(t, l, testRecord(0))
+	l.writeMu.Lock()
+	l.tail.file.Close()
+	l.writeMu.Unlock()
+	if _, err := l.Append(testRecord(1)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append with a broken file: %v, want ErrFailed", err)
+	}
+	if _, err := l.Append(testRecord(2)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append after a failure: %v, want ErrFailed", err)
+	}
+	if err := l.Sync(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Sync after a failure: %v, want ErrFailed", err)
+	}
+	if err := l.TruncateHead(1); !errors.Is(err, ErrFailed) {
+		t.Fatalf("TruncateHead after a failure: %v, want ErrFailed", err)
+	}
+	if l.NextOffset() != 1 {
+		t.Fatalf("a failed append became visible: NextOffset %d", l.NextOffset())
+	}
+	if got, err := l.Read(0); err != nil || !sameRecord(got, testRecord(0)) {
+		t.Fatalf("Read after a failure: %v", err)
+	}
+	l.Close() // reports the broken descriptor; what matters is the reopen
+
+	l = openLog(t, dir, Options{})
+	defer closeLog(t, l)
+	// The failed append reached tidwall's file before the fsync failed.
+	if next := l.NextOffset(); next != 2 {
+		t.Fatalf("NextOffset after reopen = %d, want 2", next)
+	}
+	mustAppend(t, l, testRecord(3))
+}
+
+func TestOpenRemovesStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	mustAppend(t, l, testRecord(0))
+	closeLog(t, l)
+	stale := []string{segmentName(1) + startSuffix + tempSuffix, segmentName(1) + endSuffix + tempSuffix}
+	for _, name := range stale {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("junk"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := filepath.Join(dir, "unrelated.TEMP")
+	if err := os.WriteFile(keep, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, Options{})
+	defer closeLog(t, l)
+	for _, name := range stale {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s survived Open: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("Open removed a file it does not own: %v", err)
+	}
+	checkContents(t, l, []Record{testRecord(0)}, 0, 1)
+}
+
+func TestSizeBytes(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone, SegmentBytes: 1000})
+	defer closeLog(t, l)
+	if got := l.SizeBytes(); got != 0 {
+		t.Fatalf("empty log SizeBytes = %d", got)
+	}
+	want := int64(0)
+	for i := range 30 {
+		mustAppend(t, l, testRecord(i))
+		frame := encodedLen(testRecord(i))
+		want += int64(uvarintLen(uint64(frame)) + frame)
+	}
+	if got := l.SizeBytes(); got != want {
+		t.Fatalf("SizeBytes = %d, want %d", got, want)
+	}
+}
