@@ -1,0 +1,93 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/braidmq/braid/wal"
+)
+
+// Config assembles a node. The zero value of every field but DataDir has a
+// default (see Defaults).
+type Config struct {
+	// DataDir holds the bucket logs, the subscriptions and, with the
+	// embedded NATS server, its JetStream store. Default ./data.
+	DataDir string
+	// NATSListen is host:port of the embedded NATS server (port -1 or 0
+	// picks a free one). Default 127.0.0.1:4222. Ignored with NATSURL.
+	NATSListen string
+	// NATSURL connects to an external NATS (with JetStream) instead of
+	// embedding one.
+	NATSURL string
+	// MetricsListen is host:port of the /metrics HTTP endpoint; "" or "off"
+	// disables it. Default 127.0.0.1:9470.
+	MetricsListen string
+	// Durability is the broker default for bucket logs: always, interval, none.
+	Durability string
+	// SyncInterval is the fsync period of the interval mode.
+	SyncInterval time.Duration
+	// MaxPayloadBytes is the broker default max payload of one message.
+	MaxPayloadBytes int
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Default values.
+const (
+	DefaultDataDir       = "./data"
+	DefaultNATSListen    = "127.0.0.1:4222"
+	DefaultMetricsListen = "127.0.0.1:9470"
+	// natsMaxPayload is the embedded server's max message size: a produce
+	// batch may carry up to MaxPayloadBytes of payload plus framing.
+	natsMaxPayload = 8 << 20
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.NATSListen == "" {
+		c.NATSListen = DefaultNATSListen
+	}
+	if c.MetricsListen == "" {
+		c.MetricsListen = DefaultMetricsListen
+	}
+	if c.Durability == "" {
+		c.Durability = "always"
+	}
+	if _, err := wal.ParseDurability(c.Durability); err != nil {
+		return c, fmt.Errorf("durability: %w", err)
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = wal.DefaultSyncInterval
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = 1 << 20
+	}
+	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > natsMaxPayload-64<<10 {
+		return c, fmt.Errorf("max payload %d must be in [1, %d]", c.MaxPayloadBytes, natsMaxPayload-64<<10)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// splitHostPort parses host:port, accepting port -1 (any free port).
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("listen address %q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1
+	}
+	return host, port, nil
+}

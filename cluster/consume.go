@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"encoding/json"
+	"path/filepath"
+
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/consumers"
+	"github.com/braidmq/braid/wal"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// maxFetchReplyBytes keeps a fetch reply under the NATS max payload.
+const maxFetchReplyBytes = 4 << 20
+
+func (n *Node) startConsumers() error {
+	durability, _ := wal.ParseDurability(n.cfg.Durability)
+	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
+		consumers.WithDurability(durability))
+	return nil
+}
+
+// consumeHandler serves braid.v1.consume.<verb>.<t>.<ns>.<topic>.
+func (n *Node) consumeHandler(verb string) micro.HandlerFunc {
+	prefix := api.ConsumePrefix + "." + verb
+	return func(req micro.Request) {
+		r := newReplier(n.nc, req)
+		t, err := n.topicOf(req.Subject(), prefix)
+		if err != nil {
+			r.err(err)
+			return
+		}
+		switch verb {
+		case api.ConsumeJoin:
+			var jr api.JoinRequest
+			if err := decodeJSON(req.Data(), &jr); err != nil {
+				r.err(err)
+				return
+			}
+			n.subs.Join(t, jr, func(rep api.JoinReply, err error) {
+				if err != nil {
+					r.err(err)
+					return
+				}
+				r.json(rep)
+			})
+		case api.ConsumeFetch:
+			var fr api.FetchRequest
+			if err := decodeJSON(req.Data(), &fr); err != nil {
+				r.err(err)
+				return
+			}
+			if fr.MaxBytes > maxFetchReplyBytes {
+				fr.MaxBytes = maxFetchReplyBytes
+			}
+			n.subs.Fetch(t, fr, func(msgs []api.Message, assigned int, err error) {
+				if err != nil {
+					r.err(err)
+					return
+				}
+				hdr := nats.Header{}
+				hdr.Set(api.FetchReplyHeaderAssigned, itoa(assigned))
+				if fr.Format == consumers.FormatJSON {
+					b, _ := json.Marshal(fetchJSON(msgs))
+					r.data(b, hdr)
+					return
+				}
+				size := 16
+				for i := range msgs {
+					size += 32 + len(msgs[i].Key) + len(msgs[i].Payload)
+				}
+				r.data(api.AppendMessages(make([]byte, 0, size), msgs), hdr)
+			})
+		case api.ConsumeAck:
+			var ar api.AckRequest
+			if err := decodeJSON(req.Data(), &ar); err != nil {
+				r.err(err)
+				return
+			}
+			n.subs.Ack(t, ar, okReply(r))
+		case api.ConsumeLeave:
+			var lr api.LeaveRequest
+			if err := decodeJSON(req.Data(), &lr); err != nil {
+				r.err(err)
+				return
+			}
+			n.subs.Leave(t, lr, okReply(r))
+		}
+	}
+}
+
+func okReply(r replier) func(error) {
+	return func(err error) {
+		if err != nil {
+			r.err(err)
+			return
+		}
+		r.json(api.OKReply{OK: true})
+	}
+}
+
+func fetchJSON(msgs []api.Message) api.FetchReplyJSON {
+	out := api.FetchReplyJSON{Messages: make([]api.JSONMessage, len(msgs))}
+	for i, m := range msgs {
+		jm := api.JSONMessage{Segment: m.Segment, Bucket: m.Bucket, Offset: m.Offset, Deliveries: m.Deliveries,
+			Time: m.Time, Key: string(m.Key), Payload: m.Payload}
+		if len(m.Headers) > 0 {
+			jm.Headers = make(map[string]string, len(m.Headers))
+			for _, h := range m.Headers {
+				jm.Headers[h.Name] = string(h.Value)
+			}
+		}
+		out.Messages[i] = jm
+	}
+	return out
+}
+
+// subscriptionStats collects the stats of every subscription of a topic.
+func (n *Node) subscriptionStats(t *actors.Topic) []api.SubscriptionStats {
+	out := []api.SubscriptionStats{}
+	for _, sub := range n.subs.Subscriptions(t.Topic()) {
+		ch := make(chan consumers.Stats, 1)
+		n.subs.Stats(t, sub, func(s consumers.Stats, err error) { ch <- s })
+		s := <-ch
+		ss := api.SubscriptionStats{Name: sub, Consumers: []string{}, Backlog: s.Backlog, Drained: []uint64{}}
+		for _, c := range s.Consumers {
+			ss.Consumers = append(ss.Consumers, c.Name)
+		}
+		for _, d := range s.Drained {
+			ss.Drained = append(ss.Drained, uint64(d))
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// deleteSubscriptions stops and removes the subscriptions of a topic that
+// is being deleted.
+func (n *Node) deleteSubscriptions(uri string) error {
+	t, err := n.topics.Topic(uri)
+	if err != nil {
+		return err
+	}
+	return n.subs.DeleteTopic(t.Topic())
+}

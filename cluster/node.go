@@ -1,0 +1,224 @@
+// Package cluster assembles a Braid node: the NATS connection (an embedded
+// server by default), the JetStream KV metadata store, the protoactor actor
+// system with the topic and subscription managers, the NATS micro services
+// of the wire contract, and the Prometheus /metrics endpoint.
+//
+// It owns wiring and the translation between NATS messages and the actors'
+// calls; it owns no streaming logic. A single node is what exists today;
+// membership and placement across nodes are future work.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/consumers"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/wal"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Node is one running Braid server.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	ns       *server.Server // nil with an external NATS
+	nc       *nats.Conn
+	meta     *meta.Store
+	system   *actor.ActorSystem
+	topics   *actors.Manager
+	subs     *consumers.Manager
+	services []micro.Service
+	metrics  *http.Server
+	metricsL net.Listener
+	registry *prometheus.Registry
+}
+
+// Start starts a node and returns once it serves requests.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	url := cfg.NATSURL
+	if url == "" {
+		if url, err = n.startNATS(); err != nil {
+			return nil, err
+		}
+	}
+	n.nc, err = nats.Connect(url, nats.Name("braid-server"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, err
+	}
+	if n.meta, err = meta.Open(ctx, js, meta.DefaultBucket, 1); err != nil {
+		return nil, err
+	}
+	if err := n.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return n.log.With("lib", "protoactor")
+	}))
+	durability, _ := wal.ParseDurability(cfg.Durability)
+	defaults := actors.DefaultDefaults
+	defaults.Durability = durability
+	defaults.SyncInterval = cfg.SyncInterval
+	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
+	n.topics = actors.NewManager(actors.Config{
+		DataDir: filepath.Join(cfg.DataDir, "topics"), System: n.system, Meta: n.meta, Defaults: defaults,
+		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log,
+	})
+	if err := n.topics.Recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.startConsumers(); err != nil {
+		return nil, err
+	}
+	if err := n.addServices(); err != nil {
+		return nil, err
+	}
+	if err := n.startMetrics(); err != nil {
+		return nil, err
+	}
+	n.log.Info("braid node started", "nats", url, "data_dir", cfg.DataDir, "metrics", n.MetricsAddr(), "durability", cfg.Durability)
+	return n, nil
+}
+
+func (n *Node) startNATS() (string, error) {
+	host, port, err := splitHostPort(n.cfg.NATSListen)
+	if err != nil {
+		return "", err
+	}
+	opts := &server.Options{
+		Host: host, Port: port, JetStream: true,
+		StoreDir: filepath.Join(n.cfg.DataDir, "nats"),
+		// Only metadata goes through JetStream: syncing it on every write
+		// costs nothing on the data path and keeps layouts durable.
+		SyncAlways: true,
+		MaxPayload: natsMaxPayload,
+		NoSigs:     true,
+		NoLog:      true,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return "", fmt.Errorf("embedded NATS: %w", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return "", errors.New("embedded NATS did not start within 10s")
+	}
+	n.ns = ns
+	return ns.ClientURL(), nil
+}
+
+// bootstrap creates the tenant "public" and namespace "public/default" on
+// first start, as Pulsar does.
+func (n *Node) bootstrap(ctx context.Context) error {
+	if err := n.meta.CreateTenant(ctx, "public"); err != nil && !errors.Is(err, meta.ErrExists) {
+		return err
+	}
+	err := n.meta.CreateNamespace(ctx, meta.NamespaceRecord{Tenant: "public", Namespace: "default"})
+	if err != nil && !errors.Is(err, meta.ErrExists) {
+		return err
+	}
+	return nil
+}
+
+func (n *Node) startMetrics() error {
+	if n.cfg.MetricsListen == "off" {
+		return nil
+	}
+	l, err := net.Listen("tcp", n.cfg.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	n.metricsL = l
+	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = n.metrics.Serve(l) }()
+	return nil
+}
+
+// ClientURL is the NATS URL clients use.
+func (n *Node) ClientURL() string {
+	if n.ns != nil {
+		return n.ns.ClientURL()
+	}
+	return n.cfg.NATSURL
+}
+
+// MetricsAddr is the address /metrics is served on ("" when off).
+func (n *Node) MetricsAddr() string {
+	if n.metricsL == nil {
+		return ""
+	}
+	return n.metricsL.Addr().String()
+}
+
+// Topics is the node's topic manager (for tests and tools in-process).
+func (n *Node) Topics() *actors.Manager { return n.topics }
+
+// Close stops serving, flushes and closes every log, and stops NATS.
+func (n *Node) Close() error {
+	for _, s := range n.services {
+		_ = s.Stop()
+	}
+	n.services = nil
+	if n.metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = n.metrics.Shutdown(ctx)
+		cancel()
+	}
+	var first error
+	if n.subs != nil {
+		first = n.subs.Close()
+	}
+	if n.topics != nil {
+		if err := n.topics.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if n.system != nil {
+		n.system.Shutdown()
+	}
+	if n.nc != nil {
+		_ = n.nc.Drain()
+		n.nc.Close()
+	}
+	if n.ns != nil {
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+	}
+	return first
+}

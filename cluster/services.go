@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// addServices registers the micro services: braid-produce, braid-admin and
+// braid-consume, so `nats micro ls` lists them.
+func (n *Node) addServices() error {
+	produce, err := micro.AddService(n.nc, micro.Config{Name: "braid-produce", Version: api.ServiceVersion,
+		Description: "Braid produce: one message or a batch to a scalable topic"})
+	if err != nil {
+		return err
+	}
+	n.services = append(n.services, produce)
+	if err := produce.AddEndpoint("produce", micro.HandlerFunc(n.produceOne),
+		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*")); err != nil {
+		return err
+	}
+	if err := produce.AddEndpoint("produce-batch", micro.HandlerFunc(n.produceBatch),
+		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*")); err != nil {
+		return err
+	}
+
+	admin, err := micro.AddService(n.nc, micro.Config{Name: "braid-admin", Version: api.ServiceVersion,
+		Description: "Braid admin: tenants, namespaces, topics, split, merge, rebucket"})
+	if err != nil {
+		return err
+	}
+	n.services = append(n.services, admin)
+	for op, fn := range n.adminOps() {
+		name := strings.ReplaceAll(op, ".", "-")
+		if err := admin.AddEndpoint(name, n.adminHandler(fn), micro.WithEndpointSubject(api.AdminSubject(op))); err != nil {
+			return err
+		}
+	}
+	// Anything else under admin gets a clear NOT_FOUND instead of a timeout.
+	if err := admin.AddEndpoint("unknown", micro.HandlerFunc(n.adminUnknown),
+		micro.WithEndpointSubject(api.AdminPrefix+".>"), micro.WithEndpointQueueGroup("braid-admin-unknown")); err != nil {
+		return err
+	}
+
+	consume, err := micro.AddService(n.nc, micro.Config{Name: "braid-consume", Version: api.ServiceVersion,
+		Description: "Braid consume: join, fetch, ack, leave for stream subscriptions"})
+	if err != nil {
+		return err
+	}
+	n.services = append(n.services, consume)
+	for _, verb := range []string{api.ConsumeJoin, api.ConsumeFetch, api.ConsumeAck, api.ConsumeLeave} {
+		if err := consume.AddEndpoint(verb, micro.HandlerFunc(n.consumeHandler(verb)),
+			micro.WithEndpointSubject(api.ConsumePrefix+"."+verb+".*.*.*")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) adminUnknown(req micro.Request) {
+	known := n.adminOps()
+	op := strings.TrimPrefix(req.Subject(), api.AdminPrefix+".")
+	if _, ok := known[op]; ok {
+		return // served by its own endpoint
+	}
+	newReplier(n.nc, req).err(api.Errorf(api.CodeNotFound, "unknown admin operation %q", op))
+}
+
+// topicOf resolves the topic named by the last three subject tokens.
+func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
+	tenant, ns, name, ok := api.TopicTokens(subject, strings.Count(prefix, ".")+1)
+	if !ok {
+		return nil, api.Errorf(api.CodeBadRequest, "subject %q must be %s.<tenant>.<namespace>.<topic>", subject, prefix)
+	}
+	tn, err := routing.TopicFromSubjectTokens(tenant, ns, name)
+	if err != nil {
+		return nil, api.Errorf(api.CodeInvalidName, "%v", err)
+	}
+	return n.topics.TopicByName(tn)
+}
+
+// produceOne serves braid.v1.produce.<t>.<ns>.<topic>: the body is the
+// payload; Braid-Key and Braid-Time headers are optional.
+func (n *Node) produceOne(req micro.Request) {
+	r := newReplier(n.nc, req)
+	t, err := n.topicOf(req.Subject(), api.ProducePrefix)
+	if err != nil {
+		r.err(err)
+		return
+	}
+	rec := api.Record{Payload: req.Data()}
+	h := req.Headers()
+	if k := h.Get(api.HeaderKey); k != "" {
+		rec.Key = []byte(k)
+	}
+	if ts := h.Get(api.HeaderTime); ts != "" {
+		v, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil || v <= 0 {
+			r.err(api.Errorf(api.CodeBadRequest, "%s must be unix milliseconds, got %q", api.HeaderTime, ts))
+			return
+		}
+		rec.Time = v
+	}
+	t.Produce([]api.Record{rec}, func(res []api.Result) {
+		if err := res[0].Err(); err != nil {
+			r.err(err)
+			return
+		}
+		b, _ := json.Marshal(api.ProduceReply{Segment: res[0].Segment, Bucket: res[0].Bucket, Offset: res[0].Offset})
+		r.data(b, nil)
+	})
+}
+
+// produceBatch serves braid.v1.produce-batch.<t>.<ns>.<topic>.
+func (n *Node) produceBatch(req micro.Request) {
+	r := newReplier(n.nc, req)
+	t, err := n.topicOf(req.Subject(), api.ProduceBatchPrefix)
+	if err != nil {
+		r.err(err)
+		return
+	}
+	recs, err := api.DecodeRecords(req.Data())
+	if err != nil {
+		r.err(api.Errorf(api.CodeBadRequest, "%v", err))
+		return
+	}
+	if err := t.Validate(recs); err != nil {
+		r.err(err)
+		return
+	}
+	t.Produce(recs, func(res []api.Result) {
+		r.data(api.AppendResults(make([]byte, 0, 8+len(res)*8), res), nil)
+	})
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/braidmq/braid/cluster"
+)
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	var cfg cluster.Config
+	fs.StringVar(&cfg.DataDir, "data-dir", cluster.DefaultDataDir, "directory for logs, subscriptions and the embedded NATS store")
+	fs.StringVar(&cfg.NATSListen, "nats-listen", cluster.DefaultNATSListen, "host:port of the embedded NATS server")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this external NATS (with JetStream) instead of embedding one")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cluster.DefaultMetricsListen, "host:port serving /metrics (\"off\" to disable)")
+	fs.StringVar(&cfg.Durability, "durability", "always", "default durability of logs: always (fsync before ack), interval, none")
+	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload", 1<<20, "default max payload of one message, in bytes")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	_ = fs.Parse(args)
+
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	node, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info("serving; Ctrl-C to stop", "nats", node.ClientURL())
+	<-ctx.Done()
+	cfg.Logger.Info("shutting down: flushing and closing every log")
+	return node.Close()
+}
