@@ -68,9 +68,11 @@
 // DurabilityAlways (the default) fsyncs once per Append before returning, so
 // an acknowledged append survives a crash. DurabilityInterval fsyncs from a
 // background goroutine every Options.SyncInterval when something was
-// written. DurabilityNone fsyncs only on Sync, Close and file roll (tidwall
-// always syncs a file before rolling to the next one). New files are made
-// durable by an fsync of the directory in the same way.
+// written; appends go on while it runs. DurabilityNone fsyncs only on Sync,
+// Close and file roll (tidwall always syncs a file before rolling to the
+// next one). New, renamed and removed files are made durable by an fsync of
+// the directory in the same way. A failed fsync is never retried: the Log
+// fails every later write with ErrFailed until it is reopened.
 //
 // With DurabilityAlways, a record becomes visible to Read and NextOffset only
 // once it is durable; readers never see a record that a crash could take
@@ -101,5 +103,9 @@
 // # Concurrency
 //
 // A Log is safe for concurrent use. Writers (Append, Truncate*, Sync, Close)
-// are serialized; readers run alongside them and alongside fsync.
+// are serialized. Readers run alongside fsync (this package fsyncs through a
+// descriptor of its own, not under tidwall's lock) but not alongside
+// tidwall's own file writes; reads of the stored frames are serialized among
+// themselves (tidwall's file cache is not safe for concurrent reads), while
+// CRC checks and decoding run in parallel.
 package wal

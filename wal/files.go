@@ -118,6 +118,32 @@ func removeStaleTemps(dir string) error {
 	return nil
 }
 
+// mkdirDurable creates dir and its missing parents, and fsyncs the parent
+// of every directory it created, so that the new entries survive a crash.
+func mkdirDurable(dir string) error {
+	var missing []string
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	for _, p := range missing {
+		if err := syncDir(filepath.Dir(p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // syncDir makes creations, renames and removals in dir durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -39,12 +39,23 @@ type Log struct {
 	// DurabilityAlways, so that NextOffset moves only once records are
 	// durable. Lock order: writeMu, then mu.
 	writeMu sync.Mutex
-	// The fields below are guarded by writeMu.
+	// The fields below are guarded by writeMu; tail.file is replaced or
+	// closed only holding syncMu as well.
 	tail        tailFile
 	batch       tidwall.Batch
 	unsynced    bool  // records written since the last fsync of tail
 	dirUnsynced bool  // files created, renamed or removed since the last fsync of dir
 	failed      error // sticky, wraps ErrFailed; see ErrFailed
+
+	// syncMu is held for every fsync and for every change of tail.file, so
+	// that the interval syncer can fsync without writeMu (appends go on
+	// meanwhile) and without its descriptor being closed under it. Lock
+	// order: writeMu, then syncMu.
+	syncMu sync.Mutex
+	// syncErr is the failure of an fsync pass, guarded by syncMu: a pass
+	// that finds nothing left to sync because a failed one took it must not
+	// report success.
+	syncErr error
 
 	// mu guards the fields below. Writers change them holding writeMu as
 	// well, so a writer may read them holding writeMu alone.
@@ -70,8 +81,8 @@ func Open(dir string, opts Options) (*Log, error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, err
+	if err := mkdirDurable(dir); err != nil {
+		return nil, fmt.Errorf("braid/wal: open %s: %w", dir, err)
 	}
 	if err := removeStaleTemps(dir); err != nil {
 		return nil, fmt.Errorf("braid/wal: open %s: %w", dir, err)
@@ -107,6 +118,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		tail:   tail,
 		first:  firstIndex - 1,
 		next:   lastIndex,
+		// tidwall may just have created the first file, or renamed the
+		// files of an unfinished truncation, without a directory fsync.
+		dirUnsynced: true,
 	}
 	if opts.Durability == DurabilityInterval {
 		l.stopSyncer = make(chan struct{})
@@ -219,8 +233,10 @@ func (l *Log) followRollLocked() error {
 		// The replay of tidwall's roll decision is off: trust the directory.
 		return l.reloadTailLocked()
 	}
+	l.syncMu.Lock()
 	l.tail.file.Close()
 	l.tail.file = f
+	l.syncMu.Unlock()
 	return nil
 }
 
@@ -231,37 +247,85 @@ func (l *Log) reloadTailLocked() error {
 	if err != nil {
 		return err
 	}
+	l.syncMu.Lock()
 	l.tail.close()
 	l.tail = tail
+	l.syncMu.Unlock()
 	l.dirUnsynced = true
+	return nil
+}
+
+// syncJob is one fsync pass: what prepareSyncLocked found to sync.
+type syncJob struct {
+	file *os.File // nil: the tail is in sync
+	dir  string   // "": the directory is in sync
+}
+
+// prepareSyncLocked returns the fsync pass that covers everything written
+// so far and marks it as synced; the caller runs it holding syncMu and
+// must treat its failure as fatal (failLocked).
+func (l *Log) prepareSyncLocked() (syncJob, error) {
+	var job syncJob
+	if l.unsynced {
+		info, err := l.tail.file.Stat()
+		if err != nil {
+			return job, err
+		}
+		if info.Size() != l.tail.size {
+			// The replay of tidwall's roll decision is off: trust the
+			// directory, so that the fsync hits the right file.
+			if err := l.reloadTailLocked(); err != nil {
+				return job, err
+			}
+		}
+		job.file = l.tail.file
+		l.unsynced = false
+	}
+	if l.dirUnsynced {
+		job.dir = l.dir
+		l.dirUnsynced = false
+	}
+	return job, nil
+}
+
+// run does the fsync pass; the caller holds syncMu.
+func (job syncJob) run() error {
+	if job.file != nil {
+		if err := job.file.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", job.file.Name(), err)
+		}
+	}
+	if job.dir != "" {
+		if err := syncDir(job.dir); err != nil {
+			return fmt.Errorf("fsync %s: %w", job.dir, err)
+		}
+	}
 	return nil
 }
 
 // syncLocked fsyncs what was written since the last sync: the tail file,
 // and the directory if files came or went. A failure is sticky.
 func (l *Log) syncLocked() error {
-	if l.unsynced {
-		info, err := l.tail.file.Stat()
-		if err != nil {
-			return l.failLocked(err)
-		}
-		if info.Size() != l.tail.size {
-			// The replay of tidwall's roll decision is off: trust the
-			// directory, so that the fsync below hits the right file.
-			if err := l.reloadTailLocked(); err != nil {
-				return l.failLocked(err)
-			}
-		}
-		if err := l.tail.file.Sync(); err != nil {
-			return l.failLocked(fmt.Errorf("fsync %s: %w", l.tail.file.Name(), err))
-		}
-		l.unsynced = false
+	job, err := l.prepareSyncLocked()
+	if err != nil {
+		return l.failLocked(err)
 	}
-	if l.dirUnsynced {
-		if err := syncDir(l.dir); err != nil {
-			return l.failLocked(fmt.Errorf("fsync %s: %w", l.dir, err))
-		}
-		l.dirUnsynced = false
+	if err := l.runSyncJob(job); err != nil {
+		return l.failLocked(err)
+	}
+	return nil
+}
+
+// runSyncJob runs an fsync pass under syncMu, after any pass in flight.
+func (l *Log) runSyncJob(job syncJob) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.syncErr != nil {
+		return l.syncErr
+	}
+	if err := job.run(); err != nil {
+		l.syncErr = err
+		return err
 	}
 	l.syncs.Add(1)
 	return nil
@@ -306,10 +370,41 @@ func (l *Log) syncLoop() {
 			return
 		case <-ticker.C:
 		}
-		l.writeMu.Lock()
-		if l.writableLocked() == nil {
-			_ = l.syncLocked()
+		l.backgroundSync()
+	}
+}
+
+// backgroundSync is one pass of the interval syncer. The fsync runs
+// without writeMu, so appends are not held up by it; syncMu, taken before
+// writeMu is released, keeps the descriptor open until it is done.
+func (l *Log) backgroundSync() {
+	l.writeMu.Lock()
+	if l.writableLocked() != nil || !l.unsynced && !l.dirUnsynced {
+		l.writeMu.Unlock()
+		return
+	}
+	job, err := l.prepareSyncLocked()
+	if err != nil {
+		l.failLocked(err)
+		l.writeMu.Unlock()
+		return
+	}
+	// Take syncMu before letting go of writeMu: the descriptor in job
+	// stays open, and a Sync that comes next waits for this pass.
+	l.syncMu.Lock()
+	l.writeMu.Unlock()
+	if l.syncErr == nil {
+		if err := job.run(); err != nil {
+			l.syncErr = err
+		} else {
+			l.syncs.Add(1)
 		}
+	}
+	err = l.syncErr
+	l.syncMu.Unlock()
+	if err != nil {
+		l.writeMu.Lock()
+		l.failLocked(err)
 		l.writeMu.Unlock()
 	}
 }
@@ -527,9 +622,11 @@ func (l *Log) Close() error {
 	if err := l.wal.Close(); err != nil && l.failed == nil {
 		errs = append(errs, fmt.Errorf("braid/wal: close %s: %w", l.dir, err))
 	}
+	l.syncMu.Lock()
 	if err := l.tail.close(); err != nil {
 		errs = append(errs, err)
 	}
+	l.syncMu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -105,14 +105,16 @@ func checkFrame(frame []byte) ([]byte, error) {
 
 // bodyReader walks a frame body, checking every length against what is
 // left. The first failure sticks in err and zeroes every later result.
+// Field names are only formatted on failure, so decoding does not allocate
+// beyond the header slice.
 type bodyReader struct {
 	buf []byte
 	err error
 }
 
-func (br *bodyReader) fail(what string) {
+func (br *bodyReader) fail(what, detail string) {
 	if br.err == nil {
-		br.err = fmt.Errorf("%w: bad %s", ErrCorrupt, what)
+		br.err = fmt.Errorf("%w: bad %s%s", ErrCorrupt, what, detail)
 	}
 	br.buf = nil
 }
@@ -120,7 +122,7 @@ func (br *bodyReader) fail(what string) {
 func (br *bodyReader) varint(what string) int64 {
 	v, n := binary.Varint(br.buf)
 	if n <= 0 {
-		br.fail(what)
+		br.fail(what, "")
 		return 0
 	}
 	br.buf = br.buf[n:]
@@ -130,7 +132,7 @@ func (br *bodyReader) varint(what string) int64 {
 func (br *bodyReader) uvarint(what string) uint64 {
 	v, n := binary.Uvarint(br.buf)
 	if n <= 0 {
-		br.fail(what)
+		br.fail(what, "")
 		return 0
 	}
 	br.buf = br.buf[n:]
@@ -139,14 +141,15 @@ func (br *bodyReader) uvarint(what string) uint64 {
 
 // bytes reads a uvarint length and that many bytes; empty reads as nil.
 func (br *bodyReader) bytes(what string) []byte {
-	n := br.uvarint(what + " length")
+	n, sizeLen := binary.Uvarint(br.buf)
 	if br.err != nil {
 		return nil
 	}
-	if n > uint64(len(br.buf)) {
-		br.fail(what + " length")
+	if sizeLen <= 0 || n > uint64(len(br.buf)-sizeLen) {
+		br.fail(what, " length")
 		return nil
 	}
+	br.buf = br.buf[sizeLen:]
 	if n == 0 {
 		return nil
 	}
@@ -164,7 +167,7 @@ func decodeBody(body []byte) (Record, error) {
 	// Every header takes at least two bytes (two zero lengths), which bounds
 	// the allocation below by the size of the frame.
 	if br.err == nil && count > uint64(len(br.buf))/2 {
-		br.fail("header count")
+		br.fail("header count", "")
 	}
 	if br.err != nil {
 		return Record{}, br.err

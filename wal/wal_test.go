@@ -436,10 +436,25 @@ func TestTailDriftIsCorrected(t *testing.T) {
 }
 
 func TestConcurrentAppendAndRead(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone, SegmentBytes: 16 << 10})
-	defer closeLog(t, l)
+	for _, d := range []Durability{DurabilityAlways, DurabilityInterval, DurabilityNone} {
+		t.Run(d.String(), func(t *testing.T) {
+			l := openLog(t, t.TempDir(), Options{Durability: d, SyncInterval: time.Millisecond, SegmentBytes: 8 << 10})
+			defer closeLog(t, l)
+			batches := 60
+			if d == DurabilityAlways {
+				batches = 12 // an fsync each
+			}
+			testConcurrentAppendAndRead(t, l, batches)
+		})
+	}
+}
 
-	const writers, batches, batchLen = 4, 60, 5
+// testConcurrentAppendAndRead appends from several goroutines while others
+// tail the log with ReadRange, then checks offsets are dense and each holds
+// what its Append wrote.
+func testConcurrentAppendAndRead(t *testing.T, l *Log, batches int) {
+
+	const writers, batchLen = 4, 5
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	written := map[uint64]Record{} // offset -> what its Append wrote
@@ -548,105 +563,17 @@ func TestConcurrentReadsOfOlderFiles(t *testing.T) {
 	wg.Wait()
 }
 
-func TestDurabilityAlwaysSyncsEveryAppend(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{})
-	defer closeLog(t, l)
-	for i := range 5 {
-		before := l.syncs.Load()
-		mustAppend(t, l, testRecord(i), testRecord(i+1))
-		if got := l.syncs.Load(); got != before+1 {
-			t.Fatalf("append %d: %d fsync passes, want 1", i, got-before)
-		}
-	}
-	if l.stopSyncer != nil {
-		t.Fatal("DurabilityAlways started a syncer goroutine")
-	}
-}
-
-func TestDurabilityIntervalSyncs(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{Durability: DurabilityInterval, SyncInterval: 2 * time.Millisecond})
-	for round := range 3 {
-		before := l.syncs.Load()
-		mustAppend(t, l, testRecord(round))
-		if l.syncs.Load() != before {
-			t.Fatal("DurabilityInterval synced inside Append")
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			l.writeMu.Lock()
-			unsynced := l.unsynced
-			l.writeMu.Unlock()
-			if !unsynced && l.syncs.Load() > before {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: no background fsync within 10s", round)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	closeLog(t, l)
-	select {
-	case <-l.syncerDone:
-	default:
-		t.Fatal("Close returned with the syncer goroutine still running")
-	}
-}
-
-func TestDurabilityNoneSyncsOnDemand(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone})
-	if l.stopSyncer != nil {
-		t.Fatal("DurabilityNone started a syncer goroutine")
-	}
-	mustAppend(t, l, testRecord(1))
-	if l.syncs.Load() != 0 {
-		t.Fatal("DurabilityNone synced inside Append")
-	}
-	if err := l.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if l.syncs.Load() != 1 || l.unsynced {
-		t.Fatal("Sync did not sync")
-	}
-	closeLog(t, l)
-}
-
-// TestFailureIsSticky breaks the descriptor the log fsyncs through: the
-// append fails, every later write reports ErrFailed, and a reopen works.
-func TestFailureIsSticky(t *testing.T) {
-	dir := t.TempDir()
+func TestOpenCreatesNestedDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tenant", "ns", "topic", "seg-1", "bucket-0")
 	l := openLog(t, dir, Options{})
 	mustAppend(t, l, testRecord(0))
-	l.writeMu.Lock()
-	l.tail.file.Close()
-	l.writeMu.Unlock()
-	if _, err := l.Append(testRecord(1)); !errors.Is(err, ErrFailed) {
-		t.Fatalf("Append with a broken file: %v, want ErrFailed", err)
-	}
-	if _, err := l.Append(testRecord(2)); !errors.Is(err, ErrFailed) {
-		t.Fatalf("Append after a failure: %v, want ErrFailed", err)
-	}
-	if err := l.Sync(); !errors.Is(err, ErrFailed) {
-		t.Fatalf("Sync after a failure: %v, want ErrFailed", err)
-	}
-	if err := l.TruncateHead(1); !errors.Is(err, ErrFailed) {
-		t.Fatalf("TruncateHead after a failure: %v, want ErrFailed", err)
-	}
-	if l.NextOffset() != 1 {
-		t.Fatalf("a failed append became visible: NextOffset %d", l.NextOffset())
-	}
-	if got, err := l.Read(0); err != nil || !sameRecord(got, testRecord(0)) {
-		t.Fatalf("Read after a failure: %v", err)
-	}
-	l.Close() // reports the broken descriptor; what matters is the reopen
-
+	closeLog(t, l)
 	l = openLog(t, dir, Options{})
 	defer closeLog(t, l)
-	// The failed append reached tidwall's file before the fsync failed.
-	if next := l.NextOffset(); next != 2 {
-		t.Fatalf("NextOffset after reopen = %d, want 2", next)
+	checkContents(t, l, []Record{testRecord(0)}, 0, 1)
+	if l.Dir() != dir {
+		t.Fatalf("Dir() = %s, want %s", l.Dir(), dir)
 	}
-	mustAppend(t, l, testRecord(3))
 }
 
 func TestOpenRemovesStaleTemps(t *testing.T) {

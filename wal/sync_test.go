@@ -1,0 +1,154 @@
+package wal
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestDurabilityAlwaysSyncsEveryAppend(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer closeLog(t, l)
+	for i := range 5 {
+		before := l.syncs.Load()
+		mustAppend(t, l, testRecord(i), testRecord(i+1))
+		if got := l.syncs.Load(); got != before+1 {
+			t.Fatalf("append %d: %d fsync passes, want 1", i, got-before)
+		}
+	}
+	if l.stopSyncer != nil {
+		t.Fatal("DurabilityAlways started a syncer goroutine")
+	}
+}
+
+func TestDurabilityIntervalSyncs(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityInterval, SyncInterval: 2 * time.Millisecond})
+	for round := range 3 {
+		before := l.syncs.Load()
+		mustAppend(t, l, testRecord(round))
+		if l.syncs.Load() != before {
+			t.Fatal("DurabilityInterval synced inside Append")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			l.writeMu.Lock()
+			unsynced := l.unsynced
+			l.writeMu.Unlock()
+			if !unsynced && l.syncs.Load() > before {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no background fsync within 10s", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	closeLog(t, l)
+	select {
+	case <-l.syncerDone:
+	default:
+		t.Fatal("Close returned with the syncer goroutine still running")
+	}
+}
+
+// TestIntervalAppendsDoNotWaitForFsync holds syncMu, as a slow background
+// fsync does, and expects appends to go on.
+func TestIntervalAppendsDoNotWaitForFsync(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityInterval, SyncInterval: time.Millisecond})
+	defer closeLog(t, l)
+	l.syncMu.Lock()
+	done := make(chan error)
+	go func() {
+		for i := range 20 {
+			if _, err := l.Append(testRecord(i)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("appends waited for an fsync in progress")
+	}
+	l.syncMu.Unlock()
+}
+
+// TestFailedBackgroundSyncSurfaces: a Sync that comes right after a failed
+// background fsync must not report success for the data that pass took.
+func TestFailedBackgroundSyncSurfaces(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityInterval, SyncInterval: time.Hour})
+	defer l.Close()
+	mustAppend(t, l, testRecord(0))
+	// The state right after a background pass failed, before it could
+	// take writeMu to make the failure sticky.
+	l.syncMu.Lock()
+	l.syncErr = errors.New("injected fsync failure")
+	l.syncMu.Unlock()
+	if err := l.Sync(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Sync after a failed background fsync: %v, want ErrFailed", err)
+	}
+	if _, err := l.Append(testRecord(1)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append after a failed background fsync: %v, want ErrFailed", err)
+	}
+}
+
+func TestDurabilityNoneSyncsOnDemand(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone})
+	if l.stopSyncer != nil {
+		t.Fatal("DurabilityNone started a syncer goroutine")
+	}
+	mustAppend(t, l, testRecord(1))
+	if l.syncs.Load() != 0 {
+		t.Fatal("DurabilityNone synced inside Append")
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.syncs.Load() != 1 || l.unsynced {
+		t.Fatal("Sync did not sync")
+	}
+	closeLog(t, l)
+}
+
+// TestFailureIsSticky breaks the descriptor the log fsyncs through: the
+// append fails, every later write reports ErrFailed, and a reopen works.
+func TestFailureIsSticky(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	mustAppend(t, l, testRecord(0))
+	l.writeMu.Lock()
+	l.tail.file.Close()
+	l.writeMu.Unlock()
+	if _, err := l.Append(testRecord(1)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append with a broken file: %v, want ErrFailed", err)
+	}
+	if _, err := l.Append(testRecord(2)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append after a failure: %v, want ErrFailed", err)
+	}
+	if err := l.Sync(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Sync after a failure: %v, want ErrFailed", err)
+	}
+	if err := l.TruncateHead(1); !errors.Is(err, ErrFailed) {
+		t.Fatalf("TruncateHead after a failure: %v, want ErrFailed", err)
+	}
+	if l.NextOffset() != 1 {
+		t.Fatalf("a failed append became visible: NextOffset %d", l.NextOffset())
+	}
+	if got, err := l.Read(0); err != nil || !sameRecord(got, testRecord(0)) {
+		t.Fatalf("Read after a failure: %v", err)
+	}
+	l.Close() // reports the broken descriptor; what matters is the reopen
+
+	l = openLog(t, dir, Options{})
+	defer closeLog(t, l)
+	// The failed append reached tidwall's file before the fsync failed.
+	if next := l.NextOffset(); next != 2 {
+		t.Fatalf("NextOffset after reopen = %d, want 2", next)
+	}
+	mustAppend(t, l, testRecord(3))
+}
