@@ -75,11 +75,19 @@ func (c *controller) Receive(ctx actor.Context) {
 }
 
 func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) []*actor.PID {
+	ready := make(chan struct{})
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
-		store: c.t.mgr.store, opts: c.t.opts, log: c.t.mgr.log, m: c.t.mgr.m})
+		store: c.t.mgr.store, opts: c.t.opts, log: c.t.mgr.log, m: c.t.mgr.m, ready: ready})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
 		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))
+	}
+	// Publish no PID before it exists: a message to an unregistered PID is
+	// a dead letter, and its produce would never be answered.
+	select {
+	case <-ready:
+	case <-time.After(sealTimeout):
+		panic(fmt.Sprintf("topic %s: segment %d did not start its buckets", c.t.uri, s.ID))
 	}
 	c.segments[s.ID] = pid
 	return bucketPIDs(pid, s.Buckets)

@@ -22,6 +22,9 @@ type segmentActor struct {
 	opts    wal.Options
 	log     *slog.Logger
 	m       *metrics
+	// ready is closed once the bucket actors are spawned (their PIDs then
+	// accept messages, which queue behind their Started).
+	ready chan struct{}
 }
 
 const (
@@ -49,6 +52,11 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 			if _, err := ctx.SpawnNamed(newBucketProps(key, s.store, s.opts, s.log, s.m), bucketName(b)); err != nil {
 				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
 			}
+		}
+		select {
+		case <-s.ready: // a restart: already announced
+		default:
+			close(s.ready)
 		}
 	}
 }

@@ -59,7 +59,9 @@ func (n *Node) addServices() error {
 			return err
 		}
 	}
-	return nil
+	// The subscriptions must be known to the server before Start returns,
+	// or a client's first request could find no responder.
+	return n.nc.Flush()
 }
 
 func (n *Node) adminUnknown(req micro.Request) {
