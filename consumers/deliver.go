@@ -1,0 +1,321 @@
+package consumers
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// This file is the delivery side of the group: which units are readable and
+// who holds them (refresh), and handing out their messages (fetch, parked
+// fetches).
+
+// refresh brings the readable units and the assignment up to date with the
+// layout, the drained segments and the members. It does the work only when
+// something it depends on changed: the layout epoch, durable acks, members.
+func (g *group) refresh() {
+	l := g.cfg.Source.Layout()
+	if l.Epoch != g.layout.Epoch || len(l.Segments) != len(g.layout.Segments) {
+		g.dirty = true
+	}
+	if !g.dirty || !g.state.Created {
+		return
+	}
+	g.dirty = false
+	g.layout = l
+
+	g.detectDrained(l)
+
+	readable := topology.ReadableUnits(l, g.state.isDrained)
+	isReadable := make(map[topology.Unit]bool, len(readable))
+	for _, u := range readable {
+		isReadable[u] = true
+		if g.units[u] == nil {
+			acked := g.state.Cursors[u]
+			g.units[u] = &unitState{acked: acked, delivered: acked}
+		}
+	}
+	for u := range g.units {
+		if !isReadable[u] {
+			// Drained or deleted: nothing is left to deliver or to ack.
+			delete(g.units, u)
+			for _, c := range g.consumers {
+				delete(c.held, u)
+			}
+		}
+	}
+
+	names := make([]string, 0, len(g.consumers))
+	for name := range g.consumers {
+		names = append(names, name)
+	}
+	g.targets = Assign(readable, names, g.targets)
+	for u, us := range g.units {
+		g.settle(u, us)
+	}
+}
+
+// detectDrained records every sealed segment whose units are all
+// acknowledged up to their final next offset, and every deleted segment.
+// It uses durable ack cursors only: a segment drained on an ack a crash
+// could take back would release its children too early.
+func (g *group) detectDrained(l topology.Layout) {
+	acked := func(u topology.Unit) uint64 {
+		if us := g.units[u]; us != nil {
+			return us.acked
+		}
+		return g.state.Cursors[u]
+	}
+	bounds := func(u topology.Unit) (first, next uint64, ok bool) {
+		first, next, err := g.cfg.Source.Bounds(u.Segment, u.Bucket)
+		if err != nil {
+			g.logger.Debug("bounds of a sealed unit unknown", "segment", u.Segment, "bucket", u.Bucket, "err", err)
+			return 0, 0, false
+		}
+		return first, next, true
+	}
+	newly := newlyDrained(l, g.state.isDrained, acked, bounds)
+	if len(newly) == 0 {
+		return
+	}
+	for _, id := range newly {
+		g.state.Drained[id] = true
+	}
+	for u := range g.state.Cursors {
+		if g.state.Drained[u.Segment] {
+			delete(g.state.Cursors, u)
+		}
+	}
+	g.batch.drained = append(g.batch.drained, newly...)
+	g.scheduleFlush()
+	g.logger.Debug("segments drained", "segments", newly)
+}
+
+// settle moves a unit to its target once that is allowed: at once when it
+// has no live owner, otherwise when the owner has acknowledged (durably)
+// everything it was given. Until then the unit is pending handoff.
+func (g *group) settle(u topology.Unit, us *unitState) {
+	target := g.targets[u]
+	if us.owner == target {
+		return
+	}
+	if us.owner != "" && g.consumers[us.owner] != nil && us.acked < us.delivered {
+		return
+	}
+	us.owner = target
+	if c := g.consumers[target]; c != nil {
+		c.held[u] = true
+	}
+}
+
+// skipRetained moves a unit's cursors over offsets retention has removed.
+// The raised ack cursor is not written: replaying finds the same first
+// offset again.
+func (g *group) skipRetained(us *unitState, first uint64) {
+	if us.acked < first {
+		us.acked = first
+		us.counts.trim(first)
+	}
+	us.delivered = max(us.delivered, us.acked)
+}
+
+// assignedTo counts the units assigned to a consumer.
+func (g *group) assignedTo(name string) int {
+	n := 0
+	for _, c := range g.targets {
+		if c == name {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *group) onFetch(m *Fetch) {
+	c := g.consumers[m.Consumer]
+	if c == nil {
+		replyFetch(m, nil, 0, api.Errorf(api.CodeConsumerUnknown, "consumer %q is not in subscription %q (expired or never joined); join again", m.Consumer, g.cfg.Subscription))
+		return
+	}
+	c.lastSeen = time.Now()
+	if c.parked != nil {
+		// A consumer has one fetch outstanding; a new one supersedes it.
+		g.releaseParked(c, nil, nil)
+	}
+	// Take the channel before reading: an append after the read closes it.
+	appended := g.cfg.Source.Appended()
+	g.refresh()
+	msgs, err := g.collect(c, m.Max, m.MaxBytes)
+	if len(msgs) > 0 || err != nil || m.Wait <= 0 {
+		replyFetch(m, msgs, g.assignedTo(c.name), err)
+		return
+	}
+	g.parkSeq++
+	p := &parkedFetch{req: m, seq: g.parkSeq}
+	expired := fetchExpired{incarnation: g.incarnation, consumer: c.name, seq: p.seq}
+	p.timer = time.AfterFunc(m.Wait, func() { g.send(expired) })
+	c.parked = p
+	g.watch(appended)
+}
+
+// releaseParked answers c's parked fetch.
+func (g *group) releaseParked(c *consumerState, msgs []api.Message, err error) {
+	p := c.parked
+	c.parked = nil
+	p.timer.Stop()
+	c.lastSeen = time.Now()
+	replyFetch(p.req, msgs, g.assignedTo(c.name), err)
+}
+
+// serveParked retries every parked fetch; the ones that find nothing stay
+// parked until the next wake or their expiry.
+func (g *group) serveParked() {
+	var parked []*consumerState
+	for _, c := range g.consumers {
+		if c.parked != nil {
+			parked = append(parked, c)
+		}
+	}
+	if len(parked) == 0 {
+		g.refresh()
+		return
+	}
+	slices.SortFunc(parked, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
+	appended := g.cfg.Source.Appended()
+	g.refresh()
+	waiting := false
+	for _, c := range parked {
+		msgs, err := g.collect(c, c.parked.req.Max, c.parked.req.MaxBytes)
+		if len(msgs) > 0 || err != nil {
+			g.releaseParked(c, msgs, err)
+			continue
+		}
+		waiting = true
+	}
+	if waiting {
+		g.watch(appended)
+	}
+}
+
+// watch wakes the actor when appended is closed. One watcher at a time is
+// enough: a channel returned later closes no earlier than one returned
+// before, and the wake re-arms with a fresh channel.
+func (g *group) watch(appended <-chan struct{}) {
+	if g.watching {
+		return
+	}
+	g.watching = true
+	done, wake := g.done, appendedWake{incarnation: g.incarnation}
+	go func() {
+		select {
+		case <-appended:
+			g.send(wake)
+		case <-done:
+		}
+	}()
+}
+
+// collect hands out up to maxMsgs messages and about maxBytes of payload
+// from the units c holds (not those being handed over), round-robin over the
+// units in rounds of fair shares, starting from a different unit each fetch.
+// Within a unit, messages go out in offset order from its delivery cursor.
+func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message, error) {
+	var units []topology.Unit
+	for u, us := range g.units {
+		if us.owner == c.name && g.targets[u] == c.name {
+			units = append(units, u)
+		}
+	}
+	if len(units) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(units, compareUnits)
+	start := c.rr % len(units)
+	c.rr++
+	active := slices.Concat(units[start:], units[:start])
+
+	var out []api.Message
+	bytes := 0
+	var firstErr error
+	full := func() bool { return len(out) >= maxMsgs || (len(out) > 0 && bytes >= maxBytes) }
+	for len(active) > 0 && !full() {
+		share := (maxMsgs - len(out) + len(active) - 1) / len(active)
+		var more []topology.Unit
+		for _, u := range active {
+			if full() {
+				break
+			}
+			left, err := g.readUnit(u, min(share, maxMsgs-len(out)), maxBytes, &out, &bytes)
+			if err != nil {
+				g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err)
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if left {
+				more = append(more, u)
+			}
+		}
+		active = more
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, api.Errorf(api.CodeUnavailable, "reading subscription %q: %v", g.cfg.Subscription, firstErr)
+	}
+	return out, nil
+}
+
+// readUnit appends up to n messages of u to out, keeping the payload total
+// within maxBytes unless out is empty. It reports whether u may have more
+// for this fetch.
+func (g *group) readUnit(u topology.Unit, n, maxBytes int, out *[]api.Message, bytes *int) (bool, error) {
+	us := g.units[u]
+	first, next, err := g.cfg.Source.Bounds(u.Segment, u.Bucket)
+	if err != nil {
+		return false, err
+	}
+	g.skipRetained(us, first)
+	if us.delivered >= next || n <= 0 {
+		return false, nil
+	}
+	recs, err := g.cfg.Source.Read(u.Segment, u.Bucket, us.delivered, n, max(maxBytes-*bytes, 1))
+	if len(recs) == 0 {
+		return false, err
+	}
+	taken := 0
+	for i := range recs {
+		rec := &recs[i]
+		if len(*out) > 0 && *bytes+len(rec.Payload) > maxBytes {
+			break
+		}
+		off := us.delivered
+		*out = append(*out, api.Message{
+			Segment:    uint64(u.Segment),
+			Bucket:     u.Bucket,
+			Offset:     off,
+			Deliveries: us.counts.at(off) + 1,
+			Time:       rec.Timestamp,
+			Key:        rec.Key,
+			Headers:    apiHeaders(rec.Headers),
+			Payload:    rec.Payload,
+		})
+		us.delivered++
+		*bytes += len(rec.Payload)
+		taken++
+	}
+	return taken == len(recs) && us.delivered < next, nil
+}
+
+func apiHeaders(hs []wal.Header) []api.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]api.Header, len(hs))
+	for i, h := range hs {
+		out[i] = api.Header{Name: h.Key, Value: h.Value}
+	}
+	return out
+}

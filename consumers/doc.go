@@ -1,0 +1,64 @@
+// Package consumers owns Braid's subscriptions on the server side: the
+// consumer-group actor of each (topic, subscription) and the state it keeps
+// in its own WAL — ack cursors per unit, the drained segments, the start
+// position — together with assignment of units to consumers, handoff of
+// units between consumers, and the ordering rule (DESIGN.md §1) applied per
+// subscription. This version implements stream consumers: ordered delivery,
+// cumulative acknowledgement per unit.
+//
+// It does not own the messages (the bucket logs, reached through Source),
+// the layout (the topic controller's; read through Source), NATS (the
+// cluster layer decodes requests, calls Manager and encodes the replies), or
+// which node runs which group.
+//
+// # Pure parts
+//
+// Assign (balanced, sticky, deterministic assignment), segmentDrained,
+// withheldUnits, deliveryCounts and the record codec are plain functions
+// over plain data. The readable units come from topology.ReadableUnits with
+// the subscription's drained set, so a segment is delivered only once every
+// ancestor is drained — an empty sealed segment is drained at once, but its
+// children still wait for its own ancestors.
+//
+// # The group actor
+//
+// One protoactor actor per subscription; every field is touched from its
+// goroutine only. Per readable unit it keeps the ack cursor (next offset
+// not acknowledged, durable), the delivery cursor (next offset to hand out)
+// and the owner. Assign says where a unit should go (its target); the unit
+// moves only when its owner has durably acknowledged everything it was
+// delivered from it, or has left or died — until then it is "pending
+// handoff": the owner may still ack, nobody gets new messages from it.
+//
+// A consumer silent for its session timeout (no fetch, no ack, no parked
+// fetch) is dead; Leave is the same at once. Its units rewind their delivery
+// cursors to their ack cursors and go to the next owner, which receives the
+// unacknowledged messages again with Deliveries incremented. Delivery counts
+// live in memory: after a restart of the group, redelivered messages start
+// over at Deliveries = 1.
+//
+// Acks are group-committed: valid acks join a pending batch, a flushNow
+// message is queued behind them, and the flush writes one record and only
+// then answers the acks and applies them. Only durable ack cursors count
+// for drained segments and handoffs, so a crash can never release a child
+// segment, or hand a unit over, on an acknowledgement it takes back.
+//
+// A fetch that finds nothing and may wait is parked: it is retried when
+// Source.Appended fires, after every flush, join, leave or death, and
+// answered empty when its wait is over. A consumer has one fetch
+// outstanding; a new one answers the parked one empty.
+//
+// # The group's WAL
+//
+// Records are drawn in record.go: created (start position, and for
+// "latest" the cursors of the active units and the sealed segments as
+// drained), update (cursors and drained segments of one flush), snapshot
+// (the whole state). Past CompactAfter records the group writes a snapshot
+// and truncates the log before it. The group replays its log in the Started
+// handler, so a restart after a panic rebuilds from disk; Restarting closes
+// the log and answers what was waiting with UNAVAILABLE.
+//
+// Retention: offsets removed from a bucket before this subscription
+// acknowledged them are skipped (the ack cursor moves to the first retained
+// offset). Deleted segments count as drained.
+package consumers

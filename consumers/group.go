@@ -1,0 +1,519 @@
+package consumers
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// groupConfig is what a group actor is spawned with.
+type groupConfig struct {
+	Subscription string
+	Dir          string // the group's WAL directory; created by the first join
+	Source       Source
+	Logger       *slog.Logger
+	Durability   wal.Durability
+	// CompactAfter is the number of records past which the log is
+	// rewritten as one snapshot.
+	CompactAfter          int
+	DefaultSessionTimeout time.Duration
+	// OnStopped is called from the actor once it has stopped for good (not
+	// on a restart), its log closed.
+	OnStopped func(*actor.PID)
+}
+
+// incarnations numbers every start of every group actor of the process.
+var incarnations atomic.Uint64
+
+// unitState is the group's view of one readable unit.
+type unitState struct {
+	// acked is the durable ack cursor: the next offset not yet acknowledged.
+	// delivered is the next offset to hand out.
+	// Invariant: acked <= delivered.
+	acked, delivered uint64
+	// owner is the consumer that receives the unit's messages and may
+	// acknowledge them; "" when nobody holds it. While owner differs from
+	// the unit's target, the unit is being handed over: the owner may still
+	// acknowledge, nobody receives anything, and the target takes it once
+	// acked == delivered.
+	owner string
+	// counts remembers earlier deliveries of the offsets past acked.
+	counts deliveryCounts
+}
+
+// consumerState is one live consumer.
+type consumerState struct {
+	name     string
+	timeout  time.Duration
+	lastSeen time.Time
+	// held lists every unit the consumer has owned, so that an ack of a
+	// unit it never owned is told apart from a late one.
+	held map[topology.Unit]bool
+	// rr rotates the unit a fetch starts with, so that no unit starves.
+	rr int
+	// parked is the consumer's fetch waiting for data, if any. A consumer
+	// with a parked fetch is alive whatever its lastSeen says.
+	parked *parkedFetch
+}
+
+type parkedFetch struct {
+	req   *Fetch
+	seq   uint64
+	timer *time.Timer
+}
+
+// ackBatch is the group commit of acks: the cursors and drained segments
+// waiting for the next flush, and the replies due once they are durable.
+type ackBatch struct {
+	cursors   map[topology.Unit]uint64
+	drained   []topology.SegmentID
+	replies   []func(error)
+	scheduled bool // a flushNow is in the mailbox
+}
+
+func (b *ackBatch) empty() bool {
+	return len(b.cursors) == 0 && len(b.drained) == 0 && len(b.replies) == 0
+}
+
+// group is the actor of one subscription. It is a thin shell: the ordering
+// rule (topology), the assignment (Assign) and the record codec are pure;
+// the group does the I/O around them. Everything below is touched only from
+// the actor's goroutine.
+type group struct {
+	cfg    groupConfig
+	logger *slog.Logger
+
+	system      *actor.ActorSystem
+	self        *actor.PID
+	incarnation uint64
+	// done is closed when this incarnation ends; watcher goroutines exit.
+	done chan struct{}
+	// current is the request being handled, answered with an error if its
+	// handling panics (protoactor drops that message on restart).
+	current any
+	// broken is set when the log cannot be opened or replayed: every
+	// request is refused rather than served from a state that is not the
+	// durable one.
+	broken error
+
+	log *wal.Log
+	// records counts the records in the log (since the last snapshot).
+	records int
+	state   subscriptionState
+	batch   ackBatch
+
+	// layout is the last layout refresh saw; dirty says the readable units
+	// or the assignment may have changed since.
+	layout topology.Layout
+	dirty  bool
+
+	units     map[topology.Unit]*unitState // the readable units
+	targets   map[topology.Unit]string     // Assign's answer
+	consumers map[string]*consumerState
+
+	watching     bool // a goroutine waits on Source.Appended
+	parkSeq      uint64
+	sessionTimer *time.Timer
+	sessionAt    time.Time // when sessionTimer fires
+}
+
+func newGroupProps(cfg groupConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &group{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription)}
+	})
+}
+
+// Receive implements actor.Actor.
+func (g *group) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		g.start(ctx)
+		return
+	case *actor.Restarting:
+		g.end(api.Errorf(api.CodeUnavailable, "subscription %q restarted", g.cfg.Subscription))
+		return
+	case *actor.Stopping:
+		g.stop()
+		return
+	case *actor.Stopped:
+		if g.cfg.OnStopped != nil {
+			g.cfg.OnStopped(ctx.Self())
+		}
+		return
+	}
+
+	g.current = ctx.Message()
+	if g.broken != nil {
+		g.refuse(ctx.Message(), api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", g.cfg.Subscription, g.broken))
+		g.current = nil
+		return
+	}
+	switch m := ctx.Message().(type) {
+	case *Join:
+		g.onJoin(m)
+	case *Fetch:
+		g.onFetch(m)
+	case *Ack:
+		g.onAck(m)
+	case *Leave:
+		g.onLeave(m)
+	case *GetStats:
+		g.onStats(m)
+	case flushNow:
+		g.flush()
+		g.serveParked()
+	case appendedWake:
+		if m.incarnation == g.incarnation {
+			g.watching = false
+			g.serveParked()
+		}
+	case fetchExpired:
+		if c := g.consumers[m.consumer]; m.incarnation == g.incarnation && c != nil && c.parked != nil && c.parked.seq == m.seq {
+			g.releaseParked(c, nil, nil)
+		}
+	case sessionCheck:
+		if m.incarnation == g.incarnation {
+			g.sessionTimer = nil
+			g.expireConsumers(time.Now())
+		}
+	}
+	g.current = nil
+	g.armSessionTimer()
+}
+
+// start opens and replays the log when the subscription exists on disk. It
+// runs on the first start and after every restart: the state is always the
+// log's, never what a failed predecessor had in memory.
+func (g *group) start(ctx actor.Context) {
+	g.system = ctx.ActorSystem()
+	g.self = ctx.Self()
+	g.incarnation = incarnations.Add(1)
+	g.done = make(chan struct{})
+	g.state = newSubscriptionState()
+	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64)}
+	g.units = make(map[topology.Unit]*unitState)
+	g.targets = make(map[topology.Unit]string)
+	g.consumers = make(map[string]*consumerState)
+	g.dirty = true
+
+	if _, err := os.Stat(g.cfg.Dir); errors.Is(err, fs.ErrNotExist) {
+		return // created by the first join
+	}
+	if err := g.openLog(); err != nil {
+		g.broken = err
+		g.logger.Error("consumer group cannot load its state", "dir", g.cfg.Dir, "err", err)
+	}
+}
+
+// openLog opens the log, replays it into g.state and compacts it when it
+// has grown past CompactAfter records.
+func (g *group) openLog() error {
+	l, err := wal.Open(g.cfg.Dir, wal.Options{Durability: g.cfg.Durability})
+	if err != nil {
+		return err
+	}
+	g.log = l
+	if r := l.Repair(); r != (wal.RepairReport{}) {
+		g.logger.Warn("consumer group log repaired", "dir", g.cfg.Dir, "repair", fmt.Sprintf("%+v", r))
+	}
+	from, next := l.FirstOffset(), l.NextOffset()
+	for from < next {
+		recs, err := l.ReadRange(from, 512, 0)
+		if err != nil {
+			return fmt.Errorf("replaying %s at offset %d: %w", g.cfg.Dir, from, err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for i, rec := range recs {
+			r, err := decodeRecord(rec.Payload)
+			if err == nil {
+				err = g.state.apply(r)
+			}
+			if err != nil {
+				return fmt.Errorf("replaying %s at offset %d: %w", g.cfg.Dir, from+uint64(i), err)
+			}
+		}
+		from += uint64(len(recs))
+	}
+	g.records = int(next - l.FirstOffset())
+	g.logger.Debug("consumer group replayed", "records", g.records,
+		"cursors", len(g.state.Cursors), "drained", len(g.state.Drained))
+	return g.maybeCompact()
+}
+
+// appendRecord writes r durably (per the configured durability).
+func (g *group) appendRecord(r stateRecord) (uint64, error) {
+	off, err := g.log.Append(wal.Record{Timestamp: time.Now().UnixMilli(), Payload: encodeRecord(nil, r)})
+	if err != nil {
+		return 0, err
+	}
+	g.records++
+	return off, nil
+}
+
+// maybeCompact rewrites the log as one snapshot once it holds more than
+// CompactAfter records: the snapshot goes first, then the head before it is
+// dropped, so a crash in between leaves a log that still replays to the
+// same state.
+func (g *group) maybeCompact() error {
+	if !g.state.Created || g.records <= g.cfg.CompactAfter {
+		return nil
+	}
+	off, err := g.appendRecord(g.state.snapshot())
+	if err != nil {
+		return err
+	}
+	if err := g.log.TruncateHead(off); err != nil {
+		return err
+	}
+	g.records = int(g.log.NextOffset() - g.log.FirstOffset())
+	return nil
+}
+
+// failLog ends the incarnation after a write failed: the wal must be
+// reopened (wal.ErrFailed), which is what a restart does. Callers have
+// answered the requests involved.
+func (g *group) failLog(err error) {
+	g.current = nil
+	panic(fmt.Errorf("braid/consumers: subscription %q: log write failed: %w", g.cfg.Subscription, err))
+}
+
+// end releases what this incarnation holds, answering every request still
+// waiting with err (or an empty reply for parked fetches). It serves both a
+// restart and, after a final flush, a stop.
+func (g *group) end(err error) {
+	if g.done == nil {
+		return // never started
+	}
+	if g.current != nil {
+		g.refuse(g.current, err)
+		g.current = nil
+	}
+	for _, reply := range g.batch.replies {
+		reply(err)
+	}
+	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64)}
+	for _, c := range g.consumers {
+		if c.parked != nil {
+			g.releaseParked(c, nil, nil)
+		}
+	}
+	if g.sessionTimer != nil {
+		g.sessionTimer.Stop()
+		g.sessionTimer = nil
+	}
+	close(g.done)
+	g.done = nil
+	if g.log != nil {
+		if err := g.log.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
+			g.logger.Warn("closing consumer group log", "err", err)
+		}
+		g.log = nil
+	}
+}
+
+// stop flushes what is pending and ends the incarnation.
+func (g *group) stop() {
+	if g.broken == nil && g.log != nil && !g.batch.empty() {
+		g.flushOrFail(false)
+	}
+	g.end(api.Errorf(api.CodeUnavailable, "subscription %q is stopping", g.cfg.Subscription))
+}
+
+// refuse answers any request message with err.
+func (g *group) refuse(msg any, err error) {
+	switch m := msg.(type) {
+	case *Join:
+		replyJoin(m, api.JoinReply{}, err)
+	case *Fetch:
+		replyFetch(m, nil, 0, err)
+	case *Ack:
+		replyErr(m.Reply, err)
+	case *Leave:
+		replyErr(m.Reply, err)
+	case *GetStats:
+		if m.Reply != nil {
+			m.Reply(Stats{}, err)
+		}
+	}
+}
+
+func replyJoin(m *Join, r api.JoinReply, err error) {
+	if m.Reply != nil {
+		m.Reply(r, err)
+	}
+}
+
+func replyFetch(m *Fetch, msgs []api.Message, assigned int, err error) {
+	if m.Reply != nil {
+		m.Reply(msgs, assigned, err)
+	}
+}
+
+func replyErr(reply func(error), err error) {
+	if reply != nil {
+		reply(err)
+	}
+}
+
+// send delivers an internal message to this actor from another goroutine.
+func (g *group) send(msg any) { g.system.Root.Send(g.self, msg) }
+
+func (g *group) onJoin(m *Join) {
+	if !g.state.Created {
+		if err := g.create(m.Start); err != nil {
+			replyJoin(m, api.JoinReply{}, err)
+			return
+		}
+	}
+	now := time.Now()
+	c := g.consumers[m.Consumer]
+	if c == nil {
+		c = &consumerState{name: m.Consumer, held: make(map[topology.Unit]bool)}
+		g.consumers[m.Consumer] = c
+		g.dirty = true
+		g.logger.Info("consumer joined", "consumer", m.Consumer, "consumers", len(g.consumers))
+	}
+	c.timeout = m.SessionTimeout
+	if c.timeout <= 0 {
+		c.timeout = g.cfg.DefaultSessionTimeout
+	}
+	c.lastSeen = now
+	replyJoin(m, api.JoinReply{Subscription: g.cfg.Subscription, Consumer: m.Consumer, Consumers: len(g.consumers)}, nil)
+}
+
+// create writes the subscription's first record. Starting at latest records
+// the next offset of every unit of every active segment as its cursor and
+// every sealed segment as drained, so that only what is appended from now on
+// is delivered.
+func (g *group) create(start string) error {
+	rec := stateRecord{Kind: kindCreated, Start: startEarliest}
+	if start == api.StartLatest {
+		rec.Start = startLatest
+		l := g.cfg.Source.Layout()
+		for _, s := range l.Segments {
+			if s.State != topology.StateActive {
+				rec.Drained = append(rec.Drained, s.ID)
+				continue
+			}
+			for b := range s.Buckets {
+				_, next, err := g.cfg.Source.Bounds(s.ID, b)
+				if err != nil {
+					return api.Errorf(api.CodeUnavailable, "subscription %q: reading the end of segment %d bucket %d: %v", g.cfg.Subscription, s.ID, b, err)
+				}
+				rec.Cursors = append(rec.Cursors, unitCursor{Unit: topology.Unit{Segment: s.ID, Bucket: b}, Acked: next})
+			}
+		}
+	}
+	rec.normalize()
+	if g.log == nil {
+		l, err := wal.Open(g.cfg.Dir, wal.Options{Durability: g.cfg.Durability})
+		if err != nil {
+			return api.Errorf(api.CodeInternal, "subscription %q: opening its log: %v", g.cfg.Subscription, err)
+		}
+		g.log = l
+	}
+	if _, err := g.appendRecord(rec); err != nil {
+		replyJoin(g.current.(*Join), api.JoinReply{}, api.Errorf(api.CodeInternal, "subscription %q: writing its creation: %v", g.cfg.Subscription, err))
+		g.failLog(err)
+	}
+	if err := g.state.apply(rec); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", g.cfg.Subscription, err)
+	}
+	g.dirty = true
+	g.logger.Info("subscription created", "start", rec.Start.String())
+	return nil
+}
+
+func (g *group) onLeave(m *Leave) {
+	if c := g.consumers[m.Consumer]; c != nil {
+		g.removeConsumer(c, "left")
+		g.serveParked()
+	}
+	replyErr(m.Reply, nil)
+}
+
+// expireConsumers declares dead every consumer silent for longer than its
+// session timeout.
+func (g *group) expireConsumers(now time.Time) {
+	var dead []*consumerState
+	for _, c := range g.consumers {
+		if c.parked == nil && now.Sub(c.lastSeen) > c.timeout {
+			dead = append(dead, c)
+		}
+	}
+	slices.SortFunc(dead, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
+	for _, c := range dead {
+		g.removeConsumer(c, "session timed out")
+	}
+	if len(dead) > 0 {
+		g.serveParked()
+	}
+}
+
+// removeConsumer takes c out of the group: the acks it sent are made
+// durable first, then each unit it held rewinds its delivery cursor to the
+// ack cursor (what c did not acknowledge is delivered again) and goes to
+// whoever Assign picks next.
+func (g *group) removeConsumer(c *consumerState, why string) {
+	if !g.batch.empty() {
+		g.flushOrFail(true)
+	}
+	if c.parked != nil {
+		g.releaseParked(c, nil, nil)
+	}
+	redelivered := uint64(0)
+	for _, us := range g.units {
+		if us.owner != c.name {
+			continue
+		}
+		redelivered += us.delivered - us.acked
+		us.counts.rewind(us.acked, us.delivered)
+		us.delivered = us.acked
+		us.owner = ""
+	}
+	delete(g.consumers, c.name)
+	g.dirty = true
+	g.logger.Info("consumer removed", "consumer", c.name, "reason", why,
+		"redelivering", redelivered, "consumers", len(g.consumers))
+}
+
+// armSessionTimer makes sure a timer fires by the earliest session
+// deadline. Deadlines only move later (lastSeen only grows), so a timer that
+// fires early just finds nobody to expire and is armed again.
+func (g *group) armSessionTimer() {
+	if g.done == nil {
+		return
+	}
+	var earliest time.Time
+	for _, c := range g.consumers {
+		if c.parked != nil {
+			continue
+		}
+		if d := c.lastSeen.Add(c.timeout); earliest.IsZero() || d.Before(earliest) {
+			earliest = d
+		}
+	}
+	if earliest.IsZero() || (g.sessionTimer != nil && !g.sessionAt.After(earliest)) {
+		return
+	}
+	if g.sessionTimer != nil {
+		g.sessionTimer.Stop()
+	}
+	g.sessionAt = earliest
+	msg := sessionCheck{incarnation: g.incarnation}
+	g.sessionTimer = time.AfterFunc(time.Until(earliest)+time.Millisecond, func() { g.send(msg) })
+}

@@ -1,0 +1,232 @@
+package consumers
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+)
+
+// harness drives one subscription through a real Manager in a real actor
+// system, with synchronous helpers over the callback API.
+type harness struct {
+	t      *testing.T
+	system *actor.ActorSystem
+	m      *Manager
+	src    *testSource
+	dir    string
+	sub    string
+	opts   []Option
+}
+
+const replyTimeout = 10 * time.Second
+
+func testLogger() *slog.Logger {
+	if os.Getenv("BRAID_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func newHarness(t *testing.T, src *testSource, opts ...Option) *harness {
+	t.Helper()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testLogger() }))
+	h := &harness{t: t, system: system, src: src, dir: t.TempDir(), sub: "orders", opts: opts}
+	h.m = NewManager(system, h.dir, testLogger(), opts...)
+	t.Cleanup(func() {
+		if err := h.m.Close(); err != nil {
+			t.Error(err)
+		}
+		system.Shutdown()
+	})
+	return h
+}
+
+// reopen closes the manager and opens a new one over the same directory,
+// as a node restart would.
+func (h *harness) reopen() {
+	h.t.Helper()
+	if err := h.m.Close(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.m = NewManager(h.system, h.dir, testLogger(), h.opts...)
+}
+
+func wait[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(replyTimeout):
+		t.Fatal("no reply")
+		panic("unreachable")
+	}
+}
+
+func (h *harness) joinReq(req api.JoinRequest) (api.JoinReply, error) {
+	h.t.Helper()
+	type result struct {
+		r   api.JoinReply
+		err error
+	}
+	ch := make(chan result, 1)
+	if req.Subscription == "" {
+		req.Subscription = h.sub
+	}
+	h.m.Join(h.src, req, func(r api.JoinReply, err error) { ch <- result{r, err} })
+	res := wait(h.t, ch)
+	return res.r, res.err
+}
+
+func (h *harness) join(consumer string) {
+	h.t.Helper()
+	if _, err := h.joinReq(api.JoinRequest{Consumer: consumer}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+type fetchResult struct {
+	msgs     []api.Message
+	assigned int
+	err      error
+}
+
+// fetchAsync starts a fetch and returns where its reply will arrive.
+func (h *harness) fetchAsync(req api.FetchRequest) <-chan fetchResult {
+	ch := make(chan fetchResult, 1)
+	if req.Subscription == "" {
+		req.Subscription = h.sub
+	}
+	h.m.Fetch(h.src, req, func(msgs []api.Message, assigned int, err error) { ch <- fetchResult{msgs, assigned, err} })
+	return ch
+}
+
+func (h *harness) fetchReq(req api.FetchRequest) fetchResult {
+	h.t.Helper()
+	return wait(h.t, h.fetchAsync(req))
+}
+
+// fetch returns what is available now (no wait), failing the test on error.
+func (h *harness) fetch(consumer string, max int) ([]api.Message, int) {
+	h.t.Helper()
+	res := h.fetchReq(api.FetchRequest{Consumer: consumer, Max: max, Wait: "0s"})
+	if res.err != nil {
+		h.t.Fatalf("fetch by %s: %v", consumer, res.err)
+	}
+	return res.msgs, res.assigned
+}
+
+// fetchUntil fetches (waiting briefly each time) until it gets messages or
+// the deadline passes.
+func (h *harness) fetchUntil(consumer string, max int, deadline time.Duration) []api.Message {
+	h.t.Helper()
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		res := h.fetchReq(api.FetchRequest{Consumer: consumer, Max: max, Wait: "50ms"})
+		if res.err != nil {
+			h.t.Fatalf("fetch by %s: %v", consumer, res.err)
+		}
+		if len(res.msgs) > 0 {
+			return res.msgs
+		}
+	}
+	h.t.Fatalf("fetch by %s: nothing within %s", consumer, deadline)
+	return nil
+}
+
+func (h *harness) ackErr(consumer string, ps ...api.Position) error {
+	h.t.Helper()
+	ch := make(chan error, 1)
+	h.m.Ack(h.src, api.AckRequest{Subscription: h.sub, Consumer: consumer, Acks: ps}, func(err error) { ch <- err })
+	return wait(h.t, ch)
+}
+
+func (h *harness) ack(consumer string, ps ...api.Position) {
+	h.t.Helper()
+	if err := h.ackErr(consumer, ps...); err != nil {
+		h.t.Fatalf("ack by %s of %v: %v", consumer, ps, err)
+	}
+}
+
+// ackAll acknowledges the last message of every unit in msgs.
+func (h *harness) ackAll(consumer string, msgs []api.Message) {
+	h.t.Helper()
+	last := make(map[topology.Unit]uint64)
+	for _, m := range msgs {
+		unit := topology.Unit{Segment: topology.SegmentID(m.Segment), Bucket: m.Bucket}
+		last[unit] = max(last[unit], m.Offset)
+	}
+	var ps []api.Position
+	for unit, off := range last {
+		ps = append(ps, api.Position{Segment: uint64(unit.Segment), Bucket: unit.Bucket, Offset: off})
+	}
+	if len(ps) > 0 {
+		h.ack(consumer, ps...)
+	}
+}
+
+func (h *harness) leave(consumer string) {
+	h.t.Helper()
+	ch := make(chan error, 1)
+	h.m.Leave(h.src, api.LeaveRequest{Subscription: h.sub, Consumer: consumer}, func(err error) { ch <- err })
+	if err := wait(h.t, ch); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) stats() Stats {
+	h.t.Helper()
+	type result struct {
+		s   Stats
+		err error
+	}
+	ch := make(chan result, 1)
+	h.m.Stats(h.src, h.sub, func(s Stats, err error) { ch <- result{s, err} })
+	res := wait(h.t, ch)
+	if res.err != nil {
+		h.t.Fatal(res.err)
+	}
+	return res.s
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, deadline time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, deadline)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func wantCode(t *testing.T, err error, code api.Code) {
+	t.Helper()
+	var e *api.Error
+	if !errors.As(err, &e) || e.Code != code {
+		t.Fatalf("error %v, want %s", err, code.Symbol)
+	}
+}
+
+func unitOf(m api.Message) topology.Unit {
+	return topology.Unit{Segment: topology.SegmentID(m.Segment), Bucket: m.Bucket}
+}
+
+func unitsOf(msgs []api.Message) map[topology.Unit]int {
+	out := make(map[topology.Unit]int)
+	for _, m := range msgs {
+		out[unitOf(m)]++
+	}
+	return out
+}
+
+func pos(seg, bucket int, off uint64) api.Position {
+	return api.Position{Segment: uint64(seg), Bucket: bucket, Offset: off}
+}
