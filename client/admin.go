@@ -1,0 +1,145 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+)
+
+// Admin calls the admin endpoints (braid.v1.admin.<object>.<verb>). Every
+// method is one request; a refusal by the server is returned as an
+// *api.Error, so errors.Is(err, api.ErrTopicNotFound) and the like work.
+// Admin is safe for concurrent use and holds no resources.
+type Admin struct {
+	nc  *nats.Conn
+	cfg adminConfig
+}
+
+// NewAdmin returns an Admin that sends its requests over nc. The only option
+// is WithRequestTimeout, applied to calls whose context has no deadline.
+// NewAdmin panics on an invalid option value: that is a programming error.
+func NewAdmin(nc *nats.Conn, opts ...AdminOption) *Admin {
+	cfg := adminConfig{requestTimeout: DefaultRequestTimeout}
+	for _, o := range opts {
+		o.applyAdmin(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		panic(err)
+	}
+	return &Admin{nc: nc, cfg: cfg}
+}
+
+func (a *Admin) call(ctx context.Context, op string, req, reply any) error {
+	return requestJSON(ctx, a.nc, a.cfg.requestTimeout, api.AdminSubject(op), req, reply)
+}
+
+// CreateTenant creates a tenant. It returns api.ErrAlreadyExists if it
+// exists and api.ErrInvalidName if the name breaks the name rule.
+func (a *Admin) CreateTenant(ctx context.Context, tenant string) error {
+	return a.call(ctx, api.AdminTenantCreate, api.TenantCreateRequest{Tenant: tenant}, nil)
+}
+
+// ListTenants returns the tenant names, sorted.
+func (a *Admin) ListTenants(ctx context.Context) ([]string, error) {
+	var reply api.NameListReply
+	err := a.call(ctx, api.AdminTenantList, struct{}{}, &reply)
+	return reply.Names, err
+}
+
+// CreateNamespace creates the namespace ns ("tenant/namespace") with its
+// policies (nil: broker defaults) and topicBuckets key-value buckets for its
+// topics' metadata (0: the default, 1; immutable afterwards).
+func (a *Admin) CreateNamespace(ctx context.Context, ns string, policies *api.Policies, topicBuckets int) error {
+	return a.call(ctx, api.AdminNamespaceCreate,
+		api.NamespaceCreateRequest{Namespace: ns, Policies: policies, TopicBuckets: topicBuckets}, nil)
+}
+
+// ListNamespaces returns the namespace names of a tenant, sorted.
+func (a *Admin) ListNamespaces(ctx context.Context, tenant string) ([]string, error) {
+	var reply api.NameListReply
+	err := a.call(ctx, api.AdminNamespaceList, api.NamespaceListRequest{Tenant: tenant}, &reply)
+	return reply.Names, err
+}
+
+// CreateTopic creates the scalable topic uri ("topic://tenant/ns/name") with
+// segments initial segments (0: the default, 1) and returns its layout.
+func (a *Admin) CreateTopic(ctx context.Context, uri string, segments int, opts ...TopicOption) (api.TopicDescription, error) {
+	req := api.TopicCreateRequest{Topic: uri, Segments: segments}
+	for _, o := range opts {
+		o(&req)
+	}
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicCreate, req, &d)
+	return d, err
+}
+
+// DescribeTopic returns the topic's layout: its epoch and every segment.
+func (a *Admin) DescribeTopic(ctx context.Context, uri string) (api.TopicDescription, error) {
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicDescribe, api.TopicRequest{Topic: uri}, &d)
+	return d, err
+}
+
+// ListTopics returns the topic URIs of namespace ns ("tenant/namespace"), sorted.
+func (a *Admin) ListTopics(ctx context.Context, ns string) ([]string, error) {
+	var reply api.TopicListReply
+	err := a.call(ctx, api.AdminTopicList, api.TopicListRequest{Namespace: ns}, &reply)
+	return reply.Topics, err
+}
+
+// Split seals an active segment and creates two children that tile its
+// range, split at the midpoint, or so that the upper child starts at *at.
+// It returns the new layout, or api.ErrLayoutRefused (sealed segment, bad
+// split point) or an api error naming what is missing.
+func (a *Admin) Split(ctx context.Context, uri string, segment uint64, at *uint64) (api.TopicDescription, error) {
+	req := api.SplitRequest{Topic: uri, Segment: &segment}
+	if at != nil {
+		req.At = topology.FormatHash(*at)
+	}
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicSplit, req, &d)
+	return d, err
+}
+
+// Merge seals two adjacent active segments and creates one child over their
+// union. It returns the new layout.
+func (a *Admin) Merge(ctx context.Context, uri string, segA, segB uint64) (api.TopicDescription, error) {
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicMerge, api.MergeRequest{Topic: uri, Segments: []uint64{segA, segB}}, &d)
+	return d, err
+}
+
+// Rebucket seals an active segment and creates a successor over the same
+// range with the given number of entry buckets. It returns the new layout.
+func (a *Admin) Rebucket(ctx context.Context, uri string, segment uint64, buckets int) (api.TopicDescription, error) {
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicRebucket, api.RebucketRequest{Topic: uri, Segment: &segment, Buckets: buckets}, &d)
+	return d, err
+}
+
+// DeleteTopic deletes a topic and its data.
+func (a *Admin) DeleteTopic(ctx context.Context, uri string) error {
+	return a.call(ctx, api.AdminTopicDelete, api.TopicRequest{Topic: uri}, nil)
+}
+
+// Stats returns per-bucket offsets and sizes and per-subscription backlogs.
+func (a *Admin) Stats(ctx context.Context, uri string) (api.TopicStats, error) {
+	var s api.TopicStats
+	err := a.call(ctx, api.AdminTopicStats, api.TopicRequest{Topic: uri}, &s)
+	return s, err
+}
+
+// describe is the producer's layout refresh.
+func describe(ctx context.Context, nc *nats.Conn, timeout time.Duration, uri string) (api.TopicDescription, error) {
+	var d api.TopicDescription
+	err := requestJSON(ctx, nc, timeout, api.AdminSubject(api.AdminTopicDescribe), api.TopicRequest{Topic: uri}, &d)
+	if err != nil {
+		return d, fmt.Errorf("describe %s: %w", uri, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,490 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+)
+
+// StreamConsumer reads a topic through a subscription, in order: the
+// subscription's group on the server assigns units (segment, entry bucket)
+// to the consumers that joined it, delivers each unit in offset order, and
+// holds back a segment until every ancestor is drained (the ordering rule of
+// DESIGN.md §1). So every key is read in the order it was produced, across
+// splits and merges. Several StreamConsumers with the same subscription share
+// its units; more consumers than units leave some idle (Assigned reports 0).
+//
+// Acknowledgements are cumulative per unit: Message.Ack acknowledges that
+// message and every earlier one of its unit. They are batched: the highest
+// position per unit is sent every WithAckInterval, and on FlushAcks and Close.
+// Unacknowledged messages are delivered again after this consumer leaves,
+// dies or the server restarts (at-least-once).
+//
+// The consumer drops messages it has already returned from Next when the
+// server delivers them again to it (after a server restart, or a re-join):
+// it remembers, per unit, the highest offset it returned, for its lifetime.
+// So one StreamConsumer never returns the same message twice; a message can
+// still reach two consumers of the subscription when its unit moves before
+// the message was acknowledged.
+//
+// A StreamConsumer is safe for concurrent use; Next calls are served one at a
+// time.
+type StreamConsumer struct {
+	nc           *nats.Conn
+	cfg          consumerConfig
+	topic        string
+	subscription string
+	name         string
+	subjects     struct{ join, fetch, ack, leave string }
+
+	// closing is closed when Close starts: Next returns ErrClosed and the
+	// ack loop stops. ctx ends when Close is done; it cancels requests.
+	closing   chan struct{}
+	closeOnce sync.Once
+	ctx       context.Context
+	stop      context.CancelFunc
+	ackDone   chan struct{}
+
+	// nextMu serializes Next. Guarded by it: buf, the messages of the last
+	// fetch not yet returned, and fetching, the fetch in flight (its result
+	// is kept for the next call when a Next gives up waiting for it, so
+	// messages the server has handed out are never lost).
+	nextMu   sync.Mutex
+	buf      []api.Message
+	fetching chan fetchResult
+
+	// joinMu serializes joins; generation counts successful re-joins, so
+	// that concurrent CONSUMER_UNKNOWN errors cause one re-join only.
+	joinMu     sync.Mutex
+	generation uint64
+
+	mu sync.Mutex
+	// Guarded by mu:
+	// delivered[u] is one past the highest offset of unit u returned by Next.
+	delivered map[unit]uint64
+	// acked[u] is one past the highest offset of u the application acked;
+	// toAck[u] the same, for acks not sent yet. Invariant: toAck[u] <= acked[u].
+	acked, toAck map[unit]uint64
+	assigned     int       // units held after the last fetch (Braid-Assigned)
+	consumers    int       // consumers in the group at the last join
+	lastHeard    time.Time // when the server last heard from us
+	fetchActive  bool      // a fetch is in flight: the server knows we are alive
+	ackErr       error     // the last error of a background ack flush
+}
+
+type fetchResult struct {
+	msgs       []api.Message
+	generation uint64
+	err        error
+}
+
+// Message is one message delivered by a StreamConsumer.
+type Message struct {
+	ID         MessageID
+	Key        []byte // nil for an unkeyed message
+	Payload    []byte
+	Headers    []api.Header
+	Time       time.Time // the append time (or the producer's Braid-Time)
+	Deliveries uint32    // 1 on first delivery, more when delivered again
+
+	consumer *StreamConsumer
+}
+
+// Ack acknowledges the message and, cumulatively, every earlier message of
+// its unit. It only records the position; the ack is sent at the next ack
+// interval (or FlushAcks, or Close). Acking a message older than one already
+// acked does nothing.
+func (m *Message) Ack() {
+	c := m.consumer
+	u := unit{m.ID.Segment, m.ID.Bucket}
+	c.mu.Lock()
+	if next := m.ID.Offset + 1; next > c.acked[u] {
+		c.acked[u] = next
+		c.toAck[u] = next
+	}
+	c.mu.Unlock()
+}
+
+// NewStreamConsumer joins subscription (created at its start position on
+// the first join) of the topic topicURI as a stream consumer. The join is one
+// request bounded by the request timeout. It returns api.ErrInvalidName for
+// a malformed topic, subscription or consumer name, ErrInvalidOption for a
+// bad option, and the server's error (api.ErrTopicNotFound...) for a refused
+// join.
+func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...ConsumerOption) (*StreamConsumer, error) {
+	cfg := defaultConsumerConfig()
+	for _, o := range opts {
+		o.applyConsumer(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	name, err := parseTopic(topicURI)
+	if err != nil {
+		return nil, err
+	}
+	if err := routing.ValidateName(subscription); err != nil {
+		return nil, fmt.Errorf("%w: subscription: %w", api.ErrInvalidName, err)
+	}
+	if cfg.name == "" {
+		cfg.name = randomName()
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	c := &StreamConsumer{
+		nc:           nc,
+		cfg:          cfg,
+		topic:        topicURI,
+		subscription: subscription,
+		name:         cfg.name,
+		closing:      make(chan struct{}),
+		ctx:          ctx,
+		stop:         stop,
+		ackDone:      make(chan struct{}),
+		delivered:    make(map[unit]uint64),
+		acked:        make(map[unit]uint64),
+		toAck:        make(map[unit]uint64),
+	}
+	c.subjects.join = api.ConsumeSubject(api.ConsumeJoin, name.Tenant, name.Namespace, name.Name)
+	c.subjects.fetch = api.ConsumeSubject(api.ConsumeFetch, name.Tenant, name.Namespace, name.Name)
+	c.subjects.ack = api.ConsumeSubject(api.ConsumeAck, name.Tenant, name.Namespace, name.Name)
+	c.subjects.leave = api.ConsumeSubject(api.ConsumeLeave, name.Tenant, name.Namespace, name.Name)
+	if err := c.join(ctx); err != nil {
+		stop()
+		return nil, err
+	}
+	go c.ackLoop()
+	return c, nil
+}
+
+func randomName() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "c-" + hex.EncodeToString(b[:])
+}
+
+// Name returns the consumer's name within its subscription.
+func (c *StreamConsumer) Name() string { return c.name }
+
+// Subscription returns the subscription's name.
+func (c *StreamConsumer) Subscription() string { return c.subscription }
+
+// Assigned returns how many units the server had assigned to this consumer at
+// its last fetch. 0 while other consumers hold every unit means the consumer
+// is idle: the subscription has more consumers than the topic has units.
+func (c *StreamConsumer) Assigned() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.assigned
+}
+
+func (c *StreamConsumer) join(ctx context.Context) error {
+	req := api.JoinRequest{
+		Subscription:   c.subscription,
+		Consumer:       c.name,
+		Start:          c.cfg.start,
+		SessionTimeout: c.cfg.sessionTimeout.String(),
+	}
+	var reply api.JoinReply
+	err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.join, req, &reply)
+	if err != nil {
+		return fmt.Errorf("join %s of %s: %w", c.subscription, c.topic, err)
+	}
+	c.mu.Lock()
+	c.consumers = reply.Consumers
+	c.lastHeard = time.Now()
+	c.mu.Unlock()
+	return nil
+}
+
+// rejoin joins again after the server answered CONSUMER_UNKNOWN to a request
+// made at generation gen, unless another request has re-joined since.
+func (c *StreamConsumer) rejoin(ctx context.Context, gen uint64) error {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	if c.generation != gen {
+		return nil
+	}
+	if err := c.join(ctx); err != nil {
+		return err
+	}
+	c.generation++
+	return nil
+}
+
+func (c *StreamConsumer) currentGeneration() uint64 {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	return c.generation
+}
+
+// Next returns the next message, waiting for one as long as ctx allows. It
+// fetches batches from the server and returns their messages one by one, in
+// offset order per unit. It returns ctx.Err() when ctx ends, ErrClosed after
+// Close, and a fetch's error (ErrTimeout, ErrNoServer, an *api.Error) when
+// one fails; calling Next again retries. A consumer the server has forgotten
+// (CONSUMER_UNKNOWN: its session expired, or the server restarted) joins
+// again by itself.
+func (c *StreamConsumer) Next(ctx context.Context) (*Message, error) {
+	c.nextMu.Lock()
+	defer c.nextMu.Unlock()
+	for {
+		select {
+		case <-c.closing:
+			return nil, ErrClosed
+		default:
+		}
+		for len(c.buf) > 0 {
+			m := c.buf[0]
+			c.buf[0] = api.Message{}
+			c.buf = c.buf[1:]
+			if c.admit(&m) {
+				return c.message(&m), nil
+			}
+		}
+		if c.fetching == nil {
+			ch := make(chan fetchResult, 1)
+			c.fetching = ch
+			go func() { ch <- c.fetch() }()
+		}
+		select {
+		case r := <-c.fetching:
+			c.fetching = nil
+			if r.err == nil {
+				c.buf = r.msgs
+				continue
+			}
+			if !errors.Is(r.err, api.ErrConsumerUnknown) {
+				return nil, r.err
+			}
+			if err := c.rejoin(ctx, r.generation); err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.closing:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// admit reports whether m is new to the application, and records it as
+// delivered. A message at or below what was delivered is a redelivery; if
+// the application had acked it, the ack is sent again (it may be what the
+// server lost).
+func (c *StreamConsumer) admit(m *api.Message) bool {
+	u := unit{m.Segment, m.Bucket}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if next, ok := c.delivered[u]; ok && m.Offset < next {
+		if a := c.acked[u]; a > m.Offset && a > c.toAck[u] {
+			c.toAck[u] = a
+		}
+		return false
+	}
+	c.delivered[u] = m.Offset + 1
+	return true
+}
+
+func (c *StreamConsumer) message(m *api.Message) *Message {
+	out := &Message{
+		ID:         MessageID{Segment: m.Segment, Bucket: m.Bucket, Offset: m.Offset},
+		Key:        m.Key,
+		Payload:    m.Payload,
+		Headers:    m.Headers,
+		Deliveries: m.Deliveries,
+		consumer:   c,
+	}
+	if m.Time != 0 {
+		out.Time = time.UnixMilli(m.Time)
+	}
+	return out
+}
+
+// fetch runs one fetch request. It is bounded by the fetch wait plus the
+// request timeout, and by Close, not by the caller of Next (see fetching).
+func (c *StreamConsumer) fetch() fetchResult {
+	gen := c.currentGeneration()
+	body, err := json.Marshal(api.FetchRequest{
+		Subscription: c.subscription,
+		Consumer:     c.name,
+		Max:          c.cfg.fetchMax,
+		MaxBytes:     c.cfg.fetchMaxBytes,
+		Wait:         c.cfg.fetchWait.String(),
+	})
+	if err != nil {
+		return fetchResult{err: err}
+	}
+	c.mu.Lock()
+	c.fetchActive = true
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait+c.cfg.requestTimeout)
+	m, err := request(ctx, c.nc, 0, &nats.Msg{Subject: c.subjects.fetch, Data: body})
+	cancel()
+	c.mu.Lock()
+	c.fetchActive = false
+	c.lastHeard = time.Now()
+	if err == nil {
+		if n, perr := strconv.Atoi(m.Header.Get(api.FetchReplyHeaderAssigned)); perr == nil {
+			c.assigned = n
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fetchResult{generation: gen, err: fmt.Errorf("fetch %s of %s: %w", c.subscription, c.topic, err)}
+	}
+	msgs, err := api.DecodeMessages(m.Data)
+	if err != nil {
+		return fetchResult{generation: gen, err: fmt.Errorf("braid/client: fetch reply from %s: %w", c.topic, err)}
+	}
+	return fetchResult{msgs: msgs, generation: gen}
+}
+
+// ackLoop sends the batched acks every ack interval, and a heartbeat (an
+// empty ack) when the consumer has been silent for a third of its session
+// timeout.
+func (c *StreamConsumer) ackLoop() {
+	defer close(c.ackDone)
+	tick := time.NewTicker(c.cfg.ackInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-tick.C:
+		}
+		if err := c.flushAcks(c.ctx, false); err != nil {
+			c.mu.Lock()
+			c.ackErr = err
+			c.mu.Unlock()
+			continue
+		}
+		c.mu.Lock()
+		silent := !c.fetchActive && time.Since(c.lastHeard) > c.cfg.sessionTimeout/3
+		c.mu.Unlock()
+		if silent {
+			// A failed heartbeat is not the application's concern: the
+			// next fetch or ack re-joins if the session was lost.
+			_ = c.flushAcks(c.ctx, true)
+		}
+	}
+}
+
+// FlushAcks sends the acks recorded so far and waits for the server to
+// take them. It returns the error of that request or, if there was nothing
+// to send, the error of the last background flush since the previous
+// FlushAcks.
+func (c *StreamConsumer) FlushAcks(ctx context.Context) error {
+	err := c.flushAcks(ctx, false)
+	c.mu.Lock()
+	if err == nil {
+		err = c.ackErr
+	}
+	c.ackErr = nil
+	c.mu.Unlock()
+	return err
+}
+
+// flushAcks sends the pending acks; with heartbeat it sends an ack request
+// even when none is pending. Positions that fail for a reason other than
+// NOT_OWNER (the unit has moved: its new owner will get the messages again)
+// are put back for the next flush.
+func (c *StreamConsumer) flushAcks(ctx context.Context, heartbeat bool) error {
+	c.mu.Lock()
+	positions := make([]api.Position, 0, len(c.toAck))
+	for u, next := range c.toAck {
+		positions = append(positions, api.Position{Segment: u.segment, Bucket: u.bucket, Offset: next - 1})
+	}
+	clear(c.toAck)
+	c.mu.Unlock()
+	if len(positions) == 0 && !heartbeat {
+		return nil
+	}
+	err := c.sendAcks(ctx, positions)
+	if errors.Is(err, &api.Error{Code: api.CodeNotOwner}) && len(positions) > 1 {
+		// Find out which positions are refused; the others still count.
+		var errs []error
+		for _, p := range positions {
+			if err := c.sendAcks(ctx, []api.Position{p}); err != nil && !errors.Is(err, &api.Error{Code: api.CodeNotOwner}) {
+				c.requeueAcks([]api.Position{p})
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if errors.Is(err, &api.Error{Code: api.CodeNotOwner}) {
+		return nil
+	}
+	if err != nil {
+		c.requeueAcks(positions)
+	}
+	return err
+}
+
+// sendAcks sends one ack request, re-joining once on CONSUMER_UNKNOWN.
+func (c *StreamConsumer) sendAcks(ctx context.Context, positions []api.Position) error {
+	req := api.AckRequest{Subscription: c.subscription, Consumer: c.name, Acks: positions}
+	if req.Acks == nil {
+		req.Acks = []api.Position{}
+	}
+	for attempt := 0; ; attempt++ {
+		gen := c.currentGeneration()
+		err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.ack, req, nil)
+		if err == nil {
+			c.mu.Lock()
+			c.lastHeard = time.Now()
+			c.mu.Unlock()
+			return nil
+		}
+		if attempt > 0 || !errors.Is(err, api.ErrConsumerUnknown) {
+			return fmt.Errorf("ack %s of %s: %w", c.subscription, c.topic, err)
+		}
+		if jerr := c.rejoin(ctx, gen); jerr != nil {
+			return jerr
+		}
+	}
+}
+
+func (c *StreamConsumer) requeueAcks(positions []api.Position) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range positions {
+		u := unit{p.Segment, p.Bucket}
+		if next := p.Offset + 1; next > c.toAck[u] {
+			c.toAck[u] = next
+		}
+	}
+}
+
+// Close stops the consumer: Next returns ErrClosed, the pending acks are sent
+// and the consumer leaves its subscription, so its units move to the other
+// consumers at once. Messages returned by Next and not acknowledged will be
+// delivered again. Close returns the error of the last ack flush or of the
+// leave; it is idempotent, and later calls return nil.
+func (c *StreamConsumer) Close(ctx context.Context) error {
+	first := false
+	c.closeOnce.Do(func() { first = true })
+	if !first {
+		return nil
+	}
+	close(c.closing)
+	<-c.ackDone
+	ackErr := c.FlushAcks(ctx)
+	leaveErr := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.leave,
+		api.LeaveRequest{Subscription: c.subscription, Consumer: c.name}, nil)
+	if leaveErr != nil {
+		leaveErr = fmt.Errorf("leave %s of %s: %w", c.subscription, c.topic, leaveErr)
+	}
+	c.stop()
+	return errors.Join(ackErr, leaveErr)
+}

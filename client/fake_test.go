@@ -1,0 +1,331 @@
+package client
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+)
+
+// fakeTopic is an in-process stand-in for the Braid server, on an embedded
+// NATS server, for one topic: topic://t/ns/x. It implements just enough of
+// the wire contract to test the client's side of it, and lets a test do
+// what a real server only does in a race: route appends by a stale layout
+// (so they hit a sealed segment), drop replies, or forget consumers as a
+// restart would.
+const fakeURI = "topic://t/ns/x"
+
+type fakeTopic struct {
+	t  testing.TB
+	nc *nats.Conn // the server side's connection
+
+	mu sync.Mutex
+	// Guarded by mu:
+	layout topology.Layout // the truth: sealed segments reject appends
+	// stale is the layout produce routes by while staleBatches > 0: it
+	// lags the truth, as a node's routing cache can.
+	stale        topology.Layout
+	staleBatches int
+	logs         map[unit][]api.Message
+	rr           int
+	sealedCount  int  // appends rejected with SEGMENT_SEALED
+	dropReplies  bool // answer no produce batch
+	push         bool // publish layout changes
+	batches      int  // produce batches received
+
+	// Consumer side: one subscription, any number of consumers, every unit
+	// to every consumer (enough for one consumer per test).
+	consumers  map[string]bool
+	sent       map[unit]uint64 // next offset to hand out
+	ackedUpTo  map[unit]uint64 // one past the highest acked offset
+	ackReqs    int
+	leaves     int
+	fetchDelay time.Duration
+}
+
+func startNATS(t testing.TB) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func connect(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// newFake starts a NATS server and the fake topic with a layout of segments
+// segments and budget buckets; it returns the fake and a client connection.
+func newFake(t testing.TB, segments, budget int) (*fakeTopic, *nats.Conn) {
+	t.Helper()
+	s := startNATS(t)
+	l, err := topology.New(segments, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeTopic{
+		t: t, nc: connect(t, s.ClientURL()), layout: l, stale: l, push: true,
+		logs: map[unit][]api.Message{}, consumers: map[string]bool{},
+		sent: map[unit]uint64{}, ackedUpTo: map[unit]uint64{},
+	}
+	sub := func(subject string, h nats.MsgHandler) {
+		if _, err := f.nc.Subscribe(subject, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub(api.AdminSubject(api.AdminTopicDescribe), f.describe)
+	sub(api.TopicSubject(api.ProduceBatchPrefix, "t", "ns", "x"), f.produce)
+	for _, verb := range []string{api.ConsumeJoin, api.ConsumeFetch, api.ConsumeAck, api.ConsumeLeave} {
+		sub(api.ConsumeSubject(verb, "t", "ns", "x"), f.consume(verb))
+	}
+	if err := f.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return f, connect(t, s.ClientURL())
+}
+
+func replyErr(m *nats.Msg, e *api.Error) {
+	code, desc := e.HeaderValues()
+	r := nats.NewMsg(m.Reply)
+	r.Header.Set(headerErrorCode, code)
+	r.Header.Set(headerError, desc)
+	_ = m.RespondMsg(r)
+}
+
+func replyJSON(m *nats.Msg, v any) {
+	b, _ := json.Marshal(v)
+	_ = m.Respond(b)
+}
+
+func (f *fakeTopic) description() api.TopicDescription {
+	d := description(f.t, f.layout)
+	d.Topic = fakeURI
+	return d
+}
+
+func (f *fakeTopic) describe(m *nats.Msg) {
+	var req api.TopicRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		replyErr(m, api.Errorf(api.CodeBadRequest, "%v", err))
+		return
+	}
+	if req.Topic != fakeURI {
+		replyErr(m, api.Errorf(api.CodeTopicNotFound, "%s", req.Topic))
+		return
+	}
+	f.mu.Lock()
+	d := f.description()
+	f.mu.Unlock()
+	replyJSON(m, d)
+}
+
+// change applies a layout operation; with lag > 0 the produce endpoint
+// keeps routing by the old layout for that many batches.
+func (f *fakeTopic) change(op func(topology.Layout) (topology.Layout, error), lag int) {
+	f.mu.Lock()
+	next, err := op(f.layout)
+	if err != nil {
+		f.mu.Unlock()
+		f.t.Fatal(err)
+	}
+	f.stale, f.staleBatches = f.layout, lag
+	f.layout = next
+	push := f.push
+	d := f.description()
+	f.mu.Unlock()
+	if push {
+		b, _ := json.Marshal(d)
+		_ = f.nc.Publish(api.TopicSubject(api.LayoutPrefix, "t", "ns", "x"), b)
+	}
+}
+
+func (f *fakeTopic) produce(m *nats.Msg) {
+	recs, err := api.DecodeRecords(m.Data)
+	if err != nil {
+		replyErr(m, api.Errorf(api.CodeBadRequest, "%v", err))
+		return
+	}
+	f.mu.Lock()
+	f.batches++
+	if f.dropReplies {
+		f.mu.Unlock()
+		return
+	}
+	by := f.layout
+	if f.staleBatches > 0 {
+		by = f.stale
+		f.staleBatches--
+	}
+	results := make([]api.Result, len(recs))
+	for i, r := range recs {
+		u := f.route(by, r)
+		if s, _ := f.layout.Segment(topology.SegmentID(u.segment)); s.State != topology.StateActive {
+			f.sealedCount++
+			e := api.SealedError(u.segment, f.layout.Epoch)
+			results[i] = api.Result{Code: e.Code.Number, Epoch: e.Epoch, Message: e.Message}
+			continue
+		}
+		off := uint64(len(f.logs[u]))
+		f.logs[u] = append(f.logs[u], api.Message{
+			Segment: u.segment, Bucket: u.bucket, Offset: off, Time: time.Now().UnixMilli(),
+			Key: slices.Clone(r.Key), Payload: slices.Clone(r.Payload), Headers: r.Headers,
+		})
+		results[i] = api.Result{Segment: u.segment, Bucket: u.bucket, Offset: off}
+	}
+	f.mu.Unlock()
+	_ = m.Respond(api.AppendResults(nil, results))
+}
+
+func (f *fakeTopic) route(l topology.Layout, r api.Record) unit {
+	if len(r.Key) == 0 {
+		var units []unit
+		for _, s := range l.Active() {
+			for b := range s.Buckets {
+				units = append(units, unit{uint64(s.ID), b})
+			}
+		}
+		f.rr++
+		return units[f.rr%len(units)]
+	}
+	h := routing.KeyHash(r.Key)
+	s, _ := l.Owner(h)
+	return unit{uint64(s.ID), routing.Bucket(h, s.Buckets)}
+}
+
+// keyOrder returns, per key, the payloads in the order an ordered reader
+// sees them: segments by id (parents before children), then offsets.
+func (f *fakeTopic) keyOrder() map[string][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	units := make([]unit, 0, len(f.logs))
+	for u := range f.logs {
+		units = append(units, u)
+	}
+	slices.SortFunc(units, compareUnits)
+	out := map[string][]string{}
+	for _, u := range units {
+		for _, m := range f.logs[u] {
+			out[string(m.Key)] = append(out[string(m.Key)], string(m.Payload))
+		}
+	}
+	return out
+}
+
+func (f *fakeTopic) consume(verb string) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch verb {
+		case api.ConsumeJoin:
+			var req api.JoinRequest
+			_ = json.Unmarshal(m.Data, &req)
+			f.consumers[req.Consumer] = true
+			replyJSON(m, api.JoinReply{Subscription: req.Subscription, Consumer: req.Consumer, Consumers: len(f.consumers)})
+		case api.ConsumeFetch:
+			var req api.FetchRequest
+			_ = json.Unmarshal(m.Data, &req)
+			if !f.consumers[req.Consumer] {
+				replyErr(m, api.Errorf(api.CodeConsumerUnknown, "consumer %s", req.Consumer))
+				return
+			}
+			units := make([]unit, 0, len(f.logs))
+			for u := range f.logs {
+				units = append(units, u)
+			}
+			slices.SortFunc(units, compareUnits)
+			var out []api.Message
+			for _, u := range units {
+				for f.sent[u] < uint64(len(f.logs[u])) && len(out) < req.Max {
+					msg := &f.logs[u][f.sent[u]]
+					msg.Deliveries++
+					out = append(out, *msg)
+					f.sent[u]++
+				}
+			}
+			r := nats.NewMsg(m.Reply)
+			r.Header.Set(api.FetchReplyHeaderAssigned, strconv.Itoa(len(units)))
+			r.Data = api.AppendMessages(nil, out)
+			wait := f.fetchDelay
+			if len(out) == 0 {
+				wait = max(wait, 5*time.Millisecond) // a short long-poll
+			}
+			time.AfterFunc(wait, func() { _ = m.RespondMsg(r) })
+		case api.ConsumeAck:
+			var req api.AckRequest
+			_ = json.Unmarshal(m.Data, &req)
+			if !f.consumers[req.Consumer] {
+				replyErr(m, api.Errorf(api.CodeConsumerUnknown, "consumer %s", req.Consumer))
+				return
+			}
+			f.ackReqs++
+			for _, p := range req.Acks {
+				u := unit{p.Segment, p.Bucket}
+				f.ackedUpTo[u] = max(f.ackedUpTo[u], p.Offset+1)
+			}
+			replyJSON(m, api.OKReply{OK: true})
+		case api.ConsumeLeave:
+			var req api.LeaveRequest
+			_ = json.Unmarshal(m.Data, &req)
+			delete(f.consumers, req.Consumer)
+			f.leaves++
+			replyJSON(m, api.OKReply{OK: true})
+		}
+	}
+}
+
+// restart forgets every consumer and rewinds delivery to the acked
+// positions, as a server restart does.
+func (f *fakeTopic) restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.consumers)
+	for u := range f.sent {
+		f.sent[u] = f.ackedUpTo[u]
+	}
+}
+
+// append writes n records of keys k0..k(keys-1) straight into the logs.
+func (f *fakeTopic) appendDirect(n, keys int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range n {
+		r := api.Record{Key: []byte("k" + strconv.Itoa(i%keys)), Payload: []byte(strconv.Itoa(i))}
+		u := f.route(f.layout, r)
+		f.logs[u] = append(f.logs[u], api.Message{Segment: u.segment, Bucket: u.bucket,
+			Offset: uint64(len(f.logs[u])), Key: r.Key, Payload: r.Payload})
+	}
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

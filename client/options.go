@@ -1,0 +1,252 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+)
+
+// Options are typed: a ProducerOption cannot be passed to NewStreamConsumer.
+// An option only records its value; the constructor validates every value and
+// refuses the first bad one with an error wrapping ErrInvalidOption, so a
+// misconfigured client fails at construction, not at its first send.
+
+// ProducerOption configures NewProducer.
+type ProducerOption interface{ applyProducer(*producerConfig) }
+
+// ConsumerOption configures NewStreamConsumer.
+type ConsumerOption interface{ applyConsumer(*consumerConfig) }
+
+// AdminOption configures NewAdmin.
+type AdminOption interface{ applyAdmin(*adminConfig) }
+
+// Defaults.
+const (
+	DefaultMaxInFlight    = 10_000
+	DefaultBatchRecords   = 1_000
+	DefaultBatchBytes     = 512 << 10
+	DefaultLinger         = time.Millisecond
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultFetchMax       = 256
+	DefaultFetchMaxBytes  = 1 << 20
+	DefaultFetchWait      = time.Second
+	DefaultSessionTimeout = 10 * time.Second
+	DefaultAckInterval    = 20 * time.Millisecond
+)
+
+// Limits enforced at construction.
+const (
+	maxMaxInFlight    = 1 << 24
+	maxBatchRecords   = 100_000
+	maxBytesLimit     = 64 << 20
+	maxLinger         = 10 * time.Second
+	maxRequestTimeout = 10 * time.Minute
+	maxFetchMax       = 10_000
+	maxFetchWait      = 30 * time.Second
+	minSessionTimeout = 100 * time.Millisecond
+	maxSessionTimeout = time.Hour
+	maxAckInterval    = time.Minute
+)
+
+// producerConfig holds a Producer's settings; see the With* functions.
+type producerConfig struct {
+	maxInFlight    int
+	batchRecords   int
+	batchBytes     int
+	linger         time.Duration
+	requestTimeout time.Duration
+}
+
+func defaultProducerConfig() producerConfig {
+	return producerConfig{
+		maxInFlight:    DefaultMaxInFlight,
+		batchRecords:   DefaultBatchRecords,
+		batchBytes:     DefaultBatchBytes,
+		linger:         DefaultLinger,
+		requestTimeout: DefaultRequestTimeout,
+	}
+}
+
+// validate checks every setting; maxPayload is the NATS connection's
+// largest message, which a batch must fit in.
+func (c *producerConfig) validate(maxPayload int64) error {
+	switch {
+	case c.maxInFlight < 1 || c.maxInFlight > maxMaxInFlight:
+		return invalid("WithMaxInFlight(%d): want 1 to %d records", c.maxInFlight, maxMaxInFlight)
+	case c.batchRecords < 1 || c.batchRecords > maxBatchRecords:
+		return invalid("WithBatch: maxRecords %d, want 1 to %d", c.batchRecords, maxBatchRecords)
+	case c.batchBytes < 1 || c.batchBytes > maxBytesLimit:
+		return invalid("WithBatch: maxBytes %d, want 1 to %d", c.batchBytes, maxBytesLimit)
+	case maxPayload > 0 && int64(c.batchBytes) > maxPayload:
+		return invalid("WithBatch: maxBytes %d is above the NATS server's max payload %d", c.batchBytes, maxPayload)
+	case c.linger < 0 || c.linger > maxLinger:
+		return invalid("WithLinger(%s): want 0 to %s", c.linger, maxLinger)
+	case c.requestTimeout <= 0 || c.requestTimeout > maxRequestTimeout:
+		return invalid("WithRequestTimeout(%s): want above 0 and at most %s", c.requestTimeout, maxRequestTimeout)
+	}
+	return nil
+}
+
+// consumerConfig holds a StreamConsumer's settings; see the With* functions.
+type consumerConfig struct {
+	name           string
+	start          string
+	fetchMax       int
+	fetchMaxBytes  int
+	fetchWait      time.Duration
+	sessionTimeout time.Duration
+	ackInterval    time.Duration
+	requestTimeout time.Duration
+}
+
+func defaultConsumerConfig() consumerConfig {
+	return consumerConfig{
+		start:          api.StartEarliest,
+		fetchMax:       DefaultFetchMax,
+		fetchMaxBytes:  DefaultFetchMaxBytes,
+		fetchWait:      DefaultFetchWait,
+		sessionTimeout: DefaultSessionTimeout,
+		ackInterval:    DefaultAckInterval,
+		requestTimeout: DefaultRequestTimeout,
+	}
+}
+
+func (c *consumerConfig) validate() error {
+	if c.name != "" {
+		if err := routing.ValidateName(c.name); err != nil {
+			return invalid("WithConsumerName: %v", err)
+		}
+	}
+	switch {
+	case c.start != api.StartEarliest && c.start != api.StartLatest:
+		return invalid("WithStart(%q): want %q or %q", c.start, api.StartEarliest, api.StartLatest)
+	case c.fetchMax < 1 || c.fetchMax > maxFetchMax:
+		return invalid("WithFetch: max %d, want 1 to %d messages", c.fetchMax, maxFetchMax)
+	case c.fetchMaxBytes < 1 || c.fetchMaxBytes > maxBytesLimit:
+		return invalid("WithFetch: maxBytes %d, want 1 to %d", c.fetchMaxBytes, maxBytesLimit)
+	case c.fetchWait < 0 || c.fetchWait > maxFetchWait:
+		return invalid("WithFetch: wait %s, want 0 to %s", c.fetchWait, maxFetchWait)
+	case c.sessionTimeout < minSessionTimeout || c.sessionTimeout > maxSessionTimeout:
+		return invalid("WithSessionTimeout(%s): want %s to %s", c.sessionTimeout, minSessionTimeout, maxSessionTimeout)
+	case c.ackInterval <= 0 || c.ackInterval > maxAckInterval:
+		return invalid("WithAckInterval(%s): want above 0 and at most %s", c.ackInterval, maxAckInterval)
+	case c.requestTimeout <= 0 || c.requestTimeout > maxRequestTimeout:
+		return invalid("WithRequestTimeout(%s): want above 0 and at most %s", c.requestTimeout, maxRequestTimeout)
+	}
+	return nil
+}
+
+type adminConfig struct {
+	requestTimeout time.Duration
+}
+
+func (c *adminConfig) validate() error {
+	if c.requestTimeout <= 0 || c.requestTimeout > maxRequestTimeout {
+		return invalid("WithRequestTimeout(%s): want above 0 and at most %s", c.requestTimeout, maxRequestTimeout)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// producerOption adapts a function to ProducerOption.
+type producerOption func(*producerConfig)
+
+func (f producerOption) applyProducer(c *producerConfig) { f(c) }
+
+// consumerOption adapts a function to ConsumerOption.
+type consumerOption func(*consumerConfig)
+
+func (f consumerOption) applyConsumer(c *consumerConfig) { f(c) }
+
+// WithMaxInFlight bounds the records a Producer holds that are not yet
+// acknowledged (queued or sent): Send blocks while n records are pending.
+// Default 10,000; 1 to 2^24.
+func WithMaxInFlight(n int) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.maxInFlight = n })
+}
+
+// WithBatch bounds one produce-batch request: at most maxRecords records
+// (default 1,000) and about maxBytes bytes of keys, headers and payloads
+// (default 512 KiB, at most the NATS max payload). A single record larger
+// than maxBytes is sent alone.
+func WithBatch(maxRecords, maxBytes int) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.batchRecords, c.batchBytes = maxRecords, maxBytes })
+}
+
+// WithLinger is how long a record may wait for more records to fill its
+// batch (default 1ms). 0 sends as soon as the sender is free: records that
+// arrive while a unit's previous batch is in flight still travel together.
+func WithLinger(d time.Duration) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.linger = d })
+}
+
+// WithConsumerName names the consumer within its subscription (default: a
+// random name). The name follows the name rule [A-Za-z0-9_-]{1,128}. A
+// consumer that restarts under the same name before its session times out
+// takes its units back at once.
+func WithConsumerName(name string) ConsumerOption {
+	return consumerOption(func(c *consumerConfig) { c.name = name })
+}
+
+// WithStart is where a new subscription begins: api.StartEarliest
+// ("earliest", the default) or api.StartLatest ("latest"). It has no effect
+// on a subscription that exists.
+func WithStart(start string) ConsumerOption {
+	return consumerOption(func(c *consumerConfig) { c.start = start })
+}
+
+// WithFetch sets the size of one fetch: at most max messages (default 256,
+// at most 10,000) and about maxBytes of payload (default 1 MiB), and how
+// long the server holds a fetch that finds nothing (default 1s, at most 30s).
+func WithFetch(max, maxBytes int, wait time.Duration) ConsumerOption {
+	return consumerOption(func(c *consumerConfig) { c.fetchMax, c.fetchMaxBytes, c.fetchWait = max, maxBytes, wait })
+}
+
+// WithSessionTimeout is how long the server waits without hearing from this
+// consumer before it declares it dead and hands its units to others
+// (default 10s). The consumer sends a heartbeat (an empty ack) when it has
+// been silent for a third of it.
+func WithSessionTimeout(d time.Duration) ConsumerOption {
+	return consumerOption(func(c *consumerConfig) { c.sessionTimeout = d })
+}
+
+// WithAckInterval is how often batched acknowledgements are sent (default
+// 20ms). Message.Ack only records the position; the highest position per
+// unit goes out at the next interval, and on FlushAcks and Close.
+func WithAckInterval(d time.Duration) ConsumerOption {
+	return consumerOption(func(c *consumerConfig) { c.ackInterval = d })
+}
+
+// RequestTimeoutOption is WithRequestTimeout's option; it configures a
+// Producer, a StreamConsumer and an Admin alike.
+type RequestTimeoutOption time.Duration
+
+func (o RequestTimeoutOption) applyProducer(c *producerConfig) { c.requestTimeout = time.Duration(o) }
+func (o RequestTimeoutOption) applyConsumer(c *consumerConfig) { c.requestTimeout = time.Duration(o) }
+func (o RequestTimeoutOption) applyAdmin(c *adminConfig)       { c.requestTimeout = time.Duration(o) }
+
+// WithRequestTimeout bounds how long one request waits for its reply
+// (default 5s): a produce batch, a describe, a join or ack, an admin call
+// whose context has no deadline. A fetch waits its fetch wait on top.
+func WithRequestTimeout(d time.Duration) RequestTimeoutOption { return RequestTimeoutOption(d) }
+
+// TopicOption configures Admin.CreateTopic.
+type TopicOption func(*api.TopicCreateRequest)
+
+// WithTopicBuckets is the entry-bucket budget spread over the initial
+// segments, at least one per segment (default: the namespace's
+// entry_bucket_budget policy).
+func WithTopicBuckets(n int) TopicOption {
+	return func(r *api.TopicCreateRequest) { r.Buckets = n }
+}
+
+// WithTopicPolicies sets the topic's own policies; unset fields resolve from
+// the namespace, then the broker default.
+func WithTopicPolicies(p *api.Policies) TopicOption {
+	return func(r *api.TopicCreateRequest) { r.Policies = p }
+}

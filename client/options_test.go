@@ -1,0 +1,91 @@
+package client
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/api"
+)
+
+func TestProducerOptionsValidated(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  ProducerOption
+		ok   bool
+	}{
+		{"defaults", WithLinger(DefaultLinger), true},
+		{"in flight 1", WithMaxInFlight(1), true},
+		{"in flight 0", WithMaxInFlight(0), false},
+		{"in flight huge", WithMaxInFlight(1 << 30), false},
+		{"batch ok", WithBatch(10, 1024), true},
+		{"batch no records", WithBatch(0, 1024), false},
+		{"batch no bytes", WithBatch(10, 0), false},
+		{"batch above max payload", WithBatch(10, 2<<20), false},
+		{"linger 0", WithLinger(0), true},
+		{"linger negative", WithLinger(-time.Millisecond), false},
+		{"linger too long", WithLinger(time.Hour), false},
+		{"timeout 0", WithRequestTimeout(0), false},
+		{"timeout ok", WithRequestTimeout(time.Second), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := defaultProducerConfig()
+			tt.opt.applyProducer(&cfg)
+			err := cfg.validate(1 << 20)
+			if tt.ok != (err == nil) {
+				t.Fatalf("validate = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidOption) {
+				t.Fatalf("%v does not wrap ErrInvalidOption", err)
+			}
+		})
+	}
+}
+
+func TestConsumerOptionsValidated(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  ConsumerOption
+		ok   bool
+	}{
+		{"name ok", WithConsumerName("worker-1_a"), true},
+		{"name with dot", WithConsumerName("worker.1"), false},
+		{"name too long", WithConsumerName(string(make([]byte, 129))), false},
+		{"start latest", WithStart(api.StartLatest), true},
+		{"start bad", WithStart("newest"), false},
+		{"fetch ok", WithFetch(10, 1000, 0), true},
+		{"fetch max 0", WithFetch(0, 1000, time.Second), false},
+		{"fetch max too big", WithFetch(10_001, 1000, time.Second), false},
+		{"fetch bytes 0", WithFetch(1, 0, time.Second), false},
+		{"fetch wait too long", WithFetch(1, 1, time.Minute), false},
+		{"fetch wait negative", WithFetch(1, 1, -1), false},
+		{"session ok", WithSessionTimeout(3 * time.Second), true},
+		{"session too short", WithSessionTimeout(time.Millisecond), false},
+		{"ack interval 0", WithAckInterval(0), false},
+		{"ack interval ok", WithAckInterval(time.Millisecond), true},
+		{"timeout negative", WithRequestTimeout(-time.Second), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := defaultConsumerConfig()
+			tt.opt.applyConsumer(&cfg)
+			err := cfg.validate()
+			if tt.ok != (err == nil) {
+				t.Fatalf("validate = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidOption) {
+				t.Fatalf("%v does not wrap ErrInvalidOption", err)
+			}
+		})
+	}
+}
+
+func TestNewAdminPanicsOnBadOption(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	NewAdmin(nil, WithRequestTimeout(0))
+}

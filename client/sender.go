@@ -1,0 +1,208 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/braidmq/braid/api"
+)
+
+// The sender half of the Producer: the loop that cuts batches out of the
+// unit queues and publishes them, and the handling of their replies.
+//
+// A batch is a request published with a reply subject of its own,
+// <inbox>.<batch id>, on one subscription shared by every batch; the id
+// correlates the reply. So any number of units have a batch in flight at
+// once, while each unit has at most one.
+
+// sendLoop publishes the batches that are ready, then sleeps until a Send, a
+// reply, a Flush or the earliest linger deadline wakes it.
+func (p *Producer) sendLoop() {
+	defer close(p.senderDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var (
+		buf  []byte
+		recs []api.Record
+	)
+	for {
+		batches, wait := p.collect(time.Now())
+		for _, b := range batches {
+			buf, recs = p.publish(b, buf[:0], recs[:0])
+		}
+		if len(batches) > 0 {
+			continue
+		}
+		var deadline <-chan time.Time
+		if wait > 0 {
+			timer.Reset(wait)
+			deadline = timer.C
+		}
+		select {
+		case <-p.kick:
+		case <-deadline:
+		case <-p.ctx.Done():
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// collect cuts one batch from every unit that is idle and ready, and
+// registers them as in flight. A unit is ready when its queue fills a batch,
+// its oldest record has lingered long enough, or a Flush waits. wait is how
+// long until the next unit becomes ready by lingering (0: none will).
+func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused || p.stopped {
+		return nil, 0
+	}
+	for u, q := range p.units {
+		if q.busy || len(q.records) == 0 {
+			continue
+		}
+		if p.flushing == 0 && p.cfg.linger > 0 && len(q.records) < p.cfg.batchRecords && q.bytes < p.cfg.batchBytes {
+			if left := q.since.Add(p.cfg.linger).Sub(now); left > 0 {
+				if wait == 0 || left < wait {
+					wait = left
+				}
+				continue
+			}
+		}
+		n, size := 0, 0
+		for n < len(q.records) && n < p.cfg.batchRecords && (n == 0 || size+q.records[n].size <= p.cfg.batchBytes) {
+			size += q.records[n].size
+			n++
+		}
+		p.lastID++
+		b := &batch{id: p.lastID, unit: u, records: q.records[:n:n]}
+		q.records = q.records[n:]
+		q.bytes -= size
+		q.busy = true
+		id := b.id
+		b.timer = time.AfterFunc(p.cfg.requestTimeout, func() {
+			p.settle(id, nil, fmt.Errorf("produce batch to %s: %w", p.topic, ErrTimeout))
+		})
+		p.inFlight[id] = b
+		p.unsettled++
+		batches = append(batches, b)
+	}
+	return batches, wait
+}
+
+// publish encodes and sends one batch; buf and recs are scratch space,
+// returned for reuse (the NATS connection copies what it sends).
+func (p *Producer) publish(b *batch, buf []byte, recs []api.Record) ([]byte, []api.Record) {
+	for _, pd := range b.records {
+		recs = append(recs, pd.rec)
+	}
+	buf = api.AppendRecords(buf, recs)
+	clear(recs) // drop references to the application's slices
+	err := p.nc.PublishMsg(&nats.Msg{
+		Subject: p.produceSubject,
+		Reply:   p.inboxPrefix + "." + strconv.FormatUint(b.id, 36),
+		Data:    buf,
+	})
+	if err != nil {
+		p.settle(b.id, nil, fmt.Errorf("braid/client: publishing a produce batch to %s: %w", p.topic, err))
+	}
+	return buf, recs
+}
+
+// onReply handles the reply to a batch.
+func (p *Producer) onReply(m *nats.Msg) {
+	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	id, err := strconv.ParseUint(token, 36, 64)
+	if err != nil {
+		return
+	}
+	if err := replyError(m); err != nil {
+		p.settle(id, nil, err)
+		return
+	}
+	results, err := api.DecodeResults(m.Data)
+	if err != nil {
+		p.settle(id, nil, fmt.Errorf("braid/client: produce-batch reply from %s: %w", p.topic, err))
+		return
+	}
+	p.settle(id, results, nil)
+}
+
+// settle processes the outcome of batch id: per-record results, or err for
+// the whole batch. It runs in three steps so that a unit's next batch leaves
+// only after the callbacks of this one have returned (callbacks of one key
+// stay in order even when a timeout and a reply race):
+//
+//  1. under mu: take the batch out of inFlight (a second outcome, such as a
+//     reply after the timeout, finds nothing and is dropped), sort its
+//     records into done and rejected-as-sealed;
+//  2. call the callbacks of the done records;
+//  3. under mu: mark the unit idle, count the batch settled, and apply a
+//     pending layout change if this was the last batch in flight.
+func (p *Producer) settle(id uint64, results []api.Result, err error) {
+	p.mu.Lock()
+	b := p.inFlight[id]
+	if b == nil {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.inFlight, id)
+	b.timer.Stop()
+	if err == nil && len(results) != len(b.records) {
+		err = fmt.Errorf("braid/client: produce-batch reply from %s: %w: %d results for %d records",
+			p.topic, api.ErrMalformed, len(results), len(b.records))
+	}
+	done := make([]completion, 0, len(b.records))
+	var sealedEpoch uint64
+	anySealed := false
+	for i, pd := range b.records {
+		rerr := err
+		if rerr == nil {
+			r := results[i]
+			if r.Code == 0 {
+				pd.sealed = 0
+				done = append(done, completion{p: pd, id: MessageID{Segment: r.Segment, Bucket: r.Bucket, Offset: r.Offset}})
+				continue
+			}
+			rerr = r.Err()
+		}
+		var apiErr *api.Error
+		if errors.As(rerr, &apiErr) && apiErr.Code == api.CodeSegmentSealed && !p.stopped {
+			pd.sealed++
+			pd.lastSealed = rerr
+			if pd.sealed <= maxReroutes {
+				p.rejected[b.unit] = append(p.rejected[b.unit], pd)
+				sealedEpoch = max(sealedEpoch, apiErr.Epoch)
+				anySealed = true
+				continue
+			}
+			rerr = fmt.Errorf("%w: %w", ErrRerouteLimit, rerr)
+		}
+		done = append(done, completion{p: pd, err: rerr})
+	}
+	if anySealed {
+		p.needLayout(sealedEpoch)
+	}
+	p.mu.Unlock()
+
+	p.complete(done)
+
+	p.mu.Lock()
+	p.unsettled--
+	if q := p.units[b.unit]; q != nil {
+		q.busy = false
+		if len(q.records) == 0 {
+			delete(p.units, b.unit)
+		}
+	}
+	p.tryApply()
+	p.mu.Unlock()
+	p.wakeSender()
+}
