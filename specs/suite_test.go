@@ -1,0 +1,117 @@
+// Package specs holds Braid's behaviour specifications: Ginkgo specs that
+// start a real node (embedded NATS, temp data directory) and drive it only
+// through NATS, as a user would.
+package specs
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/cluster"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+func TestSpecs(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Braid behaviour")
+}
+
+// server is a node under test and a client connection to it.
+type server struct {
+	dir  string
+	node *cluster.Node
+	nc   *nats.Conn
+}
+
+func startServer(dir string) *server {
+	GinkgoHelper()
+	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
+		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	Expect(err).NotTo(HaveOccurred())
+	nc, err := nats.Connect(node.ClientURL())
+	Expect(err).NotTo(HaveOccurred())
+	return &server{dir: dir, node: node, nc: nc}
+}
+
+func (s *server) stop() {
+	GinkgoHelper()
+	s.nc.Close()
+	Expect(s.node.Close()).To(Succeed())
+}
+
+// request returns the reply body or the wire error.
+func (s *server) request(subject string, body []byte) ([]byte, error) {
+	m, err := s.nc.RequestMsg(&nats.Msg{Subject: subject, Data: body}, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if e := api.ParseError(m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader)); e != nil {
+		return nil, e
+	}
+	return m.Data, nil
+}
+
+func (s *server) admin(op string, req any, out any) {
+	GinkgoHelper()
+	b, err := json.Marshal(req)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := s.request(api.AdminSubject(op), b)
+	Expect(err).NotTo(HaveOccurred(), op)
+	if out != nil {
+		Expect(json.Unmarshal(data, out)).To(Succeed())
+	}
+}
+
+func (s *server) consume(verb, topic string, req any) []byte {
+	GinkgoHelper()
+	b, err := json.Marshal(req)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := s.request(api.ConsumeSubject(verb, "public", "default", topic), b)
+	Expect(err).NotTo(HaveOccurred(), verb)
+	return data
+}
+
+func (s *server) produceBatch(topic string, recs []api.Record) []api.Result {
+	GinkgoHelper()
+	data, err := s.request(api.TopicSubject(api.ProduceBatchPrefix, "public", "default", topic), api.AppendRecords(nil, recs))
+	Expect(err).NotTo(HaveOccurred())
+	res, err := api.DecodeResults(data)
+	Expect(err).NotTo(HaveOccurred())
+	for _, r := range res {
+		Expect(r.Err()).NotTo(HaveOccurred())
+	}
+	return res
+}
+
+func (s *server) fetch(topic, sub, consumer string, max int) []api.Message {
+	GinkgoHelper()
+	data := s.consume(api.ConsumeFetch, topic, api.FetchRequest{Subscription: sub, Consumer: consumer, Max: max, Wait: "100ms"})
+	msgs, err := api.DecodeMessages(data)
+	Expect(err).NotTo(HaveOccurred())
+	return msgs
+}
+
+// ackAll acknowledges, per unit, the highest offset of msgs.
+func (s *server) ackAll(topic, sub, consumer string, msgs []api.Message) {
+	GinkgoHelper()
+	last := map[[2]uint64]uint64{}
+	for _, m := range msgs {
+		k := [2]uint64{m.Segment, uint64(m.Bucket)}
+		if m.Offset >= last[k] {
+			last[k] = m.Offset
+		}
+	}
+	req := api.AckRequest{Subscription: sub, Consumer: consumer}
+	for u, off := range last {
+		req.Acks = append(req.Acks, api.Position{Segment: u[0], Bucket: int(u[1]), Offset: off})
+	}
+	s.consume(api.ConsumeAck, topic, req)
+}
