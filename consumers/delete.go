@@ -2,33 +2,39 @@ package consumers
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/asynkron/protoactor-go/actor"
 )
 
 // DeleteTopic stops every group of a topic and removes their logs: what a
-// topic delete does to its subscriptions.
+// topic delete does to its subscriptions. While it runs, requests for the
+// topic's subscriptions are refused with TOPIC_DELETED; afterwards a join
+// would create a new, empty subscription (the cluster layer refuses
+// requests for topics that do not exist).
 func (m *Manager) DeleteTopic(topic string) error {
 	m.mu.Lock()
-	var pids []*actor.PID
-	for key, pid := range m.groups {
+	if m.closed {
+		m.mu.Unlock()
+		return errClosed
+	}
+	m.deleting[topic] = true
+	defer func() {
+		m.mu.Lock()
+		delete(m.deleting, topic)
+		m.mu.Unlock()
+	}()
+	var keys []groupKey
+	for key := range m.groups {
 		if key.topic == topic {
-			pids = append(pids, pid)
-			delete(m.groups, key)
+			keys = append(keys, key)
 		}
 	}
+	futures := m.poisonLocked(keys)
 	m.mu.Unlock()
-	var errs []error
-	for _, pid := range pids {
-		if err := m.system.Root.PoisonFuture(pid).Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("stopping consumer group %s: %w", pid.Id, err))
-		}
+
+	err := waitStopped(futures)
+	if rmErr := os.RemoveAll(filepath.Join(m.dataDir, escapeTopic(topic))); rmErr != nil {
+		err = errors.Join(err, rmErr)
 	}
-	if err := os.RemoveAll(filepath.Join(m.dataDir, escapeTopic(topic))); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return err
 }

@@ -18,17 +18,24 @@ import (
 // layout, the drained segments and the members. It does the work only when
 // something it depends on changed: the layout epoch, durable acks, members.
 func (g *group) refresh() {
+	if !g.state.Created {
+		return
+	}
 	l := g.cfg.Source.Layout()
 	if l.Epoch != g.layout.Epoch || len(l.Segments) != len(g.layout.Segments) {
 		g.dirty = true
 	}
-	if !g.dirty || !g.state.Created {
+	// Drained-ness is checked every time (it costs a Bounds call per bucket
+	// of the sealed segments not drained yet, usually none): retention or a
+	// bucket whose bounds were unknown can change it without any event.
+	if g.detectDrained(l) {
+		g.dirty = true
+	}
+	if !g.dirty {
 		return
 	}
 	g.dirty = false
 	g.layout = l
-
-	g.detectDrained(l)
 
 	readable := topology.ReadableUnits(l, g.state.isDrained)
 	isReadable := make(map[topology.Unit]bool, len(readable))
@@ -63,7 +70,8 @@ func (g *group) refresh() {
 // acknowledged up to their final next offset, and every deleted segment.
 // It uses durable ack cursors only: a segment drained on an ack a crash
 // could take back would release its children too early.
-func (g *group) detectDrained(l topology.Layout) {
+// It reports whether it found any.
+func (g *group) detectDrained(l topology.Layout) bool {
 	acked := func(u topology.Unit) uint64 {
 		if us := g.units[u]; us != nil {
 			return us.acked
@@ -80,7 +88,7 @@ func (g *group) detectDrained(l topology.Layout) {
 	}
 	newly := newlyDrained(l, g.state.isDrained, acked, bounds)
 	if len(newly) == 0 {
-		return
+		return false
 	}
 	for _, id := range newly {
 		g.state.Drained[id] = true
@@ -93,6 +101,7 @@ func (g *group) detectDrained(l topology.Layout) {
 	g.batch.drained = append(g.batch.drained, newly...)
 	g.scheduleFlush()
 	g.logger.Debug("segments drained", "segments", newly)
+	return true
 }
 
 // settle moves a unit to its target once that is allowed: at once when it

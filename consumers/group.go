@@ -129,10 +129,17 @@ type group struct {
 	sessionAt    time.Time // when sessionTimer fires
 }
 
+// groupSupervision restarts a failed group every time. A group's start
+// never fails (a log it cannot load puts it in broken mode instead) and the
+// message that made it panic is answered and dropped, so restarts cannot
+// loop; stopping instead, as protoactor's default strategy does after ten
+// failures, would drop the requests queued in its mailbox unanswered.
+var groupSupervision = actor.NewRestartingStrategy()
+
 func newGroupProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &group{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription)}
-	})
+	}, actor.WithGuardian(groupSupervision))
 }
 
 // Receive implements actor.Actor.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
 )
 
 // keyOrder checks the promise of the ordering rule from the outside: for
@@ -383,6 +384,16 @@ func TestRestartKeepsCursors(t *testing.T) {
 	h.ack("a", pos(0, 1, 2))
 
 	h.reopen()
+	// Compaction kept the log short: a snapshot and what followed it.
+	log, err := wal.Open(h.m.groupDir(src.Topic(), h.sub), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFirst, logNext := log.FirstOffset(), log.NextOffset()
+	log.Close()
+	if logFirst == 0 || logNext-logFirst > 4 {
+		t.Fatalf("group log holds offsets [%d, %d), want a compacted log of at most 4 records", logFirst, logNext)
+	}
 	// The consumer is gone with the old actor; it joins again.
 	res := h.fetchReq(api.FetchRequest{Consumer: "a", Wait: "0s"})
 	wantCode(t, res.err, api.CodeConsumerUnknown)
@@ -522,9 +533,9 @@ func TestAckValidation(t *testing.T) {
 		t.Fatalf("got %v, want one message of each unit", unitsOf(msgs))
 	}
 
-	wantCode(t, h.ackErr("a", pos(0, 0, 1)), api.CodeInvalidArgument)   // not delivered yet
-	wantCode(t, h.ackErr("a", pos(9, 0, 0)), api.CodeNotOwner)          // no such unit
-	wantCode(t, h.ackErr("zz", pos(0, 0, 0)), api.CodeConsumerUnknown)  // never joined
+	wantCode(t, h.ackErr("a", pos(0, 0, 1)), api.CodeInvalidArgument)  // not delivered yet
+	wantCode(t, h.ackErr("a", pos(9, 0, 0)), api.CodeNotOwner)         // no such unit
+	wantCode(t, h.ackErr("zz", pos(0, 0, 0)), api.CodeConsumerUnknown) // never joined
 	wantCode(t, h.ackErr("a", pos(0, 0, 0), pos(0, 1, 5)), api.CodeInvalidArgument)
 	if st := h.stats(); st.Backlog != 6 {
 		t.Fatalf("backlog %d after a rejected request, want 6: nothing applied", st.Backlog)
@@ -535,14 +546,18 @@ func TestAckValidation(t *testing.T) {
 		t.Fatalf("backlog %d, want 4", st.Backlog)
 	}
 
+	// a has nothing outstanding, so b takes one unit at once.
 	h.join("b")
-	h.fetch("b", 10) // triggers the assignment
-	for b := range 2 {
-		if err := h.ackErr("b", pos(0, b, 0)); err != nil {
-			// b owns neither unit yet: both are a's (settled) or moving to b.
-			wantCode(t, err, api.CodeNotOwner)
-		}
+	msgs, _ = h.fetch("b", 10)
+	if len(unitsOf(msgs)) != 1 || len(msgs) != 2 {
+		t.Fatalf("b got %v, want the 2 messages left of one unit", unitsOf(msgs))
 	}
+	bUnit := unitOf(msgs[0])
+	aUnit := u(0, 1-bUnit.Bucket)
+	wantCode(t, h.ackErr("b", pos(0, aUnit.Bucket, 0)), api.CodeNotOwner)
+	h.ack("a", pos(0, bUnit.Bucket, 0)) // late but already done: fine
+	wantCode(t, h.ackErr("a", pos(0, bUnit.Bucket, 1)), api.CodeNotOwner)
+	h.ack("b", pos(0, bUnit.Bucket, 2))
 
 	res := h.fetchReq(api.FetchRequest{Consumer: "nobody", Wait: "0s"})
 	wantCode(t, res.err, api.CodeConsumerUnknown)
@@ -604,10 +619,14 @@ func TestPanicRestartsFromWAL(t *testing.T) {
 		t.Fatalf("got %d messages, want 3", len(msgs))
 	}
 
-	src.panicOnRead.Store(true)
-	wantCode(t, h.fetchReq(api.FetchRequest{Consumer: "a", Wait: "0s"}).err, api.CodeUnavailable)
-	wantCode(t, h.fetchReq(api.FetchRequest{Consumer: "a", Wait: "0s"}).err, api.CodeConsumerUnknown)
-	h.join("a")
+	// More failures than protoactor's default strategy tolerates (10 in
+	// 10s): the group must keep coming back.
+	for range 12 {
+		src.panicOnRead.Store(true)
+		wantCode(t, h.fetchReq(api.FetchRequest{Consumer: "a", Wait: "0s"}).err, api.CodeUnavailable)
+		wantCode(t, h.fetchReq(api.FetchRequest{Consumer: "a", Wait: "0s"}).err, api.CodeConsumerUnknown)
+		h.join("a")
+	}
 	msgs, _ = h.fetch("a", 10)
 	if len(msgs) != 3 || msgs[0].Offset != 2 {
 		t.Fatalf("after the restart got %d messages from %d, want offsets 2..4", len(msgs), msgs[0].Offset)
@@ -639,4 +658,49 @@ func TestManagerCloseRefusesLaterRequests(t *testing.T) {
 	_, err := h.joinReq(api.JoinRequest{Consumer: "a"})
 	wantCode(t, err, api.CodeUnavailable)
 	h.m = NewManager(h.system, h.dir, testLogger()) // for the cleanup
+}
+
+func TestDeleteTopicRemovesSubscriptions(t *testing.T) {
+	src := newTestSource(t, 1, 1)
+	src.appendTo(0, 0, "0")
+	h := newHarness(t, src)
+	h.join("a")
+	msgs, _ := h.fetch("a", 10)
+	h.ackAll("a", msgs)
+	if got := h.m.Subscriptions(src.Topic()); !slices.Equal(got, []string{"orders"}) {
+		t.Fatalf("subscriptions %v, want [orders]", got)
+	}
+	if err := h.m.DeleteTopic(src.Topic()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.m.Subscriptions(src.Topic()); len(got) != 0 {
+		t.Fatalf("subscriptions after delete %v, want none", got)
+	}
+	// A join now starts a new subscription from scratch.
+	h.join("a")
+	if msgs, _ := h.fetch("a", 10); len(msgs) != 1 || msgs[0].Deliveries != 1 {
+		t.Fatalf("new subscription got %v, want offset 0 once", msgs)
+	}
+}
+
+func TestEscapeTopic(t *testing.T) {
+	tests := map[string]string{
+		"topic://acme/orders/pay": "topic%3A%2F%2Facme%2Forders%2Fpay",
+		"persistent://a/b/c":      "persistent%3A%2F%2Fa%2Fb%2Fc",
+		"":                        "%",
+		"..":                      "%2E.",
+		"topic://t/n/x.y":         "topic%3A%2F%2Ft%2Fn%2Fx.y",
+		"topic://t/n/%2F":         "topic%3A%2F%2Ft%2Fn%2F%252F",
+	}
+	seen := make(map[string]string)
+	for topic, want := range tests {
+		got := escapeTopic(topic)
+		if got != want {
+			t.Errorf("escapeTopic(%q) = %q, want %q", topic, got, want)
+		}
+		if other, ok := seen[got]; ok {
+			t.Errorf("%q and %q escape to the same %q", topic, other, got)
+		}
+		seen[got] = topic
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,12 +89,15 @@ type Manager struct {
 	logger  *slog.Logger
 	opts    managerOptions
 
-	// mu guards closed and groups. Requests are sent to a group under the
+	// mu guards the fields below. Requests are sent to a group under the
 	// read lock, so once Close holds the write lock no request is in flight
 	// and every one sent is ahead of the poison pill in the mailbox.
 	mu     sync.RWMutex
 	closed bool
 	groups map[groupKey]*actor.PID
+	// deleting holds the topics DeleteTopic is removing: no group of theirs
+	// may start meanwhile (it would write a log being removed).
+	deleting map[string]bool
 }
 
 type groupKey struct{ topic, subscription string }
@@ -109,11 +113,12 @@ func NewManager(system *actor.ActorSystem, dataDir string, logger *slog.Logger, 
 		opt(&o)
 	}
 	return &Manager{
-		system:  system,
-		dataDir: dataDir,
-		logger:  logger.With("component", "consumers"),
-		opts:    o,
-		groups:  make(map[groupKey]*actor.PID),
+		system:   system,
+		dataDir:  dataDir,
+		logger:   logger.With("component", "consumers"),
+		opts:     o,
+		groups:   make(map[groupKey]*actor.PID),
+		deleting: make(map[string]bool),
 	}
 }
 
@@ -143,6 +148,9 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 	if pid := m.groups[key]; pid != nil {
 		return pid, nil
 	}
+	if m.deleting[key.topic] {
+		return nil, api.Errorf(api.CodeTopicDeleted, "topic %s is being deleted", key.topic)
+	}
 	cfg := groupConfig{
 		Subscription:          subscription,
 		Dir:                   m.groupDir(key.topic, subscription),
@@ -154,6 +162,7 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		OnStopped:             func(pid *actor.PID) { m.forget(key, pid) },
 	}
 	pid = m.system.Root.SpawnPrefix(newGroupProps(cfg), "consumer-group-"+subscription+"-")
+	m.logger.Debug("consumer group spawned", "topic", key.topic, "subscription", subscription, "pid", pid.Id)
 	m.groups[key] = pid
 	return pid, nil
 }
@@ -170,7 +179,10 @@ func (m *Manager) forget(key groupKey, pid *actor.PID) {
 	}
 }
 
-// send hands msg to the group, or calls fail.
+// send hands msg to the group, or calls fail. The group is looked up
+// again under the read lock: a group that Close or DeleteTopic is stopping
+// has left the map before its poison pill was sent, so a request either is
+// queued ahead of the pill or is refused, never dropped unanswered.
 func (m *Manager) send(src Source, subscription string, msg any, fail func(error)) {
 	pid, err := m.Group(src, subscription)
 	if err != nil {
@@ -181,6 +193,10 @@ func (m *Manager) send(src Source, subscription string, msg any, fail func(error
 	defer m.mu.RUnlock()
 	if m.closed {
 		fail(errClosed)
+		return
+	}
+	if cur := m.groups[groupKey{topic: src.Topic(), subscription: subscription}]; cur == nil || !cur.Equal(pid) {
+		fail(api.Errorf(api.CodeUnavailable, "subscription %q of %s is stopping; retry", subscription, src.Topic()))
 		return
 	}
 	m.system.Root.Send(pid, msg)
@@ -317,20 +333,30 @@ func (m *Manager) Subscriptions(topic string) []string {
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
-	pids := make([]*actor.PID, 0, len(m.groups))
-	for _, pid := range m.groups {
-		pids = append(pids, pid)
-	}
+	keys := slices.Collect(maps.Keys(m.groups))
+	futures := m.poisonLocked(keys)
 	m.mu.Unlock()
+	return waitStopped(futures)
+}
 
-	futures := make([]*actor.Future, len(pids))
-	for i, pid := range pids {
-		futures[i] = m.system.Root.PoisonFuture(pid)
+// poisonLocked removes the groups of keys from the map and sends each its
+// poison pill: it stops after the requests already in its mailbox. Callers
+// hold mu and wait on the futures after releasing it.
+func (m *Manager) poisonLocked(keys []groupKey) map[string]*actor.Future {
+	futures := make(map[string]*actor.Future, len(keys))
+	for _, key := range keys {
+		pid := m.groups[key]
+		delete(m.groups, key)
+		futures[pid.Id] = m.system.Root.PoisonFuture(pid)
 	}
+	return futures
+}
+
+func waitStopped(futures map[string]*actor.Future) error {
 	var errs []error
-	for i, f := range futures {
+	for id, f := range futures {
 		if err := f.Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("stopping consumer group %s: %w", pids[i].Id, err))
+			errs = append(errs, fmt.Errorf("stopping consumer group %s: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)
