@@ -9,18 +9,21 @@
 //	merge     two adjacent active segments -> one child over their union
 //	rebucket  one active segment -> one successor, same range, new bucket count
 //
-// Sealed segments stay in the layout, linked to their parents and children,
-// until retention deletes their data (Delete marks them deleted); they are
-// what the ordering rule walks.
+// There is no plain Seal: sealing an active segment without successors would
+// leave part of the space without an owner. Sealed segments stay in the
+// layout, linked to their parents and children, also once retention has
+// deleted their data (Delete marks them deleted): the ordering rule walks
+// them, and ids are never reused.
 //
 // # What this package owns
 //
 //   - The types: Range, Segment, Layout, Unit.
 //   - The operations (New, FromFixed, Split, Merge, Rebucket, Delete). Each
 //     returns a new Layout and leaves its receiver untouched (copy on write:
+//     the segment slice is copied, O(segments), but the Parents and Children
 //     slices of unchanged segments are shared with the receiver, so treat
 //     every Layout as read-only, or Clone it first), or an error that wraps
-//     one of the sentinels below and says why.
+//     one of the sentinels in errors.go and says why.
 //   - The invariants (Validate): active segments tile the whole hash space,
 //     parents and children agree, sealed ranges are covered by their
 //     children, epochs are ordered.

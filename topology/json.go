@@ -3,6 +3,7 @@ package topology
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 )
 
@@ -16,13 +17,16 @@ import (
 // Range bounds are "0x" and 16 hex digits (JSON numbers lose precision above
 // 2^53); parents, children and segments are always arrays, never null;
 // "partition" appears only on the partitions of a migrated fixed topic.
-// Decoding accepts unknown fields (so a describe reply may grow) but
-// requires every field above except partition, and runs Validate.
+// Fields appear in the order above. Decoding accepts unknown fields (so a
+// describe reply may grow) and bounds of 1 to 16 hex digits, requires every
+// field above except partition, and runs Validate.
 
+// layoutJSON and segmentJSON are the decoding forms: pointers tell a
+// missing field from a zero one.
 type layoutJSON struct {
-	Epoch    *uint64    `json:"epoch"`
-	NextID   *SegmentID `json:"next_id"`
-	Segments *[]Segment `json:"segments"`
+	Epoch    *uint64        `json:"epoch"`
+	NextID   *SegmentID     `json:"next_id"`
+	Segments *[]segmentJSON `json:"segments"`
 }
 
 type segmentJSON struct {
@@ -34,20 +38,28 @@ type segmentJSON struct {
 	Buckets      *int         `json:"buckets"`
 	CreatedEpoch *uint64      `json:"created_epoch"`
 	SealedEpoch  *uint64      `json:"sealed_epoch"`
-	Partition    *int         `json:"partition,omitempty"`
+	Partition    *int         `json:"partition"`
 }
 
 // MarshalJSON encodes r as ["0x%016x","0x%016x"].
-func (r Range) MarshalJSON() ([]byte, error) {
-	return []byte(`["` + FormatHash(r.Lo) + `","` + FormatHash(r.Hi) + `"]`), nil
+func (r Range) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
+
+func (r Range) appendJSON(b []byte) []byte {
+	b = append(b, `["`...)
+	b = append(b, FormatHash(r.Lo)...)
+	b = append(b, `","`...)
+	b = append(b, FormatHash(r.Hi)...)
+	return append(b, `"]`...)
 }
 
 // UnmarshalJSON decodes a two-element array of "0x" hex strings with
 // Lo <= Hi. Errors wrap ErrBadHash for a bad bound, ErrInvalid otherwise.
 func (r *Range) UnmarshalJSON(data []byte) error {
-	var bounds []string
-	if err := json.Unmarshal(data, &bounds); err != nil || len(bounds) != 2 {
-		return errorf(ErrInvalid, "range %s: want [\"0x<lo>\",\"0x<hi>\"]", clip(data))
+	bounds, ok := plainBounds(data)
+	if !ok {
+		if err := json.Unmarshal(data, &bounds); err != nil || len(bounds) != 2 {
+			return errorf(ErrInvalid, "range %s: want [\"0x<lo>\",\"0x<hi>\"]", clip(data))
+		}
 	}
 	lo, err := parseHexHash(bounds[0])
 	if err != nil {
@@ -64,18 +76,63 @@ func (r *Range) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// plainBounds splits the common form ["lo","hi"] — no spaces, no escapes —
+// without a full JSON decode.
+func plainBounds(data []byte) ([]string, bool) {
+	text := string(data)
+	if !strings.HasPrefix(text, `["`) || !strings.HasSuffix(text, `"]`) || len(text) < 4 {
+		return nil, false
+	}
+	lo, hi, found := strings.Cut(text[2:len(text)-2], `","`)
+	if !found || strings.ContainsAny(lo, `"\`) || strings.ContainsAny(hi, `"\`) {
+		return nil, false
+	}
+	return []string{lo, hi}, true
+}
+
 // MarshalJSON encodes s in the stable form described in the package.
-func (s Segment) MarshalJSON() ([]byte, error) {
-	parents, children := nonNil(s.Parents), nonNil(s.Children)
-	w := segmentJSON{
-		ID: &s.ID, State: &s.State, Range: &s.Range,
-		Parents: &parents, Children: &children,
-		Buckets: &s.Buckets, CreatedEpoch: &s.CreatedEpoch, SealedEpoch: &s.SealedEpoch,
+func (s Segment) MarshalJSON() ([]byte, error) { return s.appendJSON(nil), nil }
+
+func (s *Segment) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, uint64(s.ID), 10)
+	b = append(b, `,"state":`...)
+	if s.State.valid() {
+		b = append(b, '"')
+		b = append(b, s.State...)
+		b = append(b, '"')
+	} else {
+		quoted, _ := json.Marshal(string(s.State)) // cannot fail for a string
+		b = append(b, quoted...)
 	}
+	b = append(b, `,"range":`...)
+	b = s.Range.appendJSON(b)
+	b = append(b, `,"parents":`...)
+	b = appendIDs(b, s.Parents)
+	b = append(b, `,"children":`...)
+	b = appendIDs(b, s.Children)
+	b = append(b, `,"buckets":`...)
+	b = strconv.AppendInt(b, int64(s.Buckets), 10)
+	b = append(b, `,"created_epoch":`...)
+	b = strconv.AppendUint(b, s.CreatedEpoch, 10)
+	b = append(b, `,"sealed_epoch":`...)
+	b = strconv.AppendUint(b, s.SealedEpoch, 10)
 	if s.Partition >= 0 {
-		w.Partition = &s.Partition
+		b = append(b, `,"partition":`...)
+		b = strconv.AppendInt(b, int64(s.Partition), 10)
 	}
-	return json.Marshal(w)
+	return append(b, '}')
+}
+
+func appendIDs(b []byte, ids []SegmentID) []byte {
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, uint64(id), 10)
+	}
+	return append(b, ']')
 }
 
 // UnmarshalJSON decodes one segment and checks its fields one by one; how it
@@ -86,26 +143,39 @@ func (s *Segment) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return jsonError("segment", data, err)
 	}
-	switch {
-	case w.ID == nil:
-		return errorf(ErrInvalid, "segment %s: missing \"id\"", clip(data))
-	case w.State == nil:
-		return errorf(ErrInvalid, "segment %d: missing \"state\"", *w.ID)
-	case !w.State.valid():
-		return errorf(ErrInvalid, "segment %d: unknown state %q (want active, sealed or deleted)", *w.ID, *w.State)
-	case w.Range == nil:
-		return errorf(ErrInvalid, "segment %d: missing \"range\"", *w.ID)
-	case w.Parents == nil || w.Children == nil:
-		return errorf(ErrInvalid, "segment %d: missing \"parents\" or \"children\" (write [] for none)", *w.ID)
-	case w.Buckets == nil:
-		return errorf(ErrInvalid, "segment %d: missing \"buckets\"", *w.ID)
-	case w.CreatedEpoch == nil || w.SealedEpoch == nil:
-		return errorf(ErrInvalid, "segment %d: missing \"created_epoch\" or \"sealed_epoch\"", *w.ID)
-	case w.Partition != nil && *w.Partition < 0:
-		return errorf(ErrInvalid, "segment %d: partition %d is negative (omit it for a normal segment)", *w.ID, *w.Partition)
+	decoded, err := w.segment(clip(data))
+	if err != nil {
+		return err
 	}
-	*s = Segment{
-		ID:           *w.ID,
+	*s = decoded
+	return nil
+}
+
+// segment checks that w has every required field; where names it in errors
+// until its id is known.
+func (w *segmentJSON) segment(where string) (Segment, error) {
+	if w.ID == nil {
+		return Segment{}, errorf(ErrInvalid, "segment %s: missing \"id\"", where)
+	}
+	id := *w.ID
+	switch {
+	case w.State == nil:
+		return Segment{}, errorf(ErrInvalid, "segment %d: missing \"state\"", id)
+	case !w.State.valid():
+		return Segment{}, errorf(ErrInvalid, "segment %d: unknown state %q (want active, sealed or deleted)", id, *w.State)
+	case w.Range == nil:
+		return Segment{}, errorf(ErrInvalid, "segment %d: missing \"range\"", id)
+	case w.Parents == nil || w.Children == nil:
+		return Segment{}, errorf(ErrInvalid, "segment %d: missing \"parents\" or \"children\" (write [] for none)", id)
+	case w.Buckets == nil:
+		return Segment{}, errorf(ErrInvalid, "segment %d: missing \"buckets\"", id)
+	case w.CreatedEpoch == nil || w.SealedEpoch == nil:
+		return Segment{}, errorf(ErrInvalid, "segment %d: missing \"created_epoch\" or \"sealed_epoch\"", id)
+	case w.Partition != nil && *w.Partition < 0:
+		return Segment{}, errorf(ErrInvalid, "segment %d: partition %d is negative (omit it for a normal segment)", id, *w.Partition)
+	}
+	s := Segment{
+		ID:           id,
 		Range:        *w.Range,
 		State:        *w.State,
 		Parents:      nilIfEmpty(*w.Parents),
@@ -118,17 +188,25 @@ func (s *Segment) UnmarshalJSON(data []byte) error {
 	if w.Partition != nil {
 		s.Partition = *w.Partition
 	}
-	return nil
+	return s, nil
 }
 
 // MarshalJSON encodes l in the stable form described in the package. It
 // does not validate l.
 func (l Layout) MarshalJSON() ([]byte, error) {
-	segments := l.Segments
-	if segments == nil {
-		segments = []Segment{}
+	b := make([]byte, 0, 64+200*len(l.Segments))
+	b = append(b, `{"epoch":`...)
+	b = strconv.AppendUint(b, l.Epoch, 10)
+	b = append(b, `,"next_id":`...)
+	b = strconv.AppendUint(b, uint64(l.NextID), 10)
+	b = append(b, `,"segments":[`...)
+	for i := range l.Segments {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = l.Segments[i].appendJSON(b)
 	}
-	return json.Marshal(layoutJSON{Epoch: &l.Epoch, NextID: &l.NextID, Segments: &segments})
+	return append(b, "]}"...), nil
 }
 
 // UnmarshalJSON decodes a layout and runs Validate on it; on any error l is
@@ -147,7 +225,17 @@ func (l *Layout) UnmarshalJSON(data []byte) error {
 	case w.Segments == nil:
 		return errorf(ErrInvalid, "layout: missing \"segments\"")
 	}
-	decoded := Layout{Epoch: *w.Epoch, NextID: *w.NextID, Segments: nilIfEmpty(*w.Segments)}
+	decoded := Layout{Epoch: *w.Epoch, NextID: *w.NextID}
+	if len(*w.Segments) > 0 {
+		decoded.Segments = make([]Segment, len(*w.Segments))
+	}
+	for i := range *w.Segments {
+		s, err := (*w.Segments)[i].segment("#" + strconv.Itoa(i))
+		if err != nil {
+			return err
+		}
+		decoded.Segments[i] = s
+	}
 	if err := decoded.Validate(); err != nil {
 		return err
 	}
@@ -173,13 +261,6 @@ func clip(data []byte) string {
 		return string(data[:limit]) + "..."
 	}
 	return string(data)
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 func nilIfEmpty[T any](s []T) []T {

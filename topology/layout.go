@@ -222,9 +222,9 @@ func (l Layout) Segment(id SegmentID) (Segment, bool) {
 // they tile the whole space.
 func (l Layout) Active() []Segment {
 	var active []Segment
-	for _, s := range l.Segments {
-		if s.State == StateActive {
-			active = append(active, s)
+	for i := range l.Segments {
+		if l.Segments[i].State == StateActive {
+			active = append(active, l.Segments[i])
 		}
 	}
 	slices.SortFunc(active, func(a, b Segment) int { return cmp.Compare(a.Range.Lo, b.Range.Lo) })
@@ -234,9 +234,9 @@ func (l Layout) Active() []Segment {
 // Owner returns the active segment whose range contains h. In a valid layout
 // there is exactly one.
 func (l Layout) Owner(h uint64) (Segment, bool) {
-	for _, s := range l.Segments {
-		if s.State == StateActive && s.Range.Contains(h) {
-			return s, true
+	for i := range l.Segments {
+		if s := &l.Segments[i]; s.State == StateActive && s.Range.Contains(h) {
+			return *s, true
 		}
 	}
 	return Segment{}, false
@@ -281,8 +281,8 @@ func (l Layout) MaxDepth() int {
 // parents come before their children in id order.
 func (l Layout) depths() []int {
 	depth := make([]int, len(l.Segments))
-	for i, s := range l.Segments {
-		for _, p := range s.Parents {
+	for i := range l.Segments {
+		for _, p := range l.Segments[i].Parents {
 			if j := l.index(p); j >= 0 && j < i {
 				depth[i] = max(depth[i], depth[j]+1)
 			}

@@ -5,10 +5,11 @@ import (
 )
 
 // Split seals the active segment id and creates two active children that
-// tile its range: [Lo, p] and [p+1, Hi]. By default p+1 = Range.Mid()+1, so
-// the lower child takes the extra hash of an odd-width range. If at is not
-// nil, *at is the first hash of the upper child and must satisfy
-// Lo < *at <= Hi. Both children inherit the parent's bucket count.
+// tile its range: [Lo, p] and [p+1, Hi], with ids NextID and NextID+1. By
+// default p = Range.Mid(), so the halves are equal, or the lower one is a
+// hash wider. If at is not nil, *at is the first hash of the upper child
+// (p = *at-1) and must satisfy Lo < *at <= Hi. Both children inherit the
+// parent's bucket count.
 //
 // Split returns ErrUnknownSegment, ErrNotActive if id is sealed or deleted,
 // and ErrSplitPoint if id covers a single hash or *at is out of bounds.

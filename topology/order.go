@@ -123,7 +123,7 @@ func MayRead(l Layout, id SegmentID, drained func(SegmentID) bool) bool {
 			if seen[j] {
 				continue
 			}
-			if !isDone(l.Segments[j], drained) {
+			if !isDone(&l.Segments[j], drained) {
 				return false
 			}
 			seen[j] = true
@@ -135,7 +135,7 @@ func MayRead(l Layout, id SegmentID, drained func(SegmentID) bool) bool {
 
 // isDone reports whether s no longer holds anything for the subscription:
 // deleted, or sealed and drained.
-func isDone(s Segment, drained func(SegmentID) bool) bool {
+func isDone(s *Segment, drained func(SegmentID) bool) bool {
 	switch s.State {
 	case StateDeleted:
 		return true
@@ -156,7 +156,8 @@ type release struct {
 // children. drained is called at most once per sealed segment.
 func releasedSegments(l Layout, drained func(SegmentID) bool) []release {
 	out := make([]release, len(l.Segments))
-	for i, s := range l.Segments {
+	for i := range l.Segments {
+		s := &l.Segments[i]
 		out[i].done = isDone(s, drained)
 		ok := true
 		for _, p := range s.Parents {

@@ -235,3 +235,10 @@ func formatLayout(l Layout) string {
 	}
 	return b.String()
 }
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

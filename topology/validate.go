@@ -39,7 +39,8 @@ func (l Layout) Validate() error {
 	if l.Epoch < 1 {
 		return errorf(ErrInvalid, "invalid layout: epoch is 0")
 	}
-	for i, s := range l.Segments {
+	for i := range l.Segments {
+		s := &l.Segments[i]
 		if i > 0 && s.ID <= l.Segments[i-1].ID {
 			return errorf(ErrInvalid, "invalid layout: segment %d follows segment %d: ids must be strictly increasing",
 				s.ID, l.Segments[i-1].ID)
@@ -50,7 +51,8 @@ func (l Layout) Validate() error {
 	}
 	// Ids are sorted, so index works from here on.
 	partitions := 0
-	for _, s := range l.Segments {
+	for i := range l.Segments {
+		s := &l.Segments[i]
 		if err := l.validateSegment(s); err != nil {
 			return err
 		}
@@ -59,16 +61,17 @@ func (l Layout) Validate() error {
 		}
 	}
 	// Every segment is well-formed and its links name known segments.
-	for _, s := range l.Segments {
-		if err := l.validateMirror(s, partitions); err != nil {
+	for i := range l.Segments {
+		if err := l.validateMirror(&l.Segments[i], partitions); err != nil {
 			return err
 		}
 	}
 	if err := l.validatePartitions(partitions); err != nil {
 		return err
 	}
-	for _, s := range l.Segments {
-		if err := l.validateCoverage(s, partitions); err != nil {
+	var scratch []Range
+	for i := range l.Segments {
+		if err := l.validateCoverage(&l.Segments[i], &scratch); err != nil {
 			return err
 		}
 	}
@@ -80,7 +83,7 @@ func (l Layout) Validate() error {
 
 // validateSegment checks what can be checked on s alone, plus that its
 // links name known segments on the right side of it.
-func (l Layout) validateSegment(s Segment) error {
+func (l Layout) validateSegment(s *Segment) error {
 	bad := func(format string, args ...any) error {
 		return errorf(ErrInvalid, "invalid layout: segment %d: "+format, append([]any{s.ID}, args...)...)
 	}
@@ -148,10 +151,10 @@ func (l Layout) validateSegment(s Segment) error {
 // validateMirror checks that s and its parents agree on their links and
 // epochs. Run on every segment, it checks the children's side too. k is the
 // number of partitions.
-func (l Layout) validateMirror(s Segment, k int) error {
+func (l Layout) validateMirror(s *Segment, k int) error {
 	partitionParents := 0
 	for _, id := range s.Parents {
-		p := l.Segments[l.index(id)]
+		p := &l.Segments[l.index(id)]
 		if p.Partition >= 0 {
 			partitionParents++
 		}
@@ -168,7 +171,7 @@ func (l Layout) validateMirror(s Segment, k int) error {
 			s.ID, s.Parents, k)
 	}
 	for _, id := range s.Children {
-		c := l.Segments[l.index(id)]
+		c := &l.Segments[l.index(id)]
 		if _, listed := slices.BinarySearch(c.Parents, s.ID); !listed {
 			return errorf(ErrInvalid, "invalid layout: segment %d lists child %d, which does not list it as a parent", s.ID, id)
 		}
@@ -177,14 +180,14 @@ func (l Layout) validateMirror(s Segment, k int) error {
 }
 
 // validateCoverage checks that the parents of s, and its children, tile its
-// range. k is the number of partitions.
-func (l Layout) validateCoverage(s Segment, k int) error {
+// range. *scratch is memory reused from one call to the next.
+func (l Layout) validateCoverage(s *Segment, scratch *[]Range) error {
 	bad := func(format string, args ...any) error {
 		return errorf(ErrInvalid, "invalid layout: segment %d: "+format, append([]any{s.ID}, args...)...)
 	}
-	parentRanges := make([]Range, 0, len(s.Parents))
+	parentRanges := (*scratch)[:0]
 	for _, id := range s.Parents {
-		p := l.Segments[l.index(id)]
+		p := &l.Segments[l.index(id)]
 		if p.Partition >= 0 {
 			continue // validateMirror checked that s has all of them
 		}
@@ -198,9 +201,10 @@ func (l Layout) validateCoverage(s Segment, k int) error {
 			return bad("parents %v do not tile its range %s: %s", s.Parents, s.Range, err)
 		}
 	}
-	childRanges := make([]Range, 0, len(s.Children))
+	childRanges := parentRanges[:0]
+	defer func() { *scratch = childRanges }()
 	for _, id := range s.Children {
-		c := l.Segments[l.index(id)]
+		c := &l.Segments[l.index(id)]
 		if !c.Range.Overlaps(s.Range) {
 			return bad("range %s does not overlap child %d %s", s.Range, id, c.Range)
 		}
@@ -242,16 +246,17 @@ func tiles(ranges []Range, target Range) string {
 // if any, are partitions — are pairwise disjoint. With the per-link tiling
 // this makes the owners of every hash one chain.
 func (l Layout) validateBases() error {
-	var bases []Segment
-	for _, s := range l.Segments {
+	var bases []idRange
+	for i := range l.Segments {
+		s := &l.Segments[i]
 		if s.Partition >= 0 {
 			continue
 		}
 		if len(s.Parents) == 0 || l.Segments[l.index(s.Parents[0])].Partition >= 0 {
-			bases = append(bases, s)
+			bases = append(bases, idRange{s.ID, s.Range})
 		}
 	}
-	slices.SortFunc(bases, func(a, b Segment) int { return cmp.Compare(a.Range.Lo, b.Range.Lo) })
+	sortByLo(bases)
 	for i := 1; i < len(bases); i++ {
 		if prev, cur := bases[i-1], bases[i]; cur.Range.Lo <= prev.Range.Hi {
 			return errorf(ErrInvalid, "invalid layout: segments %d %s and %d %s overlap and neither descends from the other",
@@ -261,6 +266,15 @@ func (l Layout) validateBases() error {
 	return nil
 }
 
+type idRange struct {
+	ID    SegmentID
+	Range Range
+}
+
+func sortByLo(rs []idRange) {
+	slices.SortFunc(rs, func(a, b idRange) int { return cmp.Compare(a.Range.Lo, b.Range.Lo) })
+}
+
 // validatePartitions checks that the partition indices of the k partition
 // segments are exactly 0..k-1.
 func (l Layout) validatePartitions(k int) error {
@@ -268,7 +282,8 @@ func (l Layout) validatePartitions(k int) error {
 		return nil
 	}
 	seen := make([]bool, k)
-	for _, s := range l.Segments {
+	for i := range l.Segments {
+		s := &l.Segments[i]
 		if s.Partition < 0 {
 			continue
 		}
@@ -282,7 +297,13 @@ func (l Layout) validatePartitions(k int) error {
 
 // validateTiling checks that the active segments tile the whole space.
 func (l Layout) validateTiling() error {
-	active := l.Active()
+	var active []idRange
+	for i := range l.Segments {
+		if s := &l.Segments[i]; s.State == StateActive {
+			active = append(active, idRange{s.ID, s.Range})
+		}
+	}
+	sortByLo(active)
 	if len(active) == 0 {
 		return errorf(ErrInvalid, "invalid layout: no active segment: the key space has no owner")
 	}

@@ -2,6 +2,8 @@ package topology
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -100,4 +102,83 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestValidateImpliesChain corrupts random layouts with small, often
+// self-consistent edits (moving a bound, adding or removing a link on both
+// sides, changing a state or an epoch). Whatever Validate still accepts must
+// keep the property the ordering rule relies on: the owners of every hash
+// form one chain.
+func TestValidateImpliesChain(t *testing.T) {
+	t.Parallel()
+	accepted := 0
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		var base Layout
+		if seed%4 == 0 {
+			base = randomWalk(t, rng, must(t)(FromFixed(1+rng.IntN(4), 1)), 30)
+		} else {
+			base = randomLayout(t, rng, 30)
+		}
+		for range 200 {
+			l := base.Clone()
+			for range 1 + rng.IntN(3) {
+				mutate(rng, &l)
+			}
+			if l.Validate() != nil {
+				continue
+			}
+			accepted++
+			for _, s := range l.Segments {
+				for _, h := range []uint64{s.Range.Lo, s.Range.Hi} {
+					if err := checkChain(l, h); err != nil {
+						t.Fatalf("Validate accepted a layout that breaks the chain: %v\n%s", err, formatLayout(l))
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d corrupted layouts passed Validate and kept the chain", accepted)
+}
+
+func mutate(rng *rand.Rand, l *Layout) {
+	n := len(l.Segments)
+	s := &l.Segments[rng.IntN(n)]
+	o := &l.Segments[rng.IntN(n)]
+	switch rng.IntN(9) {
+	case 0:
+		s.Range.Lo += uint64(rng.IntN(3)) - 1
+	case 1:
+		s.Range.Hi += uint64(rng.IntN(3)) - 1
+	case 2:
+		s.Range.Lo, s.Range.Hi = o.Range.Lo, o.Range.Hi
+	case 3:
+		s.State = []State{StateActive, StateSealed, StateDeleted}[rng.IntN(3)]
+	case 4:
+		s.SealedEpoch = o.CreatedEpoch
+	case 5, 6: // link o as a child of s on both sides
+		if s.ID < o.ID {
+			s.Children = insertSorted(s.Children, o.ID)
+			o.Parents = insertSorted(o.Parents, s.ID)
+		}
+	case 7, 8: // unlink a parent on both sides
+		if len(s.Parents) > 0 {
+			p := s.Parents[rng.IntN(len(s.Parents))]
+			s.Parents = removeID(s.Parents, p)
+			ps := &l.Segments[l.index(p)]
+			ps.Children = removeID(ps.Children, s.ID)
+		}
+	}
+}
+
+func insertSorted(ids []SegmentID, id SegmentID) []SegmentID {
+	i, found := slices.BinarySearch(ids, id)
+	if found {
+		return ids
+	}
+	return slices.Insert(slices.Clone(ids), i, id)
+}
+
+func removeID(ids []SegmentID, id SegmentID) []SegmentID {
+	return slices.DeleteFunc(slices.Clone(ids), func(x SegmentID) bool { return x == id })
 }
