@@ -20,7 +20,7 @@ test: lint
 
 ## lint: gofmt check and go vet
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go') 2>/dev/null | grep -v '\.pb\.go$$' || true); \
+	@out=$$(find . -name '*.go' -not -path './.git/*' -not -name '*.pb.go' | xargs gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needs to run on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
