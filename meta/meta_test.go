@@ -1,0 +1,133 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func openStore(t *testing.T) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		nc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), js, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestTopicLifecycleAndCompareAndSwap(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	name, _ := routing.ParseTopic("topic://acme/orders/payments")
+
+	if _, err := s.CreateTopic(ctx, name, TopicRecord{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("topic in a missing namespace: %v", err)
+	}
+	if err := s.CreateNamespace(ctx, NamespaceRecord{Tenant: "acme", Namespace: "orders"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("namespace of a missing tenant: %v", err)
+	}
+	if err := s.CreateTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTenant(ctx, "acme"); !errors.Is(err, ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if err := s.CreateNamespace(ctx, NamespaceRecord{Tenant: "acme", Namespace: "orders", TopicBuckets: 8}); err != nil {
+		t.Fatal(err)
+	}
+	layout, _ := topology.New(2, 4)
+	rev, err := s.CreateTopic(ctx, name, TopicRecord{Layout: layout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateTopic(ctx, name, TopicRecord{Layout: layout}); !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate topic: %v", err)
+	}
+	rec, gotRev, err := s.Topic(ctx, name)
+	if err != nil || gotRev != rev || rec.Layout.Epoch != 1 || rec.Topic != name.String() {
+		t.Fatalf("read back %+v rev %d (want %d): %v", rec, gotRev, rev, err)
+	}
+
+	// Two controllers read the same revision; only the first write wins.
+	next, _ := rec.Layout.Split(0, nil)
+	rec.Layout = next
+	rev2, err := s.UpdateTopic(ctx, name, rec, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := rec
+	stale.Layout, _ = layout.Split(1, nil)
+	if _, err := s.UpdateTopic(ctx, name, stale, rev); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale update: got %v, want ErrConflict", err)
+	}
+	rec, gotRev, _ = s.Topic(ctx, name)
+	if gotRev != rev2 || rec.Layout.Epoch != 2 {
+		t.Fatalf("stale write leaked: epoch %d rev %d", rec.Layout.Epoch, gotRev)
+	}
+
+	other, _ := routing.ParseTopic("topic://acme/orders/refunds")
+	if _, err := s.CreateTopic(ctx, other, TopicRecord{Layout: layout}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterSubscription(ctx, name, "audit", "stream"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterSubscription(ctx, name, "audit", "stream"); err != nil {
+		t.Fatalf("re-register must be a no-op: %v", err)
+	}
+	topics, err := s.Topics(ctx, name.NamespaceName())
+	if err != nil || len(topics) != 2 || topics[0] != "topic://acme/orders/payments" || topics[1] != "topic://acme/orders/refunds" {
+		t.Fatalf("topics: %v %v", topics, err)
+	}
+	all, _ := s.AllTopics(ctx)
+	if len(all) != 2 {
+		t.Fatalf("all topics: %v", all)
+	}
+	if err := s.DeleteTopic(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Topic(ctx, name); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted topic still readable: %v", err)
+	}
+	if subs, _ := s.Subscriptions(ctx, name); len(subs) != 0 {
+		t.Fatalf("subscriptions survived the topic: %v", subs)
+	}
+	// A deleted topic can be created again.
+	if _, err := s.CreateTopic(ctx, name, TopicRecord{Layout: layout}); err != nil {
+		t.Fatalf("recreate: %v", err)
+	}
+	tenants, _ := s.Tenants(ctx)
+	nss, _ := s.Namespaces(ctx, "acme")
+	if len(tenants) != 1 || len(nss) != 1 || nss[0] != "orders" {
+		t.Fatalf("tenants %v namespaces %v", tenants, nss)
+	}
+}
