@@ -106,7 +106,8 @@ type group struct {
 	// broken is set when the log cannot be opened or replayed: every
 	// request is refused rather than served from a state that is not the
 	// durable one.
-	broken error
+	broken   error
+	brokenAt time.Time
 
 	log *wal.Log
 	// records counts the records in the log (since the last snapshot).
@@ -162,7 +163,7 @@ func (g *group) Receive(ctx actor.Context) {
 	}
 
 	g.current = ctx.Message()
-	if g.broken != nil {
+	if g.broken != nil && !g.retryLoad() {
 		g.refuse(ctx.Message(), api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", g.cfg.Subscription, g.broken))
 		g.current = nil
 		return
@@ -208,20 +209,43 @@ func (g *group) start(ctx actor.Context) {
 	g.self = ctx.Self()
 	g.incarnation = incarnations.Add(1)
 	g.done = make(chan struct{})
+	g.load()
+}
+
+// load resets the state and rebuilds it from the log, if the subscription
+// exists on disk. A failure leaves the group broken.
+func (g *group) load() {
 	g.state = newSubscriptionState()
 	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64)}
 	g.units = make(map[topology.Unit]*unitState)
 	g.targets = make(map[topology.Unit]string)
 	g.consumers = make(map[string]*consumerState)
+	g.layout = topology.Layout{}
 	g.dirty = true
+	g.broken = nil
 
 	if _, err := os.Stat(g.cfg.Dir); errors.Is(err, fs.ErrNotExist) {
 		return // created by the first join
 	}
 	if err := g.openLog(); err != nil {
-		g.broken = err
+		g.broken, g.brokenAt = err, time.Now()
 		g.logger.Error("consumer group cannot load its state", "dir", g.cfg.Dir, "err", err)
 	}
+}
+
+// retryLoad tries to load a broken group again, at most once a second (the
+// cause may be passing, such as too many open files), and reports whether
+// the group is whole again.
+func (g *group) retryLoad() bool {
+	if time.Since(g.brokenAt) < time.Second {
+		return false
+	}
+	if g.log != nil {
+		g.log.Close()
+		g.log = nil
+	}
+	g.load()
+	return g.broken == nil
 }
 
 // openLog opens the log, replays it into g.state and compacts it when it
