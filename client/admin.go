@@ -59,7 +59,7 @@ func (a *Admin) CreateNamespace(ctx context.Context, ns string, policies *api.Po
 		api.NamespaceCreateRequest{Namespace: ns, Policies: policies, TopicBuckets: topicBuckets}, nil)
 }
 
-// ListNamespaces returns the namespace names of a tenant, sorted.
+// ListNamespaces returns the namespaces of a tenant as "tenant/namespace", sorted.
 func (a *Admin) ListNamespaces(ctx context.Context, tenant string) ([]string, error) {
 	var reply api.NameListReply
 	err := a.call(ctx, api.AdminNamespaceList, api.NamespaceListRequest{Tenant: tenant}, &reply)

@@ -74,13 +74,19 @@ type StreamConsumer struct {
 	// delivered[u] is one past the highest offset of unit u returned by Next.
 	delivered map[unit]uint64
 	// acked[u] is one past the highest offset of u the application acked;
-	// toAck[u] the same, for acks not sent yet. Invariant: toAck[u] <= acked[u].
-	acked, toAck map[unit]uint64
-	assigned     int       // units held after the last fetch (Braid-Assigned)
-	consumers    int       // consumers in the group at the last join
-	lastHeard    time.Time // when the server last heard from us
-	fetchActive  bool      // a fetch is in flight: the server knows we are alive
-	ackErr       error     // the last error of a background ack flush
+	// toAck[u] the same, for acks not sent yet; ackSent[u] for acks the
+	// server has taken (they are durable). Invariant: toAck[u] <= acked[u].
+	acked, toAck, ackSent map[unit]uint64
+	// received[u] is one past the highest offset of u the server handed to
+	// this consumer since it last joined. The server refuses an ack beyond
+	// what it delivered, and after a re-join it delivers again from its
+	// durable ack cursor, so acks are held back to received.
+	received    map[unit]uint64
+	assigned    int       // units held after the last fetch (Braid-Assigned)
+	consumers   int       // consumers in the group at the last join
+	lastHeard   time.Time // when the server last heard from us
+	fetchActive bool      // a fetch is in flight: the server knows we are alive
+	ackErr      error     // the last error of a background ack flush
 }
 
 type fetchResult struct {
@@ -154,6 +160,8 @@ func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Con
 		delivered:    make(map[unit]uint64),
 		acked:        make(map[unit]uint64),
 		toAck:        make(map[unit]uint64),
+		ackSent:      make(map[unit]uint64),
+		received:     make(map[unit]uint64),
 	}
 	c.subjects.join = api.ConsumeSubject(api.ConsumeJoin, name.Tenant, name.Namespace, name.Name)
 	c.subjects.fetch = api.ConsumeSubject(api.ConsumeFetch, name.Tenant, name.Namespace, name.Name)
@@ -219,6 +227,9 @@ func (c *StreamConsumer) rejoin(ctx context.Context, gen uint64) error {
 		return err
 	}
 	c.generation++
+	c.mu.Lock()
+	clear(c.received)
+	c.mu.Unlock()
 	return nil
 }
 
@@ -279,16 +290,17 @@ func (c *StreamConsumer) Next(ctx context.Context) (*Message, error) {
 }
 
 // admit reports whether m is new to the application, and records it as
-// delivered. A message at or below what was delivered is a redelivery; if
-// the application had acked it, the ack is sent again (it may be what the
-// server lost).
+// delivered. A message below what was delivered is a redelivery and is
+// dropped; if the application had acked it, the ack goes again (the server
+// redelivers it because that ack never became durable).
 func (c *StreamConsumer) admit(m *api.Message) bool {
 	u := unit{m.Segment, m.Bucket}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if next, ok := c.delivered[u]; ok && m.Offset < next {
-		if a := c.acked[u]; a > m.Offset && a > c.toAck[u] {
-			c.toAck[u] = a
+		if c.acked[u] > m.Offset {
+			c.toAck[u] = max(c.toAck[u], c.acked[u])
+			c.ackSent[u] = min(c.ackSent[u], m.Offset)
 		}
 		return false
 	}
@@ -347,12 +359,20 @@ func (c *StreamConsumer) fetch() fetchResult {
 	if err != nil {
 		return fetchResult{generation: gen, err: fmt.Errorf("braid/client: fetch reply from %s: %w", c.topic, err)}
 	}
+	if gen == c.currentGeneration() {
+		c.mu.Lock()
+		for i := range msgs {
+			u := unit{msgs[i].Segment, msgs[i].Bucket}
+			c.received[u] = max(c.received[u], msgs[i].Offset+1)
+		}
+		c.mu.Unlock()
+	}
 	return fetchResult{msgs: msgs, generation: gen}
 }
 
-// ackLoop sends the batched acks every ack interval, and a heartbeat (an
-// empty ack) when the consumer has been silent for a third of its session
-// timeout.
+// ackLoop sends the batched acks every ack interval, and a heartbeat (a
+// join, which the server takes as a sign of life from a known consumer) when
+// the consumer has been silent for a third of its session timeout.
 func (c *StreamConsumer) ackLoop() {
 	defer close(c.ackDone)
 	tick := time.NewTicker(c.cfg.ackInterval)
@@ -363,11 +383,10 @@ func (c *StreamConsumer) ackLoop() {
 			return
 		case <-tick.C:
 		}
-		if err := c.flushAcks(c.ctx, false); err != nil {
+		if err := c.flushAcks(c.ctx); err != nil {
 			c.mu.Lock()
 			c.ackErr = err
 			c.mu.Unlock()
-			continue
 		}
 		c.mu.Lock()
 		silent := !c.fetchActive && time.Since(c.lastHeard) > c.cfg.sessionTimeout/3
@@ -375,17 +394,18 @@ func (c *StreamConsumer) ackLoop() {
 		if silent {
 			// A failed heartbeat is not the application's concern: the
 			// next fetch or ack re-joins if the session was lost.
-			_ = c.flushAcks(c.ctx, true)
+			_ = c.join(c.ctx)
 		}
 	}
 }
 
-// FlushAcks sends the acks recorded so far and waits for the server to
-// take them. It returns the error of that request or, if there was nothing
-// to send, the error of the last background flush since the previous
-// FlushAcks.
+// FlushAcks sends the acks recorded so far and waits for the server to make
+// them durable. It returns the error of that request or, if there was
+// nothing to send, the error of the last background flush since the
+// previous FlushAcks. Acks of messages the server has not handed out again
+// since a re-join wait until it has (the server refuses them before).
 func (c *StreamConsumer) FlushAcks(ctx context.Context) error {
-	err := c.flushAcks(ctx, false)
+	err := c.flushAcks(ctx)
 	c.mu.Lock()
 	if err == nil {
 		err = c.ackErr
@@ -395,76 +415,99 @@ func (c *StreamConsumer) FlushAcks(ctx context.Context) error {
 	return err
 }
 
-// flushAcks sends the pending acks; with heartbeat it sends an ack request
-// even when none is pending. Positions that fail for a reason other than
-// NOT_OWNER (the unit has moved: its new owner will get the messages again)
-// are put back for the next flush.
-func (c *StreamConsumer) flushAcks(ctx context.Context, heartbeat bool) error {
+// flushAcks sends the pending acks that the server can take (see received).
+// A position refused with NOT_OWNER is dropped: the unit has moved and its
+// new owner gets the messages again. A position that failed in a way a
+// retry may cure (timeout, no server, unavailable) goes back for the next
+// flush; one refused as invalid is dropped and reported.
+func (c *StreamConsumer) flushAcks(ctx context.Context) error {
 	c.mu.Lock()
-	positions := make([]api.Position, 0, len(c.toAck))
+	var positions []api.Position
 	for u, next := range c.toAck {
-		positions = append(positions, api.Position{Segment: u.segment, Bucket: u.bucket, Offset: next - 1})
+		n := min(next, c.received[u])
+		if n > c.ackSent[u] {
+			positions = append(positions, api.Position{Segment: u.segment, Bucket: u.bucket, Offset: n - 1})
+		}
+		if n == next {
+			delete(c.toAck, u)
+		}
 	}
-	clear(c.toAck)
 	c.mu.Unlock()
-	if len(positions) == 0 && !heartbeat {
+	if len(positions) == 0 {
 		return nil
 	}
 	err := c.sendAcks(ctx, positions)
-	if errors.Is(err, &api.Error{Code: api.CodeNotOwner}) && len(positions) > 1 {
-		// Find out which positions are refused; the others still count.
+	if len(positions) > 1 && refusedPosition(err) {
+		// The server refuses a request as a whole for one bad position:
+		// find which, and let the others count.
 		var errs []error
 		for _, p := range positions {
-			if err := c.sendAcks(ctx, []api.Position{p}); err != nil && !errors.Is(err, &api.Error{Code: api.CodeNotOwner}) {
-				c.requeueAcks([]api.Position{p})
-				errs = append(errs, err)
-			}
+			errs = append(errs, c.ackOutcome([]api.Position{p}, c.sendAcks(ctx, []api.Position{p})))
 		}
 		return errors.Join(errs...)
 	}
-	if errors.Is(err, &api.Error{Code: api.CodeNotOwner}) {
+	return c.ackOutcome(positions, err)
+}
+
+// refusedPosition reports whether err refuses an ack for one of its
+// positions rather than for the request as a whole.
+func refusedPosition(err error) bool {
+	return errors.Is(err, &api.Error{Code: api.CodeNotOwner}) || errors.Is(err, api.ErrInvalidArgument)
+}
+
+// ackOutcome records the outcome of one ack request and returns the error
+// to report.
+func (c *StreamConsumer) ackOutcome(positions []api.Position, err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		for _, p := range positions {
+			u := unit{p.Segment, p.Bucket}
+			c.ackSent[u] = max(c.ackSent[u], p.Offset+1)
+		}
 		return nil
+	case errors.Is(err, &api.Error{Code: api.CodeNotOwner}):
+		return nil
+	case errors.Is(err, api.ErrInvalidArgument), errors.Is(err, api.ErrBadRequest):
+		return err
 	}
-	if err != nil {
-		c.requeueAcks(positions)
+	for _, p := range positions {
+		u := unit{p.Segment, p.Bucket}
+		c.toAck[u] = max(c.toAck[u], p.Offset+1)
+	}
+	if errors.Is(err, errRejoined) {
+		return nil
 	}
 	return err
 }
 
-// sendAcks sends one ack request, re-joining once on CONSUMER_UNKNOWN.
+// sendAcks sends one ack request; on CONSUMER_UNKNOWN it re-joins and
+// returns errRejoined.
 func (c *StreamConsumer) sendAcks(ctx context.Context, positions []api.Position) error {
 	req := api.AckRequest{Subscription: c.subscription, Consumer: c.name, Acks: positions}
-	if req.Acks == nil {
-		req.Acks = []api.Position{}
+	gen := c.currentGeneration()
+	err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.ack, req, nil)
+	if err == nil {
+		c.mu.Lock()
+		c.lastHeard = time.Now()
+		c.mu.Unlock()
+		return nil
 	}
-	for attempt := 0; ; attempt++ {
-		gen := c.currentGeneration()
-		err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.ack, req, nil)
-		if err == nil {
-			c.mu.Lock()
-			c.lastHeard = time.Now()
-			c.mu.Unlock()
-			return nil
-		}
-		if attempt > 0 || !errors.Is(err, api.ErrConsumerUnknown) {
-			return fmt.Errorf("ack %s of %s: %w", c.subscription, c.topic, err)
-		}
-		if jerr := c.rejoin(ctx, gen); jerr != nil {
-			return jerr
-		}
+	if !errors.Is(err, api.ErrConsumerUnknown) {
+		return fmt.Errorf("ack %s of %s: %w", c.subscription, c.topic, err)
 	}
+	if jerr := c.rejoin(ctx, gen); jerr != nil {
+		return jerr
+	}
+	// The server has rewound to its durable cursors: these positions
+	// become acceptable once it has handed the messages out again.
+	return errRejoined
 }
 
-func (c *StreamConsumer) requeueAcks(positions []api.Position) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range positions {
-		u := unit{p.Segment, p.Bucket}
-		if next := p.Offset + 1; next > c.toAck[u] {
-			c.toAck[u] = next
-		}
-	}
-}
+// errRejoined says an ack found the consumer forgotten and re-joined; its
+// positions wait for the next flush.
+var errRejoined = errors.New("braid/client: re-joined")
 
 // Close stops the consumer: Next returns ErrClosed, the pending acks are sent
 // and the consumer leaves its subscription, so its units move to the other

@@ -48,6 +48,7 @@ type fakeTopic struct {
 	sent       map[unit]uint64 // next offset to hand out
 	ackedUpTo  map[unit]uint64 // one past the highest acked offset
 	ackReqs    int
+	joins      int
 	leaves     int
 	fetchDelay time.Duration
 }
@@ -242,6 +243,7 @@ func (f *fakeTopic) consume(verb string) nats.MsgHandler {
 			var req api.JoinRequest
 			_ = json.Unmarshal(m.Data, &req)
 			f.consumers[req.Consumer] = true
+			f.joins++
 			replyJSON(m, api.JoinReply{Subscription: req.Subscription, Consumer: req.Consumer, Consumers: len(f.consumers)})
 		case api.ConsumeFetch:
 			var req api.FetchRequest
@@ -275,9 +277,19 @@ func (f *fakeTopic) consume(verb string) nats.MsgHandler {
 		case api.ConsumeAck:
 			var req api.AckRequest
 			_ = json.Unmarshal(m.Data, &req)
+			if len(req.Acks) == 0 {
+				replyErr(m, api.Errorf(api.CodeInvalidArgument, "no acks"))
+				return
+			}
 			if !f.consumers[req.Consumer] {
 				replyErr(m, api.Errorf(api.CodeConsumerUnknown, "consumer %s", req.Consumer))
 				return
+			}
+			for _, p := range req.Acks {
+				if u := (unit{p.Segment, p.Bucket}); p.Offset >= f.sent[u] {
+					replyErr(m, api.Errorf(api.CodeInvalidArgument, "ack of %v offset %d beyond delivered %d", u, p.Offset, f.sent[u]))
+					return
+				}
 			}
 			f.ackReqs++
 			for _, p := range req.Acks {
