@@ -1,17 +1,14 @@
 package consumers
 
 import (
-	"cmp"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
 )
 
-// This file is the acknowledgement side of the group: validating acks,
-// committing them in batches, and the stats.
+// This file is the acknowledgement side of the group: validating acks and
+// committing them in batches.
 
 func (g *group) onAck(m *Ack) {
 	c := g.consumers[m.Consumer]
@@ -84,7 +81,7 @@ func (g *group) flushOrFail(restart bool) {
 		return
 	}
 	batch := g.batch
-	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64), scheduled: batch.scheduled}
+	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64)}
 
 	rec := stateRecord{Kind: kindUpdate, Drained: batch.drained}
 	for u, cursor := range batch.cursors {
@@ -124,62 +121,5 @@ func (g *group) flushOrFail(restart bool) {
 			return
 		}
 		g.failLog(err)
-	}
-}
-
-func (g *group) onStats(m *GetStats) {
-	g.refresh()
-	st := Stats{
-		Topic:        g.cfg.Source.Topic(),
-		Subscription: g.cfg.Subscription,
-		Created:      g.state.Created,
-		Start:        g.state.Start.String(),
-		Epoch:        g.layout.Epoch,
-	}
-	if !g.state.Created {
-		st.Epoch = g.cfg.Source.Layout().Epoch
-		if m.Reply != nil {
-			m.Reply(st, nil)
-		}
-		return
-	}
-	for _, c := range g.consumers {
-		assigned := g.assignedTo(c.name)
-		st.Consumers = append(st.Consumers, ConsumerStats{
-			Name: c.name, Assigned: assigned, Idle: assigned == 0,
-			SessionTimeout: c.timeout, LastSeen: c.lastSeen, Parked: c.parked != nil,
-		})
-	}
-	slices.SortFunc(st.Consumers, func(a, b ConsumerStats) int { return cmp.Compare(a.Name, b.Name) })
-	st.Drained = slices.Sorted(maps.Keys(g.state.Drained))
-	st.Readable = slices.SortedFunc(maps.Keys(g.units), compareUnits)
-	st.Withheld = withheldUnits(g.layout, g.state.isDrained)
-	for u, us := range g.units {
-		if us.owner != g.targets[u] && us.owner != "" {
-			st.PendingHandoffs++
-		}
-	}
-	for _, s := range g.layout.Segments {
-		if s.State == topology.StateDeleted || g.state.Drained[s.ID] {
-			continue
-		}
-		for b := range s.Buckets {
-			u := topology.Unit{Segment: s.ID, Bucket: b}
-			first, next, err := g.cfg.Source.Bounds(s.ID, b)
-			if err != nil {
-				continue
-			}
-			acked := g.state.Cursors[u]
-			if us := g.units[u]; us != nil {
-				acked = us.acked
-			}
-			acked = max(acked, first)
-			if next > acked {
-				st.Backlog += next - acked
-			}
-		}
-	}
-	if m.Reply != nil {
-		m.Reply(st, nil)
 	}
 }

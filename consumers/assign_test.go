@@ -273,3 +273,20 @@ func TestAssignJoinMovesFewUnits(t *testing.T) {
 		cur = next
 	}
 }
+
+func BenchmarkAssign(b *testing.B) {
+	for _, size := range []struct{ units, consumers int }{{16, 4}, {256, 16}, {4096, 64}} {
+		b.Run(fmt.Sprintf("units=%d/consumers=%d", size.units, size.consumers), func(b *testing.B) {
+			us := units(0, size.units)
+			var cs []string
+			for i := range size.consumers {
+				cs = append(cs, fmt.Sprint("c", i))
+			}
+			cur := Assign(us, cs[:len(cs)-1], nil) // the last one joins
+			b.ResetTimer()
+			for range b.N {
+				Assign(us, cs, cur)
+			}
+		})
+	}
+}

@@ -54,9 +54,31 @@
 // "latest" the cursors of the active units and the sealed segments as
 // drained), update (cursors and drained segments of one flush), snapshot
 // (the whole state). Past CompactAfter records the group writes a snapshot
-// and truncates the log before it. The group replays its log in the Started
-// handler, so a restart after a panic rebuilds from disk; Restarting closes
-// the log and answers what was waiting with UNAVAILABLE.
+// and truncates the log before it.
+//
+// # Supervision
+//
+// The group replays its log in the Started handler, so a restart after a
+// panic rebuilds from disk; Restarting closes the log and answers what was
+// waiting (the request that panicked, unflushed acks) with UNAVAILABLE and
+// parked fetches with an empty reply. Groups are spawned under a guardian
+// that always restarts them: protoactor's default stops an actor after ten
+// failures, which would drop its queued requests unanswered. A log that
+// cannot be opened or replayed does not panic: the group refuses requests
+// with UNAVAILABLE and tries to load again at most once a second. A write
+// failure panics (wal.ErrFailed asks for a reopen, which the restart does).
+// Consumers live in memory: after a restart they get CONSUMER_UNKNOWN and
+// join again, and what they had not acknowledged is delivered again.
+//
+// # Manager
+//
+// Manager is the entry point of the cluster layer: NewManager, then Join,
+// Fetch, Ack, Leave and Stats with a Source and the api request; each
+// validates the request (names, ranges, format), finds or spawns the
+// group and queues the request; the callback runs later on the group's
+// goroutine. Subscriptions lists a topic's subscriptions on disk,
+// DeleteTopic removes them, Close stops every group after its queued
+// requests (pending acks are flushed).
 //
 // Retention: offsets removed from a bucket before this subscription
 // acknowledged them are skipped (the ack cursor moves to the first retained
