@@ -1,0 +1,5 @@
+package main
+
+import "errors"
+
+func benchCmd(args []string) error { return errors.New("bench: see benchmarks/") }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// clientFlags are the flags of every command that talks to a server.
+type clientFlags struct {
+	server  string
+	timeout time.Duration
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS URL of the Braid server")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "timeout of one request")
+}
+
+func (c *clientFlags) connect() (*nats.Conn, error) {
+	nc, err := nats.Connect(c.server, nats.Name("braid-cli"))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", c.server, err)
+	}
+	return nc, nil
+}
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments ("topic create URI --segments 4") and returns the positionals.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+func usageOf(fs *flag.FlagSet, synopsis string) func() {
+	return func() {
+		fmt.Fprintf(os.Stderr, "usage: %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+}

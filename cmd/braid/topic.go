@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
+	"github.com/braidmq/braid/topology"
+)
+
+const topicUsage = `usage: braid topic <verb> [flags]
+
+verbs:
+  create   URI [--segments N] [--buckets N] [--policies JSON]
+  describe URI [--json]
+  list     TENANT/NAMESPACE
+  split    URI SEGMENT [--at 0xHASH]
+  merge    URI SEGMENT SEGMENT
+  rebucket URI SEGMENT BUCKETS
+  delete   URI
+  stats    URI
+`
+
+func topicCmd(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, topicUsage)
+		return errors.New("topic: missing verb")
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("topic "+verb, flag.ExitOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, topicUsage) }
+	var cf clientFlags
+	cf.register(fs)
+	segments := fs.Int("segments", 1, "initial segments (create)")
+	buckets := fs.Int("buckets", 0, "entry-bucket budget over the initial segments (create; default: the policy, 4)")
+	policies := fs.String("policies", "", "policies as JSON (create)")
+	at := fs.String("at", "", "split hash: the first hash of the upper child (split)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table (describe)")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	nc, err := cf.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	adm := client.NewAdmin(nc, client.WithRequestTimeout(cf.timeout))
+	ctx := context.Background()
+	need := func(n int, what string) error {
+		if len(pos) != n {
+			return fmt.Errorf("topic %s: want %s", verb, what)
+		}
+		return nil
+	}
+	number := func(s, what string) (uint64, error) {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s %q is not a number", what, s)
+		}
+		return v, nil
+	}
+	show := func(d api.TopicDescription, err error) error {
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(os.Stdout, d)
+		}
+		printLayout(os.Stdout, d)
+		return nil
+	}
+	switch verb {
+	case "create":
+		if err := need(1, "URI"); err != nil {
+			return err
+		}
+		var opts []client.TopicOption
+		if *buckets > 0 {
+			opts = append(opts, client.WithTopicBuckets(*buckets))
+		}
+		if *policies != "" {
+			var p api.Policies
+			if err := json.Unmarshal([]byte(*policies), &p); err != nil {
+				return fmt.Errorf("--policies: %w", err)
+			}
+			opts = append(opts, client.WithTopicPolicies(&p))
+		}
+		return show(adm.CreateTopic(ctx, pos[0], *segments, opts...))
+	case "describe":
+		if err := need(1, "URI"); err != nil {
+			return err
+		}
+		return show(adm.DescribeTopic(ctx, pos[0]))
+	case "list":
+		if err := need(1, "TENANT/NAMESPACE"); err != nil {
+			return err
+		}
+		topics, err := adm.ListTopics(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		for _, t := range topics {
+			fmt.Println(t)
+		}
+		return nil
+	case "split":
+		if err := need(2, "URI SEGMENT"); err != nil {
+			return err
+		}
+		seg, err := number(pos[1], "segment")
+		if err != nil {
+			return err
+		}
+		var atHash *uint64
+		if *at != "" {
+			h, err := topology.ParseHash(*at)
+			if err != nil {
+				return err
+			}
+			atHash = &h
+		}
+		return show(adm.Split(ctx, pos[0], seg, atHash))
+	case "merge":
+		if err := need(3, "URI SEGMENT SEGMENT"); err != nil {
+			return err
+		}
+		a, err := number(pos[1], "segment")
+		if err != nil {
+			return err
+		}
+		b, err := number(pos[2], "segment")
+		if err != nil {
+			return err
+		}
+		return show(adm.Merge(ctx, pos[0], a, b))
+	case "rebucket":
+		if err := need(3, "URI SEGMENT BUCKETS"); err != nil {
+			return err
+		}
+		seg, err := number(pos[1], "segment")
+		if err != nil {
+			return err
+		}
+		n, err := number(pos[2], "buckets")
+		if err != nil {
+			return err
+		}
+		return show(adm.Rebucket(ctx, pos[0], seg, int(n)))
+	case "delete":
+		if err := need(1, "URI"); err != nil {
+			return err
+		}
+		if err := adm.DeleteTopic(ctx, pos[0]); err != nil {
+			return err
+		}
+		fmt.Println("deleted", pos[0])
+		return nil
+	case "stats":
+		if err := need(1, "URI"); err != nil {
+			return err
+		}
+		st, err := adm.Stats(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return printJSON(os.Stdout, st)
+	default:
+		fmt.Fprint(os.Stderr, topicUsage)
+		return fmt.Errorf("topic: unknown verb %q", verb)
+	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printLayout prints the DAG as a table, one segment a row, with the
+// generations drawn as a tree of ids.
+func printLayout(w io.Writer, d api.TopicDescription) {
+	active := 0
+	for _, s := range d.Segments {
+		if s.State == "active" {
+			active++
+		}
+	}
+	fmt.Fprintf(w, "%s  epoch %d  %d active segments\n\n", d.Topic, d.Epoch, active)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEGMENT\tSTATE\tRANGE\tBUCKETS\tPARENTS\tCHILDREN")
+	for _, s := range d.Segments {
+		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\n", strings.Repeat("  ", depth(d, s.ID)), s.ID, s.State,
+			s.Range[0], s.Range[1], s.Buckets, list(s.Parents), list(s.Children))
+	}
+	tw.Flush()
+}
+
+func depth(d api.TopicDescription, id uint64) int {
+	byID := map[uint64]api.SegmentInfo{}
+	for _, s := range d.Segments {
+		byID[s.ID] = s
+	}
+	var walk func(uint64, int) int
+	walk = func(id uint64, guard int) int {
+		s, ok := byID[id]
+		if !ok || len(s.Parents) == 0 || guard > len(d.Segments) {
+			return 0
+		}
+		deepest := 0
+		for _, p := range s.Parents {
+			deepest = max(deepest, walk(p, guard+1)+1)
+		}
+		return deepest
+	}
+	return walk(id, 0)
+}
+
+func list(ids []uint64) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(parts, ",")
+}
