@@ -83,6 +83,7 @@ type StreamConsumer struct {
 	// durable ack cursor, so acks are held back to received.
 	received    map[unit]uint64
 	assigned    int       // units held after the last fetch (Braid-Assigned)
+	fetched     bool      // a fetch has succeeded: assigned is known
 	consumers   int       // consumers in the group at the last join
 	lastHeard   time.Time // when the server last heard from us
 	fetchActive bool      // a fetch is in flight: the server knows we are alive
@@ -194,6 +195,16 @@ func (c *StreamConsumer) Assigned() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.assigned
+}
+
+// Idle reports whether the consumer holds no unit while its subscription
+// has other consumers, as of its last fetch and join: the subscription has
+// more consumers than the topic has units, and this one receives nothing
+// until a unit frees up.
+func (c *StreamConsumer) Idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fetched && c.assigned == 0 && c.consumers > 1
 }
 
 func (c *StreamConsumer) join(ctx context.Context) error {
@@ -348,7 +359,7 @@ func (c *StreamConsumer) fetch() fetchResult {
 	c.lastHeard = time.Now()
 	if err == nil {
 		if n, perr := strconv.Atoi(m.Header.Get(api.FetchReplyHeaderAssigned)); perr == nil {
-			c.assigned = n
+			c.assigned, c.fetched = n, true
 		}
 	}
 	c.mu.Unlock()

@@ -23,7 +23,7 @@ import (
 // These tests run the client against a real embedded node (cluster.Start)
 // in a temporary directory.
 
-func startNode(t *testing.T) (*cluster.Node, *nats.Conn) {
+func startNode(t testing.TB) (*cluster.Node, *nats.Conn) {
 	t.Helper()
 	node, err := cluster.Start(context.Background(), cluster.Config{
 		DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
@@ -554,5 +554,46 @@ func TestIntegrationServerRestart(t *testing.T) {
 			t.Fatalf("backlog never reached 0: %+v, %v", st.Subscriptions, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIntegrationIdleConsumer: two consumers, one unit: the second is idle.
+func TestIntegrationIdleConsumer(t *testing.T) {
+	_, nc := startNode(t)
+	const uri = "topic://public/default/narrow"
+	createTopic(t, nc, uri, 1, 1)
+	p, err := client.NewProducer(nc, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, p, 1, 1, nil)
+	_ = p.Close(t.Context())
+	fetch := client.WithFetch(10, 1<<20, 10*time.Millisecond)
+	c1, err := client.NewStreamConsumer(nc, uri, "sub", fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close(context.Background())
+	if _, err := c1.Next(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := client.NewStreamConsumer(nc, uri, "sub", fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for !c2.Idle() {
+		if time.Now().After(deadline) {
+			t.Fatalf("second consumer not idle: assigned %d", c2.Assigned())
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		if m, err := c2.Next(ctx); err == nil {
+			t.Fatalf("second consumer got %v", m.ID)
+		}
+		cancel()
+	}
+	if c1.Idle() || c1.Assigned() != 1 {
+		t.Fatalf("first consumer: idle %v, assigned %d", c1.Idle(), c1.Assigned())
 	}
 }
