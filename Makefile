@@ -27,6 +27,7 @@ lint:
 ## bench: micro-benchmarks of every package, then the programs under benchmarks/
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/ ./routing/ ./topology/
+	$(GO) run ./benchmarks/sidebyside
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')

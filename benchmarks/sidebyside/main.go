@@ -1,0 +1,199 @@
+// Command sidebyside runs the same produce and replay workloads through
+// Braid and through NATS JetStream (file storage) on this machine, in one
+// run, and prints them side by side with ratios, then measures the
+// producer-visible pause of a split under load.
+//
+//	go run ./benchmarks/sidebyside [-messages 1000000] [-sync-messages 20000]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/braidmq/braid/benchmarks/workload"
+	"github.com/braidmq/braid/client"
+)
+
+func main() {
+	messages := flag.Int("messages", 1_000_000, "messages per 100 B produce run and per replay")
+	bigMessages := flag.Int("messages-1k", 200_000, "messages per 1 KiB produce run")
+	syncMessages := flag.Int("sync-messages", 20_000, "messages for JetStream with sync always (it is slow)")
+	keys := flag.Int("keys", 10_000, "distinct keys")
+	splitRate := flag.Int("split-rate", 20_000, "steady produce rate of the split-under-load run (msg/s)")
+	flag.Parse()
+	ctx := context.Background()
+
+	fmt.Printf("machine: %d CPUs, %s/%s, %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	type row struct {
+		name  string
+		cells map[string]workload.Result
+	}
+	cols := []string{"braid always", "braid none", "jetstream default sync", "jetstream sync always"}
+	var rows []row
+	for _, size := range []int{100, 1024} {
+		n := *messages
+		if size > 100 {
+			n = *bigMessages
+		}
+		r := row{name: fmt.Sprintf("produce %d B, %d keys", size, *keys), cells: map[string]workload.Result{}}
+		for _, dur := range []string{"always", "none"} {
+			res, err := braidProduce(ctx, dur, workload.Spec{Messages: n, Size: size, Keys: *keys})
+			check(err)
+			r.cells["braid "+dur] = res
+		}
+		for _, always := range []bool{false, true} {
+			m := n
+			name := "jetstream default sync"
+			if always {
+				m, name = min(n, *syncMessages), "jetstream sync always"
+			}
+			res, err := jsProduce(ctx, always, workload.Spec{Messages: m, Size: size, Keys: *keys})
+			check(err)
+			r.cells[name] = res
+		}
+		rows = append(rows, r)
+	}
+	// Replay: write n messages, then read them all back.
+	replay := row{name: fmt.Sprintf("replay %d x 100 B", *messages), cells: map[string]workload.Result{}}
+	res, err := braidReplay(ctx, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
+	check(err)
+	replay.cells["braid always"] = res
+	res, err = jsReplay(ctx, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
+	check(err)
+	replay.cells["jetstream default sync"] = res
+	rows = append(rows, replay)
+
+	fmt.Printf("%-28s", "workload (msg/s; p50/p99)")
+	for _, c := range cols {
+		fmt.Printf(" | %-26s", c)
+	}
+	fmt.Printf(" | %s\n", "braid always / jetstream default")
+	fmt.Println(strings.Repeat("-", 28+4*29+36))
+	for _, r := range rows {
+		fmt.Printf("%-28s", r.name)
+		for _, c := range cols {
+			cell := "-"
+			if res, ok := r.cells[c]; ok {
+				cell = fmt.Sprintf("%.0f", res.Rate())
+				if res.P99 > 0 {
+					cell += fmt.Sprintf(" (%s/%s)", short(res.P50), short(res.P99))
+				}
+				if res.Errors > 0 {
+					cell += fmt.Sprintf(" %d ERR", res.Errors)
+				}
+			}
+			fmt.Printf(" | %-26s", cell)
+		}
+		a, j := r.cells["braid always"], r.cells["jetstream default sync"]
+		fmt.Printf(" | %.2fx\n", a.Rate()/j.Rate())
+	}
+
+	fmt.Println()
+	split, err := splitUnderLoad(ctx, *splitRate)
+	check(err)
+	fmt.Printf("split under load (%d msg/s, 4 s, braid always): %s\n", *splitRate, split)
+}
+
+func short(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func tempDir() string {
+	d, err := os.MkdirTemp("", "braid-bench-")
+	check(err)
+	return d
+}
+
+const uri = "topic://public/default/bench"
+
+func braidProduce(ctx context.Context, durability string, spec workload.Spec) (workload.Result, error) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	node, nc, err := workload.StartBraid(dir, durability)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	defer node.Close()
+	defer nc.Close()
+	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+		return workload.Result{}, err
+	}
+	return workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+}
+
+func braidReplay(ctx context.Context, spec workload.Spec) (workload.Result, error) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	node, nc, err := workload.StartBraid(dir, "always")
+	if err != nil {
+		return workload.Result{}, err
+	}
+	defer node.Close()
+	defer nc.Close()
+	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+		return workload.Result{}, err
+	}
+	if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
+		return workload.Result{}, err
+	}
+	return workload.ConsumeBraid(ctx, nc, uri, "replay", spec.Messages, 1)
+}
+
+func jsProduce(ctx context.Context, syncAlways bool, spec workload.Spec) (workload.Result, error) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	js, err := workload.StartJetStream(dir, syncAlways)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	defer js.Close()
+	return js.Produce(ctx, spec)
+}
+
+func jsReplay(ctx context.Context, spec workload.Spec) (workload.Result, error) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	js, err := workload.StartJetStream(dir, false)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	defer js.Close()
+	if _, err := js.Produce(ctx, spec); err != nil {
+		return workload.Result{}, err
+	}
+	return js.ConsumeOrdered(ctx, spec.Messages)
+}
+
+func splitUnderLoad(ctx context.Context, rate int) (workload.SplitResult, error) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	node, nc, err := workload.StartBraid(dir, "always")
+	if err != nil {
+		return workload.SplitResult{}, err
+	}
+	defer node.Close()
+	defer nc.Close()
+	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+		return workload.SplitResult{}, err
+	}
+	return workload.SplitUnderLoad(ctx, nc, uri, 0, rate, 4*time.Second, 1000)
+}
