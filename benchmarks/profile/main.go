@@ -1,0 +1,57 @@
+// Command profile writes a CPU profile of Braid's produce path (client and
+// server in one process) for `go tool pprof`.
+//
+//	go run ./benchmarks/profile [-size 100] [-messages 300000] [-out cpu.prof]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime/pprof"
+
+	"github.com/braidmq/braid/benchmarks/workload"
+	"github.com/braidmq/braid/client"
+)
+
+func main() {
+	size := flag.Int("size", 100, "payload bytes")
+	messages := flag.Int("messages", 300_000, "messages")
+	durability := flag.String("durability", "always", "always, interval or none")
+	out := flag.String("out", "cpu.prof", "profile file")
+	flag.Parse()
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "braid-profile-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	node, nc, err := workload.StartBraid(dir, *durability)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+	defer nc.Close()
+	const uri = "topic://public/default/profile"
+	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+		log.Fatal(err)
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		log.Fatal(err)
+	}
+	res, err := workload.ProduceBraid(ctx, nc, uri, workload.Spec{Messages: *messages, Size: *size, Keys: 10_000}, client.WithMaxInFlight(50_000))
+	pprof.StopCPUProfile()
+	if err != nil {
+		log.Fatal(err)
+	}
+	res.Name = "produce"
+	fmt.Println(res)
+	fmt.Println("profile written to", *out)
+}
