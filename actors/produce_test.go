@@ -1,0 +1,173 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// newTestManager runs a Manager over a real embedded NATS KV and a real
+// actor system, in a temp directory.
+func newTestManager(t *testing.T) *Manager {
+	t.Helper()
+	dir := t.TempDir()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir + "/nats", NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	store, err := meta.Open(ctx, js, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateTenant(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateNamespace(ctx, meta.NamespaceRecord{Tenant: "t", Namespace: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	m := NewManager(Config{DataDir: dir + "/topics", System: system, Meta: store,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	t.Cleanup(func() {
+		_ = m.Close()
+		system.Shutdown()
+		nc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return m
+}
+
+func produceSync(t *testing.T, topic *Topic, recs ...api.Record) []api.Result {
+	t.Helper()
+	ch := make(chan []api.Result, 1)
+	topic.Produce(recs, func(r []api.Result) { ch <- r })
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("produce was never answered")
+		return nil
+	}
+}
+
+// TestProduceRoutedByAStaleLayoutIsReroutedAfterTheSeal routes appends by
+// the layout of before a split, as a request racing the split would: the
+// sealed bucket refuses them, and once the new layout is published they land
+// in the child that owns their key, in their original order.
+func TestProduceRoutedByAStaleLayoutIsReroutedAfterTheSeal(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/orders"
+	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := topic.state.Load()
+	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	current := topic.state.Load()
+
+	// Put the stale snapshot back (with a fresh change channel), produce,
+	// then publish the split layout again.
+	replay := *stale
+	replay.changed = make(chan struct{})
+	topic.state.Store(&replay)
+	recs := []api.Record{{Key: []byte("a"), Payload: []byte("1")}, {Key: []byte("b"), Payload: []byte("2")}, {Key: []byte("a"), Payload: []byte("3")}}
+	done := make(chan []api.Result, 1)
+	topic.Produce(recs, func(r []api.Result) { done <- r })
+	select {
+	case r := <-done:
+		t.Fatalf("answered before the new layout was published: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fresh := *current
+	fresh.changed = make(chan struct{})
+	topic.publish(&fresh)
+	var res []api.Result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("rerouted produce never answered")
+	}
+	for i, r := range res {
+		if r.Err() != nil {
+			t.Fatalf("record %d: %v", i, r.Err())
+		}
+		if r.Segment == 0 {
+			t.Fatalf("record %d landed in the sealed segment", i)
+		}
+		owner, _ := current.layout.Owner(routing.KeyHash(recs[i].Key))
+		if r.Segment != uint64(owner.ID) {
+			t.Fatalf("record %d in segment %d, its key belongs to %d", i, r.Segment, owner.ID)
+		}
+	}
+	if res[0].Segment == res[2].Segment && res[2].Offset <= res[0].Offset {
+		t.Fatalf("key a reordered: offsets %d then %d", res[0].Offset, res[2].Offset)
+	}
+	if first, next, _ := topic.Bounds(0, 0); next != first {
+		t.Fatalf("the sealed segment took %d records", next-first)
+	}
+}
+
+func TestValidateRefusesOversizedRecordsWhole(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/limits"
+	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri}); err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := m.Topic(uri)
+	res := produceSync(t, topic, api.Record{Payload: []byte("ok")}, api.Record{Payload: make([]byte, 1<<20+1)})
+	for _, r := range res {
+		if r.Code != api.CodePayloadTooLarge.Number {
+			t.Fatalf("want PAYLOAD_TOO_LARGE for the whole batch, got %+v", res)
+		}
+	}
+	if st := topic.Stats(); st.Messages != 0 {
+		t.Fatalf("a refused batch stored %d messages", st.Messages)
+	}
+	res = produceSync(t, topic, api.Record{Key: make([]byte, MaxKeyBytes+1), Payload: []byte("x")})
+	if res[0].Code != api.CodeInvalidArgument.Number {
+		t.Fatalf("oversized key: %+v", res[0])
+	}
+}
+
+func TestDiffActive(t *testing.T) {
+	l, _ := topology.New(2, 2)
+	split, _ := l.Split(1, nil)
+	retiring, created := diffActive(l, split)
+	if len(retiring) != 1 || retiring[0] != 1 || len(created) != 2 || created[0] != 2 || created[1] != 3 {
+		t.Fatalf("split: retiring %v created %v", retiring, created)
+	}
+	merged, _ := split.Merge(2, 3)
+	retiring, created = diffActive(split, merged)
+	if len(retiring) != 2 || len(created) != 1 || created[0] != 4 {
+		t.Fatalf("merge: retiring %v created %v", retiring, created)
+	}
+}
