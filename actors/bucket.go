@@ -45,6 +45,7 @@ type bucketActor struct {
 	wal *wal.Log
 	// sealedAt is the layout epoch of the seal; 0 while accepting appends.
 	sealedAt uint64
+	sealedIn func() uint64
 	// queue holds appends received since the last flush; flushQueued says a
 	// flushMsg is in the mailbox behind them.
 	queue       []appendReq
@@ -53,9 +54,13 @@ type bucketActor struct {
 	buf         []byte
 }
 
-func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics) *actor.Props {
+// newBucketProps makes the props of a bucket actor. sealedIn reports the
+// epoch at which the current layout sealed the bucket's segment (0 while it
+// is active): a bucket restarted by its supervisor takes its seal from the
+// layout, not from the memory it lost.
+func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, sealedIn func() uint64) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m}
+		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m, sealedIn: sealedIn}
 	})
 }
 
@@ -69,6 +74,9 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.wal = l
+		if b.sealedIn != nil {
+			b.sealedAt = b.sealedIn()
+		}
 	case appendReq:
 		if b.sealedAt != 0 {
 			msg.done(0, api.SealedError(uint64(b.key.Segment), b.sealedAt))

@@ -77,7 +77,13 @@ func (c *controller) Receive(ctx actor.Context) {
 func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) []*actor.PID {
 	ready := make(chan struct{})
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
-		store: c.t.mgr.store, opts: c.t.opts, log: c.t.mgr.log, m: c.t.mgr.m, ready: ready})
+		store: c.t.mgr.store, opts: c.t.opts, log: c.t.mgr.log, m: c.t.mgr.m, ready: ready,
+		sealedIn: func() uint64 {
+			if seg, ok := c.t.Layout().Segment(s.ID); ok && seg.State != topology.StateActive {
+				return seg.SealedEpoch
+			}
+			return 0
+		}})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
 		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))
@@ -144,6 +150,9 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		panic(fmt.Sprintf("topic %s: layout epoch %d does not route: %v", c.t.uri, next.Epoch, err))
 	}
 	c.t.publish(st)
+	// Seal again now that the layout says so: a bucket restarted between
+	// the first seal and the publish took its seal from the old layout.
+	_ = c.sealPIDs(old, retiring, next.Epoch)
 	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
 	c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
 	desc := Describe(c.t.uri, next)
@@ -155,7 +164,15 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 
 // seal seals (or unseals) every bucket of the given segments and waits.
 func (c *controller) seal(segs []topology.SegmentID, epoch uint64, unseal bool) error {
-	st := c.t.state.Load()
+	return c.sealIn(c.t.state.Load(), segs, epoch, unseal)
+}
+
+// sealPIDs seals the buckets of segs as listed in snapshot st.
+func (c *controller) sealPIDs(st *topicState, segs []topology.SegmentID, epoch uint64) error {
+	return c.sealIn(st, segs, epoch, false)
+}
+
+func (c *controller) sealIn(st *topicState, segs []topology.SegmentID, epoch uint64, unseal bool) error {
 	var waits []chan error
 	for _, id := range segs {
 		for _, pid := range st.buckets[id] {
