@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,18 +34,50 @@ type server struct {
 
 func startServer(dir string) *server {
 	GinkgoHelper()
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
+	node := startNode(dir, "127.0.0.1:-1")
+	return &server{dir: dir, node: node, nc: connect(node.ClientURL())}
+}
+
+// startNode starts a node on dir whose embedded NATS listens on listen
+// (port -1: any free port).
+func startNode(dir, listen string) *cluster.Node {
+	GinkgoHelper()
+	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: listen,
 		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	Expect(err).NotTo(HaveOccurred())
-	nc, err := nats.Connect(node.ClientURL())
+	return node
+}
+
+// connect opens a client connection that reconnects for ever, quickly, so
+// it survives a restart of the node (see server.restart). The caller closes
+// it.
+func connect(url string) *nats.Conn {
+	GinkgoHelper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			GinkgoWriter.Printf("NATS client error: %v\n", err)
+		}))
 	Expect(err).NotTo(HaveOccurred())
-	return &server{dir: dir, node: node, nc: nc}
+	return nc
+}
+
+// restart stops the node and starts a new one on the same data directory
+// and the same NATS port, so that client connections reconnect to it.
+func (s *server) restart() {
+	GinkgoHelper()
+	listen := strings.TrimPrefix(s.node.ClientURL(), "nats://")
+	node := s.node
+	s.node = nil // a failed start must not make stop close it twice
+	Expect(node.Close()).To(Succeed())
+	s.node = startNode(s.dir, listen)
 }
 
 func (s *server) stop() {
 	GinkgoHelper()
 	s.nc.Close()
-	Expect(s.node.Close()).To(Succeed())
+	if s.node != nil {
+		Expect(s.node.Close()).To(Succeed())
+	}
 }
 
 // request returns the reply body or the wire error.
