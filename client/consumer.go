@@ -36,7 +36,12 @@ import (
 // it remembers, per unit, the highest offset it returned, for its lifetime.
 // So one StreamConsumer never returns the same message twice; a message can
 // still reach two consumers of the subscription when its unit moves before
-// the message was acknowledged.
+// the message was acknowledged. After a server restart the units a consumer
+// held wait for it to join again (which it does by itself) for its session
+// timeout, so its acknowledged messages do not reach another consumer.
+//
+// Requests in flight when the NATS connection drops are abandoned at once
+// (their replies cannot arrive) rather than after the request timeout.
 //
 // A StreamConsumer is safe for concurrent use; Next calls are served one at a
 // time.
@@ -64,6 +69,13 @@ type StreamConsumer struct {
 	buf      []api.Message
 	fetching chan fetchResult
 
+	// statuses reports the connection dropping. connLost is closed, then
+	// replaced, each time it does: the requests in flight then are
+	// abandoned (see whileConnected). Guarded by connMu.
+	statuses chan nats.Status
+	connMu   sync.Mutex
+	connLost chan struct{}
+
 	// joinMu serializes joins; generation counts successful re-joins, so
 	// that concurrent CONSUMER_UNKNOWN errors cause one re-join only.
 	joinMu     sync.Mutex
@@ -87,7 +99,10 @@ type StreamConsumer struct {
 	consumers   int       // consumers in the group at the last join
 	lastHeard   time.Time // when the server last heard from us
 	fetchActive bool      // a fetch is in flight: the server knows we are alive
-	ackErr      error     // the last error of a background ack flush
+	// ackErr is the last error of a background ack flush that dropped
+	// positions (refused as invalid). A failure a retry may cure is not
+	// kept: its positions go back for the next flush, whose outcome counts.
+	ackErr error
 }
 
 type fetchResult struct {
@@ -163,17 +178,61 @@ func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Con
 		toAck:        make(map[unit]uint64),
 		ackSent:      make(map[unit]uint64),
 		received:     make(map[unit]uint64),
+		statuses:     nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED),
+		connLost:     make(chan struct{}),
 	}
+	go c.watchConnection()
 	c.subjects.join = api.ConsumeSubject(api.ConsumeJoin, name.Tenant, name.Namespace, name.Name)
 	c.subjects.fetch = api.ConsumeSubject(api.ConsumeFetch, name.Tenant, name.Namespace, name.Name)
 	c.subjects.ack = api.ConsumeSubject(api.ConsumeAck, name.Tenant, name.Namespace, name.Name)
 	c.subjects.leave = api.ConsumeSubject(api.ConsumeLeave, name.Tenant, name.Namespace, name.Name)
 	if err := c.join(ctx); err != nil {
 		stop()
+		nc.RemoveStatusListener(c.statuses)
 		return nil, err
 	}
 	go c.ackLoop()
 	return c, nil
+}
+
+// watchConnection closes connLost each time the connection drops, until
+// the status listener is removed.
+func (c *StreamConsumer) watchConnection() {
+	for range c.statuses {
+		c.connMu.Lock()
+		close(c.connLost)
+		c.connLost = make(chan struct{})
+		c.connMu.Unlock()
+	}
+}
+
+// errConnectionLost is returned for a request abandoned because the NATS
+// connection dropped while it waited for its reply: a reply sent to the
+// dropped connection is lost, so waiting for the request timeout (after a
+// server restart, say) would only stall fetches, acks and handoffs. It
+// matches ErrNoServer: the request may be retried.
+var errConnectionLost = fmt.Errorf("braid/client: connection lost while waiting for a reply: %w", ErrNoServer)
+
+// whileConnected runs do with ctx, also cancelled when the connection drops,
+// and reports that cancellation as errConnectionLost.
+func (c *StreamConsumer) whileConnected(ctx context.Context, do func(context.Context) error) error {
+	c.connMu.Lock()
+	lost := c.connLost
+	c.connMu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-lost:
+			cancel(errConnectionLost)
+		case <-ctx.Done():
+		}
+	}()
+	err := do(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errConnectionLost) {
+		return errConnectionLost
+	}
+	return err
 }
 
 func randomName() string {
@@ -215,7 +274,9 @@ func (c *StreamConsumer) join(ctx context.Context) error {
 		SessionTimeout: c.cfg.sessionTimeout.String(),
 	}
 	var reply api.JoinReply
-	err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.join, req, &reply)
+	err := c.whileConnected(ctx, func(ctx context.Context) error {
+		return requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.join, req, &reply)
+	})
 	if err != nil {
 		return fmt.Errorf("join %s of %s: %w", c.subscription, c.topic, err)
 	}
@@ -352,7 +413,11 @@ func (c *StreamConsumer) fetch() fetchResult {
 	c.fetchActive = true
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait+c.cfg.requestTimeout)
-	m, err := request(ctx, c.nc, 0, &nats.Msg{Subject: c.subjects.fetch, Data: body})
+	var m *nats.Msg
+	err = c.whileConnected(ctx, func(ctx context.Context) (err error) {
+		m, err = request(ctx, c.nc, 0, &nats.Msg{Subject: c.subjects.fetch, Data: body})
+		return err
+	})
 	cancel()
 	c.mu.Lock()
 	c.fetchActive = false
@@ -394,12 +459,11 @@ func (c *StreamConsumer) ackLoop() {
 			return
 		case <-tick.C:
 		}
-		if err := c.flushAcks(c.ctx); err != nil {
-			c.mu.Lock()
-			c.ackErr = err
-			c.mu.Unlock()
-		}
+		err := c.flushAcks(c.ctx)
 		c.mu.Lock()
+		if droppedPositions(err) {
+			c.ackErr = err
+		}
 		silent := !c.fetchActive && time.Since(c.lastHeard) > c.cfg.sessionTimeout/3
 		c.mu.Unlock()
 		if silent {
@@ -411,10 +475,13 @@ func (c *StreamConsumer) ackLoop() {
 }
 
 // FlushAcks sends the acks recorded so far and waits for the server to make
-// them durable. It returns the error of that request or, if there was
-// nothing to send, the error of the last background flush since the
-// previous FlushAcks. Acks of messages the server has not handed out again
-// since a re-join wait until it has (the server refuses them before).
+// them durable. It returns the error of that request or, if it succeeded
+// (or there was nothing to send), the error of the last background flush
+// since the previous FlushAcks that dropped acks (refused as invalid). A
+// background failure that a retry may cure (timeout, no server) is not
+// reported: its acks are sent again, by later flushes and this one.
+// Acks of messages the server has not handed out again since a re-join
+// wait until it has (the server refuses them before).
 func (c *StreamConsumer) FlushAcks(ctx context.Context) error {
 	err := c.flushAcks(ctx)
 	c.mu.Lock()
@@ -424,6 +491,12 @@ func (c *StreamConsumer) FlushAcks(ctx context.Context) error {
 	c.ackErr = nil
 	c.mu.Unlock()
 	return err
+}
+
+// droppedPositions reports whether an ack flush's error says positions were
+// refused for good (not put back for a retry); see ackOutcome.
+func droppedPositions(err error) bool {
+	return errors.Is(err, api.ErrInvalidArgument) || errors.Is(err, api.ErrBadRequest)
 }
 
 // flushAcks sends the pending acks that the server can take (see received).
@@ -480,7 +553,7 @@ func (c *StreamConsumer) ackOutcome(positions []api.Position, err error) error {
 		return nil
 	case errors.Is(err, &api.Error{Code: api.CodeNotOwner}):
 		return nil
-	case errors.Is(err, api.ErrInvalidArgument), errors.Is(err, api.ErrBadRequest):
+	case droppedPositions(err):
 		return err
 	}
 	for _, p := range positions {
@@ -498,7 +571,9 @@ func (c *StreamConsumer) ackOutcome(positions []api.Position, err error) error {
 func (c *StreamConsumer) sendAcks(ctx context.Context, positions []api.Position) error {
 	req := api.AckRequest{Subscription: c.subscription, Consumer: c.name, Acks: positions}
 	gen := c.currentGeneration()
-	err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.ack, req, nil)
+	err := c.whileConnected(ctx, func(ctx context.Context) error {
+		return requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.ack, req, nil)
+	})
 	if err == nil {
 		c.mu.Lock()
 		c.lastHeard = time.Now()
@@ -540,5 +615,6 @@ func (c *StreamConsumer) Close(ctx context.Context) error {
 		leaveErr = fmt.Errorf("leave %s of %s: %w", c.subscription, c.topic, leaveErr)
 	}
 	c.stop()
+	c.nc.RemoveStatusListener(c.statuses)
 	return errors.Join(ackErr, leaveErr)
 }

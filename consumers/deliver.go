@@ -15,12 +15,20 @@ import (
 // fetches).
 
 // refresh brings the readable units and the assignment up to date with the
-// layout, the drained segments and the members. It does the work only when
-// something it depends on changed: the layout epoch, durable acks, members.
+// layout, the drained segments and the members, and writes the owners that
+// changed. It does the work only when something it depends on changed: the
+// layout epoch, durable acks, members. Every delivery comes after a
+// refresh, so a unit's owner is durable before the owner gets anything.
 func (g *group) refresh() {
 	if !g.state.Created {
 		return
 	}
+	g.reassign()
+	g.persistOwners()
+}
+
+// reassign is the work of refresh but writing the owners.
+func (g *group) reassign() {
 	l := g.cfg.Source.Layout()
 	if l.Epoch != g.layout.Epoch || len(l.Segments) != len(g.layout.Segments) {
 		g.dirty = true
@@ -42,8 +50,7 @@ func (g *group) refresh() {
 	for _, u := range readable {
 		isReadable[u] = true
 		if g.units[u] == nil {
-			acked := g.state.Cursors[u]
-			g.units[u] = &unitState{acked: acked, delivered: acked}
+			g.units[u] = g.newUnitState(u)
 		}
 	}
 	for u := range g.units {
@@ -56,11 +63,7 @@ func (g *group) refresh() {
 		}
 	}
 
-	names := make([]string, 0, len(g.consumers))
-	for name := range g.consumers {
-		names = append(names, name)
-	}
-	g.targets = Assign(readable, names, g.targets)
+	g.targets = Assign(readable, g.assignees(), g.targets)
 	for u, us := range g.units {
 		g.settle(u, us)
 	}
@@ -90,14 +93,7 @@ func (g *group) detectDrained(l topology.Layout) bool {
 	if len(newly) == 0 {
 		return false
 	}
-	for _, id := range newly {
-		g.state.Drained[id] = true
-	}
-	for u := range g.state.Cursors {
-		if g.state.Drained[u.Segment] {
-			delete(g.state.Cursors, u)
-		}
-	}
+	g.state.markDrained(newly)
 	g.batch.drained = append(g.batch.drained, newly...)
 	g.scheduleFlush()
 	g.logger.Debug("segments drained", "segments", newly)
@@ -106,19 +102,28 @@ func (g *group) detectDrained(l topology.Layout) bool {
 
 // settle moves a unit to its target once that is allowed: at once when it
 // has no live owner, otherwise when the owner has acknowledged (durably)
-// everything it was given. Until then the unit is pending handoff.
+// everything it was given — after a restart, everything below
+// restoredUntil too. An owner restored from the log and not back yet is
+// waited for until its grace ends. Until then the unit is pending handoff.
 func (g *group) settle(u topology.Unit, us *unitState) {
 	target := g.targets[u]
 	if us.owner == target {
 		return
 	}
-	if us.owner != "" && g.consumers[us.owner] != nil && us.acked < us.delivered {
-		return
+	if us.owner != "" {
+		if g.awaited(us.owner) {
+			return
+		}
+		if us.restoredUntil == unknownBound {
+			if _, next, err := g.cfg.Source.Bounds(u.Segment, u.Bucket); err == nil {
+				us.restoredUntil = next
+			}
+		}
+		if g.consumers[us.owner] != nil && (us.acked < us.delivered || us.acked < us.restoredUntil) {
+			return
+		}
 	}
-	us.owner = target
-	if c := g.consumers[target]; c != nil {
-		c.held[u] = true
-	}
+	g.setOwner(u, us, target)
 }
 
 // skipRetained moves a unit's cursors over offsets retention has removed.
@@ -228,13 +233,14 @@ func (g *group) watch(appended <-chan struct{}) {
 }
 
 // collect hands out up to maxMsgs messages and about maxBytes of payload
-// from the units c holds (not those being handed over), round-robin over the
-// units in rounds of fair shares, starting from a different unit each fetch.
-// Within a unit, messages go out in offset order from its delivery cursor.
+// from the units c holds (not those being handed over, except below their
+// restoredUntil), round-robin over the units in rounds of fair shares,
+// starting from a different unit each fetch. Within a unit, messages go
+// out in offset order from its delivery cursor.
 func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message, error) {
 	var units []topology.Unit
 	for u, us := range g.units {
-		if us.owner == c.name && g.targets[u] == c.name {
+		if us.owner == c.name && (g.targets[u] == c.name || us.delivered < us.restoredUntil) {
 			units = append(units, u)
 		}
 	}
@@ -286,10 +292,20 @@ func (g *group) readUnit(u topology.Unit, n, maxBytes int, out *[]api.Message, b
 	if err != nil {
 		return false, err
 	}
+	if us.restoredUntil == unknownBound {
+		us.restoredUntil = next
+		g.dirty = true // settle may hand the unit over now
+	}
+	if g.targets[u] != us.owner {
+		// Being handed over by an owner restored from the log: it gets
+		// again what it may have had before the restart, nothing more.
+		next = min(next, us.restoredUntil)
+	}
 	g.skipRetained(us, first)
 	if us.delivered >= next || n <= 0 {
 		return false, nil
 	}
+	n = int(min(uint64(n), next-us.delivered))
 	recs, err := g.cfg.Source.Read(u.Segment, u.Bucket, us.delivered, n, max(maxBytes-*bytes, 1))
 	if len(recs) == 0 {
 		return false, err

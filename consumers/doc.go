@@ -25,10 +25,11 @@
 // One protoactor actor per subscription; every field is touched from its
 // goroutine only. Per readable unit it keeps the ack cursor (next offset
 // not acknowledged, durable), the delivery cursor (next offset to hand out)
-// and the owner. Assign says where a unit should go (its target); the unit
-// moves only when its owner has durably acknowledged everything it was
-// delivered from it, or has left or died — until then it is "pending
-// handoff": the owner may still ack, nobody gets new messages from it.
+// and the owner (durable, see below). Assign says where a unit should go
+// (its target); the unit moves only when its owner has durably
+// acknowledged everything it was delivered from it, or has left or died —
+// until then it is "pending handoff": the owner may still ack, nobody gets
+// new messages from it.
 //
 // A consumer silent for its session timeout (no fetch, no ack, no parked
 // fetch) is dead; Leave is the same at once. Its units rewind their delivery
@@ -36,6 +37,39 @@
 // unacknowledged messages again with Deliveries incremented. Delivery counts
 // live in memory: after a restart of the group, redelivered messages start
 // over at Deliveries = 1.
+//
+// # Owners across restarts
+//
+// A unit's owner is written to the log (an owners record) whenever it
+// changes, before the new owner is delivered anything, and it is part of
+// snapshots. After a restart the group cannot tell how far an owner got:
+// delivery cursors are not durable, and the durable ack cursor lags what
+// the owner's application acknowledged (acks are batched; those in flight
+// when the node stopped are lost). So every previous owner the log names is
+// awaited: its units stay with it — Assign spreads the units over the live
+// consumers and the awaited ones, and settle never moves a unit away from
+// an awaited owner — until it joins again or its grace passes: its session
+// timeout (recorded with its ownership; the group's default otherwise)
+// from the group's start. A previous owner that leaves is released at
+// once.
+//
+// An owner that joins again keeps its units and receives them again from
+// the durable ack cursor; the client drops what it had already returned and
+// sends again the acks it held (it holds acks of offsets the server has not
+// delivered again since the re-join). Such a restored unit also carries
+// restoredUntil, its next offset at the group's start, a bound of what the
+// owner may have been delivered before: it does not move to another
+// consumer before its ack cursor reaches that bound, and while it is being
+// handed over its owner still receives the offsets below it (and nothing
+// past), so that it can acknowledge them again. So a message acknowledged
+// by the application is not delivered to a second consumer across a
+// restart, as long as its owner comes back within its grace.
+//
+// An owner that does not come back in time is declared dead, as a silent
+// consumer is: its units move to other consumers from their durable ack
+// cursors, and what it had returned to its application without a durable
+// ack is delivered again to them (at-least-once, by design: the handoff
+// rule lets a unit move when its owner is declared dead).
 //
 // Acks are group-committed: valid acks join a pending batch, a flushNow
 // message is queued behind them, and the flush writes one record and only
@@ -52,9 +86,11 @@
 //
 // Records are drawn in record.go: created (start position, and for
 // "latest" the cursors of the active units and the sealed segments as
-// drained), update (cursors and drained segments of one flush), snapshot
-// (the whole state). Past CompactAfter records the group writes a snapshot
-// and truncates the log before it.
+// drained), update (cursors and drained segments of one flush), owners
+// (the units whose owner changed, and the session timeouts of owners),
+// snapshot (the whole state; logs written before owners were recorded hold
+// snapshots without them, which still replay). Past CompactAfter records
+// the group writes a snapshot and truncates the log before it.
 //
 // # Supervision
 //
@@ -68,7 +104,8 @@
 // with UNAVAILABLE and tries to load again at most once a second. A write
 // failure panics (wal.ErrFailed asks for a reopen, which the restart does).
 // Consumers live in memory: after a restart they get CONSUMER_UNKNOWN and
-// join again, and what they had not acknowledged is delivered again.
+// join again, and what they had not acknowledged is delivered again — to
+// them, since their units waited for them (see Owners across restarts).
 //
 // # Manager
 //

@@ -47,8 +47,15 @@ type unitState struct {
 	// acknowledge them; "" when nobody holds it. While owner differs from
 	// the unit's target, the unit is being handed over: the owner may still
 	// acknowledge, nobody receives anything, and the target takes it once
-	// acked == delivered.
+	// acked == delivered. The owner is recorded in the log (owners.go).
 	owner string
+	// restoredUntil is set when the owner was restored from the log after
+	// a restart: it is the unit's next offset then, a bound of what the
+	// owner may have been delivered before. The unit does not leave its
+	// owner before acked reaches it, and while it is being handed over the
+	// owner still receives the offsets below it (to acknowledge them
+	// again). 0 otherwise.
+	restoredUntil uint64
 	// counts remembers earlier deliveries of the offsets past acked.
 	counts deliveryCounts
 }
@@ -123,6 +130,17 @@ type group struct {
 	units     map[topology.Unit]*unitState // the readable units
 	targets   map[topology.Unit]string     // Assign's answer
 	consumers map[string]*consumerState
+	// awaiting holds, after a restart, the previous owners of units (as
+	// the log names them) that have not joined again, with the end of
+	// their grace: their session timeout from the group's start.
+	awaiting map[string]time.Time
+	// ownersChanged says an owner may differ from the log's: refresh
+	// writes an owners record.
+	ownersChanged bool
+	// restoredUntil holds, from the group's start until the unit is built,
+	// the next offset of each unit the log names an owner of (see
+	// unitState.restoredUntil).
+	restoredUntil map[topology.Unit]uint64
 
 	watching     bool // a goroutine waits on Source.Appended
 	parkSeq      uint64
@@ -220,6 +238,9 @@ func (g *group) load() {
 	g.units = make(map[topology.Unit]*unitState)
 	g.targets = make(map[topology.Unit]string)
 	g.consumers = make(map[string]*consumerState)
+	g.awaiting = make(map[string]time.Time)
+	g.restoredUntil = make(map[topology.Unit]uint64)
+	g.ownersChanged = false
 	g.layout = topology.Layout{}
 	g.dirty = true
 	g.broken = nil
@@ -230,7 +251,9 @@ func (g *group) load() {
 	if err := g.openLog(); err != nil {
 		g.broken, g.brokenAt = err, time.Now()
 		g.logger.Error("consumer group cannot load its state", "dir", g.cfg.Dir, "err", err)
+		return
 	}
+	g.restoreAwaited(time.Now())
 }
 
 // retryLoad tries to load a broken group again, at most once a second (the
@@ -412,15 +435,20 @@ func (g *group) onJoin(m *Join) {
 	}
 	now := time.Now()
 	c := g.consumers[m.Consumer]
+	timeout := m.SessionTimeout
+	if timeout <= 0 {
+		timeout = g.cfg.DefaultSessionTimeout
+	}
 	if c == nil {
 		c = &consumerState{name: m.Consumer, held: make(map[topology.Unit]bool)}
 		g.consumers[m.Consumer] = c
 		g.dirty = true
 		g.logger.Info("consumer joined", "consumer", m.Consumer, "consumers", len(g.consumers))
+		g.returned(c)
 	}
-	c.timeout = m.SessionTimeout
-	if c.timeout <= 0 {
-		c.timeout = g.cfg.DefaultSessionTimeout
+	if c.timeout != timeout {
+		c.timeout = timeout
+		g.ownersChanged = true // an owner's timeout is recorded
 	}
 	c.lastSeen = now
 	replyJoin(m, api.JoinReply{Subscription: g.cfg.Subscription, Consumer: m.Consumer, Consumers: len(g.consumers)}, nil)
@@ -473,13 +501,18 @@ func (g *group) onLeave(m *Leave) {
 	if c := g.consumers[m.Consumer]; c != nil {
 		g.removeConsumer(c, "left")
 		g.serveParked()
+	} else if g.awaited(m.Consumer) {
+		g.releaseAwaited(m.Consumer, "left")
+		g.serveParked()
 	}
 	replyErr(m.Reply, nil)
 }
 
 // expireConsumers declares dead every consumer silent for longer than its
-// session timeout.
+// session timeout, and every previous owner awaited since a restart for
+// longer than its own.
 func (g *group) expireConsumers(now time.Time) {
+	released := g.expireAwaited(now)
 	var dead []*consumerState
 	for _, c := range g.consumers {
 		if c.parked == nil && now.Sub(c.lastSeen) > c.timeout {
@@ -490,7 +523,7 @@ func (g *group) expireConsumers(now time.Time) {
 	for _, c := range dead {
 		g.removeConsumer(c, "session timed out")
 	}
-	if len(dead) > 0 {
+	if len(dead) > 0 || released {
 		g.serveParked()
 	}
 }
@@ -507,14 +540,14 @@ func (g *group) removeConsumer(c *consumerState, why string) {
 		g.releaseParked(c, nil, nil)
 	}
 	redelivered := uint64(0)
-	for _, us := range g.units {
+	for u, us := range g.units {
 		if us.owner != c.name {
 			continue
 		}
 		redelivered += us.delivered - us.acked
 		us.counts.rewind(us.acked, us.delivered)
 		us.delivered = us.acked
-		us.owner = ""
+		g.setOwner(u, us, "")
 	}
 	delete(g.consumers, c.name)
 	g.dirty = true
@@ -523,13 +556,14 @@ func (g *group) removeConsumer(c *consumerState, why string) {
 }
 
 // armSessionTimer makes sure a timer fires by the earliest session
-// deadline. Deadlines only move later (lastSeen only grows), so a timer that
-// fires early just finds nobody to expire and is armed again.
+// deadline, or end of a previous owner's grace. Deadlines only move later
+// (lastSeen only grows), so a timer that fires early just finds nobody to
+// expire and is armed again.
 func (g *group) armSessionTimer() {
 	if g.done == nil {
 		return
 	}
-	var earliest time.Time
+	earliest := g.earliestAwaited()
 	for _, c := range g.consumers {
 		if c.parked != nil {
 			continue

@@ -51,8 +51,9 @@ type Ack struct {
 }
 
 // Leave removes a consumer at once: what it was delivered and did not
-// acknowledge is redelivered to the consumers that take its units. Leaving
-// twice, or as an unknown consumer, succeeds.
+// acknowledge is redelivered to the consumers that take its units. A
+// previous owner awaited since a restart that leaves releases its units at
+// once. Leaving twice, or as an unknown consumer, succeeds.
 type Leave struct {
 	Consumer string
 	Reply    func(error)
@@ -86,6 +87,10 @@ type Stats struct {
 	// PendingHandoffs counts units assigned to a new consumer that still
 	// wait for their previous owner to acknowledge what it was given.
 	PendingHandoffs int
+	// AwaitedOwners lists, sorted, the consumers that owned units before
+	// the group restarted and have not joined again: their units wait for
+	// them until their session timeout has passed since the restart.
+	AwaitedOwners []string
 }
 
 // ConsumerStats describes one consumer of a group.

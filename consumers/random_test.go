@@ -173,12 +173,17 @@ func (hs *history) ackSome(consumer string) {
 	}
 }
 
-// drain leaves one consumer, which reads and acks everything left.
+// drain leaves one consumer, which reads and acks everything left. The
+// previous owners still awaited after a restart leave too, or their units
+// would wait for them.
 func (hs *history) drain() {
 	hs.t.Helper()
 	for c := range hs.members {
 		hs.h.leave(c)
 		hs.forget(c)
+	}
+	for _, c := range hs.h.stats().AwaitedOwners {
+		hs.h.leave(c)
 	}
 	hs.ensureJoined("last")
 	for range 1000 {

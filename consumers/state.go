@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/braidmq/braid/topology"
 )
@@ -22,56 +23,108 @@ type subscriptionState struct {
 	// Drained holds the segments this subscription has drained (or that
 	// were sealed when it started at latest, or deleted).
 	Drained map[topology.SegmentID]bool
+	// Owners holds the consumer each unit was last given to, for the
+	// units that have one. Invariant: no entry belongs to a drained
+	// segment, and no value is "".
+	Owners map[topology.Unit]string
+	// Sessions holds the session timeout of consumers named in Owners
+	// (the others get the group's default). Invariant: every key is a
+	// value of Owners.
+	Sessions map[string]time.Duration
 }
 
 func newSubscriptionState() subscriptionState {
 	return subscriptionState{
-		Cursors: make(map[topology.Unit]uint64),
-		Drained: make(map[topology.SegmentID]bool),
+		Cursors:  make(map[topology.Unit]uint64),
+		Drained:  make(map[topology.SegmentID]bool),
+		Owners:   make(map[topology.Unit]string),
+		Sessions: make(map[string]time.Duration),
 	}
 }
 
-// apply folds one record into s. created and snapshot replace the state;
-// update merges cursors (a cursor never moves back) and drained segments.
-// An update before any created or snapshot is an error: the head of the log
-// was lost.
+// apply folds one record into s. created and the snapshots replace the
+// state; update merges cursors (a cursor never moves back) and drained
+// segments; owners sets or clears the owners of units and the sessions of
+// consumers. An update or owners record before any created or snapshot is
+// an error: the head of the log was lost.
 func (s *subscriptionState) apply(r stateRecord) error {
 	switch r.Kind {
-	case kindCreated, kindSnapshot:
+	case kindCreated, kindSnapshot, kindSnapshotOwners:
 		*s = newSubscriptionState()
 		s.Created = true
 		s.Start = r.Start
-	case kindUpdate:
+	case kindUpdate, kindOwners:
 		if !s.Created {
-			return fmt.Errorf("%w: update before the subscription was created", ErrBadRecord)
+			return fmt.Errorf("%w: record of kind %d before the subscription was created", ErrBadRecord, r.Kind)
 		}
 	default:
 		return fmt.Errorf("%w: unknown kind %d", ErrBadRecord, r.Kind)
 	}
-	for _, id := range r.Drained {
-		s.Drained[id] = true
-	}
+	s.markDrained(r.Drained)
 	for _, c := range r.Cursors {
-		if s.Drained[c.Unit.Segment] {
-			continue
-		}
-		if c.Acked > s.Cursors[c.Unit] {
+		if !s.Drained[c.Unit.Segment] && c.Acked > s.Cursors[c.Unit] {
 			s.Cursors[c.Unit] = c.Acked
 		}
 	}
-	if len(r.Drained) > 0 {
-		maps.DeleteFunc(s.Cursors, func(u topology.Unit, _ uint64) bool { return s.Drained[u.Segment] })
+	for _, o := range r.Owners {
+		switch {
+		case o.Owner == "":
+			delete(s.Owners, o.Unit)
+		case !s.Drained[o.Unit.Segment]:
+			s.Owners[o.Unit] = o.Owner
+		}
+	}
+	for _, c := range r.Sessions {
+		s.Sessions[c.Consumer] = c.Timeout
+	}
+	if len(r.Owners) > 0 || len(r.Sessions) > 0 {
+		s.pruneSessions()
 	}
 	return nil
 }
 
+// markDrained records segments as drained and drops what s keeps of their
+// units.
+func (s *subscriptionState) markDrained(ids []topology.SegmentID) {
+	if len(ids) == 0 {
+		return
+	}
+	for _, id := range ids {
+		s.Drained[id] = true
+	}
+	maps.DeleteFunc(s.Cursors, func(u topology.Unit, _ uint64) bool { return s.Drained[u.Segment] })
+	n := len(s.Owners)
+	maps.DeleteFunc(s.Owners, func(u topology.Unit, _ string) bool { return s.Drained[u.Segment] })
+	if len(s.Owners) < n {
+		s.pruneSessions()
+	}
+}
+
+// pruneSessions forgets the sessions of consumers that own nothing.
+func (s *subscriptionState) pruneSessions() {
+	if len(s.Sessions) == 0 {
+		return
+	}
+	owning := make(map[string]bool, len(s.Sessions))
+	for _, name := range s.Owners {
+		owning[name] = true
+	}
+	maps.DeleteFunc(s.Sessions, func(name string, _ time.Duration) bool { return !owning[name] })
+}
+
 // snapshot returns the record that rebuilds s on its own.
 func (s *subscriptionState) snapshot() stateRecord {
-	r := stateRecord{Kind: kindSnapshot, Start: s.Start}
+	r := stateRecord{Kind: kindSnapshotOwners, Start: s.Start}
 	for u, acked := range s.Cursors {
 		r.Cursors = append(r.Cursors, unitCursor{Unit: u, Acked: acked})
 	}
 	r.Drained = slices.Collect(maps.Keys(s.Drained))
+	for u, name := range s.Owners {
+		r.Owners = append(r.Owners, unitOwner{Unit: u, Owner: name})
+	}
+	for name, timeout := range s.Sessions {
+		r.Sessions = append(r.Sessions, consumerSession{Consumer: name, Timeout: timeout})
+	}
 	r.normalize()
 	return r
 }

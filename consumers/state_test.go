@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/braidmq/braid/topology"
 )
@@ -194,23 +195,65 @@ func TestDeliveryCounts(t *testing.T) {
 	}
 }
 
+var recordConsumers = []string{"a", "b", "c-1", "reader_2"}
+
 func randomRecord(r *rand.Rand, kind recordKind) stateRecord {
 	rec := stateRecord{Kind: kind}
-	if kind != kindUpdate {
+	if kind.hasStart() {
 		rec.Start = startPosition(r.IntN(2))
 	}
-	for range r.IntN(6) {
-		rec.Cursors = append(rec.Cursors, unitCursor{Unit: u(r.IntN(8), r.IntN(3)), Acked: uint64(r.IntN(1000))})
+	if kind.hasCursors() {
+		for range r.IntN(6) {
+			rec.Cursors = append(rec.Cursors, unitCursor{Unit: u(r.IntN(8), r.IntN(3)), Acked: uint64(r.IntN(1000))})
+		}
+		for range r.IntN(3) {
+			rec.Drained = append(rec.Drained, topology.SegmentID(r.IntN(8)))
+		}
 	}
-	for range r.IntN(3) {
-		rec.Drained = append(rec.Drained, topology.SegmentID(r.IntN(8)))
+	if kind.hasOwners() {
+		for range r.IntN(6) {
+			owner := recordConsumers[r.IntN(len(recordConsumers))]
+			if kind == kindOwners && r.IntN(4) == 0 {
+				owner = "" // released
+			}
+			rec.Owners = append(rec.Owners, unitOwner{Unit: u(r.IntN(8), r.IntN(3)), Owner: owner})
+		}
+		for range r.IntN(3) {
+			rec.Sessions = append(rec.Sessions, consumerSession{
+				Consumer: recordConsumers[r.IntN(len(recordConsumers))],
+				Timeout:  time.Duration(1+r.IntN(1000)) * 10 * time.Millisecond,
+			})
+		}
 	}
 	rec.normalize()
 	return rec
 }
 
 func equalStates(a, b subscriptionState) bool {
-	return a.Created == b.Created && a.Start == b.Start && maps.Equal(a.Cursors, b.Cursors) && maps.Equal(a.Drained, b.Drained)
+	return a.Created == b.Created && a.Start == b.Start && maps.Equal(a.Cursors, b.Cursors) && maps.Equal(a.Drained, b.Drained) &&
+		maps.Equal(a.Owners, b.Owners) && maps.Equal(a.Sessions, b.Sessions)
+}
+
+// checkInvariants fails when s breaks an invariant of subscriptionState.
+func checkInvariants(t *testing.T, trial int, s subscriptionState) {
+	t.Helper()
+	for unit := range s.Cursors {
+		if s.Drained[unit.Segment] {
+			t.Fatalf("trial %d: cursor kept for drained segment %d", trial, unit.Segment)
+		}
+	}
+	owning := make(map[string]bool)
+	for unit, name := range s.Owners {
+		if s.Drained[unit.Segment] || name == "" {
+			t.Fatalf("trial %d: owner %q kept for unit %v (drained %v)", trial, name, unit, s.Drained[unit.Segment])
+		}
+		owning[name] = true
+	}
+	for name := range s.Sessions {
+		if !owning[name] {
+			t.Fatalf("trial %d: session kept for %q, which owns nothing", trial, name)
+		}
+	}
 }
 
 // TestReplaySnapshot: replaying any history, or the snapshot of its state,
@@ -222,8 +265,13 @@ func TestReplaySnapshot(t *testing.T) {
 		history := []stateRecord{randomRecord(r, kindCreated)}
 		for range r.IntN(20) {
 			kind := kindUpdate
-			if r.IntN(10) == 0 {
+			switch n := r.IntN(20); {
+			case n == 0:
 				kind = kindSnapshot
+			case n == 1:
+				kind = kindSnapshotOwners
+			case n < 10:
+				kind = kindOwners
 			}
 			history = append(history, randomRecord(r, kind))
 		}
@@ -244,14 +292,18 @@ func TestReplaySnapshot(t *testing.T) {
 					}
 				}
 			}
-			for unit := range s.Cursors {
-				if s.Drained[unit.Segment] {
-					t.Fatalf("trial %d: cursor kept for drained segment %d", trial, unit.Segment)
-				}
-			}
+			checkInvariants(t, trial, s)
+		}
+		snap := s.snapshot()
+		if snap.Kind != kindSnapshotOwners {
+			t.Fatalf("snapshot of kind %d, want %d", snap.Kind, kindSnapshotOwners)
 		}
 		fromSnapshot := newSubscriptionState()
-		if err := fromSnapshot.apply(s.snapshot()); err != nil {
+		decoded, err := decodeRecord(encodeRecord(nil, snap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fromSnapshot.apply(decoded); err != nil {
 			t.Fatal(err)
 		}
 		if !equalStates(s, fromSnapshot) {
@@ -261,8 +313,37 @@ func TestReplaySnapshot(t *testing.T) {
 }
 
 func TestApplyUpdateBeforeCreate(t *testing.T) {
+	for _, kind := range []recordKind{kindUpdate, kindOwners} {
+		s := newSubscriptionState()
+		if err := s.apply(stateRecord{Kind: kind}); err == nil {
+			t.Fatalf("a record of kind %d before created was accepted", kind)
+		}
+	}
+}
+
+// TestApplyOwners: owners are set and cleared, drained segments drop
+// theirs, and sessions follow the consumers that own something.
+func TestApplyOwners(t *testing.T) {
 	s := newSubscriptionState()
-	if err := s.apply(stateRecord{Kind: kindUpdate}); err == nil {
-		t.Fatal("an update before created was accepted")
+	steps := []stateRecord{
+		{Kind: kindCreated},
+		{Kind: kindOwners, Owners: []unitOwner{{u(0, 0), "a"}, {u(0, 1), "b"}, {u(1, 0), "a"}},
+			Sessions: []consumerSession{{"a", time.Second}, {"b", 2 * time.Second}}},
+		{Kind: kindOwners, Owners: []unitOwner{{u(0, 1), ""}}},    // b owns nothing: its session goes
+		{Kind: kindUpdate, Drained: []topology.SegmentID{0}},      // a keeps 1/0 only
+		{Kind: kindOwners, Owners: []unitOwner{{u(0, 0), "c"}}},   // a drained segment takes no owner
+		{Kind: kindOwners, Sessions: []consumerSession{{"c", 5}}}, // nor a session for one that owns nothing
+	}
+	for _, rec := range steps {
+		rec.normalize()
+		if err := s.apply(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := map[topology.Unit]string{u(1, 0): "a"}; !maps.Equal(s.Owners, want) {
+		t.Fatalf("owners %v, want %v", s.Owners, want)
+	}
+	if want := map[string]time.Duration{"a": time.Second}; !maps.Equal(s.Sessions, want) {
+		t.Fatalf("sessions %v, want %v", s.Sessions, want)
 	}
 }

@@ -37,6 +37,7 @@ func (g *group) onStats(m *GetStats) {
 	st.Drained = slices.Sorted(maps.Keys(g.state.Drained))
 	st.Readable = slices.SortedFunc(maps.Keys(g.units), compareUnits)
 	st.Withheld = withheldUnits(g.layout, g.state.isDrained)
+	st.AwaitedOwners = g.awaitedNames()
 	for u, us := range g.units {
 		if us.owner != g.targets[u] && us.owner != "" {
 			st.PendingHandoffs++
