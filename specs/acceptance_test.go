@@ -618,7 +618,7 @@ var _ = Describe("An elastic topic under keyed load", func() {
 			runElastic(ctx, s, "elastic", false)
 		}, SpecTimeout(5*time.Minute))
 
-	PIt("keeps that promise when the server restarts in the middle: the producers pause and flush, "+
+	It("keeps that promise when the server restarts in the middle: the producers pause and flush, "+
 		"the node is replaced by a new one on the same data directory and NATS port while the consumers keep reading, "+
 		"then the producers resume; every message whose send was acknowledged is delivered exactly once "+
 		"and per key in production order, and a send that failed may be missing or present once at its place",
