@@ -11,9 +11,11 @@ import (
 
 // appendReq asks a bucket to append records, in order. done is called once,
 // from the bucket actor, after the batch holding them is durable (per the
-// durability mode) or refused.
+// durability mode) or refused. hashes holds the key hashes of the keyed
+// records, for the load meter.
 type appendReq struct {
 	records []wal.Record
+	hashes  []uint64
 	done    func(first uint64, err error)
 }
 
@@ -41,6 +43,7 @@ type bucketActor struct {
 	opts  wal.Options
 	log   *slog.Logger
 	m     *metrics
+	meter *bucketMeter
 
 	wal *wal.Log
 	// sealedAt is the layout epoch of the seal; 0 while accepting appends.
@@ -53,9 +56,9 @@ type bucketActor struct {
 	buf         []byte
 }
 
-func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics) *actor.Props {
+func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m}
+		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m, meter: meter}
 	})
 }
 
@@ -109,11 +112,12 @@ func (b *bucketActor) flush() {
 	// Encode into one buffer, then cut it into frames: one allocation per
 	// batch instead of one per record.
 	ends := make([]int, 0, len(b.queue)*4)
-	n := 0
+	n, payloadBytes := 0, 0
 	for _, q := range b.queue {
 		for i := range q.records {
 			b.buf = wal.EncodeRecord(b.buf, q.records[i])
 			ends = append(ends, len(b.buf))
+			payloadBytes += len(q.records[i].Key) + len(q.records[i].Payload)
 			n++
 		}
 	}
@@ -133,6 +137,9 @@ func (b *bucketActor) flush() {
 		return
 	}
 	b.m.appended(b.key, n, len(b.buf))
+	if b.meter != nil {
+		b.meter.appended(queue, n, payloadBytes)
+	}
 	off := first
 	for _, q := range queue {
 		q.done(off, nil)

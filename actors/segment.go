@@ -22,6 +22,7 @@ type segmentActor struct {
 	opts    wal.Options
 	log     *slog.Logger
 	m       *metrics
+	meter   *segmentMeter
 	// ready is closed once the bucket actors are spawned (their PIDs then
 	// accept messages, which queue behind their Started).
 	ready chan struct{}
@@ -49,7 +50,7 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		for b := 0; b < s.buckets; b++ {
 			key := UnitKey{Topic: s.topic, Segment: s.id, Bucket: b}
-			if _, err := ctx.SpawnNamed(newBucketProps(key, s.store, s.opts, s.log, s.m), bucketName(b)); err != nil {
+			if _, err := ctx.SpawnNamed(newBucketProps(key, s.store, s.opts, s.log, s.m, s.meter.buckets[b]), bucketName(b)); err != nil {
 				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
 			}
 		}

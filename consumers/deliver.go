@@ -115,6 +115,9 @@ func (g *group) settle(u topology.Unit, us *unitState) {
 	if us.owner != "" && g.consumers[us.owner] != nil && us.acked < us.delivered {
 		return
 	}
+	if us.owner != "" {
+		g.countReassigned()
+	}
 	us.owner = target
 	if c := g.consumers[target]; c != nil {
 		c.held[u] = true
