@@ -121,7 +121,7 @@ var _ = Describe("An elastic topic", func() {
 				load.setRate(map[bool]int{true: 600, false: 100}[high])
 			}
 		}()
-		Consistently(s.epoch(topic)).WithTimeout(4*time.Second).WithPolling(100*time.Millisecond).Should(BeEquivalentTo(1))
+		Consistently(s.epoch(topic)).WithTimeout(4 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEquivalentTo(1))
 		close(quit)
 		wg.Wait()
 		drainAndCheck(load, g)
@@ -193,7 +193,7 @@ var _ = Describe("An elastic topic", func() {
 	It("splits a busy one-segment topic when consumers outnumber its buckets", func() {
 		const topic = "busy"
 		s.createElastic(topic, fastPolicies, `{"split_msg_rate_in":100000}`) // no split for load alone
-		load := s.startLoad(topic, keys(100), 800) // over the split-vs-rebucket rate
+		load := s.startLoad(topic, keys(100), 800)                           // over the split-vs-rebucket rate
 		g := s.startGroup(topic, "audit", "c1", "c2", "c3", "c4", "c5", "c6")
 		Eventually(s.activeCount(topic)).WithTimeout(15*time.Second).Should(Equal(2), "split for the consumers")
 		Expect(s.metric(`braid_scaling_operations_total\{op="split",reason="consumers",topic="topic://public/default/busy"\}`)).To(Equal(1.0))
