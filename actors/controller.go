@@ -123,25 +123,38 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) ([]*act
 	return bucketPIDs(pid, s.Buckets), meter
 }
 
-// change applies one layout change: seal what retires, compare-and-swap the
-// layout, spawn what is new, publish, and retire what was deleted.
+// change applies one layout change: spawn what is new (not yet routable),
+// seal what retires, compare-and-swap the layout, publish, and retire what
+// was deleted. Spawning first keeps the window in which appends to the
+// sealed segments wait for the new layout down to the seal and the
+// compare-and-swap.
 func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescription, error) {
+	began := time.Now()
 	cur := c.rec.Layout
 	next, err := req.apply(cur)
 	if err != nil {
 		return api.TopicDescription{}, layoutError(err)
 	}
 	retiring, created := diffActive(cur, next)
+	old := c.t.state.Load()
+	buckets := maps.Clone(old.buckets)
+	meters := maps.Clone(old.meters)
+	for _, id := range created {
+		s, _ := next.Segment(id)
+		buckets[id], meters[id] = c.spawnSegment(ctx, s)
+	}
+	spawned := time.Now()
 	if err := c.seal(retiring, next.Epoch, false); err != nil {
 		_ = c.seal(retiring, 0, true)
+		c.abandon(created)
 		return api.TopicDescription{}, api.Errorf(api.CodeInternal, "seal %s: %v", c.t.uri, err)
 	}
-	now := time.Now()
+	sealed := time.Now()
 	rec := c.rec
 	rec.Layout = next
 	rec.EpochTimes = maps.Clone(c.rec.EpochTimes)
 	for e := cur.Epoch + 1; e <= next.Epoch; e++ {
-		rec.EpochTimes[e] = now.UnixMilli()
+		rec.EpochTimes[e] = sealed.UnixMilli()
 	}
 	pruneEpochTimes(next, rec.EpochTimes)
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -151,6 +164,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		// Nothing changed: reopen what was sealed. A conflict means another
 		// controller changed the topic; this one is stale and must reload.
 		_ = c.seal(retiring, 0, true)
+		c.abandon(created)
 		if errors.Is(err, meta.ErrConflict) {
 			return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "layout of %s changed elsewhere; retry: %v", c.t.uri, err)
 		}
@@ -158,19 +172,12 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	}
 	c.rec, c.rev = rec, rev
 
-	old := c.t.state.Load()
-	buckets := maps.Clone(old.buckets)
-	meters := maps.Clone(old.meters)
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	for _, id := range retiring {
 		delete(buckets, id)
 		delete(meters, id)
 		seg := id
 		time.AfterFunc(sealGrace, func() { root.Send(self, retireMsg{seg: seg}) })
-	}
-	for _, id := range created {
-		s, _ := next.Segment(id)
-		buckets[id], meters[id] = c.spawnSegment(ctx, s)
 	}
 	st, err := newState(next, buckets, meters, rec.EpochTimes)
 	if err != nil {
@@ -179,6 +186,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		panic(fmt.Sprintf("topic %s: layout epoch %d does not route: %v", c.t.uri, next.Epoch, err))
 	}
 	c.t.publish(st)
+	published := time.Now()
 	deleted := newlyDeleted(cur, next)
 	c.removeDeleted(deleted)
 	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
@@ -187,8 +195,23 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	desc := Describe(c.t.uri, next)
 	c.t.mgr.publishLayout(c.t, desc)
 	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "reason", req.reason, "epoch", next.Epoch,
-		"sealed", retiring, "created", created, "deleted", deleted)
+		"sealed", retiring, "created", created, "deleted", deleted, "spawn", spawned.Sub(began),
+		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed))
 	return desc, nil
+}
+
+// abandon stops the segments a failed change spawned and removes their
+// logs: their ids will be allocated again.
+func (c *controller) abandon(created []topology.SegmentID) {
+	for _, id := range created {
+		if pid, ok := c.segments[id]; ok {
+			_ = c.t.mgr.system.Root.StopFuture(pid).Wait()
+			delete(c.segments, id)
+		}
+		if err := c.t.mgr.store.RemoveSegment(c.t.name, id); err != nil {
+			c.t.mgr.log.Warn("removing the logs of an abandoned segment", "topic", c.t.uri, "segment", id, "err", err)
+		}
+	}
 }
 
 // removeDeleted stops the actors of segments retention deleted and removes

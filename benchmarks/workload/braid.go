@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +17,15 @@ import (
 )
 
 // StartBraid starts a Braid node in dir with an embedded NATS on a free port.
+// Its logs are discarded unless BRAID_BENCH_LOG is set (then they go to
+// standard error).
 func StartBraid(dir, durability string) (*cluster.Node, *nats.Conn, error) {
+	var logs io.Writer = io.Discard
+	if os.Getenv("BRAID_BENCH_LOG") != "" {
+		logs = os.Stderr
+	}
 	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
-		MetricsListen: "off", Durability: durability, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		MetricsListen: "off", Durability: durability, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		return nil, nil, err
 	}
