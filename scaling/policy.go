@@ -104,15 +104,15 @@ func Resolve(base Policy, levels ...*api.Policies) (Policy, error) {
 }
 
 func (p *Policy) apply(l *api.Policies) {
-	setBool(&p.AutoScale, l.AutoScale)
-	setRate(&p.Split.MsgIn, l.SplitMsgRateIn)
-	setRate(&p.Split.ByteIn, l.SplitByteRateIn)
-	setRate(&p.Split.MsgOut, l.SplitMsgRateOut)
-	setRate(&p.Split.ByteOut, l.SplitByteRateOut)
-	setRate(&p.Merge.MsgIn, l.MergeMsgRateIn)
-	setRate(&p.Merge.ByteIn, l.MergeByteRateIn)
-	setRate(&p.Merge.MsgOut, l.MergeMsgRateOut)
-	setRate(&p.Merge.ByteOut, l.MergeByteRateOut)
+	set(&p.AutoScale, l.AutoScale)
+	set(&p.Split.MsgIn, l.SplitMsgRateIn)
+	set(&p.Split.ByteIn, l.SplitByteRateIn)
+	set(&p.Split.MsgOut, l.SplitMsgRateOut)
+	set(&p.Split.ByteOut, l.SplitByteRateOut)
+	set(&p.Merge.MsgIn, l.MergeMsgRateIn)
+	set(&p.Merge.ByteIn, l.MergeByteRateIn)
+	set(&p.Merge.MsgOut, l.MergeMsgRateOut)
+	set(&p.Merge.ByteOut, l.MergeByteRateOut)
 	setDuration(&p.EvaluationInterval, l.EvaluationInterval)
 	setDuration(&p.SplitWindow, l.SplitWindow)
 	setDuration(&p.MergeWindow, l.MergeWindow)
@@ -120,11 +120,11 @@ func (p *Policy) apply(l *api.Policies) {
 	setDuration(&p.MergeCooldown, l.MergeCooldown)
 	setDuration(&p.RebucketCooldown, l.RebucketCooldown)
 	setDuration(&p.Retention, l.Retention)
-	setInt(&p.MinSegments, l.MinSegments)
-	setInt(&p.MaxSegments, l.MaxSegments)
-	setInt(&p.MaxDAGDepth, l.MaxDAGDepth)
-	setInt(&p.EntryBucketBudget, l.EntryBucketBudget)
-	setRate(&p.SplitVsRebucketMsgRate, l.SplitVsRebucketMsgRate)
+	set(&p.MinSegments, l.MinSegments)
+	set(&p.MaxSegments, l.MaxSegments)
+	set(&p.MaxDAGDepth, l.MaxDAGDepth)
+	set(&p.EntryBucketBudget, l.EntryBucketBudget)
+	set(&p.SplitVsRebucketMsgRate, l.SplitVsRebucketMsgRate)
 }
 
 func (p *Policy) check() error {
@@ -172,19 +172,8 @@ func (p Policy) API() api.Policies {
 	}
 }
 
-func setBool(dst *bool, v *bool) {
-	if v != nil {
-		*dst = *v
-	}
-}
-
-func setRate(dst *float64, v *float64) {
-	if v != nil {
-		*dst = *v
-	}
-}
-
-func setInt(dst *int, v *int) {
+// set copies *v to *dst when the level sets it.
+func set[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
 	}

@@ -19,13 +19,13 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"runtime"
 	"time"
 
 	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/scaling"
+	"github.com/nats-io/nats.go"
 )
 
 func main() {
@@ -37,7 +37,7 @@ func main() {
 	keys := flag.Int("keys", 10_000, "distinct keys")
 	size := flag.Int("size", 100, "payload bytes")
 	verify := flag.Bool("verify", true, "read the step's topic back and check order")
-	messages := flag.Int("messages", 300_000, "messages per throughput run")
+	messages := flag.Int("messages", 1_000_000, "messages per throughput run")
 	skipStep := flag.Bool("skip-step", false, "only the throughput runs")
 	flag.Parse()
 	ctx := context.Background()
@@ -57,48 +57,48 @@ func main() {
 }
 
 func step(ctx context.Context, spec workload.StepSpec, verify bool) {
-	dir := tempDir()
-	defer os.RemoveAll(dir)
-	node, nc, err := workload.StartBraid(dir, "always")
-	check(err)
-	defer node.Close()
-	defer nc.Close()
-	const uri = "topic://public/default/step"
-	check(workload.CreateTopic(ctx, nc, uri, 1, 0))
-	fmt.Printf("load step %.0f -> %.0f msg/s (split threshold %.0f), %d keys, default policies:\n", spec.Before, spec.After, spec.Threshold, spec.Keys)
-	res, err := workload.StepLoad(ctx, nc, uri, spec)
-	check(err)
-	fmt.Println(" ", res)
-	fmt.Printf("  sent msg/s per %s after the step:  %s\n", spec.Window, workload.FormatRates(res.SendRates))
-	fmt.Printf("  acked msg/s per %s after the step: %s\n", spec.Window, workload.FormatRates(res.AckRates))
-	// The first window holds the ramp (a 1000x step into one segment), the
-	// last is partial.
-	last := len(res.AckRates) - 1
-	fmt.Printf("  lowest acked rate: %.1fk msg/s in the ramp window, %.1fk msg/s after it",
-		res.AckRates[0]/1000, workload.MinRate(res.AckRates, 1, last)/1000)
-	if res.Settled > 0 {
-		at := int(res.Settled / spec.Window)
-		fmt.Printf(", %.1fk msg/s within 1 s of the split", workload.MinRate(res.AckRates, at-2, at+3)/1000)
-	}
-	fmt.Println()
-	if verify {
-		lost, dup, reordered, err := workload.CheckOrder(ctx, nc, uri, res.Acked)
-		check(err)
+	check(workload.WithBraid("always", func(nc *nats.Conn) error {
+		const uri = "topic://public/default/step"
+		if err := workload.CreateTopic(ctx, nc, uri, 1, 0); err != nil {
+			return err
+		}
+		fmt.Printf("load step %.0f -> %.0f msg/s (split threshold %.0f), %d keys, default policies:\n", spec.Before, spec.After, spec.Threshold, spec.Keys)
+		res, err := workload.StepLoad(ctx, nc, uri, spec)
+		if err != nil {
+			return err
+		}
+		fmt.Println(" ", res)
+		fmt.Printf("  sent msg/s per %s after the step:  %s\n", spec.Window, workload.FormatRates(res.SendRates))
+		fmt.Printf("  acked msg/s per %s after the step: %s\n", spec.Window, workload.FormatRates(res.AckRates))
+		// The first window holds the ramp (a 1000x step into one segment),
+		// the last is partial.
+		last := len(res.AckRates) - 1
+		fmt.Printf("  lowest acked rate: %.1fk msg/s in the ramp window, %.1fk msg/s after it",
+			res.AckRates[0]/1000, workload.MinRate(res.AckRates, 1, last)/1000)
+		if res.Settled > 0 {
+			at := int(res.Settled / spec.Window)
+			fmt.Printf(", %.1fk msg/s within 1 s of the split", workload.MinRate(res.AckRates, at-2, at+3)/1000)
+		}
+		fmt.Println()
+		if !verify {
+			return nil
+		}
+		lost, dup, reordered, err := workload.CheckOrder(ctx, nc, uri, "order-check", res.Acked)
 		fmt.Printf("  read back %d: lost %d, duplicates %d, out of per-key order %d\n", res.Acked, lost, dup, reordered)
-	}
+		return err
+	}))
 }
 
-func throughput(ctx context.Context, segments int, spec workload.Spec) (workload.Result, int) {
-	dir := tempDir()
-	defer os.RemoveAll(dir)
-	node, nc, err := workload.StartBraid(dir, "always")
-	check(err)
-	defer node.Close()
-	defer nc.Close()
-	const uri = "topic://public/default/tp"
-	check(workload.CreateTopicWith(ctx, nc, uri, segments, 0, `{"auto_scale":false}`))
-	res, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
-	check(err)
+func throughput(ctx context.Context, segments int, spec workload.Spec) (res workload.Result, units int) {
+	check(workload.WithBraid("always", func(nc *nats.Conn) error {
+		const uri = "topic://public/default/tp"
+		if err := workload.CreateTopicWith(ctx, nc, uri, segments, 0, `{"auto_scale":false}`); err != nil {
+			return err
+		}
+		var err error
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+		return err
+	}))
 	return res, max(segments, 4)
 }
 
@@ -106,10 +106,4 @@ func check(err error) {
 	if err != nil {
 		log.Fatal(err)
 	}
-}
-
-func tempDir() string {
-	d, err := os.MkdirTemp("", "braid-elastic-")
-	check(err)
-	return d
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
+	"github.com/nats-io/nats.go"
 )
 
 func main() {
@@ -125,37 +126,29 @@ func tempDir() string {
 
 const uri = "topic://public/default/bench"
 
-func braidProduce(ctx context.Context, durability string, spec workload.Spec) (workload.Result, error) {
-	dir := tempDir()
-	defer os.RemoveAll(dir)
-	node, nc, err := workload.StartBraid(dir, durability)
-	if err != nil {
-		return workload.Result{}, err
-	}
-	defer node.Close()
-	defer nc.Close()
-	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
-		return workload.Result{}, err
-	}
-	return workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+func braidProduce(ctx context.Context, durability string, spec workload.Spec) (res workload.Result, err error) {
+	err = workload.WithBraid(durability, func(nc *nats.Conn) error {
+		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+			return err
+		}
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+		return err
+	})
+	return res, err
 }
 
-func braidReplay(ctx context.Context, spec workload.Spec) (workload.Result, error) {
-	dir := tempDir()
-	defer os.RemoveAll(dir)
-	node, nc, err := workload.StartBraid(dir, "always")
-	if err != nil {
-		return workload.Result{}, err
-	}
-	defer node.Close()
-	defer nc.Close()
-	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
-		return workload.Result{}, err
-	}
-	if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
-		return workload.Result{}, err
-	}
-	return workload.ConsumeBraid(ctx, nc, uri, "replay", spec.Messages, 1)
+func braidReplay(ctx context.Context, spec workload.Spec) (res workload.Result, err error) {
+	err = workload.WithBraid("always", func(nc *nats.Conn) error {
+		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+			return err
+		}
+		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
+			return err
+		}
+		res, err = workload.ConsumeBraid(ctx, nc, uri, "replay", spec.Messages, 1)
+		return err
+	})
+	return res, err
 }
 
 func jsProduce(ctx context.Context, syncAlways bool, spec workload.Spec) (workload.Result, error) {
@@ -183,17 +176,13 @@ func jsReplay(ctx context.Context, spec workload.Spec) (workload.Result, error) 
 	return js.ConsumeOrdered(ctx, spec.Messages)
 }
 
-func splitUnderLoad(ctx context.Context, rate int) (workload.SplitResult, error) {
-	dir := tempDir()
-	defer os.RemoveAll(dir)
-	node, nc, err := workload.StartBraid(dir, "always")
-	if err != nil {
-		return workload.SplitResult{}, err
-	}
-	defer node.Close()
-	defer nc.Close()
-	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
-		return workload.SplitResult{}, err
-	}
-	return workload.SplitUnderLoad(ctx, nc, uri, 0, rate, 4*time.Second, 1000)
+func splitUnderLoad(ctx context.Context, rate int) (res workload.SplitResult, err error) {
+	err = workload.WithBraid("always", func(nc *nats.Conn) error {
+		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+			return err
+		}
+		res, err = workload.SplitUnderLoad(ctx, nc, uri, 0, rate, 4*time.Second, 1000)
+		return err
+	})
+	return res, err
 }

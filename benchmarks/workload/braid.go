@@ -127,3 +127,20 @@ func ConsumeBraid(ctx context.Context, nc *nats.Conn, uri, sub string, n, consum
 	}
 	return Result{Messages: int(got.Load()), Elapsed: el}, nil
 }
+
+// WithBraid starts a node in a new temporary directory, runs fn with a
+// connection to it, then stops the node and removes the directory.
+func WithBraid(durability string, fn func(nc *nats.Conn) error) error {
+	dir, err := os.MkdirTemp("", "braid-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	node, nc, err := StartBraid(dir, durability)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	defer nc.Close()
+	return fn(nc)
+}

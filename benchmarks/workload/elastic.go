@@ -243,12 +243,12 @@ func StepLoad(ctx context.Context, nc *nats.Conn, uri string, spec StepSpec) (St
 	return res, nil
 }
 
-// CheckOrder reads the whole topic back with a stream consumer of a new
-// subscription and counts messages lost, duplicated and out of per-key
-// order (by the sequence number StepLoad writes). want is how many were
-// acknowledged.
-func CheckOrder(ctx context.Context, nc *nats.Conn, uri string, want int) (lost, duplicates, reordered int, err error) {
-	c, err := client.NewStreamConsumer(nc, uri, "order-check", client.WithFetch(5000, 4<<20, 200*time.Millisecond))
+// CheckOrder reads the whole topic back with a stream consumer of the new
+// subscription sub and counts messages lost, duplicated and out of per-key
+// order, by the sequence number that starts each payload (8 bytes, big
+// endian, counting from 0 per key). want is how many were acknowledged.
+func CheckOrder(ctx context.Context, nc *nats.Conn, uri, sub string, want int) (lost, duplicates, reordered int, err error) {
+	c, err := client.NewStreamConsumer(nc, uri, sub, client.WithFetch(5000, 4<<20, 200*time.Millisecond))
 	if err != nil {
 		return 0, 0, 0, err
 	}
