@@ -132,6 +132,9 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	began := time.Now()
 	cur := c.rec.Layout
 	next, err := req.apply(cur)
+	if errors.Is(err, errStale) {
+		return api.TopicDescription{}, err // the scaler's own; it decides again
+	}
 	if err != nil {
 		return api.TopicDescription{}, layoutError(err)
 	}
@@ -364,8 +367,6 @@ func pruneEpochTimes(l topology.Layout, times map[uint64]int64) {
 // layoutError maps a topology refusal to its wire code.
 func layoutError(err error) error {
 	switch {
-	case errors.Is(err, errStale):
-		return api.Errorf(api.CodeUnavailable, "%v", err)
 	case errors.Is(err, topology.ErrUnknownSegment):
 		return api.Errorf(api.CodeSegmentNotFound, "%v", err)
 	case errors.Is(err, topology.ErrSplitPoint), errors.Is(err, topology.ErrBuckets), errors.Is(err, topology.ErrBadHash):

@@ -92,30 +92,35 @@ func (s *scaler) evaluate(now time.Time) {
 	}
 	s.tracker.Observe(st.layout, samples, p, now)
 	load := scaling.Load{Segments: s.tracker.Load()}
-	subs, err := s.subscriptions(p)
-	if err != nil {
-		s.t.mgr.log.Debug("subscriptions unknown; no scaling this evaluation", "topic", s.t.uri, "err", err)
-		s.publishSegmentMetrics(st, load, nil)
-		return
+	subs, subsErr := s.subscriptions(p)
+	if subsErr != nil {
+		s.t.mgr.log.Debug("subscriptions unknown: only splits for load this evaluation", "topic", s.t.uri, "err", subsErr)
+	} else {
+		s.publishSubscriptionMetrics(subs)
 	}
 	for _, sub := range subs {
 		load.Subscriptions = append(load.Subscriptions, scaling.SubscriptionLoad{Name: sub.Name, Consumers: sub.Consumers})
 	}
-	s.publishSubscriptionMetrics(subs)
 
 	var d scaling.Decision
 	if p.AutoScale {
 		d = scaling.Decide(st.layout, load, p, scaling.History{Created: createdTimes(st)}, now)
-		s.noteSuppressed(d)
+		s.noteSuppressed(d, load)
 	}
 	s.publishSegmentMetrics(st, load, d.Suppressed)
-	if d.Kind != scaling.None && d.Kind != "" {
+	// Without the subscriptions, consumer counts are unknown: a merge could
+	// leave consumers idle and a rebucket would be a guess. A hot segment
+	// still splits, and retention waits (a silent subscription may still
+	// need a sealed segment).
+	loadSplit := d.Kind == scaling.Split && d.Reason != scaling.ReasonConsumers
+	switch {
+	case d.Kind != scaling.None && d.Kind != "" && (subsErr == nil || loadSplit):
 		s.apply(st.layout.Epoch, string(d.Kind), d.Reason, d.Detail, func(l topology.Layout) (topology.Layout, error) {
 			return scaling.Apply(l, d)
 		})
-		return
+	case subsErr == nil:
+		s.retire(st, p, subs, now)
 	}
-	s.retire(st, p, subs, now)
 }
 
 // subscriptions asks the view, within about an evaluation interval.
@@ -177,7 +182,11 @@ func (s *scaler) apply(epoch uint64, op string, reason scaling.Reason, detail st
 			err = fmt.Errorf("controller answered %T", res)
 		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errStale):
+		s.t.mgr.log.Debug("automatic layout change dropped: the layout moved on", "topic", s.t.uri, "op", op)
+		return
+	case err != nil:
 		s.t.mgr.log.Warn("automatic layout change failed", "topic", s.t.uri, "op", op, "reason", reason, "detail", detail, "err", err)
 		return
 	}
@@ -186,7 +195,7 @@ func (s *scaler) apply(epoch uint64, op string, reason scaling.Reason, detail st
 
 // noteSuppressed counts suppressed decisions and logs each new hot key
 // once.
-func (s *scaler) noteSuppressed(d scaling.Decision) {
+func (s *scaler) noteSuppressed(d scaling.Decision, load scaling.Load) {
 	hot := map[topology.SegmentID]bool{}
 	for _, sup := range d.Suppressed {
 		s.t.mgr.m.suppressed.WithLabelValues(s.t.uri, string(sup.Kind), string(sup.Reason)).Inc()
@@ -194,7 +203,7 @@ func (s *scaler) noteSuppressed(d scaling.Decision) {
 			continue
 		}
 		hot[sup.Segment] = true
-		w := s.tracker.Load()[sup.Segment]
+		w := load.Segments[sup.Segment]
 		if prev, seen := s.hotKeys[sup.Segment]; !seen || prev != w.HotKey {
 			s.hotKeys[sup.Segment] = w.HotKey
 			s.t.mgr.log.Warn("hot key: one key carries most of a segment's load; splitting cannot help it",
