@@ -38,7 +38,8 @@ func main() {
 	size := flag.Int("size", 100, "payload bytes")
 	verify := flag.Bool("verify", true, "read the step's topic back and check order")
 	messages := flag.Int("messages", 1_000_000, "messages per throughput run")
-	skipStep := flag.Bool("skip-step", false, "only the throughput runs")
+	skipStep := flag.Bool("skip-step", false, "skip the load step")
+	skipThroughput := flag.Bool("skip-throughput", false, "skip the throughput runs")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -47,6 +48,9 @@ func main() {
 		spec := workload.StepSpec{Keys: *keys, Size: *size, Before: *before, After: *after, Warmup: *warmup, Hold: *hold,
 			Threshold: threshold, Window: 500 * time.Millisecond}
 		step(ctx, spec, *verify)
+	}
+	if *skipThroughput {
+		return
 	}
 	fmt.Printf("\nthroughput of one topic by segment count (%d x %d B, %d keys, auto_scale off, entry-bucket budget 4):\n", *messages, *size, *keys)
 	for _, segments := range []int{1, 2, 4, 8, 16} {
