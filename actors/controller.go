@@ -86,9 +86,11 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.t.publish(st)
 		c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
 		c.scaler = startScaler(c.t)
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
+		// A restarted controller starts a new scaler in Started.
 		if c.scaler != nil {
 			c.scaler.stop()
+			c.scaler = nil
 		}
 	case *changeReq:
 		desc, err := c.change(ctx, msg)
