@@ -26,8 +26,9 @@ lint:
 
 ## bench: micro-benchmarks of every package, then the programs under benchmarks/
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/ ./routing/ ./topology/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/ ./routing/ ./topology/ ./scaling/
 	$(GO) run ./benchmarks/sidebyside
+	$(GO) run ./benchmarks/elastic
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')

@@ -11,9 +11,11 @@ import (
 
 // appendReq asks a bucket to append records, in order. done is called once,
 // from the bucket actor, after the batch holding them is durable (per the
-// durability mode) or refused.
+// durability mode) or refused. hashes holds the key hashes of the keyed
+// records, for the load meter.
 type appendReq struct {
 	records []wal.Record
+	hashes  []uint64
 	done    func(first uint64, err error)
 }
 
@@ -41,6 +43,7 @@ type bucketActor struct {
 	opts  wal.Options
 	log   *slog.Logger
 	m     *metrics
+	meter *bucketMeter
 
 	wal *wal.Log
 	// sealedAt is the layout epoch of the seal; 0 while accepting appends.
@@ -58,9 +61,9 @@ type bucketActor struct {
 // epoch at which the current layout sealed the bucket's segment (0 while it
 // is active): a bucket restarted by its supervisor takes its seal from the
 // layout, not from the memory it lost.
-func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, sealedIn func() uint64) *actor.Props {
+func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter, sealedIn func() uint64) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m, sealedIn: sealedIn}
+		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m, meter: meter, sealedIn: sealedIn}
 	})
 }
 
@@ -117,11 +120,12 @@ func (b *bucketActor) flush() {
 	// Encode into one buffer, then cut it into frames: one allocation per
 	// batch instead of one per record.
 	ends := make([]int, 0, len(b.queue)*4)
-	n := 0
+	n, payloadBytes := 0, 0
 	for _, q := range b.queue {
 		for i := range q.records {
 			b.buf = wal.EncodeRecord(b.buf, q.records[i])
 			ends = append(ends, len(b.buf))
+			payloadBytes += len(q.records[i].Key) + len(q.records[i].Payload)
 			n++
 		}
 	}
@@ -141,6 +145,9 @@ func (b *bucketActor) flush() {
 		return
 	}
 	b.m.appended(b.key, n, len(b.buf))
+	if b.meter != nil {
+		b.meter.appended(queue, n, payloadBytes)
+	}
 	off := first
 	for _, q := range queue {
 		q.done(off, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,10 +14,12 @@ import (
 )
 
 // changeReq asks a controller to change its layout. apply computes the next
-// layout from the current one (pure topology); op names it for metrics.
+// layout from the current one (pure topology); op names it and reason says
+// why (manual, or a scaling.Reason), both for metrics.
 type changeReq struct {
-	op    string
-	apply func(topology.Layout) (topology.Layout, error)
+	op     string
+	reason string
+	apply  func(topology.Layout) (topology.Layout, error)
 }
 
 // changeResp answers a changeReq.
@@ -24,6 +27,18 @@ type changeResp struct {
 	desc api.TopicDescription
 	err  error
 }
+
+// policiesReq asks a controller to store new policies in the topic record
+// (set and unset keys; nil set and unset only re-resolve) over the
+// namespace policies ns, and apply them.
+type policiesReq struct {
+	set   *api.Policies
+	unset []string
+	ns    *api.Policies
+}
+
+// policiesResp answers a policiesReq.
+type policiesResp struct{ err error }
 
 // retireMsg stops the actors of a sealed segment once the grace period in
 // which late appends still get SEGMENT_SEALED has passed.
@@ -36,6 +51,10 @@ const sealGrace = 30 * time.Second
 // sealTimeout bounds the wait for a bucket to flush and seal.
 const sealTimeout = 10 * time.Second
 
+// removeGrace is how long a deleted segment's logs stay on disk after the
+// layout that deletes it is published, so that reads under way finish.
+const removeGrace = 2 * time.Second
+
 // controller owns the layout of one topic.
 //
 // Invariant: rec.Layout is what the KV store holds at revision rev, and the
@@ -47,25 +66,37 @@ type controller struct {
 	// segments holds the segment actors alive: every active segment, and
 	// sealed ones during their grace period.
 	segments map[topology.SegmentID]*actor.PID
+	scaler   *scaler
 }
 
 func (c *controller) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		c.segments = map[topology.SegmentID]*actor.PID{}
+		c.rec.EpochTimes = fillEpochTimes(c.rec.Layout, c.rec.EpochTimes, time.Now())
 		buckets := map[topology.SegmentID][]*actor.PID{}
+		meters := map[topology.SegmentID]*segmentMeter{}
 		for _, s := range c.rec.Layout.Active() {
-			buckets[s.ID] = c.spawnSegment(ctx, s)
+			buckets[s.ID], meters[s.ID] = c.spawnSegment(ctx, s)
 		}
-		st, err := newState(c.rec.Layout, buckets)
+		st, err := newState(c.rec.Layout, buckets, meters, c.rec.EpochTimes)
 		if err != nil {
 			panic(fmt.Sprintf("topic %s: stored layout does not route: %v", c.t.uri, err))
 		}
 		c.t.publish(st)
 		c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
+		c.scaler = startScaler(c.t)
+	case *actor.Restarting, *actor.Stopping:
+		// A restarted controller starts a new scaler in Started.
+		if c.scaler != nil {
+			c.scaler.stop()
+			c.scaler = nil
+		}
 	case *changeReq:
 		desc, err := c.change(ctx, msg)
 		ctx.Respond(&changeResp{desc: desc, err: err})
+	case *policiesReq:
+		ctx.Respond(&policiesResp{err: c.setPolicies(msg)})
 	case retireMsg:
 		if pid, ok := c.segments[msg.seg]; ok {
 			ctx.Stop(pid)
@@ -74,10 +105,11 @@ func (c *controller) Receive(ctx actor.Context) {
 	}
 }
 
-func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) []*actor.PID {
+func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) ([]*actor.PID, *segmentMeter) {
 	ready := make(chan struct{})
+	meter := newSegmentMeter(s, time.Now())
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
-		store: c.t.mgr.store, opts: c.t.opts, log: c.t.mgr.log, m: c.t.mgr.m, ready: ready,
+		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, meter: meter, ready: ready,
 		sealedIn: func() uint64 {
 			if seg, ok := c.t.Layout().Segment(s.ID); ok && seg.State != topology.StateActive {
 				return seg.SealedEpoch
@@ -96,24 +128,46 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) []*acto
 		panic(fmt.Sprintf("topic %s: segment %d did not start its buckets", c.t.uri, s.ID))
 	}
 	c.segments[s.ID] = pid
-	return bucketPIDs(pid, s.Buckets)
+	return bucketPIDs(pid, s.Buckets), meter
 }
 
-// change applies one layout change: seal what retires, compare-and-swap the
-// layout, spawn what is new, publish.
+// change applies one layout change: spawn what is new (not yet routable),
+// seal what retires, compare-and-swap the layout, publish, and retire what
+// was deleted. Spawning first keeps the window in which appends to the
+// sealed segments wait for the new layout down to the seal and the
+// compare-and-swap.
 func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescription, error) {
+	began := time.Now()
 	cur := c.rec.Layout
 	next, err := req.apply(cur)
+	if errors.Is(err, errStale) {
+		return api.TopicDescription{}, err // the scaler's own; it decides again
+	}
 	if err != nil {
 		return api.TopicDescription{}, layoutError(err)
 	}
 	retiring, created := diffActive(cur, next)
+	old := c.t.state.Load()
+	buckets := maps.Clone(old.buckets)
+	meters := maps.Clone(old.meters)
+	for _, id := range created {
+		s, _ := next.Segment(id)
+		buckets[id], meters[id] = c.spawnSegment(ctx, s)
+	}
+	spawned := time.Now()
 	if err := c.seal(retiring, next.Epoch, false); err != nil {
 		_ = c.seal(retiring, 0, true)
+		c.abandon(created)
 		return api.TopicDescription{}, api.Errorf(api.CodeInternal, "seal %s: %v", c.t.uri, err)
 	}
+	sealed := time.Now()
 	rec := c.rec
 	rec.Layout = next
+	rec.EpochTimes = maps.Clone(c.rec.EpochTimes)
+	for e := cur.Epoch + 1; e <= next.Epoch; e++ {
+		rec.EpochTimes[e] = sealed.UnixMilli()
+	}
+	pruneEpochTimes(next, rec.EpochTimes)
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	rev, err := c.t.mgr.meta.UpdateTopic(cctx, c.t.name, rec, c.rev)
 	cancel()
@@ -121,6 +175,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		// Nothing changed: reopen what was sealed. A conflict means another
 		// controller changed the topic; this one is stale and must reload.
 		_ = c.seal(retiring, 0, true)
+		c.abandon(created)
 		if errors.Is(err, meta.ErrConflict) {
 			return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "layout of %s changed elsewhere; retry: %v", c.t.uri, err)
 		}
@@ -128,38 +183,103 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	}
 	c.rec, c.rev = rec, rev
 
-	old := c.t.state.Load()
-	buckets := make(map[topology.SegmentID][]*actor.PID, len(old.buckets))
-	for id, pids := range old.buckets {
-		buckets[id] = pids
-	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	for _, id := range retiring {
 		delete(buckets, id)
+		delete(meters, id)
 		seg := id
 		time.AfterFunc(sealGrace, func() { root.Send(self, retireMsg{seg: seg}) })
 	}
-	for _, id := range created {
-		s, _ := next.Segment(id)
-		buckets[id] = c.spawnSegment(ctx, s)
-	}
-	st, err := newState(next, buckets)
+	st, err := newState(next, buckets, meters, rec.EpochTimes)
 	if err != nil {
 		// Cannot happen for a layout that passed topology's checks; refuse
 		// loudly rather than route wrongly.
 		panic(fmt.Sprintf("topic %s: layout epoch %d does not route: %v", c.t.uri, next.Epoch, err))
 	}
 	c.t.publish(st)
+	published := time.Now()
+	deleted := newlyDeleted(cur, next)
+	c.removeDeleted(deleted)
 	// Seal again now that the layout says so: a bucket restarted between
 	// the first seal and the publish took its seal from the old layout.
 	_ = c.sealPIDs(old, retiring, next.Epoch)
 	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
+	c.t.mgr.m.scalingOps.WithLabelValues(c.t.uri, req.op, req.reason).Inc()
 	c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
 	desc := Describe(c.t.uri, next)
 	c.t.mgr.publishLayout(c.t, desc)
-	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "epoch", next.Epoch,
-		"sealed", retiring, "created", created)
+	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "reason", req.reason, "epoch", next.Epoch,
+		"sealed", retiring, "created", created, "deleted", deleted, "spawn", spawned.Sub(began),
+		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed))
 	return desc, nil
+}
+
+// abandon stops the segments a failed change spawned and removes their
+// logs: their ids will be allocated again.
+func (c *controller) abandon(created []topology.SegmentID) {
+	for _, id := range created {
+		if pid, ok := c.segments[id]; ok {
+			_ = c.t.mgr.system.Root.StopFuture(pid).Wait()
+			delete(c.segments, id)
+		}
+		if err := c.t.mgr.store.RemoveSegment(c.t.name, id); err != nil {
+			c.t.mgr.log.Warn("removing the logs of an abandoned segment", "topic", c.t.uri, "segment", id, "err", err)
+		}
+	}
+}
+
+// removeDeleted stops the actors of segments retention deleted and removes
+// their logs once reads under way are done.
+func (c *controller) removeDeleted(ids []topology.SegmentID) {
+	for _, id := range ids {
+		if pid, ok := c.segments[id]; ok {
+			c.t.mgr.system.Root.Stop(pid)
+			delete(c.segments, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	store, name, log := c.t.mgr.store, c.t.name, c.t.mgr.log
+	time.AfterFunc(removeGrace, func() {
+		for _, id := range ids {
+			if err := store.RemoveSegment(name, id); err != nil {
+				log.Warn("removing a deleted segment's logs", "topic", name.String(), "segment", id, "err", err)
+			}
+		}
+	})
+}
+
+// setPolicies stores and applies new topic policies.
+func (c *controller) setPolicies(req *policiesReq) error {
+	own, err := c.rec.Policies.Update(req.set, req.unset)
+	if err != nil {
+		return err
+	}
+	if own.Empty() {
+		own = nil
+	}
+	if err := c.t.applyPolicies(own, req.ns); err != nil {
+		return err
+	}
+	if req.set == nil && len(req.unset) == 0 {
+		return nil // a namespace change: nothing to store here
+	}
+	rec := c.rec
+	rec.Policies = own
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	rev, err := c.t.mgr.meta.UpdateTopic(cctx, c.t.name, rec, c.rev)
+	cancel()
+	if err != nil {
+		_ = c.t.applyPolicies(c.rec.Policies, req.ns)
+		if errors.Is(err, meta.ErrConflict) {
+			return api.Errorf(api.CodeUnavailable, "%s changed elsewhere; retry: %v", c.t.uri, err)
+		}
+		return api.Errorf(api.CodeInternal, "persist policies of %s: %v", c.t.uri, err)
+	}
+	c.rec, c.rev = rec, rev
+	c.t.mgr.log.Info("topic policies changed", "topic", c.t.uri, "policies", own)
+	return nil
 }
 
 // seal seals (or unseals) every bucket of the given segments and waits.
@@ -215,6 +335,52 @@ func diffActive(cur, next topology.Layout) (retiring, created []topology.Segment
 		}
 	}
 	return retiring, created
+}
+
+// newlyDeleted returns the segments deleted in next but not in cur.
+func newlyDeleted(cur, next topology.Layout) []topology.SegmentID {
+	var out []topology.SegmentID
+	for _, s := range next.Segments {
+		if s.State != topology.StateDeleted {
+			continue
+		}
+		if was, ok := cur.Segment(s.ID); !ok || was.State != topology.StateDeleted {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// fillEpochTimes returns times with now for every epoch that a segment of
+// l was created or sealed in and that times lacks (records written before
+// epoch times were kept): cooldowns and retention then run from this start.
+func fillEpochTimes(l topology.Layout, times map[uint64]int64, now time.Time) map[uint64]int64 {
+	out := maps.Clone(times)
+	if out == nil {
+		out = map[uint64]int64{}
+	}
+	for _, s := range l.Segments {
+		for _, e := range []uint64{s.CreatedEpoch, s.SealedEpoch} {
+			if _, ok := out[e]; !ok && e != 0 {
+				out[e] = now.UnixMilli()
+			}
+		}
+	}
+	pruneEpochTimes(l, out)
+	return out
+}
+
+// pruneEpochTimes drops the times of epochs no segment still needs: only
+// epochs a segment that is not deleted was created or sealed in are kept.
+func pruneEpochTimes(l topology.Layout, times map[uint64]int64) {
+	needed := map[uint64]bool{}
+	for _, s := range l.Segments {
+		if s.State != topology.StateDeleted {
+			needed[s.CreatedEpoch] = true
+			needed[s.SealedEpoch] = true
+		}
+	}
+	maps.DeleteFunc(times, func(e uint64, _ int64) bool { return !needed[e] })
 }
 
 // layoutError maps a topology refusal to its wire code.

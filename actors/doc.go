@@ -34,6 +34,24 @@
 // ordered reader drains first (the ordering rule); appends rejected by the
 // seal are re-routed by the new layout, so no key is reordered.
 //
+// # Scaling
+//
+// Each bucket actor counts what it appends in a bucketMeter (messages, key
+// and payload bytes, the key hashes per 1/64 of the segment's range, and a
+// heavy-hitter summary for a single hot key); Topic.Read counts what
+// subscribers read. Every evaluation interval the topic's scaler goroutine
+// (scaler.go) takes the meters, feeds the pure scaling package's tracker,
+// asks the SubscriptionsView for consumer counts and drained segments,
+// calls scaling.Decide and sends the change to the controller as a
+// changeReq, exactly like an admin request, so automatic and manual changes
+// are serialized in the controller's mailbox. A change is refused if the
+// layout moved on since the decision. Retention deletes go the same way;
+// the controller then stops the deleted segments' actors and removes their
+// logs. Policies (policies.go) are resolved topic, then namespace, then
+// broker default, and applied live: the controller stores a topic's in its
+// record by compare-and-swap, the namespace's are stored by the manager and
+// pushed to every loaded topic's controller.
+//
 // # Reads
 //
 // Sealed segments have no actors: their logs are opened on demand by the

@@ -14,6 +14,7 @@ import (
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,9 @@ type Defaults struct {
 	SegmentBytes      int
 	MaxPayloadBytes   int
 	EntryBucketBudget int
+	// Scaling is the broker default scaling policy; its EntryBucketBudget
+	// is overridden by the one above.
+	Scaling scaling.Policy
 }
 
 // DefaultDefaults are the broker defaults when none are configured.
@@ -41,6 +45,7 @@ var DefaultDefaults = Defaults{
 	SegmentBytes:      2 << 20,
 	MaxPayloadBytes:   1 << 20,
 	EntryBucketBudget: 4,
+	Scaling:           scaling.Default,
 }
 
 // MaxKeyBytes bounds a message key.
@@ -57,6 +62,10 @@ type Config struct {
 	Publish    func(subject string, data []byte) error
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// Subscriptions tells controllers about the topics' subscriptions
+	// (consumer counts for scaling, drained segments for retention); nil
+	// means a topic has none.
+	Subscriptions SubscriptionsView
 }
 
 // Manager runs the topics of this node. It is safe for concurrent use.
@@ -127,6 +136,9 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 	if err != nil {
 		return api.TopicDescription{}, err
 	}
+	if _, err := m.ResolvePolicies(req.Policies, ns.Policies); err != nil {
+		return api.TopicDescription{}, err
+	}
 	segments := req.Segments
 	if segments == 0 {
 		segments = 1
@@ -145,7 +157,7 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 	if err != nil {
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
-	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies}
+	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()}}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -164,7 +176,6 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 		return api.TopicDescription{}, err
 	}
 	d := t.Describe()
-	d.Policies = req.Policies
 	m.publishLayout(t, d)
 	return d, nil
 }
@@ -180,9 +191,16 @@ func (m *Manager) start(ctx context.Context, name routing.TopicName, rec meta.To
 }
 
 func (m *Manager) startLocked(name routing.TopicName, rec meta.TopicRecord, rev uint64, nsPolicies *api.Policies) (*Topic, error) {
-	p := m.resolve(rec.Policies, nsPolicies)
-	t := &Topic{name: name, uri: name.String(), mgr: m, maxPayload: p.MaxPayloadBytes, ready: make(chan struct{}),
-		opts: wal.Options{Durability: p.Durability, SyncInterval: p.SyncInterval, SegmentBytes: p.SegmentBytes}}
+	t := &Topic{name: name, uri: name.String(), mgr: m, ready: make(chan struct{})}
+	if err := t.applyPolicies(rec.Policies, nsPolicies); err != nil {
+		// Stored policies that no longer resolve (the broker defaults
+		// changed): serve with the broker defaults until they are fixed.
+		m.log.Error("topic policies do not resolve; using the broker defaults", "topic", name.String(), "err", err)
+		if err := t.applyPolicies(nil, nil); err != nil {
+			return nil, err
+		}
+		t.policies.Store(rec.Policies)
+	}
 	c := &controller{t: t, rec: rec, rev: rev}
 	pid, err := m.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return c }), "topic/"+name.Tenant+"/"+name.Namespace+"/"+name.Name)
 	if err != nil {
@@ -272,7 +290,7 @@ func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topolog
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	res, err := m.system.Root.RequestFuture(t.pid, &changeReq{op: op, apply: apply}, timeout).Result()
+	res, err := m.system.Root.RequestFuture(t.pid, &changeReq{op: op, reason: string(scaling.ReasonManual), apply: apply}, timeout).Result()
 	if err != nil {
 		return api.TopicDescription{}, api.Errorf(api.CodeTimeout, "%s of %s: %v", op, uri, err)
 	}
@@ -303,6 +321,8 @@ func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
 		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", uri, err)
 	}
 	m.m.activeSegs.DeleteLabelValues(uri)
+	m.m.scalingOps.DeletePartialMatch(prometheus.Labels{"topic": uri})
+	m.m.suppressed.DeletePartialMatch(prometheus.Labels{"topic": uri})
 	return nil
 }
 

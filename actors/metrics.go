@@ -15,6 +15,15 @@ type metrics struct {
 	layoutChanges *prometheus.CounterVec
 	activeSegs    *prometheus.GaugeVec
 	produceErrors *prometheus.CounterVec
+
+	// Elasticity (the scaler and the controller).
+	scalingOps  *prometheus.CounterVec
+	suppressed  *prometheus.CounterVec
+	hotKey      *prometheus.GaugeVec
+	segMsgRate  *prometheus.GaugeVec
+	segByteRate *prometheus.GaugeVec
+	backlog     *prometheus.GaugeVec
+	withheld    *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,10 +44,35 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_active_segments", Help: "Active segments per topic."}, []string{"topic"}),
 		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_produce_errors_total", Help: "Produced records refused, by code."}, []string{"code"}),
+		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_scaling_operations_total",
+			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
+			[]string{"topic", "op", "reason"}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_scaling_suppressed_total",
+			Help: "Evaluations in which a change the load called for was held back, by the change and the rule (cooldown, max_segments, min_segments, max_depth, hot_key, consumers, max_buckets, split_load, narrow)."},
+			[]string{"topic", "op", "reason"}),
+		hotKey: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "braid_segment_hot_key_ratio",
+			Help: "Share of a hot segment's msg/s carried by one key, while it keeps the segment from splitting (absent otherwise)."},
+			[]string{"topic", "segment"}),
+		segMsgRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "braid_segment_messages_per_second", Help: "Short moving average of messages appended (in) and read by subscribers (out), per active segment."},
+			[]string{"topic", "segment", "direction"}),
+		segByteRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "braid_segment_bytes_per_second", Help: "Short moving average of key and payload bytes appended (in) and read (out), per active segment."},
+			[]string{"topic", "segment", "direction"}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "braid_subscription_backlog_messages", Help: "Messages not yet acknowledged by a subscription, over the segments it has not drained."},
+			[]string{"topic", "subscription"}),
+		withheld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "braid_subscription_withheld_units", Help: "Units a subscription may not read yet because an ancestor segment is not drained (the ordering rule)."},
+			[]string{"topic", "subscription"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
-			m.layoutChanges, m.activeSegs, m.produceErrors)
+			m.layoutChanges, m.activeSegs, m.produceErrors,
+			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m
 }

@@ -24,8 +24,8 @@ func (t *Topic) Validate(recs []api.Record) error {
 		return api.Errorf(api.CodeBadRequest, "empty produce batch")
 	}
 	for i := range recs {
-		if n := len(recs[i].Payload); n > t.maxPayload {
-			return api.Errorf(api.CodePayloadTooLarge, "record %d: payload of %d bytes is over the limit of %d (max_payload_bytes)", i, n, t.maxPayload)
+		if n := len(recs[i].Payload); n > int(t.maxPayload.Load()) {
+			return api.Errorf(api.CodePayloadTooLarge, "record %d: payload of %d bytes is over the limit of %d (max_payload_bytes)", i, n, t.maxPayload.Load())
 		}
 		if n := len(recs[i].Key); n > MaxKeyBytes {
 			return api.Errorf(api.CodeInvalidArgument, "record %d: key of %d bytes is over the limit of %d", i, n, MaxKeyBytes)
@@ -104,12 +104,14 @@ func (p *produceCall) dispatch(idx []int, attempt int) {
 		return
 	}
 	groups := map[unitRef][]int{}
+	hashes := map[unitRef][]uint64{}
 	var order []unitRef
 	for _, i := range idx {
 		var u unitRef
 		if key := p.recs[i].Key; len(key) > 0 {
-			seg, b, _ := st.table.Route(key)
+			seg, b, h := st.table.Route(key)
 			u = unitRef{topology.SegmentID(seg), b}
+			hashes[u] = append(hashes[u], h)
 		} else {
 			seg, b := p.t.rr.Next(st.table)
 			u = unitRef{topology.SegmentID(seg), b}
@@ -134,7 +136,7 @@ func (p *produceCall) dispatch(idx []int, attempt int) {
 		}
 		p.pending.Add(1)
 		u := u
-		p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, done: func(first uint64, err error) {
+		p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, hashes: hashes[u], done: func(first uint64, err error) {
 			p.landed(u, members, first, err, attempt)
 		}})
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -19,6 +20,11 @@ type topicState struct {
 	table  *routing.Table
 	// buckets holds the bucket PIDs of every active segment.
 	buckets map[topology.SegmentID][]*actor.PID
+	// meters holds the load meter of every active segment.
+	meters map[topology.SegmentID]*segmentMeter
+	// epochTimes holds when each epoch of the layout was committed (unix
+	// ms); see meta.TopicRecord.EpochTimes.
+	epochTimes map[uint64]int64
 	// changed is closed when this snapshot is replaced.
 	changed chan struct{}
 	deleted bool
@@ -27,19 +33,30 @@ type topicState struct {
 // Topic is the node-local handle of one topic. It implements the
 // consumers.Source interface.
 type Topic struct {
-	name  routing.TopicName
-	uri   string
-	mgr   *Manager
-	pid   *actor.PID // controller
-	opts  wal.Options
+	name routing.TopicName
+	uri  string
+	mgr  *Manager
+	pid  *actor.PID // controller
+	// opts are the log options of the resolved policies; segments created
+	// after a policy change get the new ones.
+	opts  atomic.Pointer[wal.Options]
 	rr    routing.RoundRobin
 	state atomic.Pointer[topicState]
 	// ready is closed when the controller published the first snapshot.
 	ready     chan struct{}
 	readyOnce sync.Once
 	// maxPayload is the resolved max_payload_bytes policy.
-	maxPayload int
+	maxPayload atomic.Int64
+	// policies is the topic's own policies (the topic record's), nsPolicies
+	// its namespace's, policy the resolved scaling policy. The controller
+	// and the policy endpoints store them; the scaler reads them.
+	policies   atomic.Pointer[api.Policies]
+	nsPolicies atomic.Pointer[api.Policies]
+	policy     atomic.Pointer[scaling.Policy]
 }
+
+// Policy is the topic's resolved scaling policy.
+func (t *Topic) Policy() scaling.Policy { return *t.policy.Load() }
 
 // Name is the topic's parsed name.
 func (t *Topic) Name() routing.TopicName { return t.name }
@@ -61,7 +78,8 @@ func (t *Topic) publish(st *topicState) {
 	t.readyOnce.Do(func() { close(t.ready) })
 }
 
-func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID) (*topicState, error) {
+func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID, meters map[topology.SegmentID]*segmentMeter,
+	epochTimes map[uint64]int64) (*topicState, error) {
 	active := l.Active()
 	spans := make([]routing.Span, 0, len(active))
 	for _, s := range active {
@@ -71,7 +89,8 @@ func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID) (*
 	if err != nil {
 		return nil, err
 	}
-	return &topicState{layout: l, table: table, buckets: buckets, changed: make(chan struct{})}, nil
+	return &topicState{layout: l, table: table, buckets: buckets, meters: meters, epochTimes: epochTimes,
+		changed: make(chan struct{})}, nil
 }
 
 // Bounds returns the first retained and the next offset of a unit.
@@ -83,7 +102,8 @@ func (t *Topic) Bounds(seg topology.SegmentID, bucket int) (first, next uint64, 
 	return l.FirstOffset(), l.NextOffset(), nil
 }
 
-// Read reads records of a unit from an offset.
+// Read reads records of a unit from an offset. What it returns from an
+// active segment counts as that segment's out-load.
 func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]wal.Record, error) {
 	l, err := t.unitLog(seg, bucket)
 	if err != nil {
@@ -92,7 +112,11 @@ func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBy
 	if from >= l.NextOffset() {
 		return nil, nil
 	}
-	return l.ReadRange(from, max, maxBytes)
+	recs, err := l.ReadRange(from, max, maxBytes)
+	if m := t.state.Load().meters[seg]; m != nil && len(recs) > 0 {
+		m.read(recs)
+	}
+	return recs, err
 }
 
 // Appended returns a channel closed at the next append to the topic.
@@ -110,12 +134,19 @@ func (t *Topic) unitLog(seg topology.SegmentID, bucket int) (*wal.Log, error) {
 	if bucket < 0 || bucket >= s.Buckets {
 		return nil, api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", seg, t.uri, s.Buckets, bucket)
 	}
-	return t.mgr.store.Log(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}, t.opts)
+	return t.mgr.store.Log(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}, *t.opts.Load())
 }
 
-// Describe returns the topic's layout in wire form.
+// Describe returns the topic's layout in wire form, with its own and its
+// effective policies.
 func (t *Topic) Describe() api.TopicDescription {
-	return Describe(t.uri, t.Layout())
+	d := Describe(t.uri, t.Layout())
+	if p := t.policies.Load(); !p.Empty() {
+		d.Policies = p
+	}
+	eff := t.effectivePolicies()
+	d.EffectivePolicies = &eff
+	return d
 }
 
 // Describe converts a layout to its wire form.

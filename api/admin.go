@@ -101,6 +101,9 @@ type TopicDescription struct {
 	NextID   uint64        `json:"next_id"`
 	Segments []SegmentInfo `json:"segments"`
 	Policies *Policies     `json:"policies,omitempty"`
+	// EffectivePolicies is what every policy resolves to (topic, then
+	// namespace, then broker default); set by topic.describe.
+	EffectivePolicies *Policies `json:"effective_policies,omitempty"`
 }
 
 // BucketStats is the state of one entry bucket in topic.stats.

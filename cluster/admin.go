@@ -32,6 +32,9 @@ func (n *Node) adminOps() map[string]adminOp {
 		api.AdminTopicRebucket:   n.topicRebucket,
 		api.AdminTopicDelete:     n.topicDelete,
 		api.AdminTopicStats:      n.topicStats,
+		// Elastic topics (elastic.go).
+		api.AdminTopicPolicies:     n.topicPolicies,
+		api.AdminNamespacePolicies: n.namespacePolicies,
 	}
 }
 
@@ -88,6 +91,9 @@ func (n *Node) namespaceCreate(ctx context.Context, body []byte) (any, error) {
 		return nil, api.Errorf(api.CodeInvalidName, "%v", err)
 	}
 	if err := req.Policies.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := n.topics.ResolvePolicies(nil, req.Policies); err != nil {
 		return nil, err
 	}
 	if req.TopicBuckets < 0 || req.TopicBuckets > 1<<16 {

@@ -43,6 +43,7 @@ type Node struct {
 	system   *actor.ActorSystem
 	topics   *actors.Manager
 	subs     *consumers.Manager
+	subsView subscriptionsView // the consumer groups, as topic controllers see them
 	services []micro.Service
 	metrics  *http.Server
 	metricsL net.Listener
@@ -95,7 +96,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
 	n.topics = actors.NewManager(actors.Config{
 		DataDir: filepath.Join(cfg.DataDir, "topics"), System: n.system, Meta: n.meta, Defaults: defaults,
-		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log,
+		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err
@@ -103,6 +104,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.startConsumers(); err != nil {
 		return nil, err
 	}
+	n.subsView.subs.Store(n.subs)
+	n.registerConsumerMetrics()
 	if err := n.addServices(); err != nil {
 		return nil, err
 	}

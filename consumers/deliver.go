@@ -122,6 +122,7 @@ func (g *group) settle(u topology.Unit, us *unitState) {
 		if g.consumers[us.owner] != nil && (us.acked < us.delivered || us.acked < us.restoredUntil) {
 			return
 		}
+		g.countReassigned()
 	}
 	g.setOwner(u, us, target)
 }

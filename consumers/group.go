@@ -32,6 +32,9 @@ type groupConfig struct {
 	// OnStopped is called from the actor once it has stopped for good (not
 	// on a restart), its log closed.
 	OnStopped func(*actor.PID)
+	// Reassigned, when not nil, counts the units that left their owner
+	// (handed over, or released by a consumer that left or died).
+	Reassigned *atomic.Uint64
 }
 
 // incarnations numbers every start of every group actor of the process.
@@ -548,11 +551,18 @@ func (g *group) removeConsumer(c *consumerState, why string) {
 		us.counts.rewind(us.acked, us.delivered)
 		us.delivered = us.acked
 		g.setOwner(u, us, "")
+		g.countReassigned()
 	}
 	delete(g.consumers, c.name)
 	g.dirty = true
 	g.logger.Info("consumer removed", "consumer", c.name, "reason", why,
 		"redelivering", redelivered, "consumers", len(g.consumers))
+}
+
+func (g *group) countReassigned() {
+	if g.cfg.Reassigned != nil {
+		g.cfg.Reassigned.Add(1)
+	}
 }
 
 // armSessionTimer makes sure a timer fires by the earliest session

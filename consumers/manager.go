@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -98,6 +99,9 @@ type Manager struct {
 	// deleting holds the topics DeleteTopic is removing: no group of theirs
 	// may start meanwhile (it would write a log being removed).
 	deleting map[string]bool
+
+	// reassigned counts units that left their owner, in every group.
+	reassigned atomic.Uint64
 }
 
 type groupKey struct{ topic, subscription string }
@@ -160,12 +164,18 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		CompactAfter:          m.opts.compactAfter,
 		DefaultSessionTimeout: m.opts.sessionTimeout,
 		OnStopped:             func(pid *actor.PID) { m.forget(key, pid) },
+		Reassigned:            &m.reassigned,
 	}
 	pid = m.system.Root.SpawnPrefix(newGroupProps(cfg), "consumer-group-"+subscription+"-")
 	m.logger.Debug("consumer group spawned", "topic", key.topic, "subscription", subscription, "pid", pid.Id)
 	m.groups[key] = pid
 	return pid, nil
 }
+
+// Reassignments counts the units that left their owner in every group of
+// this manager: handed over to another consumer, or released by one that
+// left or died.
+func (m *Manager) Reassignments() uint64 { return m.reassigned.Load() }
 
 var errClosed = api.Errorf(api.CodeUnavailable, "consumer groups are shutting down")
 

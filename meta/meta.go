@@ -72,6 +72,10 @@ type TopicRecord struct {
 	Layout   topology.Layout `json:"layout"`
 	Policies *api.Policies   `json:"policies,omitempty"`
 	Created  time.Time       `json:"created"`
+	// EpochTimes holds when each layout epoch was committed (unix ms), for
+	// the epochs that segments not yet deleted were created or sealed in:
+	// cooldowns run from a segment's creation, retention from its seal.
+	EpochTimes map[uint64]int64 `json:"epoch_times,omitempty"`
 }
 
 // SubscriptionRecord registers a subscription of a topic.
@@ -214,6 +218,20 @@ func (s *Store) Namespace(ctx context.Context, ns routing.NamespaceName) (Namesp
 	var r NamespaceRecord
 	_, err := s.get(ctx, namespaceKey(ns.Tenant, ns.Namespace), &r)
 	return r, err
+}
+
+// NamespaceRevision reads a namespace and its revision; ErrNotFound if
+// absent.
+func (s *Store) NamespaceRevision(ctx context.Context, ns routing.NamespaceName) (NamespaceRecord, uint64, error) {
+	var r NamespaceRecord
+	rev, err := s.get(ctx, namespaceKey(ns.Tenant, ns.Namespace), &r)
+	return r, rev, err
+}
+
+// UpdateNamespace writes r if the stored revision is still rev (compare and
+// swap) and returns the new revision; ErrConflict otherwise.
+func (s *Store) UpdateNamespace(ctx context.Context, r NamespaceRecord, rev uint64) (uint64, error) {
+	return s.update(ctx, namespaceKey(r.Tenant, r.Namespace), r, rev)
 }
 
 // Namespaces lists the namespace names of a tenant, sorted.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/nats-io/nats-server/v2/server"
@@ -129,5 +130,44 @@ func TestTopicLifecycleAndCompareAndSwap(t *testing.T) {
 	nss, _ := s.Namespaces(ctx, "acme")
 	if len(tenants) != 1 || len(nss) != 1 || nss[0] != "orders" {
 		t.Fatalf("tenants %v namespaces %v", tenants, nss)
+	}
+}
+
+func TestNamespaceCompareAndSwapAndEpochTimes(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	if err := s.CreateTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateNamespace(ctx, NamespaceRecord{Tenant: "acme", Namespace: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	ns := routing.NamespaceName{Tenant: "acme", Namespace: "orders"}
+	rec, rev, err := s.NamespaceRevision(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto := false
+	rec.Policies = &api.Policies{AutoScale: &auto}
+	next, err := s.UpdateNamespace(ctx, rec, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateNamespace(ctx, rec, rev); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale namespace update: %v, want ErrConflict", err)
+	}
+	got, gotRev, err := s.NamespaceRevision(ctx, ns)
+	if err != nil || gotRev != next || got.Policies == nil || *got.Policies.AutoScale {
+		t.Fatalf("namespace after update: %+v rev %d (want %d), %v", got, gotRev, next, err)
+	}
+
+	name, _ := routing.ParseTopic("topic://acme/orders/payments")
+	l, _ := topology.New(1, 4)
+	if _, err := s.CreateTopic(ctx, name, TopicRecord{Layout: l, EpochTimes: map[uint64]int64{1: 1234}}); err != nil {
+		t.Fatal(err)
+	}
+	tr, _, err := s.Topic(ctx, name)
+	if err != nil || tr.EpochTimes[1] != 1234 {
+		t.Fatalf("epoch times after a round trip: %v, %v", tr.EpochTimes, err)
 	}
 }

@@ -9,6 +9,10 @@
 //	merge     two adjacent active segments -> one child over their union
 //	rebucket  one active segment -> one successor, same range, new bucket count
 //
+// Automatic scaling adds two variants (splitn.go): SplitN splits one segment
+// into up to MaxSplitWays children at once, and MergeBuckets merges with a
+// chosen bucket count.
+//
 // There is no plain Seal: sealing an active segment without successors would
 // leave part of the space without an owner. Sealed segments stay in the
 // layout, linked to their parents and children, also once retention has
@@ -18,7 +22,8 @@
 // # What this package owns
 //
 //   - The types: Range, Segment, Layout, Unit.
-//   - The operations (New, FromFixed, Split, Merge, Rebucket, Delete). Each
+//   - The operations (New, FromFixed, Split, SplitN, Merge, MergeBuckets,
+//     Rebucket, Delete). Each
 //     returns a new Layout and leaves its receiver untouched (copy on write:
 //     the segment slice is copied, O(segments), but the Parents and Children
 //     slices of unchanged segments are shared with the receiver, so treat

@@ -126,26 +126,32 @@ func tempDir() string {
 
 const uri = "topic://public/default/bench"
 
-// withBraid runs fn against a fresh Braid node with the benchmark topic
-// (4 segments, 16 entry buckets) in a temporary directory.
-func withBraid[T any](ctx context.Context, durability string, fn func(*nats.Conn) (T, error)) (T, error) {
-	var zero T
-	dir := tempDir()
-	defer os.RemoveAll(dir)
-	node, nc, err := workload.StartBraid(dir, durability)
-	if err != nil {
-		return zero, err
-	}
-	defer node.Close()
-	defer nc.Close()
-	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
-		return zero, err
-	}
-	return fn(nc)
+func braidProduce(ctx context.Context, durability string, spec workload.Spec) (res workload.Result, err error) {
+	err = workload.WithBraid(durability, func(nc *nats.Conn) error {
+		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+			return err
+		}
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+		return err
+	})
+	return res, err
 }
 
-// withJetStream runs fn against a fresh embedded JetStream server.
-func withJetStream(syncAlways bool, fn func(*workload.JetStream) (workload.Result, error)) (workload.Result, error) {
+func braidReplay(ctx context.Context, spec workload.Spec) (res workload.Result, err error) {
+	err = workload.WithBraid("always", func(nc *nats.Conn) error {
+		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+			return err
+		}
+		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
+			return err
+		}
+		res, err = workload.ConsumeBraid(ctx, nc, uri, "replay", spec.Messages, 1)
+		return err
+	})
+	return res, err
+}
+
+func jsProduce(ctx context.Context, syncAlways bool, spec workload.Spec) (workload.Result, error) {
 	dir := tempDir()
 	defer os.RemoveAll(dir)
 	js, err := workload.StartJetStream(dir, syncAlways)
@@ -153,39 +159,30 @@ func withJetStream(syncAlways bool, fn func(*workload.JetStream) (workload.Resul
 		return workload.Result{}, err
 	}
 	defer js.Close()
-	return fn(js)
-}
-
-func braidProduce(ctx context.Context, durability string, spec workload.Spec) (workload.Result, error) {
-	return withBraid(ctx, durability, func(nc *nats.Conn) (workload.Result, error) {
-		return workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
-	})
-}
-
-func braidReplay(ctx context.Context, spec workload.Spec) (workload.Result, error) {
-	return withBraid(ctx, "always", func(nc *nats.Conn) (workload.Result, error) {
-		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
-			return workload.Result{}, err
-		}
-		return workload.ConsumeBraid(ctx, nc, uri, "replay", spec.Messages, 1)
-	})
-}
-
-func jsProduce(ctx context.Context, syncAlways bool, spec workload.Spec) (workload.Result, error) {
-	return withJetStream(syncAlways, func(js *workload.JetStream) (workload.Result, error) { return js.Produce(ctx, spec) })
+	return js.Produce(ctx, spec)
 }
 
 func jsReplay(ctx context.Context, spec workload.Spec) (workload.Result, error) {
-	return withJetStream(false, func(js *workload.JetStream) (workload.Result, error) {
-		if _, err := js.Produce(ctx, spec); err != nil {
-			return workload.Result{}, err
-		}
-		return js.ConsumeOrdered(ctx, spec.Messages)
-	})
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	js, err := workload.StartJetStream(dir, false)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	defer js.Close()
+	if _, err := js.Produce(ctx, spec); err != nil {
+		return workload.Result{}, err
+	}
+	return js.ConsumeOrdered(ctx, spec.Messages)
 }
 
-func splitUnderLoad(ctx context.Context, rate int) (workload.SplitResult, error) {
-	return withBraid(ctx, "always", func(nc *nats.Conn) (workload.SplitResult, error) {
-		return workload.SplitUnderLoad(ctx, nc, uri, 0, rate, 4*time.Second, 1000)
+func splitUnderLoad(ctx context.Context, rate int) (res workload.SplitResult, err error) {
+	err = workload.WithBraid("always", func(nc *nats.Conn) error {
+		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+			return err
+		}
+		res, err = workload.SplitUnderLoad(ctx, nc, uri, 0, rate, 4*time.Second, 1000)
+		return err
 	})
+	return res, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +17,15 @@ import (
 )
 
 // StartBraid starts a Braid node in dir with an embedded NATS on a free port.
+// Its logs are discarded unless BRAID_BENCH_LOG is set (then they go to
+// standard error).
 func StartBraid(dir, durability string) (*cluster.Node, *nats.Conn, error) {
+	var logs io.Writer = io.Discard
+	if os.Getenv("BRAID_BENCH_LOG") != "" {
+		logs = os.Stderr
+	}
 	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
-		MetricsListen: "off", Durability: durability, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		MetricsListen: "off", Durability: durability, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,4 +126,21 @@ func ConsumeBraid(ctx context.Context, nc *nats.Conn, uri, sub string, n, consum
 	default:
 	}
 	return Result{Messages: int(got.Load()), Elapsed: el}, nil
+}
+
+// WithBraid starts a node in a new temporary directory, runs fn with a
+// connection to it, then stops the node and removes the directory.
+func WithBraid(durability string, fn func(nc *nats.Conn) error) error {
+	dir, err := os.MkdirTemp("", "braid-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	node, nc, err := StartBraid(dir, durability)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	defer nc.Close()
+	return fn(nc)
 }

@@ -122,36 +122,9 @@ func SplitUnderLoad(ctx context.Context, nc *nats.Conn, uri string, seg uint64, 
 	_, res.SteadyP99 = percentiles(steady)
 
 	// Read everything back and check per-key order.
-	c, err := client.NewStreamConsumer(nc, uri, "split-check", client.WithFetch(5000, 4<<20, 200*time.Millisecond))
-	if err != nil {
-		return res, err
-	}
-	defer c.Close(context.Background())
-	next := make(map[string]uint64, keys)
-	got := 0
 	want := sent - res.ProduceErrors
-	for got < want {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := c.Next(rctx)
-		cancel()
-		if err != nil {
-			break
-		}
-		got++
-		m.Ack()
-		k := string(m.Key)
-		s := binary.BigEndian.Uint64(m.Payload)
-		switch {
-		case s == next[k]:
-			next[k]++
-		case s < next[k]:
-			res.Duplicates++
-		default:
-			res.Reordered++
-			next[k] = s + 1
-		}
-	}
-	res.ConsumedOrders = got
-	res.Lost = max(0, want-got+res.Duplicates)
-	return res, nil
+	lost, dup, reordered, err := CheckOrder(ctx, nc, uri, "split-check", want)
+	res.Lost, res.Duplicates, res.Reordered = lost, dup, reordered
+	res.ConsumedOrders = want - lost + dup
+	return res, err
 }

@@ -1,7 +1,8 @@
 // Command braid runs and drives a Braid server.
 //
 //	braid serve [--data-dir ./data] [--nats-listen 127.0.0.1:4222 | --nats-url URL] [--metrics-listen 127.0.0.1:9470]
-//	braid topic create|describe|list|split|merge|rebucket|delete ...
+//	braid topic create|describe|list|split|merge|rebucket|delete|stats|policies ...
+//	braid namespace policies ...
 //	braid produce ...   braid consume ...   braid bench ...
 //
 // Every command but serve talks to a running server over NATS (--server,
@@ -24,6 +25,8 @@ func main() {
 		err = serve(args)
 	case "topic":
 		err = topicCmd(args)
+	case "namespace":
+		err = namespaceCmd(args)
 	case "produce":
 		err = produceCmd(args)
 	case "consume":
@@ -48,7 +51,8 @@ func usage() {
 
 commands:
   serve      run a Braid server (embedded NATS by default)
-  topic      create | describe | list | split | merge | rebucket | delete
+  topic      create | describe | list | split | merge | rebucket | delete | stats | policies
+  namespace  policies
   produce    send messages (from stdin, one per line, or generated)
   consume    read a topic with a stream subscription
   bench      produce/consume throughput against a running server

@@ -28,6 +28,7 @@ verbs:
   rebucket URI SEGMENT BUCKETS
   delete   URI
   stats    URI
+  policies URI [--set JSON] [--unset KEY,KEY] [--json]
 `
 
 func topicCmd(args []string) error {
@@ -36,6 +37,9 @@ func topicCmd(args []string) error {
 		return errors.New("topic: missing verb")
 	}
 	verb := args[0]
+	if verb == "policies" {
+		return policiesCmd(args[1:], false)
+	}
 	fs := flag.NewFlagSet("topic "+verb, flag.ExitOnError)
 	fs.Usage = func() { fmt.Fprint(os.Stderr, topicUsage) }
 	var cf clientFlags
@@ -203,6 +207,10 @@ func printLayout(w io.Writer, d api.TopicDescription) {
 			s.Range[0], s.Range[1], s.Buckets, list(s.Parents), list(s.Children))
 	}
 	tw.Flush()
+	if d.EffectivePolicies != nil {
+		fmt.Fprintln(w)
+		printPolicies(w, d.Policies, d.EffectivePolicies)
+	}
 }
 
 func depth(d api.TopicDescription, id uint64) int {

@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braidmq/braid/scaling"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// bucketMeter counts what one bucket actor appends, for the topic's load
+// tracker: messages, bytes, the key hashes per sub-range of the segment,
+// and the heaviest key. The bucket locks it once per flushed batch, the
+// scaler once per evaluation, so the lock is almost never contended.
+type bucketMeter struct {
+	rng topology.Range // the segment's range, for the histogram
+
+	mu sync.Mutex
+	// Guarded by mu, reset by take:
+	msgs, bytes uint64
+	hist        scaling.Histogram
+	heavy       scaling.HeavyHitters
+}
+
+// appended records one flushed batch: its record and byte (key and
+// payload) counts, and the key hashes of its keyed records.
+func (m *bucketMeter) appended(batch []appendReq, msgs, bytes int) {
+	m.mu.Lock()
+	m.msgs += uint64(msgs)
+	m.bytes += uint64(bytes)
+	for _, q := range batch {
+		for _, h := range q.hashes {
+			m.hist[scaling.Bin(m.rng, h)]++
+			m.heavy.Add(h)
+		}
+	}
+	m.mu.Unlock()
+}
+
+// segmentMeter gathers the meters of one active segment's buckets and
+// counts what subscribers read from it.
+type segmentMeter struct {
+	buckets           []*bucketMeter
+	outMsgs, outBytes atomic.Uint64
+	lastTake          time.Time // touched by the scaler only
+}
+
+func newSegmentMeter(s topology.Segment, now time.Time) *segmentMeter {
+	m := &segmentMeter{buckets: make([]*bucketMeter, s.Buckets), lastTake: now}
+	for i := range m.buckets {
+		m.buckets[i] = &bucketMeter{rng: s.Range}
+	}
+	return m
+}
+
+// read records records handed to a subscriber.
+func (m *segmentMeter) read(recs []wal.Record) {
+	bytes := 0
+	for i := range recs {
+		bytes += len(recs[i].Key) + len(recs[i].Payload)
+	}
+	m.outMsgs.Add(uint64(len(recs)))
+	m.outBytes.Add(uint64(bytes))
+}
+
+// take returns what was counted since the previous take and starts again.
+// Only the scaler calls it.
+func (m *segmentMeter) take(now time.Time) scaling.Sample {
+	smp := scaling.Sample{Elapsed: now.Sub(m.lastTake)}
+	m.lastTake = now
+	for _, b := range m.buckets {
+		b.mu.Lock()
+		smp.MsgsIn += b.msgs
+		smp.BytesIn += b.bytes
+		for i, n := range b.hist {
+			smp.Hist[i] += n
+		}
+		hash, hits, ok := b.heavy.Take()
+		b.msgs, b.bytes, b.hist = 0, 0, scaling.Histogram{}
+		b.mu.Unlock()
+		if ok && hits > smp.HotKeyHits {
+			smp.HotKey, smp.HotKeyHits = hash, hits
+		}
+	}
+	smp.MsgsOut = m.outMsgs.Swap(0)
+	smp.BytesOut = m.outBytes.Swap(0)
+	return smp
+}

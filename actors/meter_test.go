@@ -1,0 +1,70 @@
+package actors
+
+import (
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/scaling"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+func TestSegmentMeterTakesWhatBucketsCounted(t *testing.T) {
+	l, _ := topology.New(2, 4)
+	seg := l.Segments[1] // the upper half, two buckets
+	t0 := time.Unix(1000, 0)
+	m := newSegmentMeter(seg, t0)
+	hot := seg.Range.Lo + 5
+	var batch []appendReq
+	for i := range 10 {
+		h := hot
+		if i%5 == 4 {
+			h = seg.Range.Hi - uint64(i)
+		}
+		batch = append(batch, appendReq{records: []wal.Record{{Key: []byte("k"), Payload: []byte("vv")}}, hashes: []uint64{h}})
+	}
+	m.buckets[0].appended(batch, 10, 30)
+	m.buckets[1].appended([]appendReq{{records: []wal.Record{{Payload: []byte("x")}}}}, 1, 1) // unkeyed: no hash
+	m.read([]wal.Record{{Key: []byte("ab"), Payload: []byte("cde")}, {Payload: []byte("f")}})
+
+	smp := m.take(t0.Add(2 * time.Second))
+	if smp.Elapsed != 2*time.Second || smp.MsgsIn != 11 || smp.BytesIn != 31 || smp.MsgsOut != 2 || smp.BytesOut != 6 {
+		t.Fatalf("sample %+v", smp)
+	}
+	if smp.Hist[0] != 8 || smp.Hist[scaling.Bins-1] != 2 {
+		t.Fatalf("histogram: first bin %d, last bin %d; want 8 and 2", smp.Hist[0], smp.Hist[scaling.Bins-1])
+	}
+	if smp.HotKeyHits != 0 {
+		t.Fatalf("the first period has no watched key, got %d hits", smp.HotKeyHits)
+	}
+	// The next period counts the candidate exactly.
+	m.buckets[0].appended(batch, 10, 30)
+	smp = m.take(t0.Add(3 * time.Second))
+	if smp.Elapsed != time.Second || smp.MsgsIn != 10 || smp.MsgsOut != 0 || smp.HotKey != hot || smp.HotKeyHits != 8 {
+		t.Fatalf("second sample %+v", smp)
+	}
+}
+
+func TestEpochTimes(t *testing.T) {
+	l, _ := topology.New(1, 4)
+	l, _ = l.Split(0, nil) // epoch 2: 0 sealed, 1 and 2 created
+	l, _ = l.Merge(1, 2)   // epoch 3
+	l, _ = l.Delete(0)     // epoch 4
+	now := time.UnixMilli(5000)
+	got := fillEpochTimes(l, map[uint64]int64{1: 100, 2: 200, 9: 900}, now)
+	// Epoch 1 created only the deleted root; 9 is nobody's; 3 was missing.
+	want := map[uint64]int64{2: 200, 3: 5000}
+	if !maps.Equal(got, want) {
+		t.Errorf("fillEpochTimes = %v, want %v", got, want)
+	}
+	cur, _ := topology.New(1, 4)
+	next, _ := cur.Split(0, nil)
+	if d := newlyDeleted(cur, next); len(d) != 0 {
+		t.Errorf("a split deletes nothing: %v", d)
+	}
+	gone, _ := next.Delete(0)
+	if d := newlyDeleted(next, gone); len(d) != 1 || d[0] != 0 {
+		t.Errorf("newlyDeleted = %v, want [0]", d)
+	}
+}

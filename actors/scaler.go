@@ -1,0 +1,302 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/braidmq/braid/scaling"
+	"github.com/braidmq/braid/topology"
+)
+
+// SubscriptionInfo is what a topic's controller learns of one of its
+// subscriptions at every evaluation.
+type SubscriptionInfo struct {
+	Name      string
+	Consumers int
+	// Drained holds the segments the subscription has drained.
+	Drained map[topology.SegmentID]bool
+	Backlog uint64
+	// Withheld counts the units the ordering rule holds back.
+	Withheld int
+}
+
+// SubscriptionsView reports the subscriptions of a topic; the cluster layer
+// implements it with the consumer groups. An error means they are not known
+// now: the controller then changes nothing this evaluation.
+type SubscriptionsView interface {
+	TopicSubscriptions(ctx context.Context, t *Topic) ([]SubscriptionInfo, error)
+}
+
+// errStale refuses an automatic change whose layout moved on since it was
+// decided.
+var errStale = errors.New("braid/actors: the layout changed since the decision")
+
+// scaler is the evaluation loop of one topic: every evaluation interval it
+// takes the segments' meters, folds them into the load tracker, asks the
+// subscriptions, decides (package scaling) and sends the change to the
+// controller, like an admin request would. It runs on its own goroutine so
+// that the controller's mailbox stays free for changes and produce paths.
+type scaler struct {
+	t       *Topic
+	tracker *scaling.Tracker
+	// hotKeys holds the hot key logged per segment, so each is logged once.
+	hotKeys map[topology.SegmentID]uint64
+	// series holds the label values of the per-segment and
+	// per-subscription gauges set, to delete those that go away.
+	segSeries map[topology.SegmentID]bool
+	subSeries map[string]bool
+	quit      chan struct{}
+	done      chan struct{}
+}
+
+func startScaler(t *Topic) *scaler {
+	s := &scaler{t: t, tracker: scaling.NewTracker(), hotKeys: map[topology.SegmentID]uint64{},
+		segSeries: map[topology.SegmentID]bool{}, subSeries: map[string]bool{},
+		quit: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+// stop ends the loop; it does not wait (an evaluation under way may be
+// waiting for the controller that stops it).
+func (s *scaler) stop() { close(s.quit) }
+
+func (s *scaler) run() {
+	defer close(s.done)
+	defer s.forgetSeries()
+	for {
+		timer := time.NewTimer(s.t.Policy().EvaluationInterval)
+		select {
+		case <-s.quit:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		s.evaluate(time.Now())
+	}
+}
+
+// evaluate is one evaluation.
+func (s *scaler) evaluate(now time.Time) {
+	st := s.t.state.Load()
+	if st.deleted {
+		return
+	}
+	p := s.t.Policy()
+	samples := make(map[topology.SegmentID]scaling.Sample, len(st.meters))
+	for id, m := range st.meters {
+		samples[id] = m.take(now)
+	}
+	s.tracker.Observe(st.layout, samples, p, now)
+	load := scaling.Load{Segments: s.tracker.Load()}
+	subs, subsErr := s.subscriptions(p)
+	if subsErr != nil {
+		s.t.mgr.log.Debug("subscriptions unknown: only splits for load this evaluation", "topic", s.t.uri, "err", subsErr)
+	} else {
+		s.publishSubscriptionMetrics(subs)
+	}
+	for _, sub := range subs {
+		load.Subscriptions = append(load.Subscriptions, scaling.SubscriptionLoad{Name: sub.Name, Consumers: sub.Consumers})
+	}
+
+	var d scaling.Decision
+	if p.AutoScale {
+		d = scaling.Decide(st.layout, load, p, scaling.History{Created: createdTimes(st)}, now)
+		s.noteSuppressed(d, load)
+	}
+	s.publishSegmentMetrics(st, load, d.Suppressed)
+	// Without the subscriptions, consumer counts are unknown: a merge could
+	// leave consumers idle and a rebucket would be a guess. A hot segment
+	// still splits, and retention waits (a silent subscription may still
+	// need a sealed segment).
+	loadSplit := d.Kind == scaling.Split && d.Reason != scaling.ReasonConsumers
+	switch {
+	case d.Kind != scaling.None && d.Kind != "" && (subsErr == nil || loadSplit):
+		s.apply(st.layout.Epoch, string(d.Kind), d.Reason, d.Detail, func(l topology.Layout) (topology.Layout, error) {
+			return scaling.Apply(l, d)
+		})
+	case subsErr == nil:
+		s.retire(st, p, subs, now)
+	}
+}
+
+// subscriptions asks the view, within about an evaluation interval.
+func (s *scaler) subscriptions(p scaling.Policy) ([]SubscriptionInfo, error) {
+	view := s.t.mgr.cfg.Subscriptions
+	if view == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(p.EvaluationInterval, 2*time.Second))
+	defer cancel()
+	return view.TopicSubscriptions(ctx, s.t)
+}
+
+// retire deletes the sealed segments retention allows.
+func (s *scaler) retire(st *topicState, p scaling.Policy, subs []SubscriptionInfo, now time.Time) {
+	drainedBy := make([]func(topology.SegmentID) bool, len(subs))
+	for i, sub := range subs {
+		drained := sub.Drained
+		drainedBy[i] = func(id topology.SegmentID) bool { return drained[id] }
+	}
+	sealedAt := func(id topology.SegmentID) (time.Time, bool) {
+		seg, ok := st.layout.Segment(id)
+		if !ok {
+			return time.Time{}, false
+		}
+		ms, ok := st.epochTimes[seg.SealedEpoch]
+		return time.UnixMilli(ms), ok
+	}
+	ids := scaling.Expired(st.layout, sealedAt, p.Retention, drainedBy, now)
+	if len(ids) == 0 {
+		return
+	}
+	s.apply(st.layout.Epoch, "delete", scaling.ReasonRetention, fmt.Sprintf("segments %v are drained and past retention %s", ids, p.Retention),
+		func(l topology.Layout) (topology.Layout, error) {
+			var err error
+			for _, id := range ids {
+				if l, err = l.Delete(id); err != nil {
+					return l, err
+				}
+			}
+			return l, nil
+		})
+}
+
+// apply sends a change to the controller, refused there if the layout has
+// moved on from epoch.
+func (s *scaler) apply(epoch uint64, op string, reason scaling.Reason, detail string, fn func(topology.Layout) (topology.Layout, error)) {
+	req := &changeReq{op: op, reason: string(reason), apply: func(l topology.Layout) (topology.Layout, error) {
+		if l.Epoch != epoch {
+			return l, errStale
+		}
+		return fn(l)
+	}}
+	res, err := s.t.mgr.system.Root.RequestFuture(s.t.pid, req, 30*time.Second).Result()
+	if err == nil {
+		if r, ok := res.(*changeResp); ok {
+			err = r.err
+		} else {
+			err = fmt.Errorf("controller answered %T", res)
+		}
+	}
+	switch {
+	case errors.Is(err, errStale):
+		s.t.mgr.log.Debug("automatic layout change dropped: the layout moved on", "topic", s.t.uri, "op", op)
+		return
+	case err != nil:
+		s.t.mgr.log.Warn("automatic layout change failed", "topic", s.t.uri, "op", op, "reason", reason, "detail", detail, "err", err)
+		return
+	}
+	s.t.mgr.log.Info("automatic layout change", "topic", s.t.uri, "op", op, "reason", reason, "detail", detail)
+}
+
+// noteSuppressed counts suppressed decisions and logs each new hot key
+// once.
+func (s *scaler) noteSuppressed(d scaling.Decision, load scaling.Load) {
+	hot := map[topology.SegmentID]bool{}
+	for _, sup := range d.Suppressed {
+		s.t.mgr.m.suppressed.WithLabelValues(s.t.uri, string(sup.Kind), string(sup.Reason)).Inc()
+		if sup.Reason != scaling.SuppressedHotKey {
+			continue
+		}
+		hot[sup.Segment] = true
+		w := load.Segments[sup.Segment]
+		if prev, seen := s.hotKeys[sup.Segment]; !seen || prev != w.HotKey {
+			s.hotKeys[sup.Segment] = w.HotKey
+			s.t.mgr.log.Warn("hot key: one key carries most of a segment's load; splitting cannot help it",
+				"topic", s.t.uri, "segment", sup.Segment, "key_hash", topology.FormatHash(w.HotKey),
+				"share", fmt.Sprintf("%.0f%%", 100*w.HotKeyShare), "msg_rate_in", int(w.Short.MsgIn))
+		}
+	}
+	for id := range s.hotKeys {
+		if !hot[id] {
+			delete(s.hotKeys, id)
+		}
+	}
+}
+
+// publishSegmentMetrics sets the per-segment gauges of the active
+// segments and deletes those of segments gone.
+func (s *scaler) publishSegmentMetrics(st *topicState, load scaling.Load, suppressed []scaling.Suppression) {
+	m := s.t.mgr.m
+	hot := map[topology.SegmentID]bool{}
+	for _, sup := range suppressed {
+		if sup.Reason == scaling.SuppressedHotKey {
+			hot[sup.Segment] = true
+		}
+	}
+	live := map[topology.SegmentID]bool{}
+	for id := range st.meters {
+		live[id] = true
+		w := load.Segments[id]
+		seg := segmentLabel(id)
+		m.segMsgRate.WithLabelValues(s.t.uri, seg, "in").Set(w.Short.MsgIn)
+		m.segMsgRate.WithLabelValues(s.t.uri, seg, "out").Set(w.Short.MsgOut)
+		m.segByteRate.WithLabelValues(s.t.uri, seg, "in").Set(w.Short.ByteIn)
+		m.segByteRate.WithLabelValues(s.t.uri, seg, "out").Set(w.Short.ByteOut)
+		if hot[id] {
+			m.hotKey.WithLabelValues(s.t.uri, seg).Set(w.HotKeyShare)
+		} else {
+			m.hotKey.DeleteLabelValues(s.t.uri, seg)
+		}
+		s.segSeries[id] = true
+	}
+	for id := range s.segSeries {
+		if !live[id] {
+			s.forgetSegment(id)
+		}
+	}
+}
+
+func (s *scaler) forgetSegment(id topology.SegmentID) {
+	m, seg := s.t.mgr.m, segmentLabel(id)
+	for _, dir := range []string{"in", "out"} {
+		m.segMsgRate.DeleteLabelValues(s.t.uri, seg, dir)
+		m.segByteRate.DeleteLabelValues(s.t.uri, seg, dir)
+	}
+	m.hotKey.DeleteLabelValues(s.t.uri, seg)
+	delete(s.segSeries, id)
+}
+
+// publishSubscriptionMetrics sets the backlog and withheld-units gauges.
+func (s *scaler) publishSubscriptionMetrics(subs []SubscriptionInfo) {
+	m := s.t.mgr.m
+	live := map[string]bool{}
+	for _, sub := range subs {
+		live[sub.Name] = true
+		s.subSeries[sub.Name] = true
+		m.backlog.WithLabelValues(s.t.uri, sub.Name).Set(float64(sub.Backlog))
+		m.withheld.WithLabelValues(s.t.uri, sub.Name).Set(float64(sub.Withheld))
+	}
+	for name := range s.subSeries {
+		if !live[name] {
+			m.backlog.DeleteLabelValues(s.t.uri, name)
+			m.withheld.DeleteLabelValues(s.t.uri, name)
+			delete(s.subSeries, name)
+		}
+	}
+}
+
+// forgetSeries deletes every series of the topic's scaler when it stops.
+func (s *scaler) forgetSeries() {
+	for id := range s.segSeries {
+		s.forgetSegment(id)
+	}
+	s.publishSubscriptionMetrics(nil)
+}
+
+func segmentLabel(id topology.SegmentID) string { return strconv.FormatUint(uint64(id), 10) }
+
+// createdTimes returns when each active segment was created.
+func createdTimes(st *topicState) map[topology.SegmentID]time.Time {
+	out := map[topology.SegmentID]time.Time{}
+	for _, seg := range st.layout.Active() {
+		if ms, ok := st.epochTimes[seg.CreatedEpoch]; ok {
+			out[seg.ID] = time.UnixMilli(ms)
+		}
+	}
+	return out
+}

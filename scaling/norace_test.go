@@ -1,0 +1,5 @@
+//go:build !race
+
+package scaling
+
+const raceEnabled = false

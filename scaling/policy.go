@@ -1,0 +1,190 @@
+package scaling
+
+import (
+	"time"
+
+	"github.com/braidmq/braid/api"
+)
+
+// Rates are msg/s and bytes/s in (appended) and out (read by subscribers).
+// As thresholds, a zero rate disables its dimension for splits.
+type Rates struct {
+	MsgIn, ByteIn, MsgOut, ByteOut float64
+}
+
+// Add returns r + o.
+func (r Rates) Add(o Rates) Rates {
+	return Rates{r.MsgIn + o.MsgIn, r.ByteIn + o.ByteIn, r.MsgOut + o.MsgOut, r.ByteOut + o.ByteOut}
+}
+
+// Scale returns r with every rate multiplied by f.
+func (r Rates) Scale(f float64) Rates {
+	return Rates{r.MsgIn * f, r.ByteIn * f, r.MsgOut * f, r.ByteOut * f}
+}
+
+// Max returns the larger of r and o in every dimension.
+func (r Rates) Max(o Rates) Rates {
+	return Rates{max(r.MsgIn, o.MsgIn), max(r.ByteIn, o.ByteIn), max(r.MsgOut, o.MsgOut), max(r.ByteOut, o.ByteOut)}
+}
+
+// dims lists the four dimensions with their reason names.
+func (r Rates) dims() [4]float64 { return [4]float64{r.MsgIn, r.ByteIn, r.MsgOut, r.ByteOut} }
+
+var dimReasons = [4]Reason{ReasonMsgRateIn, ReasonByteRateIn, ReasonMsgRateOut, ReasonByteRateOut}
+
+// Policy is the resolved scaling policy of one topic. Every field is set.
+type Policy struct {
+	AutoScale bool
+	// Split and Merge are the thresholds. A segment is hot while a rate is
+	// above its split threshold (0 disables the dimension), cold while
+	// every rate is at or below its merge threshold.
+	Split, Merge Rates
+	// EvaluationInterval is how often the controller measures and decides.
+	EvaluationInterval time.Duration
+	// SplitWindow is how long a segment must stay hot before it splits;
+	// MergeWindow how long two neighbours must stay cold before they merge.
+	SplitWindow, MergeWindow time.Duration
+	// Cooldowns run from a segment's creation: it is not split, merged or
+	// rebucketed before its cooldown has passed.
+	SplitCooldown, MergeCooldown, RebucketCooldown time.Duration
+	MinSegments, MaxSegments                       int
+	// MaxDAGDepth bounds the live depth of every new segment.
+	MaxDAGDepth int
+	// EntryBucketBudget is the number of entry buckets a topic aims at,
+	// spread over its active segments, at least one each.
+	EntryBucketBudget int
+	// SplitVsRebucketMsgRate: when consumers outnumber units, the busiest
+	// segment splits if it takes at least this many msg/s, else rebuckets.
+	SplitVsRebucketMsgRate float64
+	// Retention is how long a sealed segment is kept after its seal once
+	// every subscription has drained it; negative keeps it forever.
+	Retention time.Duration
+}
+
+// Default is the broker default policy, as documented in the README.
+var Default = Policy{
+	AutoScale:              true,
+	Split:                  Rates{MsgIn: 10_000, ByteIn: 50 << 20, MsgOut: 50_000, ByteOut: 250 << 20},
+	Merge:                  Rates{MsgIn: 1_000, ByteIn: 5 << 20, MsgOut: 5_000, ByteOut: 25 << 20},
+	EvaluationInterval:     time.Second,
+	SplitWindow:            3 * time.Second,
+	MergeWindow:            60 * time.Second,
+	SplitCooldown:          5 * time.Second,
+	MergeCooldown:          60 * time.Second,
+	RebucketCooldown:       5 * time.Second,
+	MinSegments:            1,
+	MaxSegments:            64,
+	MaxDAGDepth:            10,
+	EntryBucketBudget:      4,
+	SplitVsRebucketMsgRate: 1_000,
+	Retention:              168 * time.Hour,
+}
+
+// Bounds of the resolved policy that api.Policies.Validate cannot check on
+// one level alone.
+const (
+	MinEvaluationInterval = 10 * time.Millisecond
+	MaxEvaluationInterval = time.Hour
+)
+
+// Resolve applies levels over base, in order: later levels win, nil levels
+// and nil fields are skipped. Call it as Resolve(broker, namespace, topic).
+// Each level must have passed api.Policies.Validate. It returns an
+// INVALID_POLICY *api.Error when the result is inconsistent: min_segments
+// above max_segments, a merge threshold not below its split threshold, or an
+// evaluation interval outside [10ms, 1h].
+func Resolve(base Policy, levels ...*api.Policies) (Policy, error) {
+	p := base
+	for _, l := range levels {
+		if l != nil {
+			p.apply(l)
+		}
+	}
+	return p, p.check()
+}
+
+func (p *Policy) apply(l *api.Policies) {
+	set(&p.AutoScale, l.AutoScale)
+	set(&p.Split.MsgIn, l.SplitMsgRateIn)
+	set(&p.Split.ByteIn, l.SplitByteRateIn)
+	set(&p.Split.MsgOut, l.SplitMsgRateOut)
+	set(&p.Split.ByteOut, l.SplitByteRateOut)
+	set(&p.Merge.MsgIn, l.MergeMsgRateIn)
+	set(&p.Merge.ByteIn, l.MergeByteRateIn)
+	set(&p.Merge.MsgOut, l.MergeMsgRateOut)
+	set(&p.Merge.ByteOut, l.MergeByteRateOut)
+	setDuration(&p.EvaluationInterval, l.EvaluationInterval)
+	setDuration(&p.SplitWindow, l.SplitWindow)
+	setDuration(&p.MergeWindow, l.MergeWindow)
+	setDuration(&p.SplitCooldown, l.SplitCooldown)
+	setDuration(&p.MergeCooldown, l.MergeCooldown)
+	setDuration(&p.RebucketCooldown, l.RebucketCooldown)
+	setDuration(&p.Retention, l.Retention)
+	set(&p.MinSegments, l.MinSegments)
+	set(&p.MaxSegments, l.MaxSegments)
+	set(&p.MaxDAGDepth, l.MaxDAGDepth)
+	set(&p.EntryBucketBudget, l.EntryBucketBudget)
+	set(&p.SplitVsRebucketMsgRate, l.SplitVsRebucketMsgRate)
+}
+
+func (p *Policy) check() error {
+	if p.MinSegments > p.MaxSegments {
+		return api.Errorf(api.CodeInvalidPolicy, "min_segments %d is above max_segments %d (after resolving topic, namespace and broker defaults)",
+			p.MinSegments, p.MaxSegments)
+	}
+	if p.EvaluationInterval < MinEvaluationInterval || p.EvaluationInterval > MaxEvaluationInterval {
+		return api.Errorf(api.CodeInvalidPolicy, "evaluation_interval must be in [%s, %s], got %s",
+			MinEvaluationInterval, MaxEvaluationInterval, p.EvaluationInterval)
+	}
+	names := [4]string{"msg_rate_in", "byte_rate_in", "msg_rate_out", "byte_rate_out"}
+	split, merge := p.Split.dims(), p.Merge.dims()
+	for i, name := range names {
+		if split[i] > 0 && merge[i] >= split[i] {
+			return api.Errorf(api.CodeInvalidPolicy,
+				"merge_%s %v must be below split_%s %v (after resolving topic, namespace and broker defaults): the gap keeps the layout from flapping",
+				name, merge[i], name, split[i])
+		}
+	}
+	if p.MinSegments < 1 || p.MaxDAGDepth < 1 || p.EntryBucketBudget < 1 {
+		return api.Errorf(api.CodeInvalidPolicy, "min_segments, max_dag_depth and entry_bucket_budget must be at least 1")
+	}
+	return nil
+}
+
+// API returns p in wire form, every field set: what describe shows as the
+// effective policy.
+func (p Policy) API() api.Policies {
+	b := p.AutoScale
+	rate := func(v float64) *float64 { return &v }
+	dur := func(d time.Duration) *string { s := d.String(); return &s }
+	num := func(v int) *int { return &v }
+	return api.Policies{
+		AutoScale:      &b,
+		SplitMsgRateIn: rate(p.Split.MsgIn), SplitByteRateIn: rate(p.Split.ByteIn),
+		SplitMsgRateOut: rate(p.Split.MsgOut), SplitByteRateOut: rate(p.Split.ByteOut),
+		MergeMsgRateIn: rate(p.Merge.MsgIn), MergeByteRateIn: rate(p.Merge.ByteIn),
+		MergeMsgRateOut: rate(p.Merge.MsgOut), MergeByteRateOut: rate(p.Merge.ByteOut),
+		EvaluationInterval: dur(p.EvaluationInterval), SplitWindow: dur(p.SplitWindow), MergeWindow: dur(p.MergeWindow),
+		SplitCooldown: dur(p.SplitCooldown), MergeCooldown: dur(p.MergeCooldown), RebucketCooldown: dur(p.RebucketCooldown),
+		MinSegments: num(p.MinSegments), MaxSegments: num(p.MaxSegments), MaxDAGDepth: num(p.MaxDAGDepth),
+		EntryBucketBudget: num(p.EntryBucketBudget), SplitVsRebucketMsgRate: rate(p.SplitVsRebucketMsgRate),
+		Retention: dur(p.Retention),
+	}
+}
+
+// set copies *v to *dst when the level sets it.
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// setDuration applies a duration string that api.Policies.Validate accepted.
+func setDuration(dst *time.Duration, v *string) {
+	if v == nil {
+		return
+	}
+	if d, err := time.ParseDuration(*v); err == nil {
+		*dst = d
+	}
+}

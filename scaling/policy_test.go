@@ -1,0 +1,110 @@
+package scaling
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/api"
+)
+
+func policies(t *testing.T, js string) *api.Policies {
+	t.Helper()
+	var p api.Policies
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return &p
+}
+
+// The JSON keys of the issue, with their documented defaults, resolve to
+// exactly Default.
+func TestDefaultMatchesDocumentedKeys(t *testing.T) {
+	doc := policies(t, `{ "auto_scale": true, "split_msg_rate_in": 10000, "split_byte_rate_in": 52428800, "split_msg_rate_out": 50000,
+		"split_byte_rate_out": 262144000, "merge_msg_rate_in": 1000, "merge_byte_rate_in": 5242880, "merge_msg_rate_out": 5000,
+		"merge_byte_rate_out": 26214400, "evaluation_interval": "1s", "split_window": "3s", "merge_window": "60s",
+		"split_cooldown": "5s", "merge_cooldown": "60s", "rebucket_cooldown": "5s", "min_segments": 1, "max_segments": 64,
+		"max_dag_depth": 10, "entry_bucket_budget": 4, "split_vs_rebucket_msg_rate": 1000, "retention": "168h" }`)
+	zero := Policy{EvaluationInterval: time.Hour, MinSegments: 1, MaxSegments: 1, MaxDAGDepth: 1, EntryBucketBudget: 1}
+	got, err := Resolve(zero, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != Default {
+		t.Errorf("documented keys resolve to\n%+v\nwant\n%+v", got, Default)
+	}
+	if _, err := Resolve(Default); err != nil {
+		t.Errorf("Default does not resolve: %v", err)
+	}
+}
+
+func TestResolveLevels(t *testing.T) {
+	ns := policies(t, `{"split_msg_rate_in": 500, "merge_msg_rate_in": 50, "max_segments": 8, "retention": "1h"}`)
+	topic := policies(t, `{"split_msg_rate_in": 800, "auto_scale": false, "retention": "-1s"}`)
+	p, err := Resolve(Default, ns, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Split.MsgIn != 800 || p.Merge.MsgIn != 50 || p.MaxSegments != 8 || p.AutoScale || p.Retention != -time.Second {
+		t.Errorf("topic over namespace over default: %+v", p)
+	}
+	if p.Split.ByteIn != Default.Split.ByteIn || p.MergeWindow != Default.MergeWindow {
+		t.Errorf("unset fields must keep the default: %+v", p)
+	}
+	// nil levels are skipped.
+	if q, err := Resolve(Default, nil, nil); err != nil || q != Default {
+		t.Errorf("Resolve with nil levels = %+v, %v", q, err)
+	}
+}
+
+func TestResolveRefusesInconsistentPolicies(t *testing.T) {
+	cases := []struct {
+		levels []string
+		want   string
+	}{
+		{[]string{`{"min_segments": 8}`, `{"max_segments": 4}`}, "min_segments 8 is above max_segments 4"},
+		{[]string{`{"merge_msg_rate_in": 10000}`}, "merge_msg_rate_in 10000 must be below split_msg_rate_in 10000"},
+		{[]string{`{"split_byte_rate_out": 100}`}, "merge_byte_rate_out"},
+		{[]string{`{"evaluation_interval": "1ms"}`}, "evaluation_interval must be in [10ms, 1h0m0s]"},
+		{[]string{`{"evaluation_interval": "0s"}`}, "evaluation_interval"},
+	}
+	for _, c := range cases {
+		var levels []*api.Policies
+		for _, js := range c.levels {
+			levels = append(levels, policies(t, js))
+		}
+		_, err := Resolve(Default, levels...)
+		if !errors.Is(err, api.ErrInvalidPolicy) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want INVALID_POLICY mentioning %q", c.levels, err, c.want)
+		}
+	}
+	// A disabled split dimension takes any merge threshold.
+	if _, err := Resolve(Default, policies(t, `{"split_msg_rate_out": 0, "merge_msg_rate_out": 1e9}`)); err != nil {
+		t.Errorf("disabled dimension: %v", err)
+	}
+}
+
+func TestAPIRoundTrip(t *testing.T) {
+	p := Default
+	p.AutoScale = false
+	p.Split.MsgIn, p.Merge.MsgIn = 123, 45
+	p.SplitWindow, p.Retention = 1500*time.Millisecond, -time.Hour
+	p.MinSegments, p.MaxSegments = 2, 9
+	wire := p.API()
+	b, err := json.Marshal(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := policies(t, string(b))
+	got, err := Resolve(Default, back)
+	if err != nil || got != p {
+		t.Errorf("round trip through %s: %+v, %v", b, got, err)
+	}
+}
