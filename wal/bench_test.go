@@ -14,8 +14,8 @@ func benchRecord(size, i int) Record {
 	return Record{Timestamp: 1700000000000 + int64(i), Key: []byte(fmt.Sprintf("key-%08d", i)), Payload: payload}
 }
 
-// BenchmarkAppend measures one Append of a batch per op: one tidwall write
-// and, with durability=always, one fsync. SetBytes counts payload bytes.
+// BenchmarkAppend measures one Append of a batch per op: one write and,
+// with durability=always, one fsync. SetBytes counts payload bytes.
 func BenchmarkAppend(b *testing.B) {
 	for _, size := range []int{100, 1024} {
 		for _, batch := range []int{1, 16, 256} {

@@ -2,12 +2,18 @@
 // entry bucket (or consumer group), in a directory of its own, holding
 // records at dense offsets from 0.
 //
-// It wraps github.com/tidwall/wal, which stores entries as
-// `uvarint size | data` in files named by the 20-digit index of their first
-// entry and rolls to a new file past a size. That library has no checksums
-// and no torn-tail repair, so this package adds both: every entry's data is
-// one frame carrying a version byte and a CRC32C, Open repairs the tail of
-// the last file, and every read verifies the CRC.
+// A log is a directory of files, each named by the 20-digit offset of its
+// first record, rolled to a new file past a size. Every Append is stored as
+// one frame (or a few, see below) carrying a version byte, a CRC32C, its
+// first offset and its record count: one write per append, no copy of the
+// file kept in memory. Open repairs the tail of the last file, and every
+// read checks the CRC of the frame it reads.
+//
+// Earlier releases wrapped github.com/tidwall/wal and stored one record per
+// entry; this package reads neither that layout nor its version-1 entries
+// (Open refuses them with ErrUnsupportedVersion), but keeps tidwall's entry
+// framing (a uvarint size before each frame) and its truncation protocol
+// (".START" and ".END" replacement files).
 //
 // The package does not own group commit (the bucket actor collects its
 // mailbox and calls Append once per batch), retention policy (a storage
@@ -16,26 +22,34 @@
 //
 // # Offsets
 //
-// Offsets are dense and start at 0. tidwall indexes start at 1; the mapping
-// offset = index-1 stays inside this package. Retention moves FirstOffset
-// forward and may empty the log (FirstOffset == NextOffset); offsets are
-// never reused, except by TruncateTail, which drops a suffix so that the
-// next append reuses its offsets.
+// Offsets are dense and start at 0. Retention moves FirstOffset forward and
+// may empty the log (FirstOffset == NextOffset); offsets are never reused,
+// except by TruncateTail, which drops a suffix so that the next append
+// reuses its offsets. Both truncations work at any offset: a frame that
+// holds the cut is re-framed with the records that stay.
 //
-// # Record format
+// A Log finds the frame of an offset through an index of frame positions
+// (16 bytes per frame): kept for the last file as it is written, and built
+// from the frame headers, without reading the records, when an older file
+// is first read (the two most recently read are kept).
 //
-// A file is a sequence of tidwall entries; each entry's data is one frame:
+// # Format
 //
-//	tidwall entry:
+// A file is a sequence of entries; each entry is one batch frame:
+//
+//	entry:
 //	+-----------------+------------------------------------------------+
 //	| size (uvarint)  | frame (size bytes)                             |
 //	+-----------------+------------------------------------------------+
 //
-//	frame:
-//	+-------------+--------------------------+-------------------------+
-//	| version (1B)| CRC32C (4B, little end.) | body                    |
-//	|    = 1      | Castagnoli, over body    |                         |
-//	+-------------+--------------------------+-------------------------+
+//	frame (version 2):
+//	+-------------+-------------------+-----------------+--------------+
+//	| version (1B)| CRC32C (4B, LE)   | first offset    | record count |
+//	|    = 2      | Castagnoli, over  | (8B, LE)        | (4B, LE)     |
+//	|             | the rest          |                 |   >= 1       |
+//	+-------------+-------------------+-----------------+--------------+
+//	| count x ( bodyLen (uvarint) | body )                             |
+//	+------------------------------------------------------------------+
 //
 //	body:
 //	+------------------+-----------------+-----+-----------------------+
@@ -48,20 +62,29 @@
 //	| payload (the rest of the body)                                   |
 //	+------------------------------------------------------------------+
 //
-// Every length is checked against the bytes that remain, an unknown version
-// is ErrUnsupportedVersion, and an empty frame is ErrCorrupt: tidwall reads
-// a zero-filled tail as a run of zero-size entries, so "empty" must never be
-// a valid record.
+// An Append is cut into frames of at most 64 KiB of records (a larger
+// record gets a frame of its own), which bounds what a read of one record
+// checks. The first frame of a file starts at the offset in the file's
+// name, and each frame starts where the one before it ends: a frame out of
+// sequence is corrupt.
 //
-// Every future version keeps the first five bytes as they are: the version,
-// then a CRC32C over the rest of the frame. That lets repair tell a record
-// of a newer release (good CRC, unknown version: Open refuses with
+// Every length is checked against the bytes that remain, the record sizes
+// must add up to the frame exactly, an unknown version is
+// ErrUnsupportedVersion, and an empty frame is ErrCorrupt: a zero-filled
+// tail reads as a run of zero-size entries, so "empty" must never be valid.
+//
+// Every version keeps the first five bytes of a frame as they are: the
+// version, then a CRC32C over the rest of the frame. That lets repair tell a
+// frame of another release (good CRC, unknown version: Open refuses with
 // ErrUnsupportedVersion rather than cut it) from garbage (bad CRC: cut).
+// Version 1 is the record frame of EncodeRecord, which AppendEncoded takes
+// and which earlier releases stored one per entry:
 //
-// A frame does not carry its offset. Damage to tidwall's size prefixes in an
-// older file that happens to re-align on a later entry boundary could shift
-// records without failing a CRC; damage that does not re-align (the usual
-// case) is reported as ErrCorrupt.
+//	record frame (version 1):
+//	+-------------+--------------------------+-------------------------+
+//	| version (1B)| CRC32C (4B, LE)          | body                    |
+//	|    = 1      | Castagnoli, over body    |                         |
+//	+-------------+--------------------------+-------------------------+
 //
 // # Durability
 //
@@ -69,10 +92,10 @@
 // an acknowledged append survives a crash. DurabilityInterval fsyncs from a
 // background goroutine every Options.SyncInterval when something was
 // written; appends go on while it runs. DurabilityNone fsyncs only on Sync,
-// Close and file roll (tidwall always syncs a file before rolling to the
-// next one). New, renamed and removed files are made durable by an fsync of
-// the directory in the same way. A failed fsync is never retried: the Log
-// fails every later write with ErrFailed until it is reopened.
+// Close and file roll (a file is synced before the log rolls to the next
+// one). New, renamed and removed files are made durable by an fsync of the
+// directory in the same way. A failed fsync is never retried: the Log fails
+// every later write with ErrFailed until it is reopened.
 //
 // With DurabilityAlways, a record becomes visible to Read and NextOffset only
 // once it is durable; readers never see a record that a crash could take
@@ -80,32 +103,41 @@
 //
 // # Crash repair
 //
-// Only the last file can be damaged by a crash: tidwall fsyncs a file before
-// it rolls to the next one, and TruncateHead/TruncateTail rewrite files
-// through a synced temporary file and a rename. Open therefore walks the
-// file tidwall will treat as the last one and keeps exactly its valid
-// prefix: the entries whose framing is complete, whose size is not zero and
-// whose frame passes the version and CRC check. It truncates the file after
-// the last valid entry, fsyncs the file and the directory, and reports the
-// dropped bytes in Repair. A torn write, a zero-filled tail (a crash after
-// the file size was extended but before the data reached the disk), garbage
-// and a corrupted last record all end up there.
+// Only the last file can be damaged by a crash: a file is fsynced before the
+// log rolls to the next one, and truncations write their replacement file
+// through a synced temporary file and a rename. Open first finishes a
+// truncation that a crash interrupted: a "<first>.START" file (TruncateHead)
+// replaces every file before it, an "<first>.END" file (TruncateTail)
+// replaces its namesake and every file after it. Then it walks the last file
+// and keeps exactly its valid prefix: the entries whose framing is complete,
+// whose size is not zero and whose frame passes the version, CRC, record and
+// sequence checks. It truncates the file after the last valid frame, fsyncs
+// the file and the directory, and reports the dropped bytes in Repair. A torn
+// write, a zero-filled tail (a crash after the file size was extended but
+// before the data reached the disk), garbage and a corrupted last frame all
+// end up there. A frame is dropped whole: the append it belongs to was not
+// acknowledged (an append larger than one frame may keep its first frames,
+// as it was not acknowledged either).
 //
 // Damage in an earlier file is not repaired (it would lose acknowledged
 // data silently); it is detected on read: Read returns an error wrapping
-// ErrCorrupt for every record whose frame does not check out.
+// ErrCorrupt for every record of a frame that does not check out, or that
+// the file's frames do not reach.
 //
 // # Memory
 //
-// tidwall keeps the whole last file in memory, plus the most recently read
-// older files (two), so a Log holds about 3 x Options.SegmentBytes at most.
+// A Log keeps the write buffer of the last append (dropped past 1 MiB), the
+// frame index of its last file and of the two older files read last, and the
+// two frames read last (for readers that read a frame a few records at a
+// time). It holds open its last file and the two older files read last.
 //
 // # Concurrency
 //
 // A Log is safe for concurrent use. Writers (Append, Truncate*, Sync, Close)
-// are serialized. Readers run alongside fsync (this package fsyncs through a
-// descriptor of its own, not under tidwall's lock) but not alongside
-// tidwall's own file writes; reads of the stored frames are serialized among
-// themselves (tidwall's file cache is not safe for concurrent reads), while
-// CRC checks and decoding run in parallel.
+// are serialized. Readers run alongside appends and fsyncs: an append
+// publishes its frames once they are written (and, with DurabilityAlways,
+// synced), and never changes what readers may already see. Readers serialize
+// among themselves to use the caches and read the frames they need, then
+// decode in parallel. A roll or a truncation waits for the readers in
+// flight, and they for it, only while it swaps or removes files.
 package wal

@@ -4,15 +4,19 @@ import "errors"
 
 var (
 	// ErrCorrupt is returned (wrapped) by DecodeRecord, Read and ReadRange
-	// when a frame is empty, truncated, has an inconsistent length or fails
-	// its CRC; by Open when tidwall cannot load the directory; and by
-	// AppendEncoded when it is handed a frame that is not valid.
+	// when a frame is empty, truncated, has an inconsistent length, fails
+	// its CRC or is missing from its file; by Open when the directory holds
+	// both a ".START" and an ".END" file; by the truncations when the frame
+	// they must cut does not check out; and by AppendEncoded when it is
+	// handed a frame that is not valid.
 	ErrCorrupt = errors.New("braid/wal: corrupt record")
 
 	// ErrUnsupportedVersion is returned (wrapped) by DecodeRecord, Read and
 	// ReadRange when a frame starts with a version byte this package does
-	// not know. It is not an ErrCorrupt: the data may be fine for a newer
-	// release.
+	// not read, and by Open when the log holds such a frame with a good CRC
+	// (written by a newer release, or by an earlier one that stored one
+	// record per entry). It is not an ErrCorrupt: the data may be fine for
+	// another release.
 	ErrUnsupportedVersion = errors.New("braid/wal: unsupported record version")
 
 	// ErrClosed is returned by every method of a Log after Close, including

@@ -6,20 +6,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// tidwall names a file by the 20-digit index of its first entry. Two
-// suffixes mark files of an unfinished truncation, which tidwall resolves
-// when it opens the directory: "<index>.START" (TruncateFront) and
-// "<index>.END" (TruncateBack). Both are written through "<name>.TEMP",
-// which is fsynced and then renamed.
+// A file is named by the 20-digit offset of its first record (of the record
+// it would hold first, if it is empty). Two suffixes mark the replacement
+// file of a truncation that has not finished; Open finishes it:
+// "<first>.START" (TruncateHead) and "<first>.END" (TruncateTail). Both are
+// written as "<name>.TEMP", fsynced, then renamed.
 const (
-	indexNameLen = 20
-	startSuffix  = ".START"
-	endSuffix    = ".END"
-	tempSuffix   = ".TEMP"
+	offsetNameLen = 20
+	startSuffix   = ".START"
+	endSuffix     = ".END"
+	tempSuffix    = ".TEMP"
 )
 
 type fileKind uint8
@@ -30,28 +31,31 @@ const (
 	endFile
 )
 
-// segmentFile is one directory entry tidwall treats as part of the log.
+// segmentFile is one directory entry that is part of the log.
 type segmentFile struct {
 	name  string
-	index uint64 // tidwall index of the file's first entry
+	first uint64 // offset of the file's first record
 	kind  fileKind
 }
 
-func segmentName(index uint64) string {
-	return fmt.Sprintf("%0*d", indexNameLen, index)
+func segmentName(first uint64) string {
+	return fmt.Sprintf("%0*d", offsetNameLen, first)
 }
 
-// parseSegmentName accepts exactly the names tidwall's loader accepts.
 func parseSegmentName(name string) (segmentFile, bool) {
-	if len(name) < indexNameLen {
+	if len(name) < offsetNameLen {
 		return segmentFile{}, false
 	}
-	index, err := strconv.ParseUint(name[:indexNameLen], 10, 64)
-	if err != nil || index == 0 {
+	digits := name[:offsetNameLen]
+	if strings.ContainsAny(digits, "+-") {
 		return segmentFile{}, false
 	}
-	f := segmentFile{name: name, index: index}
-	switch name[indexNameLen:] {
+	first, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return segmentFile{}, false
+	}
+	f := segmentFile{name: name, first: first}
+	switch name[offsetNameLen:] {
 	case "":
 		f.kind = plainFile
 	case startSuffix:
@@ -64,8 +68,8 @@ func parseSegmentName(name string) (segmentFile, bool) {
 	return f, true
 }
 
-// listSegmentFiles returns the files of dir that tidwall loads, in name
-// order (which is index order), as tidwall lists them.
+// listSegmentFiles returns the files of dir that are part of the log, in
+// name order: by first offset, a plain file before its ".END" and ".START".
 func listSegmentFiles(dir string) ([]segmentFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -83,21 +87,100 @@ func listSegmentFiles(dir string) ([]segmentFile, error) {
 	return files, nil
 }
 
-// lastLoadedFile returns the file tidwall will load as the tail of the log:
-// the first ".END" file if there is one (tidwall deletes every file after
-// it, then renames it), otherwise the last file by name, which may be a
-// ".START" file (tidwall deletes every file before it, then renames it).
-func lastLoadedFile(files []segmentFile) segmentFile {
-	for _, f := range files {
-		if f.kind == endFile {
-			return f
+// finishTruncation completes a truncation that a crash interrupted after
+// its replacement file was in place (see TruncateHead and TruncateTail): a
+// ".START" file replaces every file before it, an ".END" file replaces its
+// plain namesake and every file after it. It returns the plain files that
+// remain, in offset order.
+func finishTruncation(dir string) ([]segmentFile, error) {
+	files, err := listSegmentFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	start, end := -1, -1
+	for i, f := range files {
+		switch {
+		case f.kind == startFile:
+			start = i // the last one: it supersedes any earlier one
+		case f.kind == endFile && end < 0:
+			end = i // the first one: it supersedes any later one
 		}
 	}
-	return files[len(files)-1]
+	if start >= 0 && end >= 0 {
+		return nil, fmt.Errorf("%w: both %s and %s in %s", ErrCorrupt, files[start].name, files[end].name, dir)
+	}
+	var keep []segmentFile
+	switch {
+	case start >= 0:
+		if err := removeFiles(dir, files[:start]); err != nil {
+			return nil, err
+		}
+		keep = append(keep, files[start+1:]...)
+		if err := promote(dir, files[start]); err != nil {
+			return nil, err
+		}
+		keep = append([]segmentFile{{name: segmentName(files[start].first), first: files[start].first}}, keep...)
+	case end >= 0:
+		if err := removeFiles(dir, files[end+1:]); err != nil {
+			return nil, err
+		}
+		keep = slices.DeleteFunc(slices.Clone(files[:end]), func(f segmentFile) bool { return f.first == files[end].first })
+		if err := promote(dir, files[end]); err != nil {
+			return nil, err
+		}
+		keep = append(keep, segmentFile{name: segmentName(files[end].first), first: files[end].first})
+	default:
+		return files, nil
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, err
+	}
+	return keep, nil
 }
 
-// removeStaleTemps deletes the temporary files of a tidwall truncation that
-// crashed before its rename. tidwall ignores them but never removes them.
+// promote renames a ".START" or ".END" file to its plain name, replacing
+// the file of that name if there is one.
+func promote(dir string, f segmentFile) error {
+	return os.Rename(filepath.Join(dir, f.name), filepath.Join(dir, segmentName(f.first)))
+}
+
+func removeFiles(dir string, files []segmentFile) error {
+	for _, f := range files {
+		if err := os.Remove(filepath.Join(dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeReplacement writes the replacement file of a truncation durably:
+// through a fsynced ".TEMP" file renamed to name, and an fsync of dir.
+func writeReplacement(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	temp := path + tempSuffix
+	f, err := os.OpenFile(temp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(temp, path)
+	}
+	if err != nil {
+		os.Remove(temp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+// removeStaleTemps deletes the temporary files of a truncation that
+// crashed before its rename.
 func removeStaleTemps(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -155,73 +238,4 @@ func syncDir(dir string) error {
 		return err
 	}
 	return d.Close()
-}
-
-// tailFile follows the file tidwall appends to, so that this package can
-// fsync it through a descriptor of its own: tidwall's Sync holds its lock,
-// which would block every reader for the length of an fsync.
-//
-// Invariant (checked before every fsync): size is the size of the file on
-// disk, which is also the length of tidwall's in-memory copy of it, the
-// number its roll decision reads.
-type tailFile struct {
-	index uint64 // tidwall index of the file's first entry (its name)
-	size  int64
-	file  *os.File // read-only; fsync works on any descriptor of the file
-}
-
-// openTail opens the last file of a directory tidwall has loaded (so no
-// ".START" or ".END" file is left).
-func openTail(dir string) (tailFile, error) {
-	files, err := listSegmentFiles(dir)
-	if err != nil {
-		return tailFile{}, err
-	}
-	var last *segmentFile
-	for i := range files {
-		if files[i].kind == plainFile {
-			last = &files[i]
-		}
-	}
-	if last == nil {
-		return tailFile{}, fmt.Errorf("braid/wal: no log file in %s", dir)
-	}
-	f, err := os.Open(filepath.Join(dir, last.name))
-	if err != nil {
-		return tailFile{}, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return tailFile{}, err
-	}
-	return tailFile{index: last.index, size: info.Size(), file: f}, nil
-}
-
-func (t *tailFile) close() error {
-	if t.file == nil {
-		return nil
-	}
-	err := t.file.Close()
-	t.file = nil
-	return err
-}
-
-// advance replays tidwall's roll decisions for a batch of frames written at
-// firstIndex and reports whether tidwall rolled to a new file. It mirrors
-// tidwall v1.2.1 (Log.writeBatch): roll before the batch when the tail is
-// already over segmentBytes; roll after any entry that brings the tail to
-// segmentBytes or more, the new file being named by the next index.
-func (t *tailFile) advance(firstIndex uint64, frames [][]byte, segmentBytes int) (rolled bool) {
-	limit := int64(segmentBytes)
-	if t.size > limit {
-		t.index, t.size, rolled = firstIndex, 0, true
-	}
-	for i, frame := range frames {
-		t.size += int64(uvarintLen(uint64(len(frame))) + len(frame))
-		if t.size >= limit {
-			t.index, t.size, rolled = firstIndex+uint64(i)+1, 0, true
-		}
-	}
-	return rolled
 }

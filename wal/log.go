@@ -2,21 +2,18 @@ package wal
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	tidwall "github.com/tidwall/wal"
 )
-
-// tidwallCacheSegments is how many older files tidwall keeps in memory for
-// reads (its default).
-const tidwallCacheSegments = 2
 
 // maxKeptBatchBytes bounds the write buffer a Log keeps between appends.
 const maxKeptBatchBytes = 1 << 20
@@ -27,52 +24,87 @@ type Log struct {
 	dir    string // absolute
 	opts   Options
 	repair RepairReport
-	wal    *tidwall.Log // does its own locking; see readMu
-
-	// readMu serializes calls to tidwall's Read: tidwall loads and evicts
-	// the files it caches while holding only its read lock, so two
-	// concurrent tidwall Reads race (and can index a just-evicted file).
-	readMu sync.Mutex
 
 	// writeMu serializes the writers: Append, the truncations, Sync, Close
 	// and the interval syncer. It is held across the fsync of
 	// DurabilityAlways, so that NextOffset moves only once records are
-	// durable. Lock order: writeMu, then mu.
+	// durable. Lock order: writeMu, readMu, syncMu, mu.
 	writeMu sync.Mutex
 	// The fields below are guarded by writeMu; tail.file is replaced or
-	// closed only holding syncMu as well.
+	// closed only holding readMu and syncMu as well.
 	tail        tailFile
-	batch       tidwall.Batch
-	unsynced    bool  // records written since the last fsync of tail
+	files       []uint64 // first offsets of the files, ascending; the last is tail's
+	buf         []byte   // the entries of the append being written
+	plan        []plannedFrame
+	bodyLens    []int
+	unsynced    bool  // bytes written to tail.file since its last fsync
 	dirUnsynced bool  // files created, renamed or removed since the last fsync of dir
 	failed      error // sticky, wraps ErrFailed; see ErrFailed
 
-	// syncMu is held for every fsync and for every change of tail.file, so
-	// that the interval syncer can fsync without writeMu (appends go on
-	// meanwhile) and without its descriptor being closed under it. Lock
-	// order: writeMu, then syncMu.
+	// syncMu is held for every fsync of the tail and for every change of
+	// tail.file, so that the interval syncer can fsync without writeMu
+	// (appends go on meanwhile) and without its descriptor being closed
+	// under it.
 	syncMu sync.Mutex
 	// syncErr is the failure of an fsync pass, guarded by syncMu: a pass
 	// that finds nothing left to sync because a failed one took it must not
 	// report success.
 	syncErr error
 
-	// mu guards the fields below. Writers change them holding writeMu as
-	// well, so a writer may read them holding writeMu alone.
-	mu sync.RWMutex
-	// Invariant: first <= next. [first, next) is what Read serves.
-	first  uint64 // first retained offset
-	next   uint64 // offset of the next append
-	closed bool
+	// readMu serializes the readers' use of the caches below and of the
+	// files they read. A writer holds it to replace, close or remove a file
+	// that readers may be reading; appends do not take it.
+	readMu sync.Mutex
+	older  []*olderFile // most recently used first, at most olderFilesCached
+	recent [2]*batch    // the frames read last, checked; recent[0] is the newest
+
+	// mu guards view. Writers change it holding writeMu as well, so a writer
+	// may read it holding writeMu alone.
+	mu   sync.RWMutex
+	view view
 
 	stopSyncer chan struct{} // closed by Close; nil unless DurabilityInterval
 	syncerDone chan struct{} // closed by the syncer goroutine when it returns
 	syncs      atomic.Uint64 // fsync passes done, for tests
 }
 
-// Open opens the log in dir, creating dir if needed. Before loading, it
-// repairs a torn, zero-filled or corrupt tail of the last file by cutting
-// it after the last valid record; Repair says what was cut.
+// view is what readers may see of the log.
+type view struct {
+	// Invariant: first <= next. [first, next) is what Read serves.
+	first uint64 // first retained offset
+	next  uint64 // offset of the next append
+	// files are the first offsets of the files, ascending; the last one is
+	// the tail. Appends only ever append to files and to tail.frames, so a
+	// copy of view stays valid while the writer appends.
+	files    []uint64
+	tail     frameIndex // the tail's frames that Read may serve
+	tailFile *os.File   // the writer's descriptor of the tail
+	closed   bool
+}
+
+// tailFile is the file appends go to.
+type tailFile struct {
+	first  uint64   // offset of its first record, its name
+	file   *os.File // read-write; readers read through it too
+	size   int64    // bytes written or being written
+	frames []frameRef
+	next   uint64 // offset after its last record written or being written
+}
+
+// plannedFrame is one frame of the append being written: records [from, to)
+// of the append, at bytes [start, end) of Log.buf.
+type plannedFrame struct {
+	first       uint64
+	from, to    int
+	recordBytes int
+	start, end  int
+}
+
+// Open opens the log in dir, creating dir if needed. It finishes a
+// truncation a crash interrupted, then repairs a torn, zero-filled or
+// corrupt tail of the last file by cutting it after the last valid frame;
+// Repair says what was cut. A log written in the format of an earlier
+// release fails with ErrUnsupportedVersion.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -81,46 +113,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
-	if err := mkdirDurable(dir); err != nil {
-		return nil, fmt.Errorf("braid/wal: open %s: %w", dir, err)
-	}
-	if err := removeStaleTemps(dir); err != nil {
-		return nil, fmt.Errorf("braid/wal: open %s: %w", dir, err)
-	}
-	report, err := repairTail(dir)
+	l, err := open(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("braid/wal: repair %s: %w", dir, err)
-	}
-	w, err := tidwall.Open(dir, &tidwall.Options{
-		NoSync:           true,
-		SegmentSize:      opts.SegmentBytes,
-		SegmentCacheSize: tidwallCacheSegments,
-		AllowEmpty:       true,
-		DirPerms:         0o750,
-		FilePerms:        0o640,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("braid/wal: open %s: %w", dir, fromTidwall(err))
-	}
-	// With AllowEmpty, an empty log has FirstIndex == LastIndex+1.
-	firstIndex, err1 := w.FirstIndex()
-	lastIndex, err2 := w.LastIndex()
-	tail, err3 := openTail(dir)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		w.Close()
 		return nil, fmt.Errorf("braid/wal: open %s: %w", dir, err)
-	}
-	l := &Log{
-		dir:    dir,
-		opts:   opts,
-		repair: report,
-		wal:    w,
-		tail:   tail,
-		first:  firstIndex - 1,
-		next:   lastIndex,
-		// tidwall may just have created the first file, or renamed the
-		// files of an unfinished truncation, without a directory fsync.
-		dirUnsynced: true,
 	}
 	if opts.Durability == DurabilityInterval {
 		l.stopSyncer = make(chan struct{})
@@ -129,6 +124,60 @@ func Open(dir string, opts Options) (*Log, error) {
 			l.syncLoop()
 		})
 	}
+	return l, nil
+}
+
+func open(dir string, opts Options) (*Log, error) {
+	if err := mkdirDurable(dir); err != nil {
+		return nil, err
+	}
+	if err := removeStaleTemps(dir); err != nil {
+		return nil, err
+	}
+	files, err := finishTruncation(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		files = []segmentFile{{name: segmentName(0)}}
+		f, err := os.OpenFile(filepath.Join(dir, files[0].name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+	} else if len(files) > 1 {
+		if err := refuseOldFormat(filepath.Join(dir, files[0].name)); err != nil {
+			return nil, err
+		}
+	}
+	last := files[len(files)-1]
+	path := filepath.Join(dir, last.name)
+	report, index, err := repairTail(path, last.first)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	if end, err := f.Seek(0, io.SeekEnd); err != nil || end != index.end {
+		f.Close()
+		return nil, errors.Join(err, fmt.Errorf("%s is %d bytes after repair, want %d", path, end, index.end))
+	}
+	l := &Log{
+		dir:    dir,
+		opts:   opts,
+		repair: report,
+		tail:   tailFile{first: last.first, file: f, size: index.end, frames: index.frames, next: index.next},
+		// The first file may just have been created.
+		dirUnsynced: true,
+	}
+	for _, f := range files {
+		l.files = append(l.files, f.first)
+	}
+	l.view = view{first: files[0].first, next: index.next, files: l.files, tail: index, tailFile: f}
 	return l, nil
 }
 
@@ -143,116 +192,195 @@ func (l *Log) Dir() string { return l.dir }
 func (l *Log) FirstOffset() uint64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.first
+	return l.view.first
 }
 
 // NextOffset returns the offset the next appended record gets.
 func (l *Log) NextOffset() uint64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.next
+	return l.view.next
 }
 
-// Append writes recs as one batch (one tidwall write, one fsync under
+// Append writes recs as one batch (one write, one fsync under
 // DurabilityAlways) and returns the offset of the first; the others follow
 // densely. Appending nothing returns NextOffset.
 func (l *Log) Append(recs ...Record) (first uint64, err error) {
-	size := 0
-	for _, r := range recs {
-		size += encodedLen(r)
-	}
-	buf := make([]byte, 0, size)
-	frames := make([][]byte, len(recs))
-	for i, r := range recs {
-		start := len(buf)
-		buf = EncodeRecord(buf, r)
-		frames[i] = buf[start:]
-	}
-	return l.appendFrames(frames)
+	return appendBodies(l, recordBodies(recs))
 }
 
 // AppendEncoded is Append for frames made by EncodeRecord, so that callers
 // can encode outside any lock. It checks every frame's version and CRC
-// first (a bad frame written in the middle of the last file would make the
-// next repair cut every record after it) and writes nothing if one fails.
+// first (the log stores the records under a CRC of its own, which would
+// vouch for a damaged one) and writes nothing if one fails.
 func (l *Log) AppendEncoded(frames [][]byte) (first uint64, err error) {
 	for i, frame := range frames {
 		if _, err := checkFrame(frame); err != nil {
 			return 0, fmt.Errorf("braid/wal: frame %d of batch: %w", i, err)
 		}
 	}
-	return l.appendFrames(frames)
+	return appendBodies(l, frameBodies(frames))
 }
 
-func (l *Log) appendFrames(frames [][]byte) (uint64, error) {
+// bodySource is the records of one append, as Records or as record frames.
+type bodySource interface {
+	len() int
+	bodyLen(i int) int
+	appendBody(dst []byte, i int) []byte
+}
+
+type recordBodies []Record
+
+func (r recordBodies) len() int                            { return len(r) }
+func (r recordBodies) bodyLen(i int) int                   { return bodyLen(r[i]) }
+func (r recordBodies) appendBody(dst []byte, i int) []byte { return appendBody(dst, r[i]) }
+
+type frameBodies [][]byte
+
+func (f frameBodies) len() int          { return len(f) }
+func (f frameBodies) bodyLen(i int) int { return len(f[i]) - frameHeaderLen }
+func (f frameBodies) appendBody(dst []byte, i int) []byte {
+	return append(dst, f[i][frameHeaderLen:]...)
+}
+
+func appendBodies[S bodySource](l *Log, src S) (uint64, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writableLocked(); err != nil {
 		return 0, err
 	}
-	first := l.next
-	if len(frames) == 0 {
+	first := l.tail.next
+	if src.len() == 0 {
 		return first, nil
 	}
-	l.batch.Clear()
-	batchBytes := 0
-	for i, frame := range frames {
-		l.batch.Write(first+1+uint64(i), frame)
-		batchBytes += len(frame)
-	}
-	err := l.wal.WriteBatch(&l.batch)
-	if batchBytes > maxKeptBatchBytes {
-		l.batch = tidwall.Batch{}
+	encodeLocked(l, src, first)
+	err := l.writeFramesLocked()
+	if cap(l.buf) > maxKeptBatchBytes {
+		l.buf, l.bodyLens = nil, nil
 	}
 	if err != nil {
 		return 0, l.failLocked(fmt.Errorf("write batch at offset %d: %w", first, err))
-	}
-	l.unsynced = true
-	if l.tail.advance(first+1, frames, l.opts.SegmentBytes) {
-		if err := l.followRollLocked(); err != nil {
-			return 0, l.failLocked(err)
-		}
 	}
 	if l.opts.Durability == DurabilityAlways {
 		if err := l.syncLocked(); err != nil {
 			return 0, err
 		}
 	}
-	l.mu.Lock()
-	l.next = first + uint64(len(frames))
-	l.mu.Unlock()
+	l.publishTailLocked()
 	return first, nil
 }
 
-// followRollLocked points tail at the file tidwall rolled to. tidwall has
-// fsynced the previous file; the new name needs a directory fsync.
-func (l *Log) followRollLocked() error {
-	l.dirUnsynced = true
-	f, err := os.Open(filepath.Join(l.dir, segmentName(l.tail.index)))
-	if err != nil {
-		// The replay of tidwall's roll decision is off: trust the directory.
-		return l.reloadTailLocked()
+// encodeLocked fills buf with the entries of src, cut into frames of at
+// most maxBatchRecordBytes of records, the first at offset first.
+func encodeLocked[S bodySource](l *Log, src S, first uint64) {
+	n := src.len()
+	l.bodyLens = l.bodyLens[:0]
+	l.plan = l.plan[:0]
+	total := 0
+	for i := 0; i < n; {
+		f := plannedFrame{first: first + uint64(i), from: i}
+		for ; i < n; i++ {
+			size := src.bodyLen(i)
+			stored := storedLen(size)
+			if i > f.from && f.recordBytes+stored > maxBatchRecordBytes {
+				break
+			}
+			l.bodyLens = append(l.bodyLens, size)
+			f.recordBytes += stored
+		}
+		f.to = i
+		frameLen := batchHeaderLen + f.recordBytes
+		total += uvarintLen(uint64(frameLen)) + frameLen
+		l.plan = append(l.plan, f)
 	}
-	l.syncMu.Lock()
-	l.tail.file.Close()
-	l.tail.file = f
-	l.syncMu.Unlock()
-	return nil
+	l.buf = slices.Grow(l.buf[:0], total)
+	for i := range l.plan {
+		f := &l.plan[i]
+		f.start = len(l.buf)
+		var frameStart int
+		l.buf, frameStart = beginBatch(l.buf, f.first, f.to-f.from, f.recordBytes)
+		for k := f.from; k < f.to; k++ {
+			l.buf = binary.AppendUvarint(l.buf, uint64(l.bodyLens[k]))
+			l.buf = src.appendBody(l.buf, k)
+		}
+		sealBatch(l.buf, frameStart)
+		f.end = len(l.buf)
+	}
 }
 
-// reloadTailLocked finds the tail file from the directory, after tidwall
-// replaced or removed files.
-func (l *Log) reloadTailLocked() error {
-	tail, err := openTail(l.dir)
+// writeFramesLocked writes the planned frames to the tail, rolling to a new
+// file before a frame when the tail has reached SegmentBytes.
+func (l *Log) writeFramesLocked() error {
+	chunk := 0
+	for _, f := range l.plan {
+		if l.tail.size >= int64(l.opts.SegmentBytes) {
+			if err := l.writeTailLocked(l.buf[chunk:f.start]); err != nil {
+				return err
+			}
+			chunk = f.start
+			if err := l.rollLocked(f.first); err != nil {
+				return err
+			}
+		}
+		l.tail.frames = append(l.tail.frames, frameRef{first: f.first, pos: l.tail.size})
+		l.tail.size += int64(f.end - f.start)
+		l.tail.next = f.first + uint64(f.to-f.from)
+	}
+	return l.writeTailLocked(l.buf[chunk:])
+}
+
+func (l *Log) writeTailLocked(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	l.unsynced = true
+	_, err := l.tail.file.Write(p)
+	return err
+}
+
+// rollLocked starts a new tail file whose first record is at offset first.
+func (l *Log) rollLocked(first uint64) error {
+	// Repair only ever looks at the last file, so the file left behind
+	// must be whole on disk before the next one holds anything: sync it,
+	// after any background pass in flight, which must have succeeded.
+	l.syncMu.Lock()
+	err := l.syncErr
+	if err == nil && l.unsynced {
+		if err = (syncJob{file: l.tail.file}).run(); err != nil {
+			l.syncErr = err
+		}
+	}
+	l.unsynced = false
+	l.syncMu.Unlock()
 	if err != nil {
 		return err
 	}
-	l.syncMu.Lock()
-	l.tail.close()
-	l.tail = tail
-	l.syncMu.Unlock()
+	f, err := os.OpenFile(filepath.Join(l.dir, segmentName(first)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
 	l.dirUnsynced = true
-	return nil
+	l.files = append(l.files, first)
+	old := l.tail.file
+	l.readMu.Lock()
+	l.syncMu.Lock()
+	l.tail = tailFile{first: first, file: f, next: first}
+	l.syncMu.Unlock()
+	l.mu.Lock()
+	l.view.files = l.files
+	l.view.tail = frameIndex{next: first}
+	l.view.tailFile = f
+	l.mu.Unlock()
+	l.readMu.Unlock()
+	return old.Close()
+}
+
+// publishTailLocked makes what was written to the tail visible to readers.
+func (l *Log) publishTailLocked() {
+	l.mu.Lock()
+	l.view.tail = frameIndex{frames: l.tail.frames, end: l.tail.size, next: l.tail.next}
+	l.view.next = l.tail.next
+	l.mu.Unlock()
 }
 
 // syncJob is one fsync pass: what prepareSyncLocked found to sync.
@@ -264,20 +392,9 @@ type syncJob struct {
 // prepareSyncLocked returns the fsync pass that covers everything written
 // so far and marks it as synced; the caller runs it holding syncMu and
 // must treat its failure as fatal (failLocked).
-func (l *Log) prepareSyncLocked() (syncJob, error) {
+func (l *Log) prepareSyncLocked() syncJob {
 	var job syncJob
 	if l.unsynced {
-		info, err := l.tail.file.Stat()
-		if err != nil {
-			return job, err
-		}
-		if info.Size() != l.tail.size {
-			// The replay of tidwall's roll decision is off: trust the
-			// directory, so that the fsync hits the right file.
-			if err := l.reloadTailLocked(); err != nil {
-				return job, err
-			}
-		}
 		job.file = l.tail.file
 		l.unsynced = false
 	}
@@ -285,7 +402,7 @@ func (l *Log) prepareSyncLocked() (syncJob, error) {
 		job.dir = l.dir
 		l.dirUnsynced = false
 	}
-	return job, nil
+	return job
 }
 
 // run does the fsync pass; the caller holds syncMu.
@@ -306,11 +423,7 @@ func (job syncJob) run() error {
 // syncLocked fsyncs what was written since the last sync: the tail file,
 // and the directory if files came or went. A failure is sticky.
 func (l *Log) syncLocked() error {
-	job, err := l.prepareSyncLocked()
-	if err != nil {
-		return l.failLocked(err)
-	}
-	if err := l.runSyncJob(job); err != nil {
+	if err := l.runSyncJob(l.prepareSyncLocked()); err != nil {
 		return l.failLocked(err)
 	}
 	return nil
@@ -333,7 +446,7 @@ func (l *Log) runSyncJob(job syncJob) error {
 
 // writableLocked returns why the log cannot be written, or nil.
 func (l *Log) writableLocked() error {
-	if l.closed {
+	if l.view.closed {
 		return ErrClosed
 	}
 	return l.failed
@@ -383,12 +496,7 @@ func (l *Log) backgroundSync() {
 		l.writeMu.Unlock()
 		return
 	}
-	job, err := l.prepareSyncLocked()
-	if err != nil {
-		l.failLocked(err)
-		l.writeMu.Unlock()
-		return
-	}
+	job := l.prepareSyncLocked()
 	// Take syncMu before letting go of writeMu: the descriptor in job
 	// stays open, and a Sync that comes next waits for this pass.
 	l.syncMu.Lock()
@@ -400,7 +508,7 @@ func (l *Log) backgroundSync() {
 			l.syncs.Add(1)
 		}
 	}
-	err = l.syncErr
+	err := l.syncErr
 	l.syncMu.Unlock()
 	if err != nil {
 		l.writeMu.Lock()
@@ -409,197 +517,16 @@ func (l *Log) backgroundSync() {
 	}
 }
 
-// Read returns the record at off. The error wraps ErrNotFound outside
-// [FirstOffset, NextOffset), ErrCorrupt or ErrUnsupportedVersion when the
-// stored frame does not check out, ErrClosed after Close.
-func (l *Log) Read(off uint64) (Record, error) {
-	if err := l.checkReadable(off); err != nil {
-		return Record{}, err
-	}
-	l.readMu.Lock()
-	frame, err := l.readFrameLocked(off)
-	l.readMu.Unlock()
-	if err != nil {
-		return Record{}, err
-	}
-	rec, err := DecodeRecord(frame)
-	if err != nil {
-		return Record{}, fmt.Errorf("%w (offset %d in %s)", err, off, l.dir)
-	}
-	return rec, nil
-}
-
-// ReadRange returns up to maxRecords records from offset from, stopping
-// before the encoded frames would exceed maxBytes, but returning at least
-// one record when from < NextOffset. A limit <= 0 means no limit. From ==
-// NextOffset returns no record and no error (nothing new yet).
-//
-// It returns the good records before a corrupt or unreadable one; the
-// error comes from the call that starts at that offset.
-func (l *Log) ReadRange(from uint64, maxRecords int, maxBytes int) ([]Record, error) {
-	l.mu.RLock()
-	first, next, closed := l.first, l.next, l.closed
-	l.mu.RUnlock()
-	switch {
-	case closed:
-		return nil, ErrClosed
-	case from == next:
-		return nil, nil
-	case from < first || from > next:
-		return nil, fmt.Errorf("%w: offset %d outside [%d, %d) in %s", ErrNotFound, from, first, next, l.dir)
-	}
-	end := next
-	if maxRecords > 0 && uint64(maxRecords) < end-from {
-		end = from + uint64(maxRecords)
-	}
-	frames := make([][]byte, 0, min(end-from, 256))
-	total := 0
-	l.readMu.Lock()
-	for off := from; off < end; off++ {
-		frame, err := l.readFrameLocked(off)
-		if err != nil {
-			if len(frames) == 0 {
-				l.readMu.Unlock()
-				return nil, err
-			}
-			break
-		}
-		if len(frames) > 0 && maxBytes > 0 && total+len(frame) > maxBytes {
-			break
-		}
-		frames = append(frames, frame)
-		total += len(frame)
-	}
-	l.readMu.Unlock()
-
-	recs := make([]Record, 0, len(frames))
-	for i, frame := range frames {
-		rec, err := DecodeRecord(frame)
-		if err != nil {
-			if i == 0 {
-				return nil, fmt.Errorf("%w (offset %d in %s)", err, from, l.dir)
-			}
-			break
-		}
-		recs = append(recs, rec)
-	}
-	return recs, nil
-}
-
-func (l *Log) checkReadable(off uint64) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
-		return ErrClosed
-	}
-	if off < l.first || off >= l.next {
-		return fmt.Errorf("%w: offset %d outside [%d, %d) in %s", ErrNotFound, off, l.first, l.next, l.dir)
-	}
-	return nil
-}
-
-// readFrameLocked reads the frame at off from tidwall; the caller holds
-// readMu. The frame is a copy the caller owns. tidwall indexes slices with
-// counts taken from the files; damage in an older file can make that panic,
-// which is reported as corruption instead.
-func (l *Log) readFrameLocked(off uint64) (frame []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			frame, err = nil, fmt.Errorf("%w: reading offset %d in %s: %v", ErrCorrupt, off, l.dir, p)
-		}
-	}()
-	frame, err = l.wal.Read(off + 1)
-	if err != nil {
-		return nil, fmt.Errorf("%w (reading offset %d in %s)", fromTidwall(err), off, l.dir)
-	}
-	return frame, nil
-}
-
-// fromTidwall maps tidwall's sentinel errors to this package's.
-func fromTidwall(err error) error {
-	switch {
-	case errors.Is(err, tidwall.ErrNotFound):
-		return ErrNotFound
-	case errors.Is(err, tidwall.ErrClosed):
-		return ErrClosed
-	case errors.Is(err, tidwall.ErrCorrupt):
-		return fmt.Errorf("%w: tidwall: %w", ErrCorrupt, err)
-	}
-	return err
-}
-
-// TruncateHead drops every offset below before (retention). before may be
-// NextOffset, which empties the log; FirstOffset becomes before either way.
-// A before at or below FirstOffset does nothing; above NextOffset it is an
-// error wrapping ErrNotFound.
-func (l *Log) TruncateHead(before uint64) error {
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
-	if err := l.writableLocked(); err != nil {
-		return err
-	}
-	if before <= l.first {
-		return nil
-	}
-	if before > l.next {
-		return fmt.Errorf("%w: truncate head to %d beyond next offset %d in %s", ErrNotFound, before, l.next, l.dir)
-	}
-	if err := l.wal.TruncateFront(before + 1); err != nil {
-		return l.failLocked(fmt.Errorf("truncate head to %d: %w", before, err))
-	}
-	l.mu.Lock()
-	l.first = before
-	l.mu.Unlock()
-	return l.afterTruncateLocked()
-}
-
-// TruncateTail drops every offset from from on; the next append gets from.
-// A from at or beyond NextOffset does nothing; below FirstOffset it is an
-// error wrapping ErrNotFound.
-func (l *Log) TruncateTail(from uint64) error {
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
-	if err := l.writableLocked(); err != nil {
-		return err
-	}
-	if from >= l.next {
-		return nil
-	}
-	if from < l.first {
-		return fmt.Errorf("%w: truncate tail to %d below first offset %d in %s", ErrNotFound, from, l.first, l.dir)
-	}
-	// tidwall keeps indexes up to and including its argument: offsets < from.
-	if err := l.wal.TruncateBack(from); err != nil {
-		return l.failLocked(fmt.Errorf("truncate tail to %d: %w", from, err))
-	}
-	l.mu.Lock()
-	l.next = from
-	l.mu.Unlock()
-	return l.afterTruncateLocked()
-}
-
-// afterTruncateLocked follows the files tidwall rewrote (through a synced
-// temporary file and a rename) and removed; the directory needs an fsync.
-func (l *Log) afterTruncateLocked() error {
-	if err := l.reloadTailLocked(); err != nil {
-		return l.failLocked(err)
-	}
-	if l.opts.Durability == DurabilityAlways {
-		return l.syncLocked()
-	}
-	return nil
-}
-
 // Close syncs and closes the log and stops its syncer. Every later call,
 // a second Close included, returns ErrClosed.
 func (l *Log) Close() error {
 	l.writeMu.Lock()
-	if l.closed {
+	if l.view.closed {
 		l.writeMu.Unlock()
 		return ErrClosed
 	}
 	l.mu.Lock()
-	l.closed = true
+	l.view.closed = true
 	l.mu.Unlock()
 	l.writeMu.Unlock()
 
@@ -617,16 +544,14 @@ func (l *Log) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	// tidwall's Close fsyncs its own descriptor of the tail again; cheap
-	// when nothing is dirty.
-	if err := l.wal.Close(); err != nil && l.failed == nil {
+	l.readMu.Lock()
+	l.dropReadCachesLocked()
+	l.syncMu.Lock()
+	if err := l.tail.file.Close(); err != nil && l.failed == nil {
 		errs = append(errs, fmt.Errorf("braid/wal: close %s: %w", l.dir, err))
 	}
-	l.syncMu.Lock()
-	if err := l.tail.close(); err != nil {
-		errs = append(errs, err)
-	}
 	l.syncMu.Unlock()
+	l.readMu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -73,8 +73,8 @@ type Options struct {
 	// SyncInterval is the fsync period of DurabilityInterval. Default 50ms.
 	SyncInterval time.Duration
 	// SegmentBytes is the size past which the log rolls to a new file (a
-	// target: the entry that crosses it stays in the old file). Default
-	// 8 MiB.
+	// target: the frame that crosses it stays in the old file, and a frame
+	// holds up to 64 KiB of records). Default 8 MiB.
 	SegmentBytes int
 }
 

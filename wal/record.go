@@ -7,7 +7,8 @@ import (
 	"slices"
 )
 
-// frameVersion is the first byte of every frame this package writes.
+// frameVersion is the first byte of a record frame (EncodeRecord). Logs
+// store records in batch frames (batchVersion).
 const frameVersion = 1
 
 // frameHeaderLen is the version byte plus the CRC32C.
@@ -38,7 +39,13 @@ type Record struct {
 
 // encodedLen returns len(EncodeRecord(nil, r)).
 func encodedLen(r Record) int {
-	n := frameHeaderLen + varintLen(r.Timestamp) +
+	return frameHeaderLen + bodyLen(r)
+}
+
+// bodyLen returns the size of the body of r (its frame without the version
+// and CRC).
+func bodyLen(r Record) int {
+	n := varintLen(r.Timestamp) +
 		uvarintLen(uint64(len(r.Key))) + len(r.Key) +
 		uvarintLen(uint64(len(r.Headers))) + len(r.Payload)
 	for _, h := range r.Headers {
@@ -55,6 +62,15 @@ func EncodeRecord(dst []byte, r Record) []byte {
 	dst = slices.Grow(dst, encodedLen(r))
 	start := len(dst)
 	dst = append(dst, frameVersion, 0, 0, 0, 0)
+	dst = appendBody(dst, r)
+	crc := crc32.Checksum(dst[start+frameHeaderLen:], castagnoli)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc)
+	return dst
+}
+
+// appendBody appends the body of r (bodyLen(r) bytes) to dst, which has
+// room for it.
+func appendBody(dst []byte, r Record) []byte {
 	dst = binary.AppendVarint(dst, r.Timestamp)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
 	dst = append(dst, r.Key...)
@@ -65,10 +81,7 @@ func EncodeRecord(dst []byte, r Record) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(h.Value)))
 		dst = append(dst, h.Value...)
 	}
-	dst = append(dst, r.Payload...)
-	crc := crc32.Checksum(dst[start+frameHeaderLen:], castagnoli)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc)
-	return dst
+	return append(dst, r.Payload...)
 }
 
 // DecodeRecord decodes one frame made by EncodeRecord. Errors wrap

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -14,68 +15,76 @@ import (
 type RepairReport struct {
 	// DroppedBytes is how many bytes were cut from the end of File.
 	DroppedBytes int64
-	// DroppedRecords is a best-effort count of the entries in the dropped
-	// bytes: every size-prefixed entry with a non-zero size, a torn one
-	// included. Zero fill counts as no record. 0 if unknown.
+	// DroppedRecords is a best-effort count of the records in the dropped
+	// bytes: the record count in the header of every dropped frame, a torn
+	// one included, or 1 for a frame whose header is cut or not plausible.
+	// Zero fill counts as no record. 0 if unknown.
 	DroppedRecords int
 	// File is the path of the file that was cut.
 	File string
 }
 
-// frameState classifies a tidwall entry's data during repair.
+// frameState classifies a stored frame during repair.
 type frameState uint8
 
 const (
-	frameValid   frameState = iota
-	frameCorrupt            // not a frame: cut here
-	frameFuture             // a complete frame of a newer version: refuse to cut
+	frameValid       frameState = iota
+	frameCorrupt                // not a frame, or not the next one: cut here
+	frameUnsupported            // a complete frame of another version: refuse to cut
 )
 
-// classifyFrame checks a frame as repair must. A frame with an unknown
-// version but a good CRC is data written by a newer release (every version
-// keeps the version byte and the CRC over the rest in place), which repair
-// must not destroy; with a bad CRC it is garbage.
-func classifyFrame(frame []byte) frameState {
+// classifyBatch checks a frame as repair must: its CRC, then its version,
+// header, records and offset (want). A frame with an unknown version but a
+// good CRC is data written by another release (every version keeps the
+// version byte and the CRC over the rest in place), which repair must not
+// destroy; with a bad CRC it is garbage.
+func classifyBatch(frame []byte, want uint64) (*batch, frameState) {
 	if len(frame) < frameHeaderLen {
-		return frameCorrupt
+		return nil, frameCorrupt
 	}
 	if crc32.Checksum(frame[frameHeaderLen:], castagnoli) != binary.LittleEndian.Uint32(frame[1:frameHeaderLen]) {
-		return frameCorrupt
+		return nil, frameCorrupt
 	}
-	if frame[0] != frameVersion {
-		return frameFuture
+	if frame[0] != batchVersion {
+		return nil, frameUnsupported
 	}
-	if _, err := decodeBody(frame[frameHeaderLen:]); err != nil {
-		return frameCorrupt
+	b, err := parseBatch(frame)
+	if err != nil || b.first != want || b.decodeBodies() != nil {
+		return nil, frameCorrupt
 	}
-	return frameValid
+	return b, frameValid
 }
 
-// validPrefix returns the length of the longest prefix of data made of
-// whole tidwall entries (uvarint size | frame) whose frames are valid. A
-// zero size ends the prefix: tidwall would read a zero-filled tail as a run
-// of empty entries, and no frame is empty. future reports that the prefix
-// ends at a frame of a newer version.
-func validPrefix(data []byte) (n int, future bool) {
-	for n < len(data) {
+// validPrefix returns the index of the longest prefix of data, a file whose
+// first offset is first, made of whole entries whose frames are valid and in
+// sequence. A zero size ends the prefix: no frame is empty, and a crash can
+// leave a zero-filled tail. unsupported reports that the prefix ends at a
+// frame of another version.
+func validPrefix(data []byte, first uint64) (x frameIndex, unsupported bool) {
+	x.next = first
+	for int(x.end) < len(data) {
+		n := int(x.end)
 		size, sizeLen := binary.Uvarint(data[n:])
 		if sizeLen <= 0 || size == 0 || size > uint64(len(data)-n-sizeLen) {
-			return n, false
+			return x, false
 		}
 		end := n + sizeLen + int(size)
-		switch classifyFrame(data[n+sizeLen : end]) {
+		b, state := classifyBatch(data[n+sizeLen:end], x.next)
+		switch state {
 		case frameCorrupt:
-			return n, false
-		case frameFuture:
-			return n, true
+			return x, false
+		case frameUnsupported:
+			return x, true
 		}
-		n = end
+		x.frames = append(x.frames, frameRef{first: x.next, pos: x.end})
+		x.next = b.last()
+		x.end = int64(end)
 	}
-	return n, false
+	return x, false
 }
 
-// countEntries is the best-effort DroppedRecords of a dropped tail.
-func countEntries(tail []byte) int {
+// countDropped is the best-effort DroppedRecords of a dropped tail.
+func countDropped(tail []byte) int {
 	count := 0
 	for len(tail) > 0 {
 		size, sizeLen := binary.Uvarint(tail)
@@ -86,8 +95,9 @@ func countEntries(tail []byte) int {
 			tail = tail[sizeLen:] // zero fill
 			continue
 		}
-		count++
-		if size > uint64(len(tail)-sizeLen) {
+		present := min(size, uint64(len(tail)-sizeLen))
+		count += recordsClaimed(tail[sizeLen:sizeLen+int(present)], size)
+		if present < size {
 			return count
 		}
 		tail = tail[sizeLen+int(size):]
@@ -95,40 +105,82 @@ func countEntries(tail []byte) int {
 	return count
 }
 
-// repairTail cuts the file tidwall will load as the tail of the log in dir
-// after its last valid entry, and makes the cut durable. Only that file can
-// be torn by a crash (see the package doc), and tidwall fails to load a
-// torn one or serves a zero-filled one as empty entries.
-func repairTail(dir string) (RepairReport, error) {
-	files, err := listSegmentFiles(dir)
-	if err != nil || len(files) == 0 {
-		return RepairReport{}, err
+// recordsClaimed is the record count in the header of a frame of size
+// bytes, of which frame is what is there; 1 if the header is cut, of
+// another version or claims more records than fit.
+func recordsClaimed(frame []byte, size uint64) int {
+	if len(frame) < batchHeaderLen || frame[0] != batchVersion || size < batchHeaderLen {
+		return 1
 	}
-	path := filepath.Join(dir, lastLoadedFile(files).name)
+	count := uint64(binary.LittleEndian.Uint32(frame[13:batchHeaderLen]))
+	if count == 0 || count > (size-batchHeaderLen)/minStoredRecordLen {
+		return 1
+	}
+	return int(count)
+}
+
+// repairTail cuts path, the last file of a log, which starts at offset
+// first, after its last valid frame, makes the cut durable, and returns the
+// index of what is left. Only the last file can be torn by a crash (see
+// the package doc).
+func repairTail(path string, first uint64) (RepairReport, frameIndex, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return RepairReport{}, err
+		return RepairReport{}, frameIndex{}, err
 	}
-	valid, future := validPrefix(data)
+	index, unsupported := validPrefix(data, first)
+	valid := int(index.end)
 	if valid == len(data) {
-		return RepairReport{}, nil
+		return RepairReport{}, index, nil
 	}
-	if future {
+	if unsupported {
 		head := data[valid:min(len(data), valid+12)]
-		return RepairReport{}, fmt.Errorf("%w: %s at byte %d holds a record of a newer release (entry starts %s)",
-			ErrUnsupportedVersion, path, valid, hex.EncodeToString(head))
+		_, sizeLen := binary.Uvarint(data[valid:])
+		return RepairReport{}, frameIndex{}, fmt.Errorf("%s at byte %d: %w (entry starts %s)",
+			path, valid, checkBatchVersion(data[valid+sizeLen]), hex.EncodeToString(head))
 	}
 	if err := cutFile(path, int64(valid)); err != nil {
-		return RepairReport{}, err
+		return RepairReport{}, frameIndex{}, err
 	}
-	if err := syncDir(dir); err != nil {
-		return RepairReport{}, err
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return RepairReport{}, frameIndex{}, err
 	}
-	return RepairReport{
+	report := RepairReport{
 		DroppedBytes:   int64(len(data) - valid),
-		DroppedRecords: countEntries(data[valid:]),
+		DroppedRecords: countDropped(data[valid:]),
 		File:           path,
-	}, nil
+	}
+	return report, index, nil
+}
+
+// refuseOldFormat fails with ErrUnsupportedVersion if the first entry of
+// path is a whole frame of another version, such as a record of the
+// one-record-per-entry format of earlier releases. Repair checks the last
+// file; this checks the first, so that such a log is refused at Open
+// rather than misread.
+func refuseOldFormat(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var head [binary.MaxVarintLen64]byte
+	n, err := io.ReadFull(f, head[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return err
+	}
+	size, sizeLen := binary.Uvarint(head[:n])
+	if sizeLen <= 0 || size < frameHeaderLen || size > 64<<20 {
+		return nil // not a whole entry of any version: reads report it
+	}
+	frame := make([]byte, size)
+	if _, err := f.ReadAt(frame, int64(sizeLen)); err != nil {
+		return nil
+	}
+	if _, state := classifyBatch(frame, 0); state == frameUnsupported {
+		return fmt.Errorf("%s: %w", path, checkBatchVersion(frame[0]))
+	}
+	return nil
 }
 
 func cutFile(path string, size int64) error {

@@ -11,35 +11,48 @@ import (
 	"testing"
 )
 
-// repairSegmentBytes makes a 20-record log span several files of a few
-// records each.
-const repairSegmentBytes = 500
+// repairSegmentBytes makes a 40-record log span several files of a few
+// batches each.
+const repairSegmentBytes = 900
 
 // builtLog is a closed log on disk and what it holds.
 type builtLog struct {
 	dir  string
 	recs []Record
 	// lastFile is the name of the last file; lastFirst the offset of its
-	// first record; lastEnds the end of each of its entries, in bytes.
-	lastFile  string
-	lastFirst uint64
-	lastEnds  []int
+	// first record; lastBatches its frames, as the appends made them.
+	lastFile    string
+	lastFirst   uint64
+	lastBatches []builtBatch
 }
 
-// buildLog writes n records, one or a few per Append, and closes the log.
+// builtBatch is one frame of the last file.
+type builtBatch struct {
+	first  uint64 // offset of its first record
+	count  int
+	start  int // where its entry starts in the file
+	header int // where its frame header ends: a cut at or after it leaves the record count
+	end    int // where its entry ends
+}
+
+// buildLog writes n records in batches of 1, 2, 3, 1, ... and closes the
+// log.
 func buildLog(t testing.TB, n int) builtLog {
 	t.Helper()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{Durability: DurabilityNone, SegmentBytes: repairSegmentBytes})
 	b := builtLog{dir: dir}
+	var batches [][]Record
 	for i := 0; i < n; {
-		batch := []Record{testRecord(i)}
-		if i%4 == 1 && i+1 < n {
-			batch = append(batch, testRecord(i+1))
+		size := min(1+len(batches)%3, n-i)
+		batch := make([]Record, size)
+		for j := range batch {
+			batch[j] = testRecord(i + j)
 		}
 		mustAppend(t, l, batch...)
+		batches = append(batches, batch)
 		b.recs = append(b.recs, batch...)
-		i += len(batch)
+		i += size
 	}
 	closeLog(t, l)
 
@@ -48,31 +61,49 @@ func buildLog(t testing.TB, n int) builtLog {
 		t.Fatal(err)
 	}
 	last := files[len(files)-1]
-	b.lastFile, b.lastFirst = last.name, last.index-1
-	// The expected entry boundaries come from the records, not from the
+	b.lastFile, b.lastFirst = last.name, last.first
+	// The expected frame boundaries come from the records, not from the
 	// files, so that the test does not trust what it checks.
-	end := 0
-	for _, r := range b.recs[b.lastFirst:] {
-		frame := encodedLen(r)
-		end += uvarintLen(uint64(frame)) + frame
-		b.lastEnds = append(b.lastEnds, end)
+	off, pos := uint64(0), 0
+	for _, batch := range batches {
+		if off >= b.lastFirst {
+			entry := batchEntryLen(batch)
+			frameLen := entry - uvarintLen(uint64(entry))
+			prefix := uvarintLen(uint64(frameLen))
+			b.lastBatches = append(b.lastBatches, builtBatch{
+				first: off, count: len(batch), start: pos, header: pos + prefix + batchHeaderLen, end: pos + entry,
+			})
+			pos += entry
+		}
+		off += uint64(len(batch))
 	}
-	if data := readFile(t, filepath.Join(dir, last.name)); len(data) != end {
-		t.Fatalf("last file is %d bytes, its records take %d", len(data), end)
+	if len(b.lastBatches) == 0 || b.lastBatches[0].first != b.lastFirst {
+		t.Fatalf("the last file does not start at a batch")
+	}
+	if data := readFile(t, filepath.Join(dir, last.name)); len(data) != pos {
+		t.Fatalf("last file is %d bytes, its records take %d", len(data), pos)
 	}
 	return b
 }
 
-// survivors returns how many records of the last file lie entirely within
-// its first cut bytes, and where the last of them ends.
-func (b builtLog) survivors(cut int) (count int, validEnd int) {
-	for _, end := range b.lastEnds {
-		if end > cut {
+// survivors returns how many records of the last file lie in batches that
+// are entirely within its first cut bytes, where the last of them ends, and
+// the records Open should report dropped with the batch cut by cut (its
+// header's count if the cut leaves its header, else 1; 0 if no batch is cut).
+func (b builtLog) survivors(cut int) (count int, validEnd int, torn int) {
+	for _, batch := range b.lastBatches {
+		if batch.end > cut {
+			if cut > batch.start {
+				torn = 1
+				if cut >= batch.header {
+					torn = batch.count
+				}
+			}
 			break
 		}
-		count, validEnd = count+1, end
+		count, validEnd = count+batch.count, batch.end
 	}
-	return count, validEnd
+	return count, validEnd, torn
 }
 
 func readFile(t testing.TB, path string) []byte {
@@ -159,21 +190,20 @@ func expectedReport(path string, dropped int, records int) RepairReport {
 }
 
 // TestRepairCutAtEveryByte cuts the last file at every length and expects
-// every record that lies entirely before the cut to survive, and nothing
-// else.
+// every batch that lies entirely before the cut to survive with all its
+// records, and nothing else.
 func TestRepairCutAtEveryByte(t *testing.T) {
-	b := buildLog(t, 20)
+	b := buildLog(t, 40)
 	if files, _ := listSegmentFiles(b.dir); len(files) < 3 {
 		t.Fatalf("want several files, got %d", len(files))
+	}
+	if len(b.lastBatches) < 3 {
+		t.Fatalf("want several batches in the last file, got %d", len(b.lastBatches))
 	}
 	last := readFile(t, filepath.Join(b.dir, b.lastFile))
 	for cut := 0; cut <= len(last); cut++ {
 		dir := b.withLastFile(t, last[:cut])
-		count, validEnd := b.survivors(cut)
-		torn := 0
-		if cut > validEnd {
-			torn = 1
-		}
+		count, validEnd, torn := b.survivors(cut)
 		report := expectedReport(filepath.Join(dir, b.lastFile), cut-validEnd, torn)
 		checkRepaired(t, dir, b.recs, b.lastFirst+uint64(count), report)
 		if t.Failed() {
@@ -185,11 +215,11 @@ func TestRepairCutAtEveryByte(t *testing.T) {
 // TestRepairZeroFill appends zeros (a crash after the file size grew but
 // before the data reached the disk) to intact and torn last files.
 func TestRepairZeroFill(t *testing.T) {
-	b := buildLog(t, 20)
+	b := buildLog(t, 40)
 	last := readFile(t, filepath.Join(b.dir, b.lastFile))
-	cuts := append([]int{len(last), 0, 1}, b.lastEnds...)
-	for _, end := range b.lastEnds {
-		cuts = append(cuts, end-1, end-len(last)/7)
+	cuts := []int{len(last), 0, 1}
+	for _, batch := range b.lastBatches {
+		cuts = append(cuts, batch.end, batch.end-1, batch.header, batch.header-1, batch.end-len(last)/7)
 	}
 	for _, cut := range cuts {
 		if cut < 0 || cut > len(last) {
@@ -198,13 +228,9 @@ func TestRepairZeroFill(t *testing.T) {
 		for _, zeros := range []int{1, 2, 9, 130, 4096} {
 			data := append(bytes.Clone(last[:cut]), make([]byte, zeros)...)
 			dir := b.withLastFile(t, data)
-			count, validEnd := b.survivors(cut)
-			torn := 0
-			if cut > validEnd {
-				torn = 1 // the torn record; zero fill itself counts as none
-			}
+			count, validEnd, torn := b.survivors(cut)
 			report := expectedReport(filepath.Join(dir, b.lastFile), len(data)-validEnd, torn)
-			if torn == 1 {
+			if torn > 0 {
 				report.DroppedRecords = -1 // best effort: a torn prefix may swallow zeros oddly
 			}
 			checkRepairedLoose(t, dir, b.recs, b.lastFirst+uint64(count), report)
@@ -235,7 +261,7 @@ func checkRepairedLoose(t testing.TB, dir string, recs []Record, next uint64, re
 
 // TestRepairGarbageTail appends random bytes to intact and torn last files.
 func TestRepairGarbageTail(t *testing.T) {
-	b := buildLog(t, 20)
+	b := buildLog(t, 40)
 	last := readFile(t, filepath.Join(b.dir, b.lastFile))
 	rng := rand.New(rand.NewPCG(7, 11))
 	for round := range 60 {
@@ -249,7 +275,7 @@ func TestRepairGarbageTail(t *testing.T) {
 		}
 		data := append(bytes.Clone(last[:cut]), garbage...)
 		dir := b.withLastFile(t, data)
-		count, validEnd := b.survivors(cut)
+		count, validEnd, _ := b.survivors(cut)
 		report := expectedReport(filepath.Join(dir, b.lastFile), len(data)-validEnd, -1)
 		checkRepairedLoose(t, dir, b.recs, b.lastFirst+uint64(count), report)
 		if t.Failed() {
@@ -258,39 +284,57 @@ func TestRepairGarbageTail(t *testing.T) {
 	}
 }
 
-// TestRepairCorruptLastFile flips bits in records of the last file: the
-// valid prefix is kept, the damaged record and everything after it go.
+// TestRepairCorruptLastFile flips bits in batches of the last file: the
+// valid prefix is kept, the damaged batch and everything after it go.
 func TestRepairCorruptLastFile(t *testing.T) {
-	b := buildLog(t, 20)
+	b := buildLog(t, 40)
 	last := readFile(t, filepath.Join(b.dir, b.lastFile))
-	n := len(b.lastEnds)
-	for victim := range n {
-		start := 0
-		if victim > 0 {
-			start = b.lastEnds[victim-1]
+	for victim, batch := range b.lastBatches {
+		dropped := 0
+		for _, later := range b.lastBatches[victim:] {
+			dropped += later.count
 		}
-		for _, at := range []int{b.lastEnds[victim] - 1, start + 3, start + 7} {
+		// A flip in the CRC, in the first offset and in the last record.
+		for _, at := range []int{batch.start + 3, batch.start + 7, batch.end - 1} {
 			data := bytes.Clone(last)
 			data[at] ^= 0x10
 			dir := b.withLastFile(t, data)
-			report := expectedReport(filepath.Join(dir, b.lastFile), len(data)-start, n-victim)
-			checkRepaired(t, dir, b.recs, b.lastFirst+uint64(victim), report)
+			report := expectedReport(filepath.Join(dir, b.lastFile), len(data)-batch.start, dropped)
+			checkRepaired(t, dir, b.recs, batch.first, report)
 			if t.Failed() {
-				t.Fatalf("bit flip at byte %d (record %d of the last file)", at, victim)
+				t.Fatalf("bit flip at byte %d (batch %d of the last file)", at, victim)
 			}
 		}
 	}
 }
 
+// TestRepairRewrittenFrameOutOfSequence: a frame whose CRC is good but
+// whose first offset does not follow the one before it is not part of the
+// valid prefix.
+func TestRepairRewrittenFrameOutOfSequence(t *testing.T) {
+	b := buildLog(t, 40)
+	last := readFile(t, filepath.Join(b.dir, b.lastFile))
+	victim := b.lastBatches[len(b.lastBatches)-1]
+	data := bytes.Clone(last)
+	frame := data[victim.header-batchHeaderLen : victim.end]
+	binary.LittleEndian.PutUint64(frame[5:13], victim.first+1)
+	fixCRC(frame)
+	dir := b.withLastFile(t, data)
+	report := expectedReport(filepath.Join(dir, b.lastFile), victim.end-victim.start, victim.count)
+	checkRepaired(t, dir, b.recs, victim.first, report)
+}
+
 // TestRepairNewRollFile covers a crash right after a roll: the new last
-// file is empty, zero-filled, or holds part of its first record.
+// file is empty, zero-filled, or holds part of its first batch.
 func TestRepairNewRollFile(t *testing.T) {
-	b := buildLog(t, 20)
+	b := buildLog(t, 40)
 	next := uint64(len(b.recs))
-	newFile := segmentName(next + 1)
-	extra := testRecord(int(next))
-	entry := appendEntry(nil, EncodeRecord(nil, extra))
-	recs := append(b.recs[:next:next], extra)
+	newFile := segmentName(next)
+	extra := []Record{testRecord(int(next)), testRecord(int(next) + 1)}
+	entry := appendRecordsEntry(nil, next, extra)
+	_, prefix := binary.Uvarint(entry)
+	headerEnd := prefix + batchHeaderLen
+	recs := append(b.recs[:next:next], extra...)
 
 	tests := []struct {
 		name     string
@@ -302,10 +346,12 @@ func TestRepairNewRollFile(t *testing.T) {
 		{"empty", nil, next, 0, 0},
 		{"zero filled", make([]byte, 4096), next, 4096, 0},
 		{"size prefix only", entry[:1], next, 1, 1},
-		{"half a record", entry[:len(entry)/2], next, len(entry) / 2, 1},
-		{"all but one byte", entry[:len(entry)-1], next, len(entry) - 1, 1},
-		{"whole record", entry, next + 1, 0, 0},
-		{"whole record then zeros", append(bytes.Clone(entry), make([]byte, 100)...), next + 1, 100, 0},
+		{"header cut", entry[:headerEnd-1], next, headerEnd - 1, 1},
+		{"header only", entry[:headerEnd], next, headerEnd, 2},
+		{"half a batch", entry[:len(entry)/2], next, len(entry) / 2, 2},
+		{"all but one byte", entry[:len(entry)-1], next, len(entry) - 1, 2},
+		{"whole batch", entry, next + 2, 0, 0},
+		{"whole batch then zeros", append(bytes.Clone(entry), make([]byte, 100)...), next + 2, 100, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -317,57 +363,71 @@ func TestRepairNewRollFile(t *testing.T) {
 	}
 }
 
-// TestRepairPicksTidwallTail simulates crashes inside tidwall truncations,
-// which leave ".START" or ".END" files that tidwall resolves on open: the
-// file repair scans must be the one tidwall will append to.
-func TestRepairPicksTidwallTail(t *testing.T) {
-	b := buildLog(t, 20)
+// TestRepairFinishesTruncation simulates crashes inside truncations, which
+// leave ".START" or ".END" files that Open puts in place: the file repair
+// scans must be the one the log then appends to.
+func TestRepairFinishesTruncation(t *testing.T) {
+	b := buildLog(t, 40)
 	files, _ := listSegmentFiles(b.dir)
-	middle := files[1] // records [middle.index-1, files[2].index-1)
+	middle, afterMiddle := files[1], files[2].first // records [middle.first, afterMiddle)
 	middleData := readFile(t, filepath.Join(b.dir, middle.name))
 	middleEntries := splitEntries(t, middleData)
 	if len(middleEntries) < 2 {
-		t.Fatalf("middle file holds %d records", len(middleEntries))
+		t.Fatalf("middle file holds %d batches", len(middleEntries))
 	}
-	tornTail := []byte{0x7f, frameVersion, 1, 2}
+	firstBatch := entryRecords(t, middleEntries[0])
+	if firstBatch < 2 {
+		t.Fatalf("the middle file's first batch holds %d records, want several", firstBatch)
+	}
+	tornTail := []byte{0x7f, batchVersion, 1, 2}
 
 	t.Run("END", func(t *testing.T) {
-		// TruncateBack to the first record of the middle file crashed after
-		// writing its END file: tidwall drops the later files and makes the
-		// END file the tail. Tear its end as a crash might.
+		// TruncateTail to the second batch of the middle file crashed
+		// after writing its END file: Open drops the later files and makes
+		// the END file the tail. Tear its end as a crash might.
 		dir := copyDir(t, b.dir)
 		endData := append(bytes.Clone(middleEntries[0]), tornTail...)
 		endName := middle.name + endSuffix
 		writeFile(t, filepath.Join(dir, endName), endData)
-		report := expectedReport(filepath.Join(dir, endName), len(tornTail), 1)
-		checkRepaired(t, dir, b.recs, middle.index, report)
+		report := expectedReport(filepath.Join(dir, middle.name), len(tornTail), 1)
+		checkRepaired(t, dir, b.recs, middle.first+uint64(firstBatch), report)
+	})
+	t.Run("END inside a batch", func(t *testing.T) {
+		// TruncateTail into the middle of the middle file's first batch.
+		dir := copyDir(t, b.dir)
+		from := middle.first + 1
+		end := appendRecordsEntry(nil, middle.first, b.recs[middle.first:from])
+		writeFile(t, filepath.Join(dir, middle.name+endSuffix), end)
+		checkRepaired(t, dir, b.recs, from, RepairReport{})
 	})
 	t.Run("START last", func(t *testing.T) {
-		// TruncateFront into the last file crashed after writing its START
+		// TruncateHead into the last file crashed after writing its START
 		// file, which becomes the tail.
 		dir := copyDir(t, b.dir)
 		lastData := readFile(t, filepath.Join(dir, b.lastFile))
 		lastEntries := splitEntries(t, lastData)
-		startIndex := b.lastFirst + 2 // tidwall index of the third record
-		startName := segmentName(startIndex) + startSuffix
+		before := b.lastBatches[1].first
+		startName := segmentName(before) + startSuffix
 		startData := append(bytes.Join(lastEntries[1:], nil), tornTail...)
 		writeFile(t, filepath.Join(dir, startName), startData)
 
 		l := openLog(t, dir, Options{Durability: DurabilityNone, SegmentBytes: repairSegmentBytes})
 		defer closeLog(t, l)
-		want := expectedReport(filepath.Join(dir, startName), len(tornTail), 1)
+		want := expectedReport(filepath.Join(dir, segmentName(before)), len(tornTail), 1)
 		if got := l.Repair(); got != want {
 			t.Fatalf("Repair() = %+v, want %+v", got, want)
 		}
-		checkContents(t, l, b.recs, startIndex-1, uint64(len(b.recs)))
+		checkContents(t, l, b.recs, before, uint64(len(b.recs)))
 	})
 	t.Run("START not last", func(t *testing.T) {
-		// TruncateFront into the middle file: the last file stays the tail
-		// and is the one to repair.
+		// TruncateHead into a batch of the middle file: the START file
+		// re-frames the rest of that batch; the last file stays the tail and
+		// is the one to repair.
 		dir := copyDir(t, b.dir)
-		startIndex := middle.index + 1
-		startName := segmentName(startIndex) + startSuffix
-		writeFile(t, filepath.Join(dir, startName), bytes.Join(middleEntries[1:], nil))
+		before := middle.first + 1
+		startData := appendRecordsEntry(nil, before, b.recs[before:middle.first+uint64(firstBatch)])
+		startData = append(startData, bytes.Join(middleEntries[1:], nil)...)
+		writeFile(t, filepath.Join(dir, segmentName(before)+startSuffix), startData)
 		lastPath := filepath.Join(dir, b.lastFile)
 		writeFile(t, lastPath, append(readFile(t, lastPath), tornTail...))
 
@@ -376,11 +436,45 @@ func TestRepairPicksTidwallTail(t *testing.T) {
 		if got, want := l.Repair(), expectedReport(lastPath, len(tornTail), 1); got != want {
 			t.Fatalf("Repair() = %+v, want %+v", got, want)
 		}
-		checkContents(t, l, b.recs, startIndex-1, uint64(len(b.recs)))
+		checkContents(t, l, b.recs, before, uint64(len(b.recs)))
+		if _, err := os.Stat(filepath.Join(dir, middle.name)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the file the START file replaces survived: %v", err)
+		}
+		if afterMiddle <= before {
+			t.Fatal("bad test setup")
+		}
+	})
+	t.Run("both", func(t *testing.T) {
+		dir := copyDir(t, b.dir)
+		writeFile(t, filepath.Join(dir, middle.name+endSuffix), middleEntries[0])
+		writeFile(t, filepath.Join(dir, segmentName(middle.first+1)+startSuffix), nil)
+		if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open with both a START and an END file: %v, want ErrCorrupt", err)
+		}
 	})
 }
 
-// splitEntries splits a tidwall file into its entries (size prefix
+// appendRecordsEntry appends the entry of one frame holding recs at offsets
+// from first.
+func appendRecordsEntry(dst []byte, first uint64, recs []Record) []byte {
+	var bodies [][]byte
+	for _, r := range recs {
+		bodies = append(bodies, EncodeRecord(nil, r)[frameHeaderLen:])
+	}
+	return appendBatchEntry(dst, first, bodies)
+}
+
+// entryRecords returns the record count of a stored entry.
+func entryRecords(t testing.TB, entry []byte) int {
+	t.Helper()
+	b, err := entryBatch(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.count()
+}
+
+// splitEntries splits a log file into its entries (size prefix
 // included).
 func splitEntries(t testing.TB, data []byte) [][]byte {
 	t.Helper()
@@ -388,7 +482,7 @@ func splitEntries(t testing.TB, data []byte) [][]byte {
 	for len(data) > 0 {
 		size, n := binary.Uvarint(data)
 		if n <= 0 || size > uint64(len(data)-n) {
-			t.Fatalf("not a tidwall file")
+			t.Fatalf("not a log file")
 		}
 		entries = append(entries, data[:n+int(size)])
 		data = data[n+int(size):]
@@ -401,21 +495,46 @@ func appendEntry(dst, frame []byte) []byte {
 	return append(dst, frame...)
 }
 
-// TestRepairRefusesNewerRecords keeps a well-formed record of an unknown
+// TestRepairRefusesNewerRecords keeps a well-formed frame of an unknown
 // version (data of a newer release) instead of cutting it.
 func TestRepairRefusesNewerRecords(t *testing.T) {
-	b := buildLog(t, 20)
+	b := buildLog(t, 40)
 	path := filepath.Join(b.dir, b.lastFile)
-	frame := EncodeRecord(nil, testRecord(77))
-	frame[0] = 2
-	fixCRC(frame)
-	before := append(readFile(t, path), appendEntry(nil, frame)...)
+	entry := appendRecordsEntry(nil, uint64(len(b.recs)), []Record{testRecord(77)})
+	_, n := binary.Uvarint(entry)
+	entry[n] = 3
+	fixCRC(entry[n:])
+	before := append(readFile(t, path), entry...)
 	writeFile(t, path, before)
 	if _, err := Open(b.dir, Options{}); !errors.Is(err, ErrUnsupportedVersion) {
-		t.Fatalf("Open over a newer record: %v, want ErrUnsupportedVersion", err)
+		t.Fatalf("Open over a newer frame: %v, want ErrUnsupportedVersion", err)
 	}
 	if !bytes.Equal(readFile(t, path), before) {
-		t.Fatal("Open cut a record of a newer release")
+		t.Fatal("Open cut a frame of a newer release")
+	}
+}
+
+// TestOpenRefusesPerRecordLogs: a log of the one-record-per-entry format of
+// earlier releases (version 1 record frames, files named from 1) is refused
+// with ErrUnsupportedVersion and left as it is, whether its last file holds
+// records or not.
+func TestOpenRefusesPerRecordLogs(t *testing.T) {
+	var first []byte
+	for i := range 5 {
+		first = appendEntry(first, EncodeRecord(nil, testRecord(i)))
+	}
+	for _, tail := range [][]byte{appendEntry(nil, EncodeRecord(nil, testRecord(5))), nil} {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, segmentName(1)), first)
+		writeFile(t, filepath.Join(dir, segmentName(6)), tail)
+		_, err := Open(dir, Options{})
+		if !errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open of a per-record log: %v, want ErrUnsupportedVersion", err)
+		}
+		if !bytes.Equal(readFile(t, filepath.Join(dir, segmentName(1))), first) ||
+			!bytes.Equal(readFile(t, filepath.Join(dir, segmentName(6))), tail) {
+			t.Fatal("Open changed a per-record log")
+		}
 	}
 }
 
@@ -423,12 +542,16 @@ func TestRepairRefusesNewerRecords(t *testing.T) {
 // which Open does not repair: reads must fail with ErrCorrupt, never serve
 // the damage, never panic, and records elsewhere stay readable.
 func TestCorruptionInOlderFileIsDetected(t *testing.T) {
-	b := buildLog(t, 20)
+	b := buildLog(t, 40)
 	files, _ := listSegmentFiles(b.dir)
 	first := files[0]
 	firstData := readFile(t, filepath.Join(b.dir, first.name))
 	entries := splitEntries(t, firstData)
-	secondStart := files[1].index - 1 // first offset of the second file
+	if len(entries) < 3 {
+		t.Fatalf("first file holds %d batches", len(entries))
+	}
+	batch0 := uint64(entryRecords(t, entries[0])) // offsets [0, batch0) are in the first batch
+	secondStart := files[1].first                 // first offset of the second file
 
 	openDamaged := func(t *testing.T, data []byte) *Log {
 		dir := copyDir(t, b.dir)
@@ -440,68 +563,84 @@ func TestCorruptionInOlderFileIsDetected(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 		return l
 	}
-	checkOthers := func(t *testing.T, l *Log) {
+	checkRange := func(t *testing.T, l *Log, from, to uint64) {
 		t.Helper()
-		for off := secondStart; off < uint64(len(b.recs)); off++ {
+		for off := from; off < to; off++ {
 			if got, err := l.Read(off); err != nil || !sameRecord(got, b.recs[off]) {
-				t.Fatalf("Read(%d) in an intact file: %v", off, err)
+				t.Fatalf("Read(%d) in an intact batch: %v", off, err)
+			}
+		}
+	}
+	checkCorrupt := func(t *testing.T, l *Log, from, to uint64) {
+		t.Helper()
+		for off := from; off < to; off++ {
+			if _, err := l.Read(off); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Read(%d) of a damaged record: %v, want ErrCorrupt", off, err)
 			}
 		}
 	}
 
 	t.Run("bit flip", func(t *testing.T) {
 		data := bytes.Clone(firstData)
-		victim := 1
 		victimEnd := len(entries[0]) + len(entries[1])
 		data[victimEnd-1] ^= 0x01
+		batch1 := batch0 + uint64(entryRecords(t, entries[1]))
 		l := openDamaged(t, data)
-		if _, err := l.Read(uint64(victim)); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("Read of a damaged record: %v, want ErrCorrupt", err)
-		}
-		if got, err := l.Read(0); err != nil || !sameRecord(got, b.recs[0]) {
-			t.Fatalf("Read(0) next to the damage: %v", err)
-		}
+		checkCorrupt(t, l, batch0, batch1)
+		checkRange(t, l, 0, batch0)
+		checkRange(t, l, batch1, uint64(len(b.recs)))
 		// ReadRange hands out the good prefix, then fails at the damage.
-		recs, err := l.ReadRange(0, 10, 0)
-		if err != nil || len(recs) != 1 {
-			t.Fatalf("ReadRange(0) = %d records, %v; want the 1 before the damage", len(recs), err)
+		recs, err := l.ReadRange(0, 100, 0)
+		if err != nil || uint64(len(recs)) != batch0 {
+			t.Fatalf("ReadRange(0) = %d records, %v; want the %d before the damage", len(recs), err, batch0)
 		}
-		if _, err := l.ReadRange(1, 10, 0); !errors.Is(err, ErrCorrupt) {
+		if _, err := l.ReadRange(batch0, 10, 0); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("ReadRange at the damage: %v, want ErrCorrupt", err)
 		}
-		checkOthers(t, l)
 	})
 	t.Run("size prefix beyond file", func(t *testing.T) {
 		data := bytes.Clone(firstData)
 		data[len(entries[0])] = 0x7f // the second entry claims 127 bytes
-		if len(data)-len(entries[0]) > 0x7f {
-			t.Skip("file too long for the test")
-		}
 		l := openDamaged(t, data)
-		for off := range secondStart {
-			if _, err := l.Read(off); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("Read(%d) in a file tidwall cannot parse: %v, want ErrCorrupt", off, err)
-			}
-		}
-		checkOthers(t, l)
+		checkRange(t, l, 0, batch0)
+		checkCorrupt(t, l, batch0, secondStart)
+		checkRange(t, l, secondStart, uint64(len(b.recs)))
 	})
-	t.Run("lost records", func(t *testing.T) {
-		// The file lost its last record: tidwall's count of the file falls
-		// short and it would index past its entries.
+	t.Run("lost batch", func(t *testing.T) {
+		// The file lost its last batch: its frames end before the next
+		// file starts.
+		lostFrom := secondStart - uint64(entryRecords(t, entries[len(entries)-1]))
 		l := openDamaged(t, bytes.Join(entries[:len(entries)-1], nil))
-		if _, err := l.Read(secondStart - 1); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("Read of a lost record: %v, want ErrCorrupt", err)
+		checkRange(t, l, 0, lostFrom)
+		checkCorrupt(t, l, lostFrom, secondStart)
+		checkRange(t, l, secondStart, uint64(len(b.recs)))
+	})
+	t.Run("garbage", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for round := range 50 {
+			data := bytes.Clone(firstData)
+			for range 1 + round%5 {
+				data[rng.IntN(len(data))] = byte(rng.Uint32())
+			}
+			l := openDamaged(t, data)
+			for off := range secondStart {
+				got, err := l.Read(off)
+				if err == nil && !sameRecord(got, b.recs[off]) {
+					t.Fatalf("round %d: Read(%d) served damaged data", round, off)
+				}
+				if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
+					t.Fatalf("round %d: Read(%d): %v", round, off, err)
+				}
+			}
+			checkRange(t, l, secondStart, uint64(len(b.recs)))
+			l.Close()
 		}
-		if got, err := l.Read(0); err != nil || !sameRecord(got, b.recs[0]) {
-			t.Fatalf("Read(0): %v", err)
-		}
-		checkOthers(t, l)
 	})
 }
 
-func TestCountEntries(t *testing.T) {
-	frame := EncodeRecord(nil, testRecord(3))
-	entry := appendEntry(nil, frame)
+func TestCountDropped(t *testing.T) {
+	entry := appendRecordsEntry(nil, 5, []Record{testRecord(3), testRecord(4), testRecord(5)})
+	single := appendRecordsEntry(nil, 5, []Record{testRecord(3)})
 	tests := []struct {
 		name string
 		tail []byte
@@ -509,14 +648,17 @@ func TestCountEntries(t *testing.T) {
 	}{
 		{"nothing", nil, 0},
 		{"zeros", make([]byte, 50), 0},
-		{"one torn", entry[:len(entry)-1], 1},
-		{"two whole", append(bytes.Clone(entry), entry...), 2},
-		{"whole then zeros", append(bytes.Clone(entry), 0, 0, 0), 1},
+		{"one torn", entry[:len(entry)-1], 3},
+		{"header cut", entry[:10], 1},
+		{"two whole", append(bytes.Clone(entry), single...), 4},
+		{"whole then zeros", append(bytes.Clone(entry), 0, 0, 0), 3},
 		{"torn size prefix", []byte{0x80}, 1},
+		{"implausible count", append([]byte{30, batchVersion}, make([]byte, 29)...), 1},
 	}
+	binary.LittleEndian.PutUint32(tests[len(tests)-1].tail[1+13:], 1000)
 	for _, tt := range tests {
-		if got := countEntries(tt.tail); got != tt.want {
-			t.Errorf("%s: countEntries = %d, want %d", tt.name, got, tt.want)
+		if got := countDropped(tt.tail); got != tt.want {
+			t.Errorf("%s: countDropped = %d, want %d", tt.name, got, tt.want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 )
@@ -115,40 +116,71 @@ func TestDurabilityNoneSyncsOnDemand(t *testing.T) {
 	closeLog(t, l)
 }
 
-// TestFailureIsSticky breaks the descriptor the log fsyncs through: the
-// append fails, every later write reports ErrFailed, and a reopen works.
+// TestFailureIsSticky breaks the log's writes, then its fsyncs: the append
+// fails, every later write reports ErrFailed, reads go on, and a reopen
+// works.
 func TestFailureIsSticky(t *testing.T) {
-	dir := t.TempDir()
-	l := openLog(t, dir, Options{})
-	mustAppend(t, l, testRecord(0))
-	l.writeMu.Lock()
-	l.tail.file.Close()
-	l.writeMu.Unlock()
-	if _, err := l.Append(testRecord(1)); !errors.Is(err, ErrFailed) {
-		t.Fatalf("Append with a broken file: %v, want ErrFailed", err)
-	}
-	if _, err := l.Append(testRecord(2)); !errors.Is(err, ErrFailed) {
-		t.Fatalf("Append after a failure: %v, want ErrFailed", err)
-	}
-	if err := l.Sync(); !errors.Is(err, ErrFailed) {
-		t.Fatalf("Sync after a failure: %v, want ErrFailed", err)
-	}
-	if err := l.TruncateHead(1); !errors.Is(err, ErrFailed) {
-		t.Fatalf("TruncateHead after a failure: %v, want ErrFailed", err)
-	}
-	if l.NextOffset() != 1 {
-		t.Fatalf("a failed append became visible: NextOffset %d", l.NextOffset())
-	}
-	if got, err := l.Read(0); err != nil || !sameRecord(got, testRecord(0)) {
-		t.Fatalf("Read after a failure: %v", err)
-	}
-	l.Close() // reports the broken descriptor; what matters is the reopen
+	for _, tt := range []struct {
+		name string
+		// breakLog makes the next append fail; it returns what the next
+		// offset is after a reopen.
+		breakLog func(t *testing.T, l *Log) uint64
+	}{
+		{"write", func(t *testing.T, l *Log) uint64 {
+			// Writes go through a descriptor that cannot write; readers
+			// keep the good one.
+			ro, err := os.Open(l.tail.file.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.writeMu.Lock()
+			good := l.tail.file
+			l.tail.file = ro
+			l.writeMu.Unlock()
+			t.Cleanup(func() { good.Close() })
+			return 1 // the failed append wrote nothing
+		}},
+		{"fsync", func(t *testing.T, l *Log) uint64 {
+			l.syncMu.Lock()
+			l.syncErr = errors.New("injected fsync failure")
+			l.syncMu.Unlock()
+			return 2 // the failed append reached the file before its fsync failed
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, dir, Options{})
+			mustAppend(t, l, testRecord(0))
+			nextAfterReopen := tt.breakLog(t, l)
+			if _, err := l.Append(testRecord(1)); !errors.Is(err, ErrFailed) {
+				t.Fatalf("Append with a broken file: %v, want ErrFailed", err)
+			}
+			if _, err := l.Append(testRecord(2)); !errors.Is(err, ErrFailed) {
+				t.Fatalf("Append after a failure: %v, want ErrFailed", err)
+			}
+			if err := l.Sync(); !errors.Is(err, ErrFailed) {
+				t.Fatalf("Sync after a failure: %v, want ErrFailed", err)
+			}
+			if err := l.TruncateHead(1); !errors.Is(err, ErrFailed) {
+				t.Fatalf("TruncateHead after a failure: %v, want ErrFailed", err)
+			}
+			if err := l.TruncateTail(0); !errors.Is(err, ErrFailed) {
+				t.Fatalf("TruncateTail after a failure: %v, want ErrFailed", err)
+			}
+			if l.NextOffset() != 1 {
+				t.Fatalf("a failed append became visible: NextOffset %d", l.NextOffset())
+			}
+			if got, err := l.Read(0); err != nil || !sameRecord(got, testRecord(0)) {
+				t.Fatalf("Read after a failure: %v", err)
+			}
+			l.Close() // may report the broken descriptor; what matters is the reopen
 
-	l = openLog(t, dir, Options{})
-	defer closeLog(t, l)
-	// The failed append reached tidwall's file before the fsync failed.
-	if next := l.NextOffset(); next != 2 {
-		t.Fatalf("NextOffset after reopen = %d, want 2", next)
+			l = openLog(t, dir, Options{})
+			defer closeLog(t, l)
+			if next := l.NextOffset(); next != nextAfterReopen {
+				t.Fatalf("NextOffset after reopen = %d, want %d", next, nextAfterReopen)
+			}
+			mustAppend(t, l, testRecord(3))
+		})
 	}
-	mustAppend(t, l, testRecord(3))
 }

@@ -33,6 +33,25 @@ func testRecord(i int) Record {
 	return r
 }
 
+// batchEntryLen is the size of the entry one append of recs (within
+// maxBatchRecordBytes) stores.
+func batchEntryLen(recs []Record) int {
+	frameLen := batchHeaderLen
+	for _, r := range recs {
+		frameLen += storedLen(bodyLen(r))
+	}
+	return uvarintLen(uint64(frameLen)) + frameLen
+}
+
+func fileSize(t testing.TB, path string) int64 {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
+
 func openLog(t testing.TB, dir string, opts Options) *Log {
 	t.Helper()
 	l, err := Open(dir, opts)
@@ -185,7 +204,12 @@ func TestReadRangeLimits(t *testing.T) {
 	for i := range 50 {
 		want = append(want, testRecord(i))
 	}
-	mustAppend(t, l, want...)
+	for i := 0; i < len(want); i += 7 {
+		mustAppend(t, l, want[i:min(i+7, len(want))]...)
+	}
+	if files, _ := listSegmentFiles(l.Dir()); len(files) < 3 {
+		t.Fatalf("want several files, got %d", len(files))
+	}
 	frameLen := func(i int) int { return encodedLen(want[i]) }
 
 	recs, err := l.ReadRange(10, 5, 0)
@@ -335,104 +359,143 @@ func TestTruncateTail(t *testing.T) {
 	checkContents(t, l, want, 5, 6)
 }
 
-// TestTailFollowsTidwall checks the replay of tidwall's roll decisions
-// (tailFile.advance) against the directory, through random batch sizes,
-// truncations and a reopen with a smaller roll size.
-func TestTailFollowsTidwall(t *testing.T) {
+// TestRollBySize checks where files roll, through random batch sizes,
+// truncations and reopens with other roll sizes: every file is named by the
+// offset of its first record, holds exactly the records up to the next
+// file's, and a file other than the last one reached SegmentBytes only with
+// its last frame (a file rolls before a frame once it has reached
+// SegmentBytes). The writer's idea of the tail matches the directory.
+func TestRollBySize(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(1, 2))
-	check := func(l *Log, when string) {
+	var want []Record
+	// tailIn[first] is the last round in which the file was seen as the
+	// tail; openTail is the tail when the round opened the log. A file
+	// that became the tail in this round and rolled must have rolled by
+	// this round's size.
+	tailIn := map[uint64]int{}
+	var openTail uint64
+	check := func(l *Log, round, segBytes int) {
 		t.Helper()
-		disk, err := openTail(l.dir)
+		files, err := listSegmentFiles(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer disk.close()
 		l.writeMu.Lock()
-		index, size := l.tail.index, l.tail.size
+		tail := l.tail
 		l.writeMu.Unlock()
-		if index != disk.index || size != disk.size {
-			t.Fatalf("%s: tail followed as file %d (%d bytes), directory says %d (%d bytes)",
-				when, index, size, disk.index, disk.size)
+		last := files[len(files)-1]
+		if last.first != tail.first || fileSize(t, filepath.Join(dir, last.name)) != tail.size {
+			t.Fatalf("round %d: tail followed as %d (%d bytes), directory has %s", round, tail.first, tail.size, last.name)
+		}
+		tailIn[last.first] = round
+		for i, f := range files {
+			if f.kind != plainFile {
+				t.Fatalf("round %d: %s left behind", round, f.name)
+			}
+			data := readFile(t, filepath.Join(dir, f.name))
+			index, _ := validPrefix(data, f.first)
+			if index.end != int64(len(data)) {
+				t.Fatalf("round %d: %s is not made of whole frames", round, f.name)
+			}
+			if i == len(files)-1 {
+				if index.next != l.NextOffset() {
+					t.Fatalf("round %d: last file ends at %d, NextOffset %d", round, index.next, l.NextOffset())
+				}
+				continue
+			}
+			if index.next != files[i+1].first {
+				t.Fatalf("round %d: %s ends at offset %d, next file starts at %d", round, f.name, index.next, files[i+1].first)
+			}
+			if tailIn[f.first] != round || f.first == openTail {
+				continue
+			}
+			lastFrame := index.frames[len(index.frames)-1].pos
+			if index.end < int64(segBytes) || lastFrame >= int64(segBytes) {
+				t.Fatalf("round %d: %s rolled at %d bytes (last frame at %d), roll size %d", round, f.name, index.end, lastFrame, segBytes)
+			}
 		}
 	}
-	n := 0
 	for round, segBytes := range []int{700, 3000, 300} {
 		l := openLog(t, dir, Options{Durability: DurabilityNone, SegmentBytes: segBytes})
-		check(l, "open")
+		openTail = l.tail.first
 		for range 60 {
 			batch := make([]Record, 1+rng.IntN(12))
 			for i := range batch {
-				batch[i] = testRecord(n)
-				n++
+				batch[i] = testRecord(len(want) + i)
 			}
 			mustAppend(t, l, batch...)
-			check(l, fmt.Sprintf("round %d append", round))
+			want = append(want, batch...)
+			check(l, round, segBytes)
 		}
-		next := l.NextOffset()
-		if err := l.TruncateTail(next - 3); err != nil {
+		if err := l.TruncateTail(l.NextOffset() - 3); err != nil {
 			t.Fatal(err)
 		}
-		check(l, "TruncateTail")
+		want = want[:l.NextOffset()]
 		if err := l.TruncateHead(l.FirstOffset() + 10); err != nil {
 			t.Fatal(err)
 		}
-		check(l, "TruncateHead")
+		checkContents(t, l, want, l.FirstOffset(), l.NextOffset())
 		closeLog(t, l)
 	}
 }
 
-// TestTailFollowsTidwallExactBoundary fills files to exactly SegmentBytes,
-// where tidwall rolls (">=", not ">"), in single appends and in batches.
-func TestTailFollowsTidwallExactBoundary(t *testing.T) {
+// TestRollExactBoundary fills files to exactly SegmentBytes, where the log
+// rolls (">=", not ">"), in single appends and in batches.
+func TestRollExactBoundary(t *testing.T) {
 	rec := testRecord(4)
-	entry := uvarintLen(uint64(encodedLen(rec))) + encodedLen(rec)
+	entry := batchEntryLen([]Record{rec})
 	for _, batch := range []int{1, 2, 3, 7} {
 		dir := t.TempDir()
 		l := openLog(t, dir, Options{Durability: DurabilityNone, SegmentBytes: 3 * entry})
+		var want []Record
 		for range 5 {
 			recs := make([]Record, batch)
 			for i := range recs {
 				recs[i] = rec
 			}
 			mustAppend(t, l, recs...)
-			disk, err := openTail(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			disk.close()
-			if l.tail.index != disk.index || l.tail.size != disk.size {
-				t.Fatalf("batch %d: tail followed as file %d (%d bytes), directory says %d (%d bytes)",
-					batch, l.tail.index, l.tail.size, disk.index, disk.size)
+			want = append(want, recs...)
+		}
+		files, _ := listSegmentFiles(dir)
+		for _, f := range files[:len(files)-1] {
+			size := fileSize(t, filepath.Join(dir, f.name))
+			if batch == 1 && size != int64(3*entry) {
+				t.Fatalf("batch 1: %s is %d bytes, want exactly %d", f.name, size, 3*entry)
 			}
 		}
+		checkContents(t, l, want, 0, uint64(len(want)))
 		closeLog(t, l)
 	}
 }
 
-// TestTailDriftIsCorrected: if the replay of tidwall's rolls were ever
-// wrong, the size check before fsync finds the real tail file.
-func TestTailDriftIsCorrected(t *testing.T) {
+// TestLargeAppendIsCutIntoFrames appends more than maxBatchRecordBytes at
+// once, and records larger than it: they are stored in several frames, and
+// read back across them.
+func TestLargeAppendIsCutIntoFrames(t *testing.T) {
 	dir := t.TempDir()
-	l := openLog(t, dir, Options{SegmentBytes: 400})
-	defer closeLog(t, l)
-	for i := range 10 {
-		mustAppend(t, l, testRecord(i))
+	opts := Options{Durability: DurabilityNone, SegmentBytes: 256 << 10}
+	l := openLog(t, dir, opts)
+	var want []Record
+	for i := range 1500 {
+		r := testRecord(i)
+		r.Payload = bytes.Repeat(r.Payload, 6) // about 1 KiB
+		want = append(want, r)
 	}
+	big := Record{Key: []byte("big"), Payload: bytes.Repeat([]byte("z"), 3*maxBatchRecordBytes)}
+	want = append(want, big, testRecord(1500), big)
+	mustAppend(t, l, want...)
 	l.writeMu.Lock()
-	l.tail.size += 5 // as if a roll had been missed
-	l.tail.index--
+	frames := len(l.tail.frames)
 	l.writeMu.Unlock()
-	mustAppend(t, l, testRecord(10))
-	disk, err := openTail(dir)
-	if err != nil {
-		t.Fatal(err)
+	if files, _ := listSegmentFiles(dir); len(files) < 3 || frames < 2 {
+		t.Fatalf("one append of %d records: %d files, %d frames in the last", len(want), len(files), frames)
 	}
-	disk.close()
-	if l.tail.index != disk.index || l.tail.size != disk.size {
-		t.Fatalf("drift not corrected: followed %d (%d bytes), directory %d (%d bytes)",
-			l.tail.index, l.tail.size, disk.index, disk.size)
-	}
+	checkContents(t, l, want, 0, uint64(len(want)))
+	closeLog(t, l)
+	l = openLog(t, dir, opts)
+	defer closeLog(t, l)
+	checkContents(t, l, want, 0, uint64(len(want)))
 }
 
 func TestConcurrentAppendAndRead(t *testing.T) {
@@ -529,15 +592,17 @@ func testConcurrentAppendAndRead(t *testing.T, l *Log, batches int) {
 }
 
 // TestConcurrentReadsOfOlderFiles reads random offsets of many files from
-// several goroutines: tidwall's cache of older files churns under them.
+// several goroutines: the cache of older files churns under them.
 func TestConcurrentReadsOfOlderFiles(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{Durability: DurabilityNone, SegmentBytes: 400})
 	defer closeLog(t, l)
 	var want []Record
 	for i := range 300 {
 		want = append(want, testRecord(i))
+		if i%3 == 2 {
+			mustAppend(t, l, want[i-2:]...)
+		}
 	}
-	mustAppend(t, l, want...)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -612,9 +677,12 @@ func TestSizeBytes(t *testing.T) {
 	}
 	want := int64(0)
 	for i := range 30 {
-		mustAppend(t, l, testRecord(i))
-		frame := encodedLen(testRecord(i))
-		want += int64(uvarintLen(uint64(frame)) + frame)
+		batch := []Record{testRecord(i)}
+		if i%4 == 0 {
+			batch = append(batch, testRecord(i+100))
+		}
+		mustAppend(t, l, batch...)
+		want += int64(batchEntryLen(batch))
 	}
 	if got := l.SizeBytes(); got != want {
 		t.Fatalf("SizeBytes = %d, want %d", got, want)

@@ -1,0 +1,286 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+)
+
+// batchVersion is the version byte of the frames a log stores: one frame
+// holds the records of one Append, or of a part of it (see
+// maxBatchRecordBytes). Version 1 is the record frame of EncodeRecord, which
+// earlier releases stored one per entry.
+const batchVersion = 2
+
+// batchHeaderLen is the version, the CRC32C, the first offset and the record
+// count.
+const batchHeaderLen = 1 + 4 + 8 + 4
+
+// maxBatchRecordBytes bounds the records of one stored frame: an Append is
+// cut into frames of at most this many bytes of records (a larger record gets
+// a frame of its own). A read checks the CRC of a whole frame, so this bounds
+// the work of reading one record.
+const maxBatchRecordBytes = 64 << 10
+
+// minStoredRecordLen is the fewest bytes a record takes in a frame: a size
+// byte and a body of at least a timestamp, a key length and a header count.
+// It bounds the record count a frame of a given size can claim.
+const minStoredRecordLen = 1 + 3
+
+// maxEntrySize is a bound on a frame's size far above any real one, so that
+// a garbage size prefix cannot overflow the arithmetic on it.
+const maxEntrySize = 1 << 48
+
+// batch is a frame whose version, CRC and record bounds checked out. Its
+// record bodies are not decoded yet.
+type batch struct {
+	first uint64 // offset of the first record
+	frame []byte
+	// bounds[2i] and bounds[2i+1] delimit the body of record i in frame.
+	bounds []int
+	// entry is the buffer frame was read into, kept for reuse.
+	entry []byte
+}
+
+func (b *batch) count() int { return len(b.bounds) / 2 }
+
+// last returns the offset after the batch's last record.
+func (b *batch) last() uint64 { return b.first + uint64(b.count()) }
+
+// body returns the body of the record at offset off, capped so that an
+// append to it cannot reach the next one.
+func (b *batch) body(off uint64) []byte {
+	i := int(off - b.first)
+	start, end := b.bounds[2*i], b.bounds[2*i+1]
+	return b.frame[start:end:end]
+}
+
+// parseBatch checks a stored frame: version, CRC, header and the sizes of
+// its records. Errors wrap ErrCorrupt or ErrUnsupportedVersion; it never
+// panics. The batch aliases frame.
+func parseBatch(frame []byte) (*batch, error) {
+	b := new(batch)
+	if err := b.parse(frame); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// parse is parseBatch into b, reusing its bounds.
+func (b *batch) parse(frame []byte) error {
+	b.first, b.frame, b.bounds = 0, nil, b.bounds[:0]
+	if len(frame) == 0 {
+		return fmt.Errorf("%w: empty frame", ErrCorrupt)
+	}
+	if err := checkBatchVersion(frame[0]); err != nil {
+		return err
+	}
+	if len(frame) < batchHeaderLen {
+		return fmt.Errorf("%w: frame of %d bytes is shorter than its header", ErrCorrupt, len(frame))
+	}
+	want := binary.LittleEndian.Uint32(frame[1:frameHeaderLen])
+	if got := crc32.Checksum(frame[frameHeaderLen:], castagnoli); got != want {
+		return fmt.Errorf("%w: crc32c %08x, want %08x", ErrCorrupt, got, want)
+	}
+	first := binary.LittleEndian.Uint64(frame[5:13])
+	count := binary.LittleEndian.Uint32(frame[13:batchHeaderLen])
+	if count == 0 || uint64(count) > uint64(len(frame)-batchHeaderLen)/minStoredRecordLen {
+		return fmt.Errorf("%w: record count %d in a frame of %d bytes", ErrCorrupt, count, len(frame))
+	}
+	b.bounds = slices.Grow(b.bounds, 2*int(count))
+	pos := batchHeaderLen
+	for i := range count {
+		size, n := binary.Uvarint(frame[pos:])
+		if n <= 0 || size > uint64(len(frame)-pos-n) {
+			return fmt.Errorf("%w: bad size of record %d of %d", ErrCorrupt, i, count)
+		}
+		pos += n
+		b.bounds = append(b.bounds, pos, pos+int(size))
+		pos += int(size)
+	}
+	if pos != len(frame) {
+		return fmt.Errorf("%w: %d bytes after the last record", ErrCorrupt, len(frame)-pos)
+	}
+	b.first, b.frame = first, frame
+	return nil
+}
+
+// checkBatchVersion refuses the version bytes this release cannot read.
+func checkBatchVersion(v byte) error {
+	switch v {
+	case batchVersion:
+		return nil
+	case frameVersion:
+		return fmt.Errorf("%w: version 1, a log in the one-record-per-entry format of earlier releases", ErrUnsupportedVersion)
+	}
+	return fmt.Errorf("%w: version %d", ErrUnsupportedVersion, v)
+}
+
+// decodeBodies decodes every record of b; repair uses it to tell a whole
+// frame from one that only has a good CRC.
+func (b *batch) decodeBodies() error {
+	for off := b.first; off < b.last(); off++ {
+		if _, err := decodeBody(b.body(off)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// beginBatch appends the entry size, the header (CRC left zero) and returns
+// the extended slice and where the frame starts. recordBytes is the size of
+// the records that follow.
+func beginBatch(dst []byte, first uint64, count, recordBytes int) ([]byte, int) {
+	frameLen := batchHeaderLen + recordBytes
+	dst = binary.AppendUvarint(dst, uint64(frameLen))
+	start := len(dst)
+	dst = append(dst, batchVersion, 0, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, first)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(count))
+	return dst, start
+}
+
+// sealBatch sets the CRC of the frame that starts at start and runs to the
+// end of buf.
+func sealBatch(buf []byte, start int) {
+	frame := buf[start:]
+	binary.LittleEndian.PutUint32(frame[1:frameHeaderLen], crc32.Checksum(frame[frameHeaderLen:], castagnoli))
+}
+
+// storedLen is how many bytes a record body of size n takes in a frame.
+func storedLen(n int) int { return uvarintLen(uint64(n)) + n }
+
+// appendBatchEntry appends one entry (size prefix and frame) holding bodies
+// at offsets from first. It does not cut: the caller keeps the frame within
+// bounds.
+func appendBatchEntry(dst []byte, first uint64, bodies [][]byte) []byte {
+	recordBytes := 0
+	for _, body := range bodies {
+		recordBytes += storedLen(len(body))
+	}
+	dst, start := beginBatch(dst, first, len(bodies), recordBytes)
+	for _, body := range bodies {
+		dst = binary.AppendUvarint(dst, uint64(len(body)))
+		dst = append(dst, body...)
+	}
+	sealBatch(dst, start)
+	return dst
+}
+
+// frameRef locates one stored frame in its file.
+type frameRef struct {
+	first uint64 // offset of the frame's first record
+	pos   int64  // where the frame's entry (its size prefix) starts
+}
+
+// frameIndex locates the frames of one file.
+//
+// Invariant: frames are in file order, each frames[i+1].first is
+// frames[i].first plus the record count of frames[i], and next is the offset
+// after the last record of the last frame (or the file's first offset).
+type frameIndex struct {
+	frames []frameRef
+	end    int64  // where the entry after the last indexed frame starts
+	next   uint64 // offset after the last indexed record
+	// stopped says why indexing stopped before the end of the file; nil if
+	// it did not.
+	stopped error
+}
+
+// find returns the frame holding off and where its entry ends, or false if
+// off is not in [frames[0].first, next).
+func (x *frameIndex) find(off uint64) (ref frameRef, end int64, count uint64, ok bool) {
+	if len(x.frames) == 0 || off < x.frames[0].first || off >= x.next {
+		return frameRef{}, 0, 0, false
+	}
+	// The last frame whose first offset is at or below off.
+	lo, hi := 0, len(x.frames)
+	for hi-lo > 1 {
+		mid := int(uint(lo+hi) >> 1)
+		if x.frames[mid].first <= off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	ref, end, next := x.frames[lo], x.end, x.next
+	if lo+1 < len(x.frames) {
+		end, next = x.frames[lo+1].pos, x.frames[lo+1].first
+	}
+	return ref, end, next - ref.first, true
+}
+
+// scanWindow is how much scanFrameIndex reads at a time among small frames.
+const scanWindow = 64 << 10
+
+// entryHeaderLen is enough bytes for an entry's size prefix and frame
+// header.
+const entryHeaderLen = binary.MaxVarintLen64 + batchHeaderLen
+
+// scanFrameIndex indexes the frames of a file of size bytes that starts at
+// offset first by reading their headers only (no CRC check: reads check
+// each frame). Among small frames it reads the file a window at a time;
+// past a large frame it reads just the next header. It stops at the end of
+// the file or at the first entry that is torn, of an unknown version, out of
+// sequence or running past limit (the next file's first offset), and says
+// why in stopped.
+func scanFrameIndex(r io.ReaderAt, size int64, first, limit uint64) frameIndex {
+	x := frameIndex{next: first}
+	var window []byte
+	var buf []byte // the file's bytes [bufPos, bufPos+len(buf))
+	var bufPos int64
+	readLen := scanWindow
+	for x.end < size {
+		stop := func(format string, args ...any) frameIndex {
+			x.stopped = fmt.Errorf("%w: entry at byte %d: %s", ErrCorrupt, x.end, fmt.Sprintf(format, args...))
+			return x
+		}
+		if bufEnd := bufPos + int64(len(buf)); x.end < bufPos || x.end+entryHeaderLen > bufEnd && bufEnd < size {
+			n := int(min(int64(readLen), size-x.end))
+			if cap(window) < n {
+				window = make([]byte, n)
+			}
+			buf, bufPos = window[:n], x.end
+			if got, err := r.ReadAt(buf, bufPos); got < n {
+				return stop("reading: %v", err)
+			}
+		}
+		b := buf[x.end-bufPos:]
+		entrySize, n := binary.Uvarint(b)
+		switch {
+		case n <= 0:
+			return stop("bad size prefix")
+		case entrySize < batchHeaderLen || entrySize > maxEntrySize:
+			return stop("size %d", entrySize)
+		case entrySize > uint64(size-x.end)-uint64(n):
+			return stop("torn frame")
+		case len(b) < n+batchHeaderLen:
+			return stop("torn header")
+		}
+		header := b[n : n+batchHeaderLen]
+		if err := checkBatchVersion(header[0]); err != nil {
+			x.stopped = fmt.Errorf("entry at byte %d: %w", x.end, err)
+			return x
+		}
+		frameFirst := binary.LittleEndian.Uint64(header[5:13])
+		count := uint64(binary.LittleEndian.Uint32(header[13:]))
+		switch {
+		case frameFirst != x.next:
+			return stop("first offset %d, want %d", frameFirst, x.next)
+		case count == 0 || count > (entrySize-batchHeaderLen)/minStoredRecordLen:
+			return stop("record count %d in %d bytes", count, entrySize)
+		case count > limit-x.next:
+			return stop("records [%d, %d) run past %d, where the next file starts", x.next, x.next+count, limit)
+		}
+		x.frames = append(x.frames, frameRef{first: frameFirst, pos: x.end})
+		x.end += int64(n) + int64(entrySize)
+		x.next += count
+		readLen = scanWindow
+		if entrySize >= scanWindow/2 {
+			readLen = entryHeaderLen
+		}
+	}
+	return x
+}
