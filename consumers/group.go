@@ -32,6 +32,8 @@ type groupConfig struct {
 	// OnStopped is called from the actor once it has stopped for good (not
 	// on a restart), its log closed.
 	OnStopped func(*actor.PID)
+	// Queue configures the groups of a QueueManager.
+	Queue queueOptions
 }
 
 // incarnations numbers every start of every group actor of the process.
