@@ -43,6 +43,7 @@ type Node struct {
 	system   *actor.ActorSystem
 	topics   *actors.Manager
 	subs     *consumers.Manager
+	queues   *consumers.QueueManager
 	services []micro.Service
 	metrics  *http.Server
 	metricsL net.Listener
@@ -203,6 +204,11 @@ func (n *Node) Close() error {
 	var first error
 	if n.subs != nil {
 		first = n.subs.Close()
+	}
+	if n.queues != nil {
+		if err := n.queues.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	if n.topics != nil {
 		if err := n.topics.Close(); err != nil && first == nil {
