@@ -581,11 +581,11 @@ func (q *queueGroup) removeConsumer(c *consumerState, why string) {
 	if c.parked != nil {
 		q.releaseParked(c, nil, nil)
 	}
-	redelivering := 0
-	for _, u := range q.state.Units {
+	redelivering, now := 0, time.Now().UnixMilli()
+	for unit, u := range q.state.Units {
 		for i := range u.entries {
 			if e := &u.entries[i]; e.state == entryInflight && e.owner == c.name {
-				u.setState(e, entryReady, 0)
+				q.makeReady(unit, u, u.floor+uint64(i), e, now)
 				redelivering++
 			}
 		}

@@ -211,7 +211,7 @@ func (q *queueGroup) watch(appended <-chan struct{}) {
 // expire makes ready again the inflight entries past their ack deadline and
 // the delayed ones whose time has come.
 func (q *queueGroup) expire(now int64) {
-	for _, u := range q.state.Units {
+	for unit, u := range q.state.Units {
 		if u.minDue == 0 || u.minDue > now {
 			continue
 		}
@@ -222,12 +222,22 @@ func (q *queueGroup) expire(now int64) {
 				continue
 			}
 			if e.due <= now {
-				u.setState(e, entryReady, 0)
+				q.makeReady(unit, u, u.floor+uint64(i), e, now)
 			} else {
 				u.noteDue(e.state, e.due)
 			}
 		}
 	}
+}
+
+// makeReady makes an entry ready to deliver again or, past the max
+// deliveries, sends it to the dead-letter topic at once.
+func (q *queueGroup) makeReady(unit topology.Unit, u *queueUnit, off uint64, e *queueEntry, now int64) {
+	if limit := q.state.Policy.MaxDeliveries; limit > 0 && e.deliveries >= limit {
+		q.deadLetter(unit, u, off, e, now)
+		return
+	}
+	u.setState(e, entryReady, 0)
 }
 
 // collect hands out up to maxMsgs messages and about maxBytes of payload to
@@ -491,8 +501,8 @@ func (q *queueGroup) onNack(m *queueNack) {
 		if delay < 0 {
 			delay = q.state.Policy.delayFor(e.deliveries)
 		}
-		if delay <= 0 {
-			u.setState(e, entryReady, 0)
+		if delay <= 0 || (q.state.Policy.MaxDeliveries > 0 && e.deliveries >= q.state.Policy.MaxDeliveries) {
+			q.makeReady(unit, u, p.Offset, e, now.UnixMilli())
 		} else {
 			u.setState(e, entryDelayed, now.Add(delay).UnixMilli())
 		}
