@@ -187,8 +187,10 @@ func (d *cpDecoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("truncated")
+	// A longer encoding than needed ends in a zero byte; refusing it keeps
+	// the encoding canonical.
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
+		d.fail("bad varint")
 		return 0
 	}
 	d.b = d.b[n:]
