@@ -50,6 +50,10 @@ type QueueConsumer struct {
 	joinMu     sync.Mutex
 	generation uint64
 
+	// flushMu serializes flushes, so that FlushAcks returns only once what
+	// a background flush took is answered too.
+	flushMu sync.Mutex
+
 	mu sync.Mutex
 	// Guarded by mu: the acks and nacks not sent yet (nacks by delay, -1
 	// for the subscription's backoff), and what the heartbeat needs.
@@ -316,6 +320,8 @@ func (c *QueueConsumer) FlushAcks(ctx context.Context) error {
 // failed in a way a retry may cure go back for the next flush; positions
 // refused as invalid are dropped and reported.
 func (c *QueueConsumer) flush(ctx context.Context) error {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
 	c.mu.Lock()
 	acks := c.toAck
 	c.toAck = nil

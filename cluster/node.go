@@ -44,6 +44,7 @@ type Node struct {
 	topics   *actors.Manager
 	subs     *consumers.Manager
 	queues   *consumers.QueueManager
+	reads    parkedReads // read.fetch requests waiting for data
 	services []micro.Service
 	metrics  *http.Server
 	metricsL net.Listener
@@ -196,6 +197,7 @@ func (n *Node) Close() error {
 		_ = s.Stop()
 	}
 	n.services = nil
+	n.reads.stop()
 	if n.metrics != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = n.metrics.Shutdown(ctx)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/braidmq/braid/actors"
@@ -56,13 +57,23 @@ func (n *Node) readFetch(req micro.Request) {
 	}
 	// Nothing to say yet: wait for an append or a layout change, off the
 	// NATS handler goroutine.
+	stopping, ok := n.reads.add()
+	if !ok {
+		r.err(api.Errorf(api.CodeUnavailable, "the server is stopping"))
+		return
+	}
 	go func() {
+		defer n.reads.done()
 		for {
 			timer := time.NewTimer(time.Until(deadline))
 			select {
 			case <-appended:
 			case <-changed:
 			case <-timer.C:
+			case <-stopping:
+				timer.Stop()
+				r.err(api.Errorf(api.CodeUnavailable, "the server is stopping"))
+				return
 			}
 			timer.Stop()
 			appended, changed = t.Appended(), t.Changed()
@@ -232,4 +243,43 @@ func offsetForTime(t *actors.Topic, seg topology.SegmentID, bucket int, first, n
 		}
 	}
 	return lo, nil
+}
+
+// parkedReads tracks the read.fetch requests waiting for data, so that the
+// node stops them before it closes the logs they would read.
+type parkedReads struct {
+	mu      sync.Mutex
+	stopped bool
+	closing chan struct{}
+	wg      sync.WaitGroup
+}
+
+// add registers a waiting read; it returns the channel closed at stop, or
+// false once the node is stopping.
+func (p *parkedReads) add() (<-chan struct{}, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return nil, false
+	}
+	if p.closing == nil {
+		p.closing = make(chan struct{})
+	}
+	p.wg.Add(1)
+	return p.closing, true
+}
+
+func (p *parkedReads) done() { p.wg.Done() }
+
+// stop answers every waiting read and waits for them.
+func (p *parkedReads) stop() {
+	p.mu.Lock()
+	if !p.stopped {
+		p.stopped = true
+		if p.closing != nil {
+			close(p.closing)
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
 }
