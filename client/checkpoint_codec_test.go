@@ -3,9 +3,9 @@ package client
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"reflect"
 	"testing"
 )
