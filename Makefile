@@ -28,6 +28,7 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/ ./routing/ ./topology/
 	$(GO) run ./benchmarks/sidebyside
+	$(GO) run ./benchmarks/consumers
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
