@@ -44,8 +44,7 @@ func main() {
 	js, err := workload.StartJetStream(dir+"/js", false)
 	check(err)
 	defer js.Close()
-	_, err = js.Produce(ctx, spec)
-	check(err)
+	check(js.Fill(ctx, spec))
 
 	var rows [][2]workload.Result
 	for _, n := range []int{1, 8} {
