@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
+	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
 )
 
 // readN reads n messages with c, checking per-key order, and returns their
@@ -181,5 +184,65 @@ func TestCheckpointConsumerStartsAtLatestAndAtATime(t *testing.T) {
 	}
 	if cp := latest.Checkpoint(); len(cp.Positions) == 0 || cp.Topic != uri {
 		t.Fatalf("checkpoint %+v", cp)
+	}
+}
+
+func TestCheckpointConsumerReportsOffsetsRemovedByRetention(t *testing.T) {
+	node, nc := startNode(t)
+	const uri = "topic://public/default/trimmed"
+	createTopic(t, nc, uri, 1, 1)
+	p, err := client.NewProducer(nc, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(t.Context())
+	sendAll(t, p, 100, 5, nil)
+	c, err := client.NewCheckpointConsumer(nc, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	readN(t, c, 10, map[string]int{})
+	cp := c.Checkpoint()
+
+	// Retention removes offsets 0 to 49 of the only unit.
+	name, err := routing.ParseTopic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := node.Topics().Store().Log(actors.UnitKey{Topic: name, Segment: 0, Bucket: 0}, wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateHead(50); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restore(t.Context(), cp); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Next(t.Context())
+	var gone *client.SegmentGoneError
+	if !errors.As(err, &gone) || gone.Segment != 0 || gone.Bucket != 0 || gone.Offset != 10 || gone.First != 50 {
+		t.Fatalf("next after retention: %v (%+v)", err, gone)
+	}
+	if _, again := c.Next(t.Context()); !errors.As(again, &gone) {
+		t.Fatalf("the second next skipped the gap silently: %v", again)
+	}
+
+	var skipped []*client.SegmentGoneError
+	s, err := client.NewCheckpointConsumer(nc, uri, client.WithSkipGone(func(e *client.SegmentGoneError) { skipped = append(skipped, e) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Restore(t.Context(), cp); err != nil {
+		t.Fatal(err)
+	}
+	got := readN(t, s, 50, map[string]int{})
+	if got[0] != 50 || len(skipped) != 1 || skipped[0].First != 50 {
+		t.Fatalf("after skipping: first %d, skipped %+v", got[0], skipped)
+	}
+	if cp := s.Checkpoint(); len(cp.Positions) != 1 || cp.Positions[0].Offset != 100 {
+		t.Fatalf("checkpoint after reading to the end: %+v", cp)
 	}
 }
