@@ -395,7 +395,7 @@ func TestQueueStateSurvivesRestart(t *testing.T) {
 
 func TestQueueHoldsAtMostItsWindowInMemory(t *testing.T) {
 	src := newTestSource(t, 1, 2)
-	const backlog = 100_000
+	const backlog = 500_000
 	payloads := make([]string, backlog)
 	for i := range payloads {
 		payloads[i] = "x"
