@@ -1,13 +1,11 @@
 package consumers
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -144,14 +142,11 @@ func (b *queueBatch) touch(u topology.Unit, off uint64) {
 type queueGroup struct {
 	cfg    groupConfig
 	logger *slog.Logger
+	groupBase
 
-	system      *actor.ActorSystem
-	self        *actor.PID
-	incarnation uint64
-	done        chan struct{}
-	current     any
-	broken      error
-	brokenAt    time.Time
+	current  any
+	broken   error
+	brokenAt time.Time
 
 	log     *wal.Log
 	records int
@@ -159,14 +154,9 @@ type queueGroup struct {
 	batch   queueBatch
 	epoch   uint64 // the layout epoch refresh last saw
 
-	consumers    map[string]*consumerState
-	rr           int
-	watching     bool
-	parkSeq      uint64
-	sessionTimer *time.Timer
-	sessionAt    time.Time
-	dueTimer     *time.Timer
-	dueAt        int64
+	rr       int
+	dueTimer *time.Timer
+	dueAt    int64
 	// deadLettered counts the messages sent to the dead-letter topic by
 	// this incarnation.
 	deadLettered uint64
@@ -287,51 +277,22 @@ func (q *queueGroup) retryLoad() bool {
 }
 
 func (q *queueGroup) openLog() error {
-	l, err := wal.Open(q.cfg.Dir, wal.Options{Durability: q.cfg.Durability})
-	if err != nil {
-		return err
-	}
-	q.log = l
-	if r := l.Repair(); r != (wal.RepairReport{}) {
-		q.logger.Warn("queue subscription log repaired", "dir", q.cfg.Dir, "repair", fmt.Sprintf("%+v", r))
-	}
-	err = replayLog(l, func(payload []byte) error {
+	l, records, err := openAndReplay(q.cfg.Dir, q.cfg.Durability, q.logger, func(payload []byte) error {
 		r, err := decodeQueueRecord(payload)
 		if err != nil {
 			return err
 		}
 		return q.state.apply(&r)
 	})
+	q.log, q.records = l, records
 	if err != nil {
-		return fmt.Errorf("replaying %s: %w", q.cfg.Dir, err)
+		return err
 	}
-	q.records = int(l.NextOffset() - l.FirstOffset())
 	return q.maybeCompact()
 }
 
-// replayLog hands every record payload of l to apply, in order.
-func replayLog(l *wal.Log, apply func([]byte) error) error {
-	from, next := l.FirstOffset(), l.NextOffset()
-	for from < next {
-		recs, err := l.ReadRange(from, 512, 0)
-		if err != nil {
-			return fmt.Errorf("at offset %d: %w", from, err)
-		}
-		if len(recs) == 0 {
-			return nil
-		}
-		for i, rec := range recs {
-			if err := apply(rec.Payload); err != nil {
-				return fmt.Errorf("at offset %d: %w", from+uint64(i), err)
-			}
-		}
-		from += uint64(len(recs))
-	}
-	return nil
-}
-
 func (q *queueGroup) appendRecord(r *queueRecord) (uint64, error) {
-	off, err := q.log.Append(wal.Record{Timestamp: time.Now().UnixMilli(), Payload: encodeQueueRecord(nil, r)})
+	off, err := appendPayload(q.log, encodeQueueRecord(nil, r))
 	if err != nil {
 		return 0, err
 	}
@@ -343,14 +304,11 @@ func (q *queueGroup) maybeCompact() error {
 	if !q.state.Created || q.records <= q.cfg.CompactAfter {
 		return nil
 	}
-	off, err := q.appendRecord(q.state.snapshot())
+	records, err := compactLog(q.log, encodeQueueRecord(nil, q.state.snapshot()))
 	if err != nil {
 		return err
 	}
-	if err := q.log.TruncateHead(off); err != nil {
-		return err
-	}
-	q.records = int(q.log.NextOffset() - q.log.FirstOffset())
+	q.records = records
 	return nil
 }
 
@@ -414,8 +372,6 @@ func (q *queueGroup) refuse(msg any, err error) {
 		}
 	}
 }
-
-func (q *queueGroup) send(msg any) { q.system.Root.Send(q.self, msg) }
 
 func (q *queueGroup) onJoin(m *queueJoin) {
 	if !q.state.Created {
@@ -561,13 +517,7 @@ func (q *queueGroup) flushOrFail(restart bool) {
 // expireConsumers declares dead every consumer silent for its session
 // timeout.
 func (q *queueGroup) expireConsumers(now time.Time) {
-	var dead []*consumerState
-	for _, c := range q.consumers {
-		if c.parked == nil && now.Sub(c.lastSeen) > c.timeout {
-			dead = append(dead, c)
-		}
-	}
-	slices.SortFunc(dead, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
+	dead := q.deadConsumers(now)
 	for _, c := range dead {
 		q.removeConsumer(c, "session timed out")
 	}
@@ -592,38 +542,6 @@ func (q *queueGroup) removeConsumer(c *consumerState, why string) {
 	}
 	delete(q.consumers, c.name)
 	q.logger.Info("consumer removed", "consumer", c.name, "reason", why, "redelivering", redelivering, "consumers", len(q.consumers))
-}
-
-// armSessionTimer makes sure a timer fires by the earliest session deadline.
-func (q *queueGroup) armSessionTimer() {
-	if q.done == nil {
-		return
-	}
-	earliest := earliestSessionEnd(q.consumers)
-	if earliest.IsZero() || (q.sessionTimer != nil && !q.sessionAt.After(earliest)) {
-		return
-	}
-	if q.sessionTimer != nil {
-		q.sessionTimer.Stop()
-	}
-	q.sessionAt = earliest
-	msg := sessionCheck{incarnation: q.incarnation}
-	q.sessionTimer = time.AfterFunc(time.Until(earliest)+time.Millisecond, func() { q.send(msg) })
-}
-
-// earliestSessionEnd is the earliest session deadline of the consumers
-// without a parked fetch (zero when none).
-func earliestSessionEnd(consumers map[string]*consumerState) time.Time {
-	var earliest time.Time
-	for _, c := range consumers {
-		if c.parked != nil {
-			continue
-		}
-		if d := c.lastSeen.Add(c.timeout); earliest.IsZero() || d.Before(earliest) {
-			earliest = d
-		}
-	}
-	return earliest
 }
 
 // armDueTimer makes sure a timer fires by the earliest ack deadline or

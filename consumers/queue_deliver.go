@@ -131,11 +131,7 @@ func (q *queueGroup) onFetch(m *Fetch) {
 		replyFetch(m, nil, 0, err)
 		return
 	}
-	q.parkSeq++
-	p := &parkedFetch{req: m, seq: q.parkSeq}
-	expired := fetchExpired{incarnation: q.incarnation, consumer: c.name, seq: p.seq}
-	p.timer = time.AfterFunc(m.Wait, func() { q.send(expired) })
-	c.parked = p
+	q.park(c, m)
 	q.watch(appended)
 }
 
@@ -160,16 +156,10 @@ func (q *queueGroup) releaseParked(c *consumerState, msgs []api.Message, err err
 
 // serveParked retries every parked fetch.
 func (q *queueGroup) serveParked() {
-	var parked []*consumerState
-	for _, c := range q.consumers {
-		if c.parked != nil {
-			parked = append(parked, c)
-		}
-	}
+	parked := q.parkedConsumers()
 	if len(parked) == 0 {
 		return
 	}
-	slices.SortFunc(parked, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
 	appended := q.cfg.Source.Appended()
 	q.refresh()
 	waiting := false
@@ -191,21 +181,6 @@ func (q *queueGroup) serveParked() {
 	if waiting {
 		q.watch(appended)
 	}
-}
-
-func (q *queueGroup) watch(appended <-chan struct{}) {
-	if q.watching {
-		return
-	}
-	q.watching = true
-	done, wake := q.done, appendedWake{incarnation: q.incarnation}
-	go func() {
-		select {
-		case <-appended:
-			q.send(wake)
-		case <-done:
-		}
-	}()
 }
 
 // expire makes ready again the inflight entries past their ack deadline and
