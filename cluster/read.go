@@ -140,43 +140,32 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *ap
 	}
 	bytes := 0
 	full := func() bool { return len(reply.Messages) >= maxMsgs || (len(reply.Messages) > 0 && bytes >= maxBytes) }
-	for len(active) > 0 && !full() {
-		share := (maxMsgs - len(reply.Messages) + len(active) - 1) / len(active)
-		var more []int
-		for _, i := range active {
-			if full() {
+	_ = consumers.FairShares(active, maxMsgs, func() int { return len(reply.Messages) }, full, func(i int, n int) (bool, error) {
+		ru := units[i]
+		recs, err := t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
+		if err != nil {
+			if len(reply.Messages) == 0 && from[i] == ru.Offset {
+				reply.Units[i].Code = api.AsError(err).Code.Number
+			}
+			return false, err
+		}
+		taken := 0
+		for j := range recs {
+			if len(reply.Messages) > 0 && bytes+len(recs[j].Payload) > maxBytes {
 				break
 			}
-			ru := units[i]
-			n := min(share, maxMsgs-len(reply.Messages))
-			recs, err := t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
-			if err != nil {
-				if len(reply.Messages) == 0 && from[i] == ru.Offset {
-					reply.Units[i].Code = api.AsError(err).Code.Number
-				}
-				continue
+			rec := &recs[j]
+			m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: from[i], Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
+			for _, h := range rec.Headers {
+				m.Headers = append(m.Headers, api.Header{Name: h.Key, Value: h.Value})
 			}
-			taken := 0
-			for j := range recs {
-				if len(reply.Messages) > 0 && bytes+len(recs[j].Payload) > maxBytes {
-					break
-				}
-				rec := &recs[j]
-				m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: from[i], Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
-				for _, h := range rec.Headers {
-					m.Headers = append(m.Headers, api.Header{Name: h.Key, Value: h.Value})
-				}
-				reply.Messages = append(reply.Messages, m)
-				bytes += len(rec.Payload)
-				from[i]++
-				taken++
-			}
-			if taken == n && taken == len(recs) && from[i] < reply.Units[i].Next {
-				more = append(more, i)
-			}
+			reply.Messages = append(reply.Messages, m)
+			bytes += len(rec.Payload)
+			from[i]++
+			taken++
 		}
-		active = more
-	}
+		return taken == n && taken == len(recs) && from[i] < reply.Units[i].Next, nil
+	})
 	return reply
 }
 

@@ -219,29 +219,14 @@ func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message,
 
 	var out []api.Message
 	bytes := 0
-	var firstErr error
 	full := func() bool { return len(out) >= maxMsgs || (len(out) > 0 && bytes >= maxBytes) }
-	for len(active) > 0 && !full() {
-		share := (maxMsgs - len(out) + len(active) - 1) / len(active)
-		var more []topology.Unit
-		for _, u := range active {
-			if full() {
-				break
-			}
-			left, err := g.readUnit(u, min(share, maxMsgs-len(out)), maxBytes, &out, &bytes)
-			if err != nil {
-				g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err)
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			if left {
-				more = append(more, u)
-			}
+	firstErr := FairShares(active, maxMsgs, func() int { return len(out) }, full, func(u topology.Unit, n int) (bool, error) {
+		left, err := g.readUnit(u, n, maxBytes, &out, &bytes)
+		if err != nil {
+			g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err)
 		}
-		active = more
-	}
+		return left, err
+	})
 	if len(out) == 0 && firstErr != nil {
 		return nil, api.Errorf(api.CodeUnavailable, "reading subscription %q: %v", g.cfg.Subscription, firstErr)
 	}

@@ -107,3 +107,36 @@ func (b *groupBase) armSessionTimer() {
 	msg := sessionCheck{incarnation: b.incarnation}
 	b.sessionTimer = time.AfterFunc(time.Until(earliest)+time.Millisecond, func() { b.send(msg) })
 }
+
+// FairShares hands out up to maxMsgs messages over units, round by round:
+// each round offers every unit that may still have more an equal share of
+// what is left, in the order given, until full says the reply is complete
+// or no unit has more. taken is how many were handed out so far; take reads
+// up to n messages of one unit and reports whether it may have more. A unit
+// whose take fails is left out for the rest of the call; the first error is
+// returned.
+func FairShares[U any](units []U, maxMsgs int, taken func() int, full func() bool, take func(u U, n int) (bool, error)) error {
+	var firstErr error
+	active := units
+	for len(active) > 0 && !full() {
+		share := (maxMsgs - taken() + len(active) - 1) / len(active)
+		var more []U
+		for _, u := range active {
+			if full() {
+				break
+			}
+			left, err := take(u, min(share, maxMsgs-taken()))
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if left {
+				more = append(more, u)
+			}
+		}
+		active = more
+	}
+	return firstErr
+}

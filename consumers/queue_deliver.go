@@ -230,29 +230,14 @@ func (q *queueGroup) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Mes
 	active := slices.Concat(units[start:], units[:start])
 	var out []api.Message
 	bytes := 0
-	var firstErr error
 	full := func() bool { return len(out) >= maxMsgs || (len(out) > 0 && bytes >= maxBytes) }
-	for len(active) > 0 && !full() {
-		share := (maxMsgs - len(out) + len(active) - 1) / len(active)
-		var more []topology.Unit
-		for _, unit := range active {
-			if full() {
-				break
-			}
-			left, err := q.take(c, unit, min(share, maxMsgs-len(out)), maxBytes, now, &out, &bytes)
-			if err != nil {
-				q.logger.Warn("reading a unit for a queue fetch", "segment", unit.Segment, "bucket", unit.Bucket, "err", err)
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			if left {
-				more = append(more, unit)
-			}
+	firstErr := FairShares(active, maxMsgs, func() int { return len(out) }, full, func(unit topology.Unit, n int) (bool, error) {
+		left, err := q.take(c, unit, n, maxBytes, now, &out, &bytes)
+		if err != nil {
+			q.logger.Warn("reading a unit for a queue fetch", "segment", unit.Segment, "bucket", unit.Bucket, "err", err)
 		}
-		active = more
-	}
+		return left, err
+	})
 	if len(out) == 0 && firstErr != nil {
 		return nil, api.Errorf(api.CodeUnavailable, "reading queue subscription %q: %v", q.cfg.Subscription, firstErr)
 	}
