@@ -41,11 +41,9 @@ type QueueConsumer struct {
 	stop      context.CancelFunc
 	ackDone   chan struct{}
 
-	// nextMu serializes Next; it guards buf and fetching (as in
-	// StreamConsumer: a fetch's result is kept when Next gives up on it).
-	nextMu   sync.Mutex
-	buf      []api.Message
-	fetching chan fetchResult
+	// nextMu serializes Next; it guards the fetch loop.
+	nextMu sync.Mutex
+	pull   pull
 
 	joinMu     sync.Mutex
 	generation uint64
@@ -204,47 +202,16 @@ func (c *QueueConsumer) currentGeneration() uint64 {
 func (c *QueueConsumer) Next(ctx context.Context) (*QueueMessage, error) {
 	c.nextMu.Lock()
 	defer c.nextMu.Unlock()
-	for {
-		select {
-		case <-c.closing:
-			return nil, ErrClosed
-		default:
-		}
-		if len(c.buf) > 0 {
-			m := c.buf[0]
-			c.buf[0] = api.Message{}
-			c.buf = c.buf[1:]
-			out := &QueueMessage{ID: MessageID{Segment: m.Segment, Bucket: m.Bucket, Offset: m.Offset},
-				Key: m.Key, Payload: m.Payload, Headers: m.Headers, Deliveries: m.Deliveries, consumer: c}
-			if m.Time != 0 {
-				out.Time = time.UnixMilli(m.Time)
-			}
-			return out, nil
-		}
-		if c.fetching == nil {
-			ch := make(chan fetchResult, 1)
-			c.fetching = ch
-			go func() { ch <- c.fetch() }()
-		}
-		select {
-		case r := <-c.fetching:
-			c.fetching = nil
-			if r.err == nil {
-				c.buf = r.msgs
-				continue
-			}
-			if !errors.Is(r.err, api.ErrConsumerUnknown) {
-				return nil, r.err
-			}
-			if err := c.rejoin(ctx, r.generation); err != nil {
-				return nil, err
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-c.closing:
-			return nil, ErrClosed
-		}
+	m, err := c.pull.next(ctx, c.closing, c.fetch, c.rejoin, nil)
+	if err != nil {
+		return nil, err
 	}
+	out := &QueueMessage{ID: MessageID{Segment: m.Segment, Bucket: m.Bucket, Offset: m.Offset},
+		Key: m.Key, Payload: m.Payload, Headers: m.Headers, Deliveries: m.Deliveries, consumer: c}
+	if m.Time != 0 {
+		out.Time = time.UnixMilli(m.Time)
+	}
+	return out, nil
 }
 
 func (c *QueueConsumer) fetch() fetchResult {

@@ -98,64 +98,53 @@ func (n *Node) queueHandler(verb string) micro.HandlerFunc {
 		}
 		switch verb {
 		case api.QueueJoin:
-			var jr api.QueueJoinRequest
-			if err := decodeJSON(req.Data(), &jr); err != nil {
-				r.err(err)
-				return
-			}
-			if err := n.subscriptionKindTaken(t, jr.Subscription, true); err != nil {
-				r.err(err)
-				return
-			}
-			n.queues.Join(t, jr, func(rep api.JoinReply, err error) {
-				if err != nil {
+			serveJSON(r, req.Data(), func(jr api.QueueJoinRequest) {
+				if err := n.subscriptionKindTaken(t, jr.Subscription, true); err != nil {
 					r.err(err)
 					return
 				}
-				r.json(rep)
+				n.queues.Join(t, jr, func(rep api.JoinReply, err error) {
+					if err != nil {
+						r.err(err)
+						return
+					}
+					r.json(rep)
+				})
 			})
 		case api.QueueFetch:
-			var fr api.FetchRequest
-			if err := decodeJSON(req.Data(), &fr); err != nil {
-				r.err(err)
-				return
-			}
-			fr.MaxBytes = min(fr.MaxBytes, maxFetchReplyBytes)
-			n.queues.Fetch(t, fr, func(msgs []api.Message, _ int, err error) {
-				if err != nil {
-					r.err(err)
-					return
-				}
-				if fr.Format == consumers.FormatJSON {
-					b, _ := json.Marshal(fetchJSON(msgs))
-					r.data(b, nil)
-					return
-				}
-				r.data(api.AppendMessages(make([]byte, 0, messagesSize(msgs)), msgs), nil)
+			serveJSON(r, req.Data(), func(fr api.FetchRequest) {
+				fr.MaxBytes = min(fr.MaxBytes, maxFetchReplyBytes)
+				n.queues.Fetch(t, fr, func(msgs []api.Message, _ int, err error) {
+					switch {
+					case err != nil:
+						r.err(err)
+					case fr.Format == consumers.FormatJSON:
+						b, _ := json.Marshal(fetchJSON(msgs))
+						r.data(b, nil)
+					default:
+						r.data(api.AppendMessages(make([]byte, 0, messagesSize(msgs)), msgs), nil)
+					}
+				})
 			})
 		case api.QueueAck:
-			var ar api.AckRequest
-			if err := decodeJSON(req.Data(), &ar); err != nil {
-				r.err(err)
-				return
-			}
-			n.queues.Ack(t, ar, okReply(r))
+			serveJSON(r, req.Data(), func(ar api.AckRequest) { n.queues.Ack(t, ar, okReply(r)) })
 		case api.QueueNack:
-			var nr api.NackRequest
-			if err := decodeJSON(req.Data(), &nr); err != nil {
-				r.err(err)
-				return
-			}
-			n.queues.Nack(t, nr, okReply(r))
+			serveJSON(r, req.Data(), func(nr api.NackRequest) { n.queues.Nack(t, nr, okReply(r)) })
 		case api.QueueLeave:
-			var lr api.LeaveRequest
-			if err := decodeJSON(req.Data(), &lr); err != nil {
-				r.err(err)
-				return
-			}
-			n.queues.Leave(t, lr, okReply(r))
+			serveJSON(r, req.Data(), func(lr api.LeaveRequest) { n.queues.Leave(t, lr, okReply(r)) })
 		}
 	}
+}
+
+// serveJSON decodes body strictly into a T and serves it, or answers the
+// decoding error.
+func serveJSON[T any](r replier, body []byte, serve func(T)) {
+	var req T
+	if err := decodeJSON(body, &req); err != nil {
+		r.err(err)
+		return
+	}
+	serve(req)
 }
 
 // messagesSize estimates the encoded size of msgs.

@@ -66,13 +66,9 @@ func consumeCmd(args []string) error {
 		if err != nil {
 			return err
 		}
-		next = func(ctx context.Context) (consumed, error) {
-			m, err := c.Next(ctx)
-			if err != nil {
-				return consumed{}, err
-			}
-			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}, nil
-		}
+		next = adapt(c.Next, func(m *client.Message) consumed {
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}
+		})
 		closeFn = c.Close
 	case "queue":
 		opts := []client.QueueOption{client.WithStart(*start)}
@@ -92,13 +88,9 @@ func consumeCmd(args []string) error {
 		if err != nil {
 			return err
 		}
-		next = func(ctx context.Context) (consumed, error) {
-			m, err := c.Next(ctx)
-			if err != nil {
-				return consumed{}, err
-			}
-			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}, nil
-		}
+		next = adapt(c.Next, func(m *client.QueueMessage) consumed {
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}
+		})
 		closeFn = c.Close
 	case "checkpoint":
 		opts := []client.CheckpointOption{client.WithStart(*start)}
@@ -125,13 +117,9 @@ func consumeCmd(args []string) error {
 				return err
 			}
 		}
-		next = func(ctx context.Context) (consumed, error) {
-			m, err := c.Next(ctx)
-			if err != nil {
-				return consumed{}, err
-			}
-			return consumed{id: m.ID, key: m.Key, payload: m.Payload, ack: func() {}}, nil
-		}
+		next = adapt(c.Next, func(m *client.CheckpointMessage) consumed {
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, ack: func() {}}
+		})
 		closeFn = func(context.Context) error {
 			fmt.Fprintf(os.Stderr, "checkpoint: %s\n", c.Checkpoint())
 			return c.Close()
@@ -174,6 +162,17 @@ func consumeCmd(args []string) error {
 	el := time.Since(began)
 	fmt.Fprintf(os.Stderr, "consumed %d messages in %s (%.0f msg/s)\n", n, el.Round(time.Millisecond), float64(n)/el.Seconds())
 	return nil
+}
+
+// adapt turns a consumer's Next into the consume loop's.
+func adapt[M any](next func(context.Context) (M, error), conv func(M) consumed) func(context.Context) (consumed, error) {
+	return func(ctx context.Context) (consumed, error) {
+		m, err := next(ctx)
+		if err != nil {
+			return consumed{}, err
+		}
+		return conv(m), nil
+	}
 }
 
 // parseTime reads RFC 3339 or unix milliseconds.
