@@ -38,6 +38,13 @@ import (
 // before its fetch is answered, so delivery counts survive a restart; a
 // message that was with a consumer when the group stopped is ready again
 // after it, its count carried on.
+//
+// A message that must not be delivered again (its deliveries reached the
+// policy's max) goes to the dead-letter topic through Queue.deadLetter and
+// is acknowledged once that append is durable. The decision is not recorded
+// on its own: it follows from the recorded delivery count, so a group that
+// restarts before the append was confirmed makes it again (the dead-letter
+// topic may then hold the message twice, never zero times).
 
 // Queue-specific group messages (Fetch, Ack and Leave are shared with
 // stream groups; for a queue group an Ack acknowledges each position alone
