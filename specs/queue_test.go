@@ -119,16 +119,6 @@ var _ = Describe("Queue consumers", func() {
 		defer cancel()
 		policy := []client.QueueOption{client.WithMaxDeliveries(maxDeliveries), client.WithNackDelay(5 * time.Millisecond),
 			client.WithNackBackoff(2, 50*time.Millisecond), client.WithAckTimeout(10 * time.Second)}
-		var wg sync.WaitGroup
-		for i := range 2 {
-			c := queueConsumer(s.nc, uri, "steady-"+strconv.Itoa(i), policy...)
-			DeferCleanup(func() { _ = c.Close(context.Background()) })
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ledger.work(ctx, c, rand.New(rand.NewPCG(uint64(i), 7)), 0.2)
-			}()
-		}
 		// The victim has a connection of its own: it takes messages and
 		// answers none, then its connection is cut, which kills it without a
 		// leave, holding what it fetched.
@@ -140,6 +130,16 @@ var _ = Describe("Queue consumers", func() {
 			_, err := victim.Next(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			held++
+		}
+		var wg sync.WaitGroup
+		for i := range 2 {
+			c := queueConsumer(s.nc, uri, "steady-"+strconv.Itoa(i), policy...)
+			DeferCleanup(func() { _ = c.Close(context.Background()) })
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ledger.work(ctx, c, rand.New(rand.NewPCG(uint64(i), 7)), 0.2)
+			}()
 		}
 		Eventually(ledger.ackedCount).WithTimeout(30 * time.Second).Should(BeNumerically(">=", total/4))
 		victimConn.Close()
