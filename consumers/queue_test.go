@@ -244,7 +244,7 @@ func TestQueueNackRedeliversAfterItsDelayWithCounts(t *testing.T) {
 	fill(src, 3)
 	h := newQueueHarness(t, src)
 	backoff := 2.0
-	if err := h.joinReq(api.QueueJoinRequest{Consumer: "a", NackDelay: "100ms", NackBackoff: &backoff, MaxNackDelay: "150ms"}); err != nil {
+	if err := h.joinReq(api.QueueJoinRequest{Consumer: "a", NackDelay: "400ms", NackBackoff: &backoff, MaxNackDelay: "600ms"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := h.fetch("a", 3)
@@ -253,7 +253,7 @@ func TestQueueNackRedeliversAfterItsDelayWithCounts(t *testing.T) {
 	if len(again) != 1 || again[0].Offset != 0 || again[0].Deliveries != 2 {
 		t.Fatalf("after a nack without delay: %+v", again)
 	}
-	// The backoff: the 2nd delivery's nack waits 100ms*2, capped at 150ms.
+	// The backoff: the 2nd delivery's nack waits 400ms*2, capped at 600ms.
 	start := time.Now()
 	h.nack("a", "", again[0])
 	if got := h.fetch("a", 10); len(got) != 0 {
@@ -263,7 +263,7 @@ func TestQueueNackRedeliversAfterItsDelayWithCounts(t *testing.T) {
 	for len(third) == 0 {
 		third = h.fetchWait("a", 10, "2s")
 	}
-	if third[0].Deliveries != 3 || time.Since(start) < 140*time.Millisecond {
+	if third[0].Deliveries != 3 || time.Since(start) < 590*time.Millisecond {
 		t.Fatalf("third delivery %+v after %s", third[0], time.Since(start))
 	}
 	// A nack of a message this consumer does not hold is ignored.
@@ -278,7 +278,7 @@ func TestQueueAckTimeoutAndDeadConsumersRedeliver(t *testing.T) {
 	src := newTestSource(t, 1, 2)
 	fill(src, 4)
 	h := newQueueHarness(t, src)
-	if err := h.joinReq(api.QueueJoinRequest{Consumer: "slow", AckTimeout: "200ms"}); err != nil {
+	if err := h.joinReq(api.QueueJoinRequest{Consumer: "slow", AckTimeout: "1s"}); err != nil {
 		t.Fatal(err)
 	}
 	held := h.fetch("slow", 3)
