@@ -29,6 +29,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/ ./routing/ ./topology/ ./scaling/
 	$(GO) run ./benchmarks/sidebyside
 	$(GO) run ./benchmarks/elastic
+	$(GO) run ./benchmarks/consumers
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')

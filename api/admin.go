@@ -119,6 +119,7 @@ type BucketStats struct {
 // SubscriptionStats is one subscription in topic.stats.
 type SubscriptionStats struct {
 	Name      string   `json:"name"`
+	Kind      string   `json:"kind,omitempty"` // "queue" for a queue subscription; absent for a stream one
 	Consumers []string `json:"consumers"`
 	Backlog   uint64   `json:"backlog"`
 	Drained   []uint64 `json:"drained"`

@@ -274,6 +274,15 @@ func AppendMessages(dst []byte, ms []Message) []byte {
 func DecodeMessages(b []byte) ([]Message, error) {
 	d := decoder{b: b}
 	d.version()
+	ms := d.messages()
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return ms, nil
+}
+
+// messages reads a message count and that many messages.
+func (d *decoder) messages() []Message {
 	n := d.count("message count", 8)
 	ms := make([]Message, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
@@ -285,8 +294,19 @@ func DecodeMessages(b []byte) ([]Message, error) {
 		m.Key, m.Time, m.Headers, m.Payload = d.body()
 		ms = append(ms, m)
 	}
-	if err := d.end(); err != nil {
-		return nil, err
+	return ms
+}
+
+// byteValue reads one byte.
+func (d *decoder) byteValue(what string) byte {
+	if d.err != nil {
+		return 0
 	}
-	return ms, nil
+	if len(d.b) == 0 {
+		d.fail(what)
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
 }

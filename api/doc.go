@@ -14,7 +14,9 @@
 //	braid.v1.produce-batch.<tenant>.<namespace>.<topic>   body = produce batch (below)
 //	braid.v1.admin.<object>.<verb>                        JSON in, JSON out
 //	braid.v1.layout.<tenant>.<namespace>.<topic>          published on every layout change: the describe JSON
-//	braid.v1.consume.<verb>.<tenant>.<namespace>.<topic>  verbs: join, fetch, ack, leave (JSON in)
+//	braid.v1.consume.<verb>.<tenant>.<namespace>.<topic>  stream subscriptions; verbs: join, fetch, ack, leave (JSON in)
+//	braid.v1.queue.<verb>.<tenant>.<namespace>.<topic>    queue subscriptions; verbs: join, fetch, ack, nack, leave (queue.go)
+//	braid.v1.read.<verb>.<tenant>.<namespace>.<topic>     direct reads for checkpoint consumers; verbs: fetch, offsets (read.go)
 //
 // # Errors
 //
@@ -48,4 +50,7 @@
 //
 // A fetch request may ask for "format":"json" instead; the reply is then
 // FetchReplyJSON, with payloads base64-encoded, for clients without a decoder.
+// queue.fetch replies the same way; its deliveries count every delivery of
+// the message, across restarts of the server. The read reply (read.fetch)
+// is drawn in read.go.
 package api

@@ -38,12 +38,19 @@ var (
 	CodeTimeout          = Code{504, "TIMEOUT"}
 )
 
+// Data that retention removed, reported by read.fetch to checkpoint consumers.
+var (
+	CodeSegmentGone = Code{470, "SEGMENT_GONE"} // the segment was deleted by retention
+	CodeOffsetGone  = Code{471, "OFFSET_GONE"}  // the offset is below the unit's first retained offset
+)
+
 // Codes is the whole table, in number order.
 var Codes = []Code{
 	CodeBadRequest, CodeInvalidName, CodeInvalidArgument, CodeInvalidPolicy,
 	CodeNotFound, CodeTenantNotFound, CodeNamespaceMissing, CodeTopicNotFound,
 	CodeSegmentNotFound, CodeAlreadyExists, CodeLayoutRefused, CodeConsumerUnknown,
 	CodeNotOwner, CodePayloadTooLarge, CodeSegmentSealed, CodeTopicDeleted,
+	CodeSegmentGone, CodeOffsetGone,
 	CodeInternal, CodeUnavailable, CodeTimeout,
 }
 
@@ -80,6 +87,8 @@ var (
 	ErrConsumerUnknown = &Error{Code: CodeConsumerUnknown}
 	ErrPayloadTooLarge = &Error{Code: CodePayloadTooLarge}
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
+	ErrSegmentGone     = &Error{Code: CodeSegmentGone}
+	ErrOffsetGone      = &Error{Code: CodeOffsetGone}
 )
 
 // Errorf builds an Error with a formatted message.

@@ -61,13 +61,9 @@ type StreamConsumer struct {
 	stop      context.CancelFunc
 	ackDone   chan struct{}
 
-	// nextMu serializes Next. Guarded by it: buf, the messages of the last
-	// fetch not yet returned, and fetching, the fetch in flight (its result
-	// is kept for the next call when a Next gives up waiting for it, so
-	// messages the server has handed out are never lost).
-	nextMu   sync.Mutex
-	buf      []api.Message
-	fetching chan fetchResult
+	// nextMu serializes Next; it guards the fetch loop.
+	nextMu sync.Mutex
+	pull   pull
 
 	// statuses reports the connection dropping. connLost is closed, then
 	// replaced, each time it does: the requests in flight then are
@@ -321,44 +317,11 @@ func (c *StreamConsumer) currentGeneration() uint64 {
 func (c *StreamConsumer) Next(ctx context.Context) (*Message, error) {
 	c.nextMu.Lock()
 	defer c.nextMu.Unlock()
-	for {
-		select {
-		case <-c.closing:
-			return nil, ErrClosed
-		default:
-		}
-		for len(c.buf) > 0 {
-			m := c.buf[0]
-			c.buf[0] = api.Message{}
-			c.buf = c.buf[1:]
-			if c.admit(&m) {
-				return c.message(&m), nil
-			}
-		}
-		if c.fetching == nil {
-			ch := make(chan fetchResult, 1)
-			c.fetching = ch
-			go func() { ch <- c.fetch() }()
-		}
-		select {
-		case r := <-c.fetching:
-			c.fetching = nil
-			if r.err == nil {
-				c.buf = r.msgs
-				continue
-			}
-			if !errors.Is(r.err, api.ErrConsumerUnknown) {
-				return nil, r.err
-			}
-			if err := c.rejoin(ctx, r.generation); err != nil {
-				return nil, err
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-c.closing:
-			return nil, ErrClosed
-		}
+	m, err := c.pull.next(ctx, c.closing, c.fetch, c.rejoin, c.admit)
+	if err != nil {
+		return nil, err
 	}
+	return c.message(&m), nil
 }
 
 // admit reports whether m is new to the application, and records it as
@@ -396,7 +359,7 @@ func (c *StreamConsumer) message(m *api.Message) *Message {
 }
 
 // fetch runs one fetch request. It is bounded by the fetch wait plus the
-// request timeout, and by Close, not by the caller of Next (see fetching).
+// request timeout, and by Close, not by the caller of Next (see pull).
 func (c *StreamConsumer) fetch() fetchResult {
 	gen := c.currentGeneration()
 	body, err := json.Marshal(api.FetchRequest{

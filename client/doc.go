@@ -13,6 +13,12 @@
 //   - StreamConsumer: joins a subscription, fetches batches, returns messages
 //     one by one, batches cumulative acks per unit, re-joins when the server
 //     has forgotten it, and never returns a message twice.
+//   - QueueConsumer: joins a queue subscription (shared dispatch, no per-key
+//     order), batches individual acks and nacks, sets the subscription's
+//     ack timeout, redelivery backoff, max deliveries and dead-letter topic.
+//   - CheckpointConsumer: no subscription; reads units directly, follows the
+//     layout and applies the ordering rule itself, and hands out a
+//     serializable Checkpoint to Restore from later.
 //   - Admin: one method per admin endpoint.
 //
 // It does not own the NATS connection (connect, reconnect and close it

@@ -16,8 +16,14 @@ import (
 // ProducerOption configures NewProducer.
 type ProducerOption interface{ applyProducer(*producerConfig) }
 
-// ConsumerOption configures NewStreamConsumer.
-type ConsumerOption interface{ applyConsumer(*consumerConfig) }
+// ConsumerOption configures NewStreamConsumer; each also configures
+// NewQueueConsumer and NewCheckpointConsumer (see QueueOption and
+// CheckpointOption).
+type ConsumerOption interface {
+	applyConsumer(*consumerConfig)
+	QueueOption
+	CheckpointOption
+}
 
 // AdminOption configures NewAdmin.
 type AdminOption interface{ applyAdmin(*adminConfig) }

@@ -19,6 +19,7 @@ func (n *Node) startConsumers() error {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
 		consumers.WithDurability(durability))
+	n.startQueues()
 	return nil
 }
 
@@ -36,6 +37,10 @@ func (n *Node) consumeHandler(verb string) micro.HandlerFunc {
 		case api.ConsumeJoin:
 			var jr api.JoinRequest
 			if err := decodeJSON(req.Data(), &jr); err != nil {
+				r.err(err)
+				return
+			}
+			if err := n.subscriptionKindTaken(t, jr.Subscription, false); err != nil {
 				r.err(err)
 				return
 			}
@@ -133,7 +138,7 @@ func (n *Node) subscriptionStats(t *actors.Topic) []api.SubscriptionStats {
 		}
 		out = append(out, ss)
 	}
-	return out
+	return append(out, n.queueStats(t)...)
 }
 
 // deleteSubscriptions stops and removes the subscriptions of a topic that
@@ -141,6 +146,9 @@ func (n *Node) subscriptionStats(t *actors.Topic) []api.SubscriptionStats {
 func (n *Node) deleteSubscriptions(uri string) error {
 	t, err := n.topics.Topic(uri)
 	if err != nil {
+		return err
+	}
+	if err := n.deleteQueues(t); err != nil {
 		return err
 	}
 	return n.subs.DeleteTopic(t.Topic())

@@ -44,6 +44,8 @@ type Node struct {
 	topics   *actors.Manager
 	subs     *consumers.Manager
 	subsView subscriptionsView // the consumer groups, as topic controllers see them
+	queues   *consumers.QueueManager
+	reads    parkedReads // read.fetch requests waiting for data
 	services []micro.Service
 	metrics  *http.Server
 	metricsL net.Listener
@@ -198,6 +200,7 @@ func (n *Node) Close() error {
 		_ = s.Stop()
 	}
 	n.services = nil
+	n.reads.stop()
 	if n.metrics != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = n.metrics.Shutdown(ctx)
@@ -206,6 +209,11 @@ func (n *Node) Close() error {
 	var first error
 	if n.subs != nil {
 		first = n.subs.Close()
+	}
+	if n.queues != nil {
+		if err := n.queues.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	if n.topics != nil {
 		if err := n.topics.Close(); err != nil && first == nil {

@@ -59,6 +59,9 @@ func (n *Node) addServices() error {
 			return err
 		}
 	}
+	if err := n.addQueueServices(); err != nil {
+		return err
+	}
 	// The subscriptions must be known to the server before Start returns,
 	// or a client's first request could find no responder.
 	return n.nc.Flush()

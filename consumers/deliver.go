@@ -1,7 +1,6 @@
 package consumers
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -168,11 +167,7 @@ func (g *group) onFetch(m *Fetch) {
 		replyFetch(m, msgs, g.assignedTo(c.name), err)
 		return
 	}
-	g.parkSeq++
-	p := &parkedFetch{req: m, seq: g.parkSeq}
-	expired := fetchExpired{incarnation: g.incarnation, consumer: c.name, seq: p.seq}
-	p.timer = time.AfterFunc(m.Wait, func() { g.send(expired) })
-	c.parked = p
+	g.park(c, m)
 	g.watch(appended)
 }
 
@@ -188,17 +183,11 @@ func (g *group) releaseParked(c *consumerState, msgs []api.Message, err error) {
 // serveParked retries every parked fetch; the ones that find nothing stay
 // parked until the next wake or their expiry.
 func (g *group) serveParked() {
-	var parked []*consumerState
-	for _, c := range g.consumers {
-		if c.parked != nil {
-			parked = append(parked, c)
-		}
-	}
+	parked := g.parkedConsumers()
 	if len(parked) == 0 {
 		g.refresh()
 		return
 	}
-	slices.SortFunc(parked, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
 	appended := g.cfg.Source.Appended()
 	g.refresh()
 	waiting := false
@@ -213,24 +202,6 @@ func (g *group) serveParked() {
 	if waiting {
 		g.watch(appended)
 	}
-}
-
-// watch wakes the actor when appended is closed. One watcher at a time is
-// enough: a channel returned later closes no earlier than one returned
-// before, and the wake re-arms with a fresh channel.
-func (g *group) watch(appended <-chan struct{}) {
-	if g.watching {
-		return
-	}
-	g.watching = true
-	done, wake := g.done, appendedWake{incarnation: g.incarnation}
-	go func() {
-		select {
-		case <-appended:
-			g.send(wake)
-		case <-done:
-		}
-	}()
 }
 
 // collect hands out up to maxMsgs messages and about maxBytes of payload
@@ -255,29 +226,14 @@ func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message,
 
 	var out []api.Message
 	bytes := 0
-	var firstErr error
 	full := func() bool { return len(out) >= maxMsgs || (len(out) > 0 && bytes >= maxBytes) }
-	for len(active) > 0 && !full() {
-		share := (maxMsgs - len(out) + len(active) - 1) / len(active)
-		var more []topology.Unit
-		for _, u := range active {
-			if full() {
-				break
-			}
-			left, err := g.readUnit(u, min(share, maxMsgs-len(out)), maxBytes, &out, &bytes)
-			if err != nil {
-				g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err)
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			if left {
-				more = append(more, u)
-			}
+	firstErr := FairShares(active, maxMsgs, func() int { return len(out) }, full, func(u topology.Unit, n int) (bool, error) {
+		left, err := g.readUnit(u, n, maxBytes, &out, &bytes)
+		if err != nil {
+			g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err)
 		}
-		active = more
-	}
+		return left, err
+	})
 	if len(out) == 0 && firstErr != nil {
 		return nil, api.Errorf(api.CodeUnavailable, "reading subscription %q: %v", g.cfg.Subscription, firstErr)
 	}

@@ -3,8 +3,12 @@
 // in its own WAL — ack cursors per unit, the drained segments, the start
 // position — together with assignment of units to consumers, handoff of
 // units between consumers, and the ordering rule (DESIGN.md §1) applied per
-// subscription. This version implements stream consumers: ordered delivery,
-// cumulative acknowledgement per unit.
+// subscription. Stream groups (group.go) give ordered delivery with
+// cumulative acknowledgement per unit; queue groups (queue.go, through
+// QueueManager) share every unit between their consumers with individual
+// acks, nacks, an ack timeout and dead letters, keeping at most a window of
+// offsets per unit in memory. Checkpoint consumers have no group: they read
+// bucket logs directly (the cluster layer's read endpoint).
 //
 // It does not own the messages (the bucket logs, reached through Source),
 // the layout (the topic controller's; read through Source), NATS (the

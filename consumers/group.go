@@ -1,13 +1,11 @@
 package consumers
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +33,8 @@ type groupConfig struct {
 	// Reassigned, when not nil, counts the units that left their owner
 	// (handed over, or released by a consumer that left or died).
 	Reassigned *atomic.Uint64
+	// Queue configures the groups of a QueueManager.
+	Queue queueOptions
 }
 
 // incarnations numbers every start of every group actor of the process.
@@ -104,12 +104,8 @@ func (b *ackBatch) empty() bool {
 type group struct {
 	cfg    groupConfig
 	logger *slog.Logger
+	groupBase
 
-	system      *actor.ActorSystem
-	self        *actor.PID
-	incarnation uint64
-	// done is closed when this incarnation ends; watcher goroutines exit.
-	done chan struct{}
 	// current is the request being handled, answered with an error if its
 	// handling panics (protoactor drops that message on restart).
 	current any
@@ -130,9 +126,8 @@ type group struct {
 	layout topology.Layout
 	dirty  bool
 
-	units     map[topology.Unit]*unitState // the readable units
-	targets   map[topology.Unit]string     // Assign's answer
-	consumers map[string]*consumerState
+	units   map[topology.Unit]*unitState // the readable units
+	targets map[topology.Unit]string     // Assign's answer
 	// awaiting holds, after a restart, the previous owners of units (as
 	// the log names them) that have not joined again, with the end of
 	// their grace: their session timeout from the group's start.
@@ -144,11 +139,6 @@ type group struct {
 	// the next offset of each unit the log names an owner of (see
 	// unitState.restoredUntil).
 	restoredUntil map[topology.Unit]uint64
-
-	watching     bool // a goroutine waits on Source.Appended
-	parkSeq      uint64
-	sessionTimer *time.Timer
-	sessionAt    time.Time // when sessionTimer fires
 }
 
 // groupSupervision restarts a failed group every time. A group's start
@@ -277,35 +267,17 @@ func (g *group) retryLoad() bool {
 // openLog opens the log, replays it into g.state and compacts it when it
 // has grown past CompactAfter records.
 func (g *group) openLog() error {
-	l, err := wal.Open(g.cfg.Dir, wal.Options{Durability: g.cfg.Durability})
+	l, records, err := openAndReplay(g.cfg.Dir, g.cfg.Durability, g.logger, func(payload []byte) error {
+		r, err := decodeRecord(payload)
+		if err != nil {
+			return err
+		}
+		return g.state.apply(r)
+	})
+	g.log, g.records = l, records
 	if err != nil {
 		return err
 	}
-	g.log = l
-	if r := l.Repair(); r != (wal.RepairReport{}) {
-		g.logger.Warn("consumer group log repaired", "dir", g.cfg.Dir, "repair", fmt.Sprintf("%+v", r))
-	}
-	from, next := l.FirstOffset(), l.NextOffset()
-	for from < next {
-		recs, err := l.ReadRange(from, 512, 0)
-		if err != nil {
-			return fmt.Errorf("replaying %s at offset %d: %w", g.cfg.Dir, from, err)
-		}
-		if len(recs) == 0 {
-			break
-		}
-		for i, rec := range recs {
-			r, err := decodeRecord(rec.Payload)
-			if err == nil {
-				err = g.state.apply(r)
-			}
-			if err != nil {
-				return fmt.Errorf("replaying %s at offset %d: %w", g.cfg.Dir, from+uint64(i), err)
-			}
-		}
-		from += uint64(len(recs))
-	}
-	g.records = int(next - l.FirstOffset())
 	g.logger.Debug("consumer group replayed", "records", g.records,
 		"cursors", len(g.state.Cursors), "drained", len(g.state.Drained))
 	return g.maybeCompact()
@@ -313,7 +285,7 @@ func (g *group) openLog() error {
 
 // appendRecord writes r durably (per the configured durability).
 func (g *group) appendRecord(r stateRecord) (uint64, error) {
-	off, err := g.log.Append(wal.Record{Timestamp: time.Now().UnixMilli(), Payload: encodeRecord(nil, r)})
+	off, err := appendPayload(g.log, encodeRecord(nil, r))
 	if err != nil {
 		return 0, err
 	}
@@ -322,21 +294,16 @@ func (g *group) appendRecord(r stateRecord) (uint64, error) {
 }
 
 // maybeCompact rewrites the log as one snapshot once it holds more than
-// CompactAfter records: the snapshot goes first, then the head before it is
-// dropped, so a crash in between leaves a log that still replays to the
-// same state.
+// CompactAfter records.
 func (g *group) maybeCompact() error {
 	if !g.state.Created || g.records <= g.cfg.CompactAfter {
 		return nil
 	}
-	off, err := g.appendRecord(g.state.snapshot())
+	records, err := compactLog(g.log, encodeRecord(nil, g.state.snapshot()))
 	if err != nil {
 		return err
 	}
-	if err := g.log.TruncateHead(off); err != nil {
-		return err
-	}
-	g.records = int(g.log.NextOffset() - g.log.FirstOffset())
+	g.records = records
 	return nil
 }
 
@@ -426,9 +393,6 @@ func replyErr(reply func(error), err error) {
 	}
 }
 
-// send delivers an internal message to this actor from another goroutine.
-func (g *group) send(msg any) { g.system.Root.Send(g.self, msg) }
-
 func (g *group) onJoin(m *Join) {
 	if !g.state.Created {
 		if err := g.create(m.Start); err != nil {
@@ -516,13 +480,7 @@ func (g *group) onLeave(m *Leave) {
 // longer than its own.
 func (g *group) expireConsumers(now time.Time) {
 	released := g.expireAwaited(now)
-	var dead []*consumerState
-	for _, c := range g.consumers {
-		if c.parked == nil && now.Sub(c.lastSeen) > c.timeout {
-			dead = append(dead, c)
-		}
-	}
-	slices.SortFunc(dead, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
+	dead := g.deadConsumers(now)
 	for _, c := range dead {
 		g.removeConsumer(c, "session timed out")
 	}
@@ -565,30 +523,6 @@ func (g *group) countReassigned() {
 	}
 }
 
-// armSessionTimer makes sure a timer fires by the earliest session
-// deadline, or end of a previous owner's grace. Deadlines only move later
-// (lastSeen only grows), so a timer that fires early just finds nobody to
-// expire and is armed again.
-func (g *group) armSessionTimer() {
-	if g.done == nil {
-		return
-	}
-	earliest := g.earliestAwaited()
-	for _, c := range g.consumers {
-		if c.parked != nil {
-			continue
-		}
-		if d := c.lastSeen.Add(c.timeout); earliest.IsZero() || d.Before(earliest) {
-			earliest = d
-		}
-	}
-	if earliest.IsZero() || (g.sessionTimer != nil && !g.sessionAt.After(earliest)) {
-		return
-	}
-	if g.sessionTimer != nil {
-		g.sessionTimer.Stop()
-	}
-	g.sessionAt = earliest
-	msg := sessionCheck{incarnation: g.incarnation}
-	g.sessionTimer = time.AfterFunc(time.Until(earliest)+time.Millisecond, func() { g.send(msg) })
-}
+// armSessionTimer arms the session timer for the consumers' deadlines and
+// the end of every previous owner's grace.
+func (g *group) armSessionTimer() { g.armSessionTimerBy(g.earliestAwaited()) }

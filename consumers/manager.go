@@ -54,6 +54,7 @@ type managerOptions struct {
 	compactAfter   int
 	sessionTimeout time.Duration
 	durability     wal.Durability
+	queue          queueOptions // queue subscriptions only (NewQueueManager)
 }
 
 // WithCompactAfter sets how many records a group's log holds before it is
@@ -165,8 +166,9 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		DefaultSessionTimeout: m.opts.sessionTimeout,
 		OnStopped:             func(pid *actor.PID) { m.forget(key, pid) },
 		Reassigned:            &m.reassigned,
+		Queue:                 m.opts.queue,
 	}
-	pid = m.system.Root.SpawnPrefix(newGroupProps(cfg), "consumer-group-"+subscription+"-")
+	pid = m.system.Root.SpawnPrefix(m.opts.queue.props(cfg), "consumer-group-"+subscription+"-")
 	m.logger.Debug("consumer group spawned", "topic", key.topic, "subscription", subscription, "pid", pid.Id)
 	m.groups[key] = pid
 	return pid, nil

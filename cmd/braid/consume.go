@@ -6,22 +6,38 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/braidmq/braid/client"
 )
 
+// consumed is one message as the consume loop sees it, whatever the kind.
+type consumed struct {
+	id           client.MessageID
+	key, payload []byte
+	deliveries   uint32
+	ack          func()
+}
+
 func consumeCmd(args []string) error {
 	fs := flag.NewFlagSet("consume", flag.ExitOnError)
-	fs.Usage = usageOf(fs, "braid consume URI --subscription NAME [--count N] [--start earliest|latest] [--quiet]")
+	fs.Usage = usageOf(fs, "braid consume URI [--kind stream|queue|checkpoint] [--subscription NAME] [--count N] [--start earliest|latest] [--quiet]")
 	var cf clientFlags
 	cf.register(fs)
-	sub := fs.String("subscription", "braid-cli", "stream subscription to read with")
+	kind := fs.String("kind", "stream", "stream (ordered, cumulative acks), queue (shared, individual acks) or checkpoint (no subscription)")
+	sub := fs.String("subscription", "braid-cli", "subscription to read with (stream and queue)")
 	name := fs.String("name", "", "consumer name (default: random)")
-	start := fs.String("start", "earliest", "start of a new subscription: earliest or latest")
+	start := fs.String("start", "earliest", "start of a new subscription or checkpoint consumer: earliest or latest")
 	count := fs.Int("count", 0, "stop after this many messages (0: until interrupted)")
 	idle := fs.Duration("idle", 0, "stop after this long without a message (0: never)")
 	quiet := fs.Bool("quiet", false, "print only the final count and rate")
+	maxDeliveries := fs.Int("max-deliveries", -1, "queue: deliveries before a message goes to the dead-letter topic (0: unlimited; -1: leave as is)")
+	deadLetter := fs.String("dead-letter-topic", "", "queue: dead-letter topic (default <topic>-dlq)")
+	ackTimeout := fs.Duration("ack-timeout", -1, "queue: redeliver what is not acked within this (0: never; -1: leave as is)")
+	startTime := fs.String("start-time", "", "checkpoint: start at this time (RFC 3339 or unix milliseconds)")
+	restore := fs.String("checkpoint", "", "checkpoint: resume from this checkpoint (as printed at exit)")
+	skipGone := fs.Bool("skip-gone", false, "checkpoint: skip data removed by retention instead of failing")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -37,41 +53,136 @@ func consumeCmd(args []string) error {
 	defer nc.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	opts := []client.ConsumerOption{client.WithStart(*start)}
-	if *name != "" {
-		opts = append(opts, client.WithConsumerName(*name))
+
+	var next func(context.Context) (consumed, error)
+	var closeFn func(context.Context) error
+	switch *kind {
+	case "stream":
+		opts := []client.ConsumerOption{client.WithStart(*start)}
+		if *name != "" {
+			opts = append(opts, client.WithConsumerName(*name))
+		}
+		c, err := client.NewStreamConsumer(nc, pos[0], *sub, opts...)
+		if err != nil {
+			return err
+		}
+		next = adapt(c.Next, func(m *client.Message) consumed {
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}
+		})
+		closeFn = c.Close
+	case "queue":
+		opts := []client.QueueOption{client.WithStart(*start)}
+		if *name != "" {
+			opts = append(opts, client.WithConsumerName(*name))
+		}
+		if *maxDeliveries >= 0 {
+			opts = append(opts, client.WithMaxDeliveries(*maxDeliveries))
+		}
+		if *deadLetter != "" {
+			opts = append(opts, client.WithDeadLetterTopic(*deadLetter))
+		}
+		if *ackTimeout >= 0 {
+			opts = append(opts, client.WithAckTimeout(*ackTimeout))
+		}
+		c, err := client.NewQueueConsumer(nc, pos[0], *sub, opts...)
+		if err != nil {
+			return err
+		}
+		next = adapt(c.Next, func(m *client.QueueMessage) consumed {
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}
+		})
+		closeFn = c.Close
+	case "checkpoint":
+		opts := []client.CheckpointOption{client.WithStart(*start)}
+		if *startTime != "" {
+			t, err := parseTime(*startTime)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, client.WithStartTime(t))
+		}
+		if *skipGone {
+			opts = append(opts, client.WithSkipGone(func(e *client.SegmentGoneError) { fmt.Fprintln(os.Stderr, "skipped:", e) }))
+		}
+		c, err := client.NewCheckpointConsumer(nc, pos[0], opts...)
+		if err != nil {
+			return err
+		}
+		if *restore != "" {
+			cp, err := client.ParseCheckpoint(*restore)
+			if err != nil {
+				return err
+			}
+			if err := c.Restore(ctx, cp); err != nil {
+				return err
+			}
+		}
+		next = adapt(c.Next, func(m *client.CheckpointMessage) consumed {
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, ack: func() {}}
+		})
+		closeFn = func(context.Context) error {
+			fmt.Fprintf(os.Stderr, "checkpoint: %s\n", c.Checkpoint())
+			return c.Close()
+		}
+	default:
+		return fmt.Errorf("consume: --kind %q: want stream, queue or checkpoint", *kind)
 	}
-	c, err := client.NewStreamConsumer(nc, pos[0], *sub, opts...)
-	if err != nil {
-		return err
-	}
+
 	n, began := 0, time.Now()
 	for *count == 0 || n < *count {
-		next := ctx
+		nctx := ctx
 		var cancel context.CancelFunc = func() {}
 		if *idle > 0 {
-			next, cancel = context.WithTimeout(ctx, *idle)
+			nctx, cancel = context.WithTimeout(ctx, *idle)
 		}
-		m, err := c.Next(next)
+		m, err := next(nctx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 				break
 			}
+			_ = closeFn(context.Background())
 			return err
 		}
 		n++
 		if !*quiet {
-			fmt.Printf("%s\t%s\t%s\n", m.ID, m.Key, m.Payload)
+			if m.deliveries > 1 {
+				fmt.Printf("%s\t%s\t%s\t(delivery %d)\n", m.id, m.key, m.payload, m.deliveries)
+			} else {
+				fmt.Printf("%s\t%s\t%s\n", m.id, m.key, m.payload)
+			}
 		}
-		m.Ack()
+		m.ack()
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	if err := c.Close(closeCtx); err != nil {
+	if err := closeFn(closeCtx); err != nil {
 		return err
 	}
 	el := time.Since(began)
 	fmt.Fprintf(os.Stderr, "consumed %d messages in %s (%.0f msg/s)\n", n, el.Round(time.Millisecond), float64(n)/el.Seconds())
 	return nil
+}
+
+// adapt turns a consumer's Next into the consume loop's.
+func adapt[M any](next func(context.Context) (M, error), conv func(M) consumed) func(context.Context) (consumed, error) {
+	return func(ctx context.Context) (consumed, error) {
+		m, err := next(ctx)
+		if err != nil {
+			return consumed{}, err
+		}
+		return conv(m), nil
+	}
+}
+
+// parseTime reads RFC 3339 or unix milliseconds.
+func parseTime(s string) (time.Time, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--start-time %q: want RFC 3339 or unix milliseconds", s)
+	}
+	return t, nil
 }

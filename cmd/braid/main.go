@@ -54,7 +54,7 @@ commands:
   topic      create | describe | list | split | merge | rebucket | delete | stats | policies
   namespace  policies
   produce    send messages (from stdin, one per line, or generated)
-  consume    read a topic with a stream subscription
+  consume    read a topic: stream or queue subscription, or checkpoint consumer
   bench      produce/consume throughput against a running server
 
 run 'braid <command> -h' for the flags of a command.

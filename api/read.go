@@ -1,0 +1,159 @@
+package api
+
+import "encoding/binary"
+
+// Direct reads, for checkpoint consumers: no subscription, no server-side
+// state. The client follows the layout itself (topic.describe and the layout
+// push) and applies the ordering rule with its own drained segments.
+//
+//	braid.v1.read.fetch.<tenant>.<namespace>.<topic>    ReadRequest   -> the binary read reply (below)
+//	braid.v1.read.offsets.<tenant>.<namespace>.<topic>  OffsetsRequest -> OffsetsReply (JSON)
+//
+// # Read reply (read.fetch)
+//
+//	| version (1B) = 1 | uvarint epoch | uvarint unitCount | unit * unitCount
+//	| uvarint count | message * count |                  (message as in the fetch reply; deliveries = 0)
+//	unit = | uvarint segment | uvarint bucket | uvarint code (0 = ok) | uvarint first | uvarint next | sealed (1B: 0 or 1) |
+//
+// There is one unit entry per requested unit, in request order. first and
+// next are the unit's first retained offset and next offset after the read;
+// sealed = 1 says next is final (the layout at epoch shows the segment
+// sealed, so nothing more will be appended). code is SEGMENT_GONE when the
+// segment was deleted by retention, OFFSET_GONE when the requested offset is
+// below first (retention removed it), SEGMENT_NOT_FOUND when the layout has
+// no such segment; no message of that unit is returned then. Messages come
+// in offset order per unit.
+
+// Read verbs.
+const (
+	ReadPrefix  = Prefix + ".read"
+	ReadFetch   = "fetch"
+	ReadOffsets = "offsets"
+)
+
+// ReadSubject is braid.v1.read.<verb>.<tenant>.<namespace>.<topic>.
+func ReadSubject(verb, tenant, namespace, topic string) string {
+	return TopicSubject(ReadPrefix+"."+verb, tenant, namespace, topic)
+}
+
+// ReadUnit names one unit and the offset to read it from.
+type ReadUnit struct {
+	Segment uint64 `json:"segment"`
+	Bucket  int    `json:"bucket"`
+	Offset  uint64 `json:"offset"`
+}
+
+// ReadRequest is the body of read.fetch: messages of several units at once,
+// shared fairly between them.
+type ReadRequest struct {
+	Units []ReadUnit `json:"units"`
+	// Max messages in the reply (default 256, at most 10000).
+	Max int `json:"max,omitempty"`
+	// MaxBytes of payload (default 1 MiB); at least one message when one is
+	// available.
+	MaxBytes int `json:"max_bytes,omitempty"`
+	// Wait is how long the server holds a read that finds nothing in any
+	// unit and no unit status worth reporting ("0s" to "30s", default "0s").
+	Wait string `json:"wait,omitempty"`
+}
+
+// UnitStatus is the state of one unit in a read reply.
+type UnitStatus struct {
+	Segment uint64
+	Bucket  int
+	Code    int // 0 ok, else a code number (SEGMENT_GONE, OFFSET_GONE...)
+	First   uint64
+	Next    uint64
+	Sealed  bool
+}
+
+// ReadReply is the decoded read reply.
+type ReadReply struct {
+	Epoch    uint64
+	Units    []UnitStatus
+	Messages []Message
+}
+
+// AppendReadReply encodes a read reply.
+func AppendReadReply(dst []byte, r *ReadReply) []byte {
+	dst = append(dst, FormatVersion)
+	dst = binary.AppendUvarint(dst, r.Epoch)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Units)))
+	for _, u := range r.Units {
+		dst = binary.AppendUvarint(dst, u.Segment)
+		dst = binary.AppendUvarint(dst, uint64(u.Bucket))
+		dst = binary.AppendUvarint(dst, uint64(u.Code))
+		dst = binary.AppendUvarint(dst, u.First)
+		dst = binary.AppendUvarint(dst, u.Next)
+		sealed := byte(0)
+		if u.Sealed {
+			sealed = 1
+		}
+		dst = append(dst, sealed)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(r.Messages)))
+	for i := range r.Messages {
+		dst = AppendMessage(dst, &r.Messages[i])
+	}
+	return dst
+}
+
+// DecodeReadReply decodes a read reply. Slices alias b.
+func DecodeReadReply(b []byte) (ReadReply, error) {
+	d := decoder{b: b}
+	d.version()
+	var r ReadReply
+	r.Epoch = d.uvarint("epoch")
+	n := d.count("unit count", 6)
+	if n > 0 {
+		r.Units = make([]UnitStatus, 0, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		var u UnitStatus
+		u.Segment = d.uvarint("segment")
+		u.Bucket = int(d.uvarint("bucket"))
+		u.Code = int(d.uvarint("code"))
+		u.First = d.uvarint("first")
+		u.Next = d.uvarint("next")
+		switch s := d.byteValue("sealed"); {
+		case d.err != nil:
+		case s > 1:
+			d.fail("sealed flag is not 0 or 1")
+		default:
+			u.Sealed = s == 1
+		}
+		r.Units = append(r.Units, u)
+	}
+	r.Messages = d.messages()
+	if err := d.end(); err != nil {
+		return ReadReply{}, err
+	}
+	return r, nil
+}
+
+// OffsetsRequest is the body of read.offsets. With Time set (unix ms), each
+// unit's TimeOffset is where its records' times cross Time: the first offset
+// whose time is >= Time when times do not decrease along the log (server
+// times always; producers setting Braid-Time may break it, and then the
+// answer is one offset o with time(o) >= Time and time(o-1) < Time, found by
+// binary search). It is next when every record is older.
+type OffsetsRequest struct {
+	Time int64 `json:"time,omitempty"`
+}
+
+// UnitOffsets is one unit of an OffsetsReply.
+type UnitOffsets struct {
+	Segment    uint64 `json:"segment"`
+	Bucket     int    `json:"bucket"`
+	First      uint64 `json:"first"`
+	Next       uint64 `json:"next"`
+	Sealed     bool   `json:"sealed"`
+	TimeOffset uint64 `json:"time_offset,omitempty"`
+}
+
+// OffsetsReply lists every unit of every segment that is not deleted, at the
+// layout epoch Epoch.
+type OffsetsReply struct {
+	Epoch uint64        `json:"epoch"`
+	Units []UnitOffsets `json:"units"`
+}

@@ -1,0 +1,63 @@
+package client
+
+import (
+	"context"
+	"errors"
+
+	"github.com/braidmq/braid/api"
+)
+
+// pull is the fetch loop of the subscription consumers (stream and queue):
+// a buffer of fetched messages not returned yet, and at most one fetch in
+// flight. A fetch outlives the Next that started it: when that Next gives
+// up (its context ends), the result is kept for the next call, so messages
+// the server has handed out are never lost. The owner serializes calls.
+type pull struct {
+	buf      []api.Message
+	fetching chan fetchResult
+}
+
+// next returns the next buffered message that admit accepts (nil: all),
+// fetching when the buffer is empty. A fetch refused with CONSUMER_UNKNOWN
+// joins again (rejoin) and fetches again; any other fetch error is returned.
+func (p *pull) next(ctx context.Context, closing <-chan struct{}, fetch func() fetchResult,
+	rejoin func(context.Context, uint64) error, admit func(*api.Message) bool) (api.Message, error) {
+	for {
+		select {
+		case <-closing:
+			return api.Message{}, ErrClosed
+		default:
+		}
+		for len(p.buf) > 0 {
+			m := p.buf[0]
+			p.buf[0] = api.Message{}
+			p.buf = p.buf[1:]
+			if admit == nil || admit(&m) {
+				return m, nil
+			}
+		}
+		if p.fetching == nil {
+			ch := make(chan fetchResult, 1)
+			p.fetching = ch
+			go func() { ch <- fetch() }()
+		}
+		select {
+		case r := <-p.fetching:
+			p.fetching = nil
+			if r.err == nil {
+				p.buf = r.msgs
+				continue
+			}
+			if !errors.Is(r.err, api.ErrConsumerUnknown) {
+				return api.Message{}, r.err
+			}
+			if err := rejoin(ctx, r.generation); err != nil {
+				return api.Message{}, err
+			}
+		case <-ctx.Done():
+			return api.Message{}, ctx.Err()
+		case <-closing:
+			return api.Message{}, ErrClosed
+		}
+	}
+}

@@ -1,0 +1,274 @@
+package cluster
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/consumers"
+	"github.com/braidmq/braid/topology"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Direct reads (braid.v1.read.*): no subscription, no state on the server.
+
+// MaxReadUnits bounds the units of one read.fetch.
+const MaxReadUnits = 4096
+
+// readFetch serves braid.v1.read.fetch.<t>.<ns>.<topic>.
+func (n *Node) readFetch(req micro.Request) {
+	r := newReplier(n.nc, req)
+	t, err := n.topicOf(req.Subject(), api.ReadPrefix+"."+api.ReadFetch)
+	if err != nil {
+		r.err(err)
+		return
+	}
+	var rr api.ReadRequest
+	if err := decodeJSON(req.Data(), &rr); err != nil {
+		r.err(err)
+		return
+	}
+	if len(rr.Units) == 0 || len(rr.Units) > MaxReadUnits {
+		r.err(api.Errorf(api.CodeInvalidArgument, "units: want 1 to %d, got %d", MaxReadUnits, len(rr.Units)))
+		return
+	}
+	// The limits and defaults of a fetch, but no wait unless asked for.
+	if rr.Wait == "" {
+		rr.Wait = "0s"
+	}
+	f, err := consumers.ParseFetch(api.FetchRequest{Subscription: "read", Consumer: "read", Max: rr.Max, MaxBytes: rr.MaxBytes, Wait: rr.Wait})
+	if err != nil {
+		r.err(err)
+		return
+	}
+	maxBytes := min(f.MaxBytes, maxFetchReplyBytes)
+	deadline := time.Now().Add(f.Wait)
+	send := func(reply *api.ReadReply) {
+		size := 16 + 24*len(reply.Units) + messagesSize(reply.Messages)
+		r.data(api.AppendReadReply(make([]byte, 0, size), reply), nil)
+	}
+	appended, changed := t.Appended(), t.Changed()
+	reply := readUnits(t, rr.Units, f.Max, maxBytes)
+	if !worthWaiting(reply) || f.Wait <= 0 {
+		send(reply)
+		return
+	}
+	// Nothing to say yet: wait for an append or a layout change, off the
+	// NATS handler goroutine.
+	stopping, ok := n.reads.add()
+	if !ok {
+		r.err(api.Errorf(api.CodeUnavailable, "the server is stopping"))
+		return
+	}
+	go func() {
+		defer n.reads.done()
+		for {
+			timer := time.NewTimer(time.Until(deadline))
+			select {
+			case <-appended:
+			case <-changed:
+			case <-timer.C:
+			case <-stopping:
+				timer.Stop()
+				r.err(api.Errorf(api.CodeUnavailable, "the server is stopping"))
+				return
+			}
+			timer.Stop()
+			appended, changed = t.Appended(), t.Changed()
+			reply := readUnits(t, rr.Units, f.Max, maxBytes)
+			if !worthWaiting(reply) || !time.Now().Before(deadline) {
+				send(reply)
+				return
+			}
+		}
+	}()
+}
+
+// worthWaiting reports whether a read found nothing to report: no message,
+// every unit readable, active and at its end.
+func worthWaiting(r *api.ReadReply) bool {
+	if len(r.Messages) > 0 {
+		return false
+	}
+	for _, u := range r.Units {
+		if u.Code != 0 || u.Sealed {
+			return false
+		}
+	}
+	return true
+}
+
+// readUnits reads up to maxMsgs messages and about maxBytes of payload from
+// the units, in fair shares, each from its offset.
+func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *api.ReadReply {
+	l := t.Layout()
+	reply := &api.ReadReply{Epoch: l.Epoch, Units: make([]api.UnitStatus, len(units))}
+	from := make([]uint64, len(units))
+	var active []int
+	for i, ru := range units {
+		st := &reply.Units[i]
+		st.Segment, st.Bucket = ru.Segment, ru.Bucket
+		s, ok := l.Segment(topology.SegmentID(ru.Segment))
+		switch {
+		case !ok:
+			st.Code = api.CodeSegmentNotFound.Number
+			continue
+		case s.State == topology.StateDeleted:
+			st.Code = api.CodeSegmentGone.Number
+			continue
+		case ru.Bucket < 0 || ru.Bucket >= s.Buckets:
+			st.Code = api.CodeInvalidArgument.Number
+			continue
+		}
+		first, next, err := t.Bounds(s.ID, ru.Bucket)
+		if err != nil {
+			st.Code = api.AsError(err).Code.Number
+			continue
+		}
+		st.First, st.Next, st.Sealed = first, next, s.State == topology.StateSealed
+		switch {
+		case ru.Offset < first:
+			st.Code = api.CodeOffsetGone.Number
+		case ru.Offset > next:
+			st.Code = api.CodeInvalidArgument.Number
+		case ru.Offset < next:
+			from[i] = ru.Offset
+			active = append(active, i)
+		}
+	}
+	bytes := 0
+	full := func() bool { return len(reply.Messages) >= maxMsgs || (len(reply.Messages) > 0 && bytes >= maxBytes) }
+	_ = consumers.FairShares(active, maxMsgs, func() int { return len(reply.Messages) }, full, func(i int, n int) (bool, error) {
+		ru := units[i]
+		recs, err := t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
+		if err != nil {
+			if len(reply.Messages) == 0 && from[i] == ru.Offset {
+				reply.Units[i].Code = api.AsError(err).Code.Number
+			}
+			return false, err
+		}
+		taken := 0
+		for j := range recs {
+			if len(reply.Messages) > 0 && bytes+len(recs[j].Payload) > maxBytes {
+				break
+			}
+			rec := &recs[j]
+			m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: from[i], Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
+			for _, h := range rec.Headers {
+				m.Headers = append(m.Headers, api.Header{Name: h.Key, Value: h.Value})
+			}
+			reply.Messages = append(reply.Messages, m)
+			bytes += len(rec.Payload)
+			from[i]++
+			taken++
+		}
+		return taken == n && taken == len(recs) && from[i] < reply.Units[i].Next, nil
+	})
+	return reply
+}
+
+// readOffsets serves braid.v1.read.offsets.<t>.<ns>.<topic>.
+func (n *Node) readOffsets(req micro.Request) {
+	r := newReplier(n.nc, req)
+	t, err := n.topicOf(req.Subject(), api.ReadPrefix+"."+api.ReadOffsets)
+	if err != nil {
+		r.err(err)
+		return
+	}
+	var or api.OffsetsRequest
+	if len(req.Data()) > 0 {
+		if err := decodeJSON(req.Data(), &or); err != nil {
+			r.err(err)
+			return
+		}
+	}
+	if or.Time < 0 {
+		r.err(api.Errorf(api.CodeInvalidArgument, "time %d: want unix milliseconds", or.Time))
+		return
+	}
+	l := t.Layout()
+	reply := api.OffsetsReply{Epoch: l.Epoch, Units: []api.UnitOffsets{}}
+	for _, s := range l.Segments {
+		if s.State == topology.StateDeleted {
+			continue
+		}
+		for b := range s.Buckets {
+			first, next, err := t.Bounds(s.ID, b)
+			if err != nil {
+				r.err(err)
+				return
+			}
+			u := api.UnitOffsets{Segment: uint64(s.ID), Bucket: b, First: first, Next: next, Sealed: s.State == topology.StateSealed}
+			if or.Time > 0 {
+				if u.TimeOffset, err = offsetForTime(t, s.ID, b, first, next, or.Time); err != nil {
+					r.err(err)
+					return
+				}
+			}
+			reply.Units = append(reply.Units, u)
+		}
+	}
+	b, _ := json.Marshal(reply)
+	r.data(b, nil)
+}
+
+// offsetForTime binary-searches [first, next) for the first offset whose
+// record time is >= ts, assuming times do not decrease along the log (see
+// api.OffsetsRequest for what it returns when they do).
+func offsetForTime(t *actors.Topic, seg topology.SegmentID, bucket int, first, next uint64, ts int64) (uint64, error) {
+	lo, hi := first, next
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		recs, err := t.Read(seg, bucket, mid, 1, 0)
+		if err != nil {
+			return 0, err
+		}
+		if len(recs) == 0 || recs[0].Timestamp >= ts {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+// parkedReads tracks the read.fetch requests waiting for data, so that the
+// node stops them before it closes the logs they would read.
+type parkedReads struct {
+	mu      sync.Mutex
+	stopped bool
+	closing chan struct{}
+	wg      sync.WaitGroup
+}
+
+// add registers a waiting read; it returns the channel closed at stop, or
+// false once the node is stopping.
+func (p *parkedReads) add() (<-chan struct{}, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return nil, false
+	}
+	if p.closing == nil {
+		p.closing = make(chan struct{})
+	}
+	p.wg.Add(1)
+	return p.closing, true
+}
+
+func (p *parkedReads) done() { p.wg.Done() }
+
+// stop answers every waiting read and waits for them.
+func (p *parkedReads) stop() {
+	p.mu.Lock()
+	if !p.stopped {
+		p.stopped = true
+		if p.closing != nil {
+			close(p.closing)
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

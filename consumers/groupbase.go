@@ -1,0 +1,145 @@
+package consumers
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// groupBase is what both kinds of group actor keep about their own
+// incarnation and their live consumers, with the timers and watchers around
+// them. Touched from the actor's goroutine only.
+type groupBase struct {
+	system      *actor.ActorSystem
+	self        *actor.PID
+	incarnation uint64
+	// done is closed when this incarnation ends; watcher goroutines exit.
+	done chan struct{}
+
+	consumers    map[string]*consumerState
+	watching     bool // a goroutine waits on Source.Appended
+	parkSeq      uint64
+	sessionTimer *time.Timer
+	sessionAt    time.Time // when sessionTimer fires
+}
+
+// send delivers an internal message to this actor from another goroutine.
+func (b *groupBase) send(msg any) { b.system.Root.Send(b.self, msg) }
+
+// park holds c's fetch m until data arrives (the caller watches) or its
+// Wait expires.
+func (b *groupBase) park(c *consumerState, m *Fetch) {
+	b.parkSeq++
+	p := &parkedFetch{req: m, seq: b.parkSeq}
+	expired := fetchExpired{incarnation: b.incarnation, consumer: c.name, seq: p.seq}
+	p.timer = time.AfterFunc(m.Wait, func() { b.send(expired) })
+	c.parked = p
+}
+
+// watch wakes the actor when appended is closed. One watcher at a time is
+// enough: a channel returned later closes no earlier than one returned
+// before, and the wake re-arms with a fresh channel.
+func (b *groupBase) watch(appended <-chan struct{}) {
+	if b.watching {
+		return
+	}
+	b.watching = true
+	done, wake := b.done, appendedWake{incarnation: b.incarnation}
+	go func() {
+		select {
+		case <-appended:
+			b.send(wake)
+		case <-done:
+		}
+	}()
+}
+
+// parkedConsumers returns the consumers with a parked fetch, by name.
+func (b *groupBase) parkedConsumers() []*consumerState {
+	var parked []*consumerState
+	for _, c := range b.consumers {
+		if c.parked != nil {
+			parked = append(parked, c)
+		}
+	}
+	slices.SortFunc(parked, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
+	return parked
+}
+
+// deadConsumers returns, by name, the consumers silent for longer than
+// their session timeout (a parked fetch keeps a consumer alive).
+func (b *groupBase) deadConsumers(now time.Time) []*consumerState {
+	var dead []*consumerState
+	for _, c := range b.consumers {
+		if c.parked == nil && now.Sub(c.lastSeen) > c.timeout {
+			dead = append(dead, c)
+		}
+	}
+	slices.SortFunc(dead, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
+	return dead
+}
+
+// armSessionTimer makes sure a timer fires by the earliest session
+// deadline. Deadlines only move later (lastSeen only grows), so a timer that
+// fires early just finds nobody to expire and is armed again.
+func (b *groupBase) armSessionTimer() { b.armSessionTimerBy(time.Time{}) }
+
+// armSessionTimerBy is armSessionTimer with one more deadline to meet (zero
+// for none): the stream group's end of a previous owner's grace.
+func (b *groupBase) armSessionTimerBy(earliest time.Time) {
+	if b.done == nil {
+		return
+	}
+	for _, c := range b.consumers {
+		if c.parked != nil {
+			continue
+		}
+		if d := c.lastSeen.Add(c.timeout); earliest.IsZero() || d.Before(earliest) {
+			earliest = d
+		}
+	}
+	if earliest.IsZero() || (b.sessionTimer != nil && !b.sessionAt.After(earliest)) {
+		return
+	}
+	if b.sessionTimer != nil {
+		b.sessionTimer.Stop()
+	}
+	b.sessionAt = earliest
+	msg := sessionCheck{incarnation: b.incarnation}
+	b.sessionTimer = time.AfterFunc(time.Until(earliest)+time.Millisecond, func() { b.send(msg) })
+}
+
+// FairShares hands out up to maxMsgs messages over units, round by round:
+// each round offers every unit that may still have more an equal share of
+// what is left, in the order given, until full says the reply is complete
+// or no unit has more. taken is how many were handed out so far; take reads
+// up to n messages of one unit and reports whether it may have more. A unit
+// whose take fails is left out for the rest of the call; the first error is
+// returned.
+func FairShares[U any](units []U, maxMsgs int, taken func() int, full func() bool, take func(u U, n int) (bool, error)) error {
+	var firstErr error
+	active := units
+	for len(active) > 0 && !full() {
+		share := (maxMsgs - taken() + len(active) - 1) / len(active)
+		var more []U
+		for _, u := range active {
+			if full() {
+				break
+			}
+			left, err := take(u, min(share, maxMsgs-taken()))
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if left {
+				more = append(more, u)
+			}
+		}
+		active = more
+	}
+	return firstErr
+}

@@ -1,0 +1,578 @@
+package consumers
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// This file is the queue group actor: one per queue subscription, sharing
+// every unit of its topic between its consumers (DESIGN.md §2). Its state
+// and WAL records are in queue_state.go and queue_record.go, delivery in
+// queue_deliver.go.
+//
+// Per unit the group keeps a window of at most Queue.window offsets past the
+// unit's cumulative point, and only there: what each offset is (ready,
+// inflight with a consumer until its ack deadline, delayed after a nack,
+// acked, on its way to the dead-letter topic) and how often it was
+// delivered. A fetch takes, per unit, the ready entries first (redeliveries,
+// oldest first), then extends the window with messages never delivered.
+// Messages are read from the bucket log when they are handed out; the
+// window holds no payload. A backlog of any size therefore costs at most
+// units x window entries of memory; a message held without an answer for
+// longer than it takes the consumers to work through a window stalls its
+// unit (not the others) until it is acked, nacked or timed out.
+//
+// Every change is group-committed: the acks, nacks and deliveries in the
+// mailbox are applied at once in memory, written as one update record, and
+// answered once that record is durable. A delivery is therefore recorded
+// before its fetch is answered, so delivery counts survive a restart; a
+// message that was with a consumer when the group stopped is ready again
+// after it, its count carried on.
+//
+// A message that must not be delivered again (its deliveries reached the
+// policy's max) goes to the dead-letter topic through Queue.deadLetter and
+// is acknowledged once that append is durable. The decision is not recorded
+// on its own: it follows from the recorded delivery count, so a group that
+// restarts before the append was confirmed makes it again (the dead-letter
+// topic may then hold the message twice, never zero times).
+
+// Queue-specific group messages (Fetch, Ack and Leave are shared with
+// stream groups; for a queue group an Ack acknowledges each position alone
+// and may come from any consumer of the subscription).
+type (
+	// queueJoin adds or refreshes a consumer, creating the subscription on
+	// first join, and applies the policy fields that are set.
+	queueJoin struct {
+		Consumer       string
+		Start          string
+		SessionTimeout time.Duration
+		Policy         queuePolicyUpdate
+		Reply          func(api.JoinReply, error)
+	}
+	// queueNack delivers the positions again after Delay (< 0: the
+	// subscription's backoff), if the consumer holds them.
+	queueNack struct {
+		Consumer string
+		Nacks    []api.Position
+		Delay    time.Duration
+		Reply    func(error)
+	}
+	getQueueStats struct{ Reply func(QueueStats, error) }
+
+	// dueCheck says the earliest ack deadline or redelivery time has come.
+	dueCheck struct{ incarnation uint64 }
+	// deadLettered reports the outcome of one dead-letter append.
+	deadLettered struct {
+		incarnation uint64
+		unit        topology.Unit
+		offset      uint64
+		err         error
+	}
+)
+
+// queuePolicyUpdate holds the policy fields a join sets.
+type queuePolicyUpdate struct {
+	AckTimeout, NackDelay, MaxNackDelay *time.Duration
+	NackBackoff                         *float64
+	MaxDeliveries                       *uint32
+	DeadLetterTopic                     *string
+}
+
+func (u queuePolicyUpdate) applyTo(p queuePolicy) queuePolicy {
+	if u.AckTimeout != nil {
+		p.AckTimeout = *u.AckTimeout
+	}
+	if u.NackDelay != nil {
+		p.NackDelay = *u.NackDelay
+	}
+	if u.MaxNackDelay != nil {
+		p.MaxNackDelay = *u.MaxNackDelay
+	}
+	if u.NackBackoff != nil {
+		p.NackBackoff = *u.NackBackoff
+	}
+	if u.MaxDeliveries != nil {
+		p.MaxDeliveries = *u.MaxDeliveries
+	}
+	if u.DeadLetterTopic != nil {
+		p.DeadLetterTopic = *u.DeadLetterTopic
+	}
+	return p
+}
+
+func defaultQueuePolicy() queuePolicy {
+	return queuePolicy{AckTimeout: DefaultAckTimeout, NackDelay: DefaultNackDelay, MaxNackDelay: DefaultMaxNackDelay, NackBackoff: 1}
+}
+
+// queueBatch is the group commit of a queue group: what changed since the
+// last flush and the replies due once it is durable.
+type queueBatch struct {
+	// touched holds, per unit, the offsets whose recorded state changed;
+	// units the units whose floor or read moved.
+	touched   map[topology.Unit]map[uint64]bool
+	units     map[topology.Unit]bool
+	drained   []topology.SegmentID
+	policy    bool
+	replies   []func(error)
+	scheduled bool
+}
+
+func newQueueBatch() queueBatch {
+	return queueBatch{touched: make(map[topology.Unit]map[uint64]bool), units: make(map[topology.Unit]bool)}
+}
+
+func (b *queueBatch) empty() bool {
+	return len(b.touched) == 0 && len(b.units) == 0 && len(b.drained) == 0 && !b.policy && len(b.replies) == 0
+}
+
+func (b *queueBatch) touch(u topology.Unit, off uint64) {
+	m := b.touched[u]
+	if m == nil {
+		m = make(map[uint64]bool)
+		b.touched[u] = m
+	}
+	m[off] = true
+}
+
+// queueGroup is the actor of one queue subscription. Everything is touched
+// from its goroutine only.
+type queueGroup struct {
+	cfg    groupConfig
+	logger *slog.Logger
+	groupBase
+
+	current  any
+	broken   error
+	brokenAt time.Time
+
+	log     *wal.Log
+	records int
+	state   queueState
+	batch   queueBatch
+	epoch   uint64 // the layout epoch refresh last saw
+
+	rr       int
+	dueTimer *time.Timer
+	dueAt    int64
+	// deadLettered counts the messages sent to the dead-letter topic by
+	// this incarnation.
+	deadLettered uint64
+}
+
+func newQueueProps(cfg groupConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &queueGroup{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue")}
+	}, actor.WithGuardian(groupSupervision))
+}
+
+// Receive implements actor.Actor.
+func (q *queueGroup) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		q.system, q.self = ctx.ActorSystem(), ctx.Self()
+		q.incarnation = incarnations.Add(1)
+		q.done = make(chan struct{})
+		q.load()
+		return
+	case *actor.Restarting:
+		q.end(api.Errorf(api.CodeUnavailable, "subscription %q restarted", q.cfg.Subscription))
+		return
+	case *actor.Stopping:
+		if q.broken == nil && q.log != nil && !q.batch.empty() {
+			q.flushOrFail(false)
+		}
+		q.end(api.Errorf(api.CodeUnavailable, "subscription %q is stopping", q.cfg.Subscription))
+		return
+	case *actor.Stopped:
+		if q.cfg.OnStopped != nil {
+			q.cfg.OnStopped(ctx.Self())
+		}
+		return
+	}
+	q.current = ctx.Message()
+	if q.broken != nil && !q.retryLoad() {
+		q.refuse(ctx.Message(), api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", q.cfg.Subscription, q.broken))
+		q.current = nil
+		return
+	}
+	switch m := ctx.Message().(type) {
+	case *queueJoin:
+		q.onJoin(m)
+	case *Fetch:
+		q.onFetch(m)
+	case *Ack:
+		q.onAck(m)
+	case *queueNack:
+		q.onNack(m)
+	case *Leave:
+		if c := q.consumers[m.Consumer]; c != nil {
+			q.removeConsumer(c, "left")
+			q.serveParked()
+		}
+		replyErr(m.Reply, nil)
+	case *getQueueStats:
+		q.onStats(m)
+	case flushNow:
+		q.flushOrFail(true)
+		q.serveParked()
+	case appendedWake:
+		if m.incarnation == q.incarnation {
+			q.watching = false
+			q.serveParked()
+		}
+	case fetchExpired:
+		if c := q.consumers[m.consumer]; m.incarnation == q.incarnation && c != nil && c.parked != nil && c.parked.seq == m.seq {
+			q.releaseParked(c, nil, nil)
+		}
+	case sessionCheck:
+		if m.incarnation == q.incarnation {
+			q.sessionTimer = nil
+			q.expireConsumers(time.Now())
+		}
+	case dueCheck:
+		if m.incarnation == q.incarnation {
+			q.dueTimer, q.dueAt = nil, 0
+			q.expire(time.Now().UnixMilli())
+			q.serveParked()
+		}
+	case deadLettered:
+		q.onDeadLettered(m)
+	case *Join:
+		replyJoin(m, api.JoinReply{}, api.Errorf(api.CodeAlreadyExists, "subscription %q is a queue subscription", q.cfg.Subscription))
+	}
+	q.current = nil
+	q.armSessionTimer()
+	q.armDueTimer()
+}
+
+// load resets the state and replays the log, if the subscription exists.
+func (q *queueGroup) load() {
+	q.state = newQueueState()
+	q.batch = newQueueBatch()
+	q.consumers = make(map[string]*consumerState)
+	q.epoch = 0
+	q.broken = nil
+	if _, err := os.Stat(q.cfg.Dir); errors.Is(err, fs.ErrNotExist) {
+		return // created by the first join
+	}
+	if err := q.openLog(); err != nil {
+		q.broken, q.brokenAt = err, time.Now()
+		q.logger.Error("queue subscription cannot load its state", "dir", q.cfg.Dir, "err", err)
+	}
+}
+
+func (q *queueGroup) retryLoad() bool {
+	if time.Since(q.brokenAt) < time.Second {
+		return false
+	}
+	if q.log != nil {
+		q.log.Close()
+		q.log = nil
+	}
+	q.load()
+	return q.broken == nil
+}
+
+func (q *queueGroup) openLog() error {
+	l, records, err := openAndReplay(q.cfg.Dir, q.cfg.Durability, q.logger, func(payload []byte) error {
+		r, err := decodeQueueRecord(payload)
+		if err != nil {
+			return err
+		}
+		return q.state.apply(&r)
+	})
+	q.log, q.records = l, records
+	if err != nil {
+		return err
+	}
+	return q.maybeCompact()
+}
+
+func (q *queueGroup) appendRecord(r *queueRecord) (uint64, error) {
+	off, err := appendPayload(q.log, encodeQueueRecord(nil, r))
+	if err != nil {
+		return 0, err
+	}
+	q.records++
+	return off, nil
+}
+
+func (q *queueGroup) maybeCompact() error {
+	if !q.state.Created || q.records <= q.cfg.CompactAfter {
+		return nil
+	}
+	records, err := compactLog(q.log, encodeQueueRecord(nil, q.state.snapshot()))
+	if err != nil {
+		return err
+	}
+	q.records = records
+	return nil
+}
+
+func (q *queueGroup) failLog(err error) {
+	q.current = nil
+	panic(fmt.Errorf("braid/consumers: queue subscription %q: log write failed: %w", q.cfg.Subscription, err))
+}
+
+// end answers what is waiting with err (parked fetches empty) and releases
+// this incarnation's timers and log.
+func (q *queueGroup) end(err error) {
+	if q.done == nil {
+		return
+	}
+	if q.current != nil {
+		q.refuse(q.current, err)
+		q.current = nil
+	}
+	for _, reply := range q.batch.replies {
+		reply(err)
+	}
+	q.batch = newQueueBatch()
+	for _, c := range q.consumers {
+		if c.parked != nil {
+			q.releaseParked(c, nil, nil)
+		}
+	}
+	for _, t := range []*time.Timer{q.sessionTimer, q.dueTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	q.sessionTimer, q.dueTimer = nil, nil
+	close(q.done)
+	q.done = nil
+	if q.log != nil {
+		if err := q.log.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
+			q.logger.Warn("closing queue subscription log", "err", err)
+		}
+		q.log = nil
+	}
+}
+
+func (q *queueGroup) refuse(msg any, err error) {
+	switch m := msg.(type) {
+	case *queueJoin:
+		if m.Reply != nil {
+			m.Reply(api.JoinReply{}, err)
+		}
+	case *Fetch:
+		replyFetch(m, nil, 0, err)
+	case *Ack:
+		replyErr(m.Reply, err)
+	case *queueNack:
+		replyErr(m.Reply, err)
+	case *Leave:
+		replyErr(m.Reply, err)
+	case *getQueueStats:
+		if m.Reply != nil {
+			m.Reply(QueueStats{}, err)
+		}
+	}
+}
+
+func (q *queueGroup) onJoin(m *queueJoin) {
+	if !q.state.Created {
+		if err := q.create(m); err != nil {
+			m.Reply(api.JoinReply{}, err)
+			return
+		}
+	} else if p := m.Policy.applyTo(q.state.Policy); p != q.state.Policy {
+		q.state.Policy = p
+		q.batch.policy = true
+		q.logger.Info("queue policy changed", "consumer", m.Consumer, "policy", fmt.Sprintf("%+v", p))
+	}
+	c := q.consumers[m.Consumer]
+	if c == nil {
+		c = &consumerState{name: m.Consumer}
+		q.consumers[m.Consumer] = c
+		q.logger.Info("consumer joined", "consumer", m.Consumer, "consumers", len(q.consumers))
+	}
+	c.timeout = m.SessionTimeout
+	if c.timeout <= 0 {
+		c.timeout = q.cfg.DefaultSessionTimeout
+	}
+	c.lastSeen = time.Now()
+	reply := api.JoinReply{Subscription: q.cfg.Subscription, Consumer: m.Consumer, Consumers: len(q.consumers)}
+	q.afterFlush(func(err error) {
+		if m.Reply != nil {
+			m.Reply(reply, err)
+		}
+	})
+}
+
+// create writes the subscription's first record: its policy and, starting
+// at latest, the next offset of every active unit as its floor and every
+// sealed segment as drained.
+func (q *queueGroup) create(m *queueJoin) error {
+	rec := &queueRecord{Kind: kindCreated, Start: startEarliest, Policy: m.Policy.applyTo(defaultQueuePolicy())}
+	l := q.cfg.Source.Layout()
+	for _, s := range l.Segments {
+		if s.State == topology.StateDeleted || (m.Start == api.StartLatest && s.State == topology.StateSealed) {
+			rec.Drained = append(rec.Drained, s.ID)
+			continue
+		}
+		if m.Start != api.StartLatest {
+			continue
+		}
+		rec.Start = startLatest
+		for b := range s.Buckets {
+			_, next, err := q.cfg.Source.Bounds(s.ID, b)
+			if err != nil {
+				return api.Errorf(api.CodeUnavailable, "subscription %q: reading the end of segment %d bucket %d: %v", q.cfg.Subscription, s.ID, b, err)
+			}
+			rec.Units = append(rec.Units, queueUnitRecord{Unit: topology.Unit{Segment: s.ID, Bucket: b}, Floor: next, Read: next})
+		}
+	}
+	rec.normalize()
+	if q.log == nil {
+		l, err := wal.Open(q.cfg.Dir, wal.Options{Durability: q.cfg.Durability})
+		if err != nil {
+			return api.Errorf(api.CodeInternal, "subscription %q: opening its log: %v", q.cfg.Subscription, err)
+		}
+		q.log = l
+	}
+	if _, err := q.appendRecord(rec); err != nil {
+		m.Reply(api.JoinReply{}, api.Errorf(api.CodeInternal, "subscription %q: writing its creation: %v", q.cfg.Subscription, err))
+		q.failLog(err)
+	}
+	if err := q.state.apply(rec); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", q.cfg.Subscription, err)
+	}
+	q.logger.Info("queue subscription created", "start", rec.Start.String())
+	return nil
+}
+
+// afterFlush queues reply for the end of the next flush.
+func (q *queueGroup) afterFlush(reply func(error)) {
+	q.batch.replies = append(q.batch.replies, reply)
+	q.scheduleFlush()
+}
+
+func (q *queueGroup) scheduleFlush() {
+	if q.batch.scheduled {
+		return
+	}
+	q.batch.scheduled = true
+	q.send(flushNow{})
+}
+
+// flushOrFail writes what changed since the last flush as one record (and
+// the policy as another), then answers the replies waiting for it. A write
+// failure answers them with the error and, with restart, restarts the
+// actor, which reloads the durable state.
+func (q *queueGroup) flushOrFail(restart bool) {
+	q.batch.scheduled = false
+	if q.batch.empty() {
+		return
+	}
+	batch := q.batch
+	q.batch = newQueueBatch()
+	var recs []*queueRecord
+	if batch.policy {
+		recs = append(recs, &queueRecord{Kind: kindPolicy, Policy: q.state.Policy})
+	}
+	up := &queueRecord{Kind: kindUpdate, Drained: batch.drained}
+	for unit := range batch.units {
+		if _, ok := batch.touched[unit]; !ok {
+			batch.touched[unit] = nil
+		}
+	}
+	for unit, offsets := range batch.touched {
+		if u := q.state.Units[unit]; u != nil {
+			up.Units = append(up.Units, u.record(unit, offsets, false))
+		}
+	}
+	if len(up.Units) > 0 || len(up.Drained) > 0 {
+		up.normalize()
+		recs = append(recs, up)
+	}
+	for _, r := range recs {
+		if _, err := q.appendRecord(r); err != nil {
+			failure := api.Errorf(api.CodeInternal, "subscription %q: writing its state: %v", q.cfg.Subscription, err)
+			for _, reply := range batch.replies {
+				reply(failure)
+			}
+			if !restart {
+				q.logger.Error("queue subscription log write failed while stopping", "err", err)
+				return
+			}
+			q.failLog(err)
+		}
+	}
+	for _, reply := range batch.replies {
+		reply(nil)
+	}
+	if err := q.maybeCompact(); err != nil {
+		if !restart {
+			q.logger.Error("compacting the queue subscription log while stopping", "err", err)
+			return
+		}
+		q.failLog(err)
+	}
+}
+
+// expireConsumers declares dead every consumer silent for its session
+// timeout.
+func (q *queueGroup) expireConsumers(now time.Time) {
+	dead := q.deadConsumers(now)
+	for _, c := range dead {
+		q.removeConsumer(c, "session timed out")
+	}
+	if len(dead) > 0 {
+		q.serveParked()
+	}
+}
+
+// removeConsumer takes c out: every message it holds is ready again at once.
+func (q *queueGroup) removeConsumer(c *consumerState, why string) {
+	if c.parked != nil {
+		q.releaseParked(c, nil, nil)
+	}
+	redelivering, now := 0, time.Now().UnixMilli()
+	for unit, u := range q.state.Units {
+		for i := range u.entries {
+			if e := &u.entries[i]; e.state == entryInflight && e.owner == c.name {
+				q.makeReady(unit, u, u.floor+uint64(i), e, now)
+				redelivering++
+			}
+		}
+	}
+	delete(q.consumers, c.name)
+	q.logger.Info("consumer removed", "consumer", c.name, "reason", why, "redelivering", redelivering, "consumers", len(q.consumers))
+}
+
+// armDueTimer makes sure a timer fires by the earliest ack deadline or
+// redelivery time. minDue values are lower bounds, so it may fire early and
+// find nothing due; serveParked then expires what is due and it is armed
+// again.
+func (q *queueGroup) armDueTimer() {
+	if q.done == nil {
+		return
+	}
+	earliest := int64(0)
+	for _, u := range q.state.Units {
+		if u.minDue > 0 && (earliest == 0 || u.minDue < earliest) {
+			earliest = u.minDue
+		}
+	}
+	if earliest == 0 || (q.dueTimer != nil && q.dueAt <= earliest) {
+		return
+	}
+	if q.dueTimer != nil {
+		q.dueTimer.Stop()
+	}
+	q.dueAt = earliest
+	msg := dueCheck{incarnation: q.incarnation}
+	wait := time.Until(time.UnixMilli(earliest)) + time.Millisecond
+	q.dueTimer = time.AfterFunc(max(wait, time.Millisecond), func() { q.send(msg) })
+}
