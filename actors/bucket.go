@@ -53,8 +53,8 @@ type bucketActor struct {
 	// flushMsg is in the mailbox behind them.
 	queue       []appendReq
 	flushQueued bool
-	frames      [][]byte
-	buf         []byte
+	// batch is the reused slice the queue's records are gathered into.
+	batch []wal.Record
 }
 
 // newBucketProps makes the props of a bucket actor. sealedIn reports the
@@ -115,26 +115,17 @@ func (b *bucketActor) flush() {
 	if len(b.queue) == 0 {
 		return
 	}
-	b.frames = b.frames[:0]
-	b.buf = b.buf[:0]
-	// Encode into one buffer, then cut it into frames: one allocation per
-	// batch instead of one per record.
-	ends := make([]int, 0, len(b.queue)*4)
-	n, payloadBytes := 0, 0
+	b.batch = b.batch[:0]
+	payloadBytes := 0
 	for _, q := range b.queue {
+		b.batch = append(b.batch, q.records...)
 		for i := range q.records {
-			b.buf = wal.EncodeRecord(b.buf, q.records[i])
-			ends = append(ends, len(b.buf))
 			payloadBytes += len(q.records[i].Key) + len(q.records[i].Payload)
-			n++
 		}
 	}
-	start := 0
-	for _, end := range ends {
-		b.frames = append(b.frames, b.buf[start:end:end])
-		start = end
-	}
-	first, err := b.wal.AppendEncoded(b.frames)
+	n := len(b.batch)
+	first, err := b.wal.Append(b.batch...)
+	clear(b.batch) // drop the references to the request buffers
 	queue := b.queue
 	b.queue = nil
 	if err != nil {
@@ -144,7 +135,7 @@ func (b *bucketActor) flush() {
 		}
 		return
 	}
-	b.m.appended(b.key, n, len(b.buf))
+	b.m.appended(b.key, n, payloadBytes)
 	if b.meter != nil {
 		b.meter.appended(queue, n, payloadBytes)
 	}

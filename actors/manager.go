@@ -35,14 +35,10 @@ type Defaults struct {
 
 // DefaultDefaults are the broker defaults when none are configured.
 //
-// SegmentBytes is 2 MiB rather than wal's 8 MiB: tidwall keeps a log's last
-// file in one growing in-memory buffer, so smaller files cost less memory
-// per bucket (about 3x SegmentBytes) and less copying when it grows; the
-// produce benchmark was fastest at 2 MiB among 1, 2, 4 and 8 MiB.
 var DefaultDefaults = Defaults{
 	Durability:        wal.DurabilityAlways,
 	SyncInterval:      wal.DefaultSyncInterval,
-	SegmentBytes:      2 << 20,
+	SegmentBytes:      wal.DefaultSegmentBytes,
 	MaxPayloadBytes:   1 << 20,
 	EntryBucketBudget: 4,
 	Scaling:           scaling.Default,

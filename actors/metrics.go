@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		appendedMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_messages_appended_total", Help: "Messages made durable, per topic."}, []string{"topic"}),
 		appendedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "braid_bytes_appended_total", Help: "Encoded record bytes written, per topic."}, []string{"topic"}),
+			Name: "braid_bytes_appended_total", Help: "Key and payload bytes made durable, per topic."}, []string{"topic"}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_bucket_restarts_total", Help: "Bucket actors restarted by their supervisor."}),
 		repairs: prometheus.NewCounter(prometheus.CounterOpts{

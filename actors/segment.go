@@ -25,7 +25,7 @@ type segmentActor struct {
 	// sealedIn reports the epoch that sealed this segment in the current
 	// layout, 0 while active.
 	sealedIn func() uint64
-	meter   *segmentMeter
+	meter    *segmentMeter
 	// ready is closed once the bucket actors are spawned (their PIDs then
 	// accept messages, which queue behind their Started).
 	ready chan struct{}

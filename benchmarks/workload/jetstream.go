@@ -93,7 +93,9 @@ func (j *JetStream) Produce(ctx context.Context, spec Spec) (Result, error) {
 	start := time.Now()
 	for i := 0; i < spec.Messages; i++ {
 		sent := time.Now()
-		fut, err := j.JS.PublishAsync(subjects[i%len(subjects)], payload)
+		// Wait for room in the pending window rather than fail: with
+		// sync always an ack takes milliseconds.
+		fut, err := j.JS.PublishAsync(subjects[i%len(subjects)], payload, jetstream.WithStallWait(time.Minute))
 		if err != nil {
 			close(futures)
 			return Result{}, err
