@@ -26,7 +26,8 @@ lint:
 
 ## bench: micro-benchmarks of every package, then the programs under benchmarks/
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/ ./routing/ ./topology/ ./scaling/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/
+	$(GO) test -run '^$$' -bench . -benchmem ./routing/ ./topology/ ./scaling/
 	$(GO) run ./benchmarks/sidebyside
 	$(GO) run ./benchmarks/elastic
 	$(GO) run ./benchmarks/consumers
