@@ -9,12 +9,22 @@ import (
 
 // pull is the fetch loop of the subscription consumers (stream and queue):
 // a buffer of fetched messages not returned yet, and at most one fetch in
-// flight. A fetch outlives the Next that started it: when that Next gives
+// flight, started as soon as the previous one brought messages. A fetch outlives the Next that started it: when that Next gives
 // up (its context ends), the result is kept for the next call, so messages
 // the server has handed out are never lost. The owner serializes calls.
 type pull struct {
 	buf      []api.Message
 	fetching chan fetchResult
+}
+
+// start begins a fetch unless one is in flight.
+func (p *pull) start(fetch func() fetchResult) {
+	if p.fetching != nil {
+		return
+	}
+	ch := make(chan fetchResult, 1)
+	p.fetching = ch
+	go func() { ch <- fetch() }()
 }
 
 // next returns the next buffered message that admit accepts (nil: all),
@@ -36,16 +46,18 @@ func (p *pull) next(ctx context.Context, closing <-chan struct{}, fetch func() f
 				return m, nil
 			}
 		}
-		if p.fetching == nil {
-			ch := make(chan fetchResult, 1)
-			p.fetching = ch
-			go func() { ch <- fetch() }()
-		}
+		p.start(fetch)
 		select {
 		case r := <-p.fetching:
 			p.fetching = nil
 			if r.err == nil {
 				p.buf = r.msgs
+				if len(r.msgs) > 0 {
+					// Fetch the next batch while this one is consumed: one
+					// request in flight behind the buffer, not a round trip
+					// of idle time per batch.
+					p.start(fetch)
+				}
 				continue
 			}
 			if !errors.Is(r.err, api.ErrConsumerUnknown) {

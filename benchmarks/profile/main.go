@@ -1,4 +1,4 @@
-// Command profile writes a CPU profile of Braid's produce path (client and
+// Command profile writes a CPU profile of Braid's produce (or replay) path (client and
 // server in one process) for `go tool pprof`.
 //
 //	go run ./benchmarks/profile [-size 100] [-messages 300000] [-out cpu.prof]
@@ -21,6 +21,7 @@ func main() {
 	messages := flag.Int("messages", 300_000, "messages")
 	durability := flag.String("durability", "always", "always, interval or none")
 	out := flag.String("out", "cpu.prof", "profile file")
+	replay := flag.Bool("replay", false, "profile reading the messages back with one stream consumer instead of producing them")
 	flag.Parse()
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "braid-profile-")
@@ -38,6 +39,12 @@ func main() {
 	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
 		log.Fatal(err)
 	}
+	spec := workload.Spec{Messages: *messages, Size: *size, Keys: 10_000}
+	if *replay {
+		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
+			log.Fatal(err)
+		}
+	}
 	f, err := os.Create(*out)
 	if err != nil {
 		log.Fatal(err)
@@ -46,12 +53,18 @@ func main() {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		log.Fatal(err)
 	}
-	res, err := workload.ProduceBraid(ctx, nc, uri, workload.Spec{Messages: *messages, Size: *size, Keys: 10_000}, client.WithMaxInFlight(50_000))
+	var res workload.Result
+	if *replay {
+		res, err = workload.ConsumeBraid(ctx, nc, uri, "profile", spec.Messages, 1)
+		res.Name = "replay"
+	} else {
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+		res.Name = "produce"
+	}
 	pprof.StopCPUProfile()
 	if err != nil {
 		log.Fatal(err)
 	}
-	res.Name = "produce"
 	fmt.Println(res)
 	fmt.Println("profile written to", *out)
 }

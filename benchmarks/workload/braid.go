@@ -38,10 +38,11 @@ func StartBraid(dir, durability string) (*cluster.Node, *nats.Conn, error) {
 }
 
 // CreateTopic creates a topic with segments segments and buckets entry
-// buckets in all.
+// buckets in all, with automatic scaling off: the fixed-layout benchmarks
+// measure the layout they ask for, not what the scaler makes of their load
+// (benchmarks/elastic measures that).
 func CreateTopic(ctx context.Context, nc *nats.Conn, uri string, segments, buckets int) error {
-	_, err := client.NewAdmin(nc).CreateTopic(ctx, uri, segments, client.WithTopicBuckets(buckets))
-	return err
+	return CreateTopicWith(ctx, nc, uri, segments, buckets, `{"auto_scale":false}`)
 }
 
 // ProduceBraid sends spec's messages through the Go producer as fast as its
