@@ -34,7 +34,6 @@ type Defaults struct {
 }
 
 // DefaultDefaults are the broker defaults when none are configured.
-//
 var DefaultDefaults = Defaults{
 	Durability:        wal.DurabilityAlways,
 	SyncInterval:      wal.DefaultSyncInterval,
