@@ -161,6 +161,7 @@ func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Con
 	ctx, stop := context.WithCancel(context.Background())
 	c := &StreamConsumer{
 		nc:           nc,
+		pull:         pull{prefetch: true},
 		cfg:          cfg,
 		topic:        topicURI,
 		subscription: subscription,

@@ -9,12 +9,18 @@ import (
 
 // pull is the fetch loop of the subscription consumers (stream and queue):
 // a buffer of fetched messages not returned yet, and at most one fetch in
-// flight, started as soon as the previous one brought messages. A fetch outlives the Next that started it: when that Next gives
+// flight (with prefetch, started as soon as the previous one brought
+// messages). A fetch outlives the Next that started it: when that Next gives
 // up (its context ends), the result is kept for the next call, so messages
 // the server has handed out are never lost. The owner serializes calls.
 type pull struct {
 	buf      []api.Message
 	fetching chan fetchResult
+	// prefetch starts the next fetch as soon as one brings messages. The
+	// stream consumer sets it; the queue consumer does not, since a message
+	// fetched ahead counts as delivered (towards max deliveries and the ack
+	// timeout) before the application has seen it.
+	prefetch bool
 }
 
 // start begins a fetch unless one is in flight.
@@ -52,7 +58,7 @@ func (p *pull) next(ctx context.Context, closing <-chan struct{}, fetch func() f
 			p.fetching = nil
 			if r.err == nil {
 				p.buf = r.msgs
-				if len(r.msgs) > 0 {
+				if p.prefetch && len(r.msgs) > 0 {
 					// Fetch the next batch while this one is consumed: one
 					// request in flight behind the buffer, not a round trip
 					// of idle time per batch.
