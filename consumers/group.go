@@ -2,7 +2,6 @@ package consumers
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -102,24 +101,10 @@ func (b *ackBatch) empty() bool {
 // the group does the I/O around them. Everything below is touched only from
 // the actor's goroutine.
 type group struct {
-	cfg    groupConfig
-	logger *slog.Logger
 	groupBase
 
-	// current is the request being handled, answered with an error if its
-	// handling panics (protoactor drops that message on restart).
-	current any
-	// broken is set when the log cannot be opened or replayed: every
-	// request is refused rather than served from a state that is not the
-	// durable one.
-	broken   error
-	brokenAt time.Time
-
-	log *wal.Log
-	// records counts the records in the log (since the last snapshot).
-	records int
-	state   subscriptionState
-	batch   ackBatch
+	state subscriptionState
+	batch ackBatch
 
 	// layout is the last layout refresh saw; dirty says the readable units
 	// or the assignment may have changed since.
@@ -150,7 +135,7 @@ var groupSupervision = actor.NewRestartingStrategy()
 
 func newGroupProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &group{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription)}
+		return &group{groupBase: groupBase{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription), kind: "subscription"}}
 	}, actor.WithGuardian(groupSupervision))
 }
 
@@ -158,7 +143,8 @@ func newGroupProps(cfg groupConfig) *actor.Props {
 func (g *group) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		g.start(ctx)
+		g.begin(ctx)
+		g.load()
 		return
 	case *actor.Restarting:
 		g.end(api.Errorf(api.CodeUnavailable, "subscription %q restarted", g.cfg.Subscription))
@@ -174,7 +160,7 @@ func (g *group) Receive(ctx actor.Context) {
 	}
 
 	g.current = ctx.Message()
-	if g.broken != nil && !g.retryLoad() {
+	if g.broken != nil && !g.retryLoad(g.load) {
 		g.refuse(ctx.Message(), api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", g.cfg.Subscription, g.broken))
 		g.current = nil
 		return
@@ -212,19 +198,10 @@ func (g *group) Receive(ctx actor.Context) {
 	g.armSessionTimer()
 }
 
-// start opens and replays the log when the subscription exists on disk. It
-// runs on the first start and after every restart: the state is always the
-// log's, never what a failed predecessor had in memory.
-func (g *group) start(ctx actor.Context) {
-	g.system = ctx.ActorSystem()
-	g.self = ctx.Self()
-	g.incarnation = incarnations.Add(1)
-	g.done = make(chan struct{})
-	g.load()
-}
-
 // load resets the state and rebuilds it from the log, if the subscription
-// exists on disk. A failure leaves the group broken.
+// exists on disk. A failure leaves the group broken. It runs on the first
+// start and after every restart: the state is always the log's, never what
+// a failed predecessor had in memory.
 func (g *group) load() {
 	g.state = newSubscriptionState()
 	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64)}
@@ -249,32 +226,16 @@ func (g *group) load() {
 	g.restoreAwaited(time.Now())
 }
 
-// retryLoad tries to load a broken group again, at most once a second (the
-// cause may be passing, such as too many open files), and reports whether
-// the group is whole again.
-func (g *group) retryLoad() bool {
-	if time.Since(g.brokenAt) < time.Second {
-		return false
-	}
-	if g.log != nil {
-		g.log.Close()
-		g.log = nil
-	}
-	g.load()
-	return g.broken == nil
-}
-
 // openLog opens the log, replays it into g.state and compacts it when it
 // has grown past CompactAfter records.
 func (g *group) openLog() error {
-	l, records, err := openAndReplay(g.cfg.Dir, g.cfg.Durability, g.logger, func(payload []byte) error {
+	err := g.replayLog(func(payload []byte) error {
 		r, err := decodeRecord(payload)
 		if err != nil {
 			return err
 		}
 		return g.state.apply(r)
 	})
-	g.log, g.records = l, records
 	if err != nil {
 		return err
 	}
@@ -285,34 +246,13 @@ func (g *group) openLog() error {
 
 // appendRecord writes r durably (per the configured durability).
 func (g *group) appendRecord(r stateRecord) (uint64, error) {
-	off, err := appendPayload(g.log, encodeRecord(nil, r))
-	if err != nil {
-		return 0, err
-	}
-	g.records++
-	return off, nil
+	return g.appendCounted(encodeRecord(nil, r))
 }
 
 // maybeCompact rewrites the log as one snapshot once it holds more than
 // CompactAfter records.
 func (g *group) maybeCompact() error {
-	if !g.state.Created || g.records <= g.cfg.CompactAfter {
-		return nil
-	}
-	records, err := compactLog(g.log, encodeRecord(nil, g.state.snapshot()))
-	if err != nil {
-		return err
-	}
-	g.records = records
-	return nil
-}
-
-// failLog ends the incarnation after a write failed: the wal must be
-// reopened (wal.ErrFailed), which is what a restart does. Callers have
-// answered the requests involved.
-func (g *group) failLog(err error) {
-	g.current = nil
-	panic(fmt.Errorf("braid/consumers: subscription %q: log write failed: %w", g.cfg.Subscription, err))
+	return g.compactIfDue(g.state.Created, func() []byte { return encodeRecord(nil, g.state.snapshot()) })
 }
 
 // end releases what this incarnation holds, answering every request still
@@ -322,31 +262,9 @@ func (g *group) end(err error) {
 	if g.done == nil {
 		return // never started
 	}
-	if g.current != nil {
-		g.refuse(g.current, err)
-		g.current = nil
-	}
-	for _, reply := range g.batch.replies {
-		reply(err)
-	}
+	replies := g.batch.replies
 	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64)}
-	for _, c := range g.consumers {
-		if c.parked != nil {
-			g.releaseParked(c, nil, nil)
-		}
-	}
-	if g.sessionTimer != nil {
-		g.sessionTimer.Stop()
-		g.sessionTimer = nil
-	}
-	close(g.done)
-	g.done = nil
-	if g.log != nil {
-		if err := g.log.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
-			g.logger.Warn("closing consumer group log", "err", err)
-		}
-		g.log = nil
-	}
+	g.endIncarnation(err, replies, g.refuse, g.releaseParked, "closing consumer group log")
 }
 
 // stop flushes what is pending and ends the incarnation.

@@ -2,16 +2,40 @@ package consumers
 
 import (
 	"cmp"
+	"errors"
+	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/wal"
 )
 
 // groupBase is what both kinds of group actor keep about their own
-// incarnation and their live consumers, with the timers and watchers around
-// them. Touched from the actor's goroutine only.
+// incarnation, their log and their live consumers, with the timers and
+// watchers around them. Touched from the actor's goroutine only.
 type groupBase struct {
+	cfg    groupConfig
+	logger *slog.Logger
+	// kind names the group in a log write failure: "subscription" or
+	// "queue subscription".
+	kind string
+
+	// current is the request being handled, answered with an error if its
+	// handling panics (protoactor drops that message on restart).
+	current any
+	// broken is set when the log cannot be opened or replayed: every
+	// request is refused rather than served from a state that is not the
+	// durable one.
+	broken   error
+	brokenAt time.Time
+
+	log *wal.Log
+	// records counts the records in the log (since the last snapshot).
+	records int
+
 	system      *actor.ActorSystem
 	self        *actor.PID
 	incarnation uint64
@@ -23,6 +47,47 @@ type groupBase struct {
 	parkSeq      uint64
 	sessionTimer *time.Timer
 	sessionAt    time.Time // when sessionTimer fires
+}
+
+// begin starts a new incarnation of the actor.
+func (b *groupBase) begin(ctx actor.Context) {
+	b.system, b.self = ctx.ActorSystem(), ctx.Self()
+	b.incarnation = incarnations.Add(1)
+	b.done = make(chan struct{})
+}
+
+// endIncarnation releases what this incarnation holds: it answers the
+// request being handled (through refuse) and the replies waiting for a flush
+// with err, answers parked fetches empty, stops the session timer and the
+// watchers, and closes the log (warning with closeWarning if that fails).
+// The caller has checked that the incarnation began and has emptied its
+// batch, whose replies it passes.
+func (b *groupBase) endIncarnation(err error, replies []func(error), refuse func(any, error),
+	releaseParked func(*consumerState, []api.Message, error), closeWarning string) {
+	if b.current != nil {
+		refuse(b.current, err)
+		b.current = nil
+	}
+	for _, reply := range replies {
+		reply(err)
+	}
+	for _, c := range b.consumers {
+		if c.parked != nil {
+			releaseParked(c, nil, nil)
+		}
+	}
+	if b.sessionTimer != nil {
+		b.sessionTimer.Stop()
+		b.sessionTimer = nil
+	}
+	close(b.done)
+	b.done = nil
+	if b.log != nil {
+		if err := b.log.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
+			b.logger.Warn(closeWarning, "err", err)
+		}
+		b.log = nil
+	}
 }
 
 // send delivers an internal message to this actor from another goroutine.

@@ -61,3 +61,61 @@ func compactLog(l *wal.Log, snapshot []byte) (int, error) {
 	}
 	return int(l.NextOffset() - l.FirstOffset()), nil
 }
+
+// The same, as methods of either group on its own log.
+
+// replayLog opens the group's log and hands every record payload to apply,
+// in order, counting the records.
+func (b *groupBase) replayLog(apply func([]byte) error) error {
+	l, records, err := openAndReplay(b.cfg.Dir, b.cfg.Durability, b.logger, apply)
+	b.log, b.records = l, records
+	return err
+}
+
+// appendCounted writes payload durably (per the configured durability) and
+// counts it.
+func (b *groupBase) appendCounted(payload []byte) (uint64, error) {
+	off, err := appendPayload(b.log, payload)
+	if err != nil {
+		return 0, err
+	}
+	b.records++
+	return off, nil
+}
+
+// compactIfDue rewrites the log as one snapshot once the subscription is
+// created and the log holds more than CompactAfter records.
+func (b *groupBase) compactIfDue(created bool, snapshot func() []byte) error {
+	if !created || b.records <= b.cfg.CompactAfter {
+		return nil
+	}
+	records, err := compactLog(b.log, snapshot())
+	if err != nil {
+		return err
+	}
+	b.records = records
+	return nil
+}
+
+// failLog ends the incarnation after a write failed: the wal must be
+// reopened (wal.ErrFailed), which is what a restart does. Callers have
+// answered the requests involved.
+func (b *groupBase) failLog(err error) {
+	b.current = nil
+	panic(fmt.Errorf("braid/consumers: %s %q: log write failed: %w", b.kind, b.cfg.Subscription, err))
+}
+
+// retryLoad tries to load a broken group again, at most once a second (the
+// cause may be passing, such as too many open files), and reports whether
+// the group is whole again.
+func (b *groupBase) retryLoad(load func()) bool {
+	if time.Since(b.brokenAt) < time.Second {
+		return false
+	}
+	if b.log != nil {
+		b.log.Close()
+		b.log = nil
+	}
+	load()
+	return b.broken == nil
+}

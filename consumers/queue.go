@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"time"
 
@@ -147,19 +146,11 @@ func (b *queueBatch) touch(u topology.Unit, off uint64) {
 // queueGroup is the actor of one queue subscription. Everything is touched
 // from its goroutine only.
 type queueGroup struct {
-	cfg    groupConfig
-	logger *slog.Logger
 	groupBase
 
-	current  any
-	broken   error
-	brokenAt time.Time
-
-	log     *wal.Log
-	records int
-	state   queueState
-	batch   queueBatch
-	epoch   uint64 // the layout epoch refresh last saw
+	state queueState
+	batch queueBatch
+	epoch uint64 // the layout epoch refresh last saw
 
 	rr       int
 	dueTimer *time.Timer
@@ -171,7 +162,7 @@ type queueGroup struct {
 
 func newQueueProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &queueGroup{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue")}
+		return &queueGroup{groupBase: groupBase{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue"), kind: "queue subscription"}}
 	}, actor.WithGuardian(groupSupervision))
 }
 
@@ -179,9 +170,7 @@ func newQueueProps(cfg groupConfig) *actor.Props {
 func (q *queueGroup) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		q.system, q.self = ctx.ActorSystem(), ctx.Self()
-		q.incarnation = incarnations.Add(1)
-		q.done = make(chan struct{})
+		q.begin(ctx)
 		q.load()
 		return
 	case *actor.Restarting:
@@ -200,7 +189,7 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 		return
 	}
 	q.current = ctx.Message()
-	if q.broken != nil && !q.retryLoad() {
+	if q.broken != nil && !q.retryLoad(q.load) {
 		q.refuse(ctx.Message(), api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", q.cfg.Subscription, q.broken))
 		q.current = nil
 		return
@@ -271,27 +260,14 @@ func (q *queueGroup) load() {
 	}
 }
 
-func (q *queueGroup) retryLoad() bool {
-	if time.Since(q.brokenAt) < time.Second {
-		return false
-	}
-	if q.log != nil {
-		q.log.Close()
-		q.log = nil
-	}
-	q.load()
-	return q.broken == nil
-}
-
 func (q *queueGroup) openLog() error {
-	l, records, err := openAndReplay(q.cfg.Dir, q.cfg.Durability, q.logger, func(payload []byte) error {
+	err := q.replayLog(func(payload []byte) error {
 		r, err := decodeQueueRecord(payload)
 		if err != nil {
 			return err
 		}
 		return q.state.apply(&r)
 	})
-	q.log, q.records = l, records
 	if err != nil {
 		return err
 	}
@@ -299,29 +275,11 @@ func (q *queueGroup) openLog() error {
 }
 
 func (q *queueGroup) appendRecord(r *queueRecord) (uint64, error) {
-	off, err := appendPayload(q.log, encodeQueueRecord(nil, r))
-	if err != nil {
-		return 0, err
-	}
-	q.records++
-	return off, nil
+	return q.appendCounted(encodeQueueRecord(nil, r))
 }
 
 func (q *queueGroup) maybeCompact() error {
-	if !q.state.Created || q.records <= q.cfg.CompactAfter {
-		return nil
-	}
-	records, err := compactLog(q.log, encodeQueueRecord(nil, q.state.snapshot()))
-	if err != nil {
-		return err
-	}
-	q.records = records
-	return nil
-}
-
-func (q *queueGroup) failLog(err error) {
-	q.current = nil
-	panic(fmt.Errorf("braid/consumers: queue subscription %q: log write failed: %w", q.cfg.Subscription, err))
+	return q.compactIfDue(q.state.Created, func() []byte { return encodeQueueRecord(nil, q.state.snapshot()) })
 }
 
 // end answers what is waiting with err (parked fetches empty) and releases
@@ -330,33 +288,13 @@ func (q *queueGroup) end(err error) {
 	if q.done == nil {
 		return
 	}
-	if q.current != nil {
-		q.refuse(q.current, err)
-		q.current = nil
+	if q.dueTimer != nil {
+		q.dueTimer.Stop()
+		q.dueTimer = nil
 	}
-	for _, reply := range q.batch.replies {
-		reply(err)
-	}
+	replies := q.batch.replies
 	q.batch = newQueueBatch()
-	for _, c := range q.consumers {
-		if c.parked != nil {
-			q.releaseParked(c, nil, nil)
-		}
-	}
-	for _, t := range []*time.Timer{q.sessionTimer, q.dueTimer} {
-		if t != nil {
-			t.Stop()
-		}
-	}
-	q.sessionTimer, q.dueTimer = nil, nil
-	close(q.done)
-	q.done = nil
-	if q.log != nil {
-		if err := q.log.Close(); err != nil && !errors.Is(err, wal.ErrClosed) {
-			q.logger.Warn("closing queue subscription log", "err", err)
-		}
-		q.log = nil
-	}
+	q.endIncarnation(err, replies, q.refuse, q.releaseParked, "closing queue subscription log")
 }
 
 func (q *queueGroup) refuse(msg any, err error) {
