@@ -53,13 +53,12 @@ type StreamConsumer struct {
 	name         string
 	subjects     struct{ join, fetch, ack, leave string }
 
-	// closing is closed when Close starts: Next returns ErrClosed and the
-	// ack loop stops. ctx ends when Close is done; it cancels requests.
-	closing   chan struct{}
-	closeOnce sync.Once
-	ctx       context.Context
-	stop      context.CancelFunc
-	ackDone   chan struct{}
+	// session holds the lifetime, the join generation and, guarded by its
+	// mu, lastHeard, fetchActive and ackErr (here: the last error of a
+	// background ack flush that dropped positions, refused as invalid; a
+	// failure a retry may cure is not kept, its positions go back for the
+	// next flush, whose outcome counts).
+	session
 
 	// nextMu serializes Next; it guards the fetch loop.
 	nextMu sync.Mutex
@@ -72,12 +71,6 @@ type StreamConsumer struct {
 	connMu   sync.Mutex
 	connLost chan struct{}
 
-	// joinMu serializes joins; generation counts successful re-joins, so
-	// that concurrent CONSUMER_UNKNOWN errors cause one re-join only.
-	joinMu     sync.Mutex
-	generation uint64
-
-	mu sync.Mutex
 	// Guarded by mu:
 	// delivered[u] is one past the highest offset of unit u returned by Next.
 	delivered map[unit]uint64
@@ -89,16 +82,10 @@ type StreamConsumer struct {
 	// this consumer since it last joined. The server refuses an ack beyond
 	// what it delivered, and after a re-join it delivers again from its
 	// durable ack cursor, so acks are held back to received.
-	received    map[unit]uint64
-	assigned    int       // units held after the last fetch (Braid-Assigned)
-	fetched     bool      // a fetch has succeeded: assigned is known
-	consumers   int       // consumers in the group at the last join
-	lastHeard   time.Time // when the server last heard from us
-	fetchActive bool      // a fetch is in flight: the server knows we are alive
-	// ackErr is the last error of a background ack flush that dropped
-	// positions (refused as invalid). A failure a retry may cure is not
-	// kept: its positions go back for the next flush, whose outcome counts.
-	ackErr error
+	received  map[unit]uint64
+	assigned  int  // units held after the last fetch (Braid-Assigned)
+	fetched   bool // a fetch has succeeded: assigned is known
+	consumers int  // consumers in the group at the last join
 }
 
 type fetchResult struct {
@@ -158,18 +145,14 @@ func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Con
 	if cfg.name == "" {
 		cfg.name = randomName()
 	}
-	ctx, stop := context.WithCancel(context.Background())
 	c := &StreamConsumer{
+		session:      newSession(),
 		nc:           nc,
 		pull:         pull{prefetch: true},
 		cfg:          cfg,
 		topic:        topicURI,
 		subscription: subscription,
 		name:         cfg.name,
-		closing:      make(chan struct{}),
-		ctx:          ctx,
-		stop:         stop,
-		ackDone:      make(chan struct{}),
 		delivered:    make(map[unit]uint64),
 		acked:        make(map[unit]uint64),
 		toAck:        make(map[unit]uint64),
@@ -183,12 +166,12 @@ func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Con
 	c.subjects.fetch = api.ConsumeSubject(api.ConsumeFetch, name.Tenant, name.Namespace, name.Name)
 	c.subjects.ack = api.ConsumeSubject(api.ConsumeAck, name.Tenant, name.Namespace, name.Name)
 	c.subjects.leave = api.ConsumeSubject(api.ConsumeLeave, name.Tenant, name.Namespace, name.Name)
-	if err := c.join(ctx); err != nil {
-		stop()
+	if err := c.join(c.ctx); err != nil {
+		c.stop()
 		nc.RemoveStatusListener(c.statuses)
 		return nil, err
 	}
-	go c.ackLoop()
+	go c.ackLoop(c.cfg.ackInterval, c.cfg.sessionTimeout, c.flushAcks, droppedPositions, c.join)
 	return c, nil
 }
 
@@ -287,25 +270,15 @@ func (c *StreamConsumer) join(ctx context.Context) error {
 // rejoin joins again after the server answered CONSUMER_UNKNOWN to a request
 // made at generation gen, unless another request has re-joined since.
 func (c *StreamConsumer) rejoin(ctx context.Context, gen uint64) error {
-	c.joinMu.Lock()
-	defer c.joinMu.Unlock()
-	if c.generation != gen {
+	return c.session.rejoin(gen, func() error {
+		if err := c.join(ctx); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		clear(c.received)
+		c.mu.Unlock()
 		return nil
-	}
-	if err := c.join(ctx); err != nil {
-		return err
-	}
-	c.generation++
-	c.mu.Lock()
-	clear(c.received)
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *StreamConsumer) currentGeneration() uint64 {
-	c.joinMu.Lock()
-	defer c.joinMu.Unlock()
-	return c.generation
+	})
 }
 
 // Next returns the next message, waiting for one as long as ctx allows. It
@@ -410,34 +383,6 @@ func (c *StreamConsumer) fetch() fetchResult {
 	return fetchResult{msgs: msgs, generation: gen}
 }
 
-// ackLoop sends the batched acks every ack interval, and a heartbeat (a
-// join, which the server takes as a sign of life from a known consumer) when
-// the consumer has been silent for a third of its session timeout.
-func (c *StreamConsumer) ackLoop() {
-	defer close(c.ackDone)
-	tick := time.NewTicker(c.cfg.ackInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-c.closing:
-			return
-		case <-tick.C:
-		}
-		err := c.flushAcks(c.ctx)
-		c.mu.Lock()
-		if droppedPositions(err) {
-			c.ackErr = err
-		}
-		silent := !c.fetchActive && time.Since(c.lastHeard) > c.cfg.sessionTimeout/3
-		c.mu.Unlock()
-		if silent {
-			// A failed heartbeat is not the application's concern: the
-			// next fetch or ack re-joins if the session was lost.
-			_ = c.join(c.ctx)
-		}
-	}
-}
-
 // FlushAcks sends the acks recorded so far and waits for the server to make
 // them durable. It returns the error of that request or, if it succeeded
 // (or there was nothing to send), the error of the last background flush
@@ -447,14 +392,7 @@ func (c *StreamConsumer) ackLoop() {
 // Acks of messages the server has not handed out again since a re-join
 // wait until it has (the server refuses them before).
 func (c *StreamConsumer) FlushAcks(ctx context.Context) error {
-	err := c.flushAcks(ctx)
-	c.mu.Lock()
-	if err == nil {
-		err = c.ackErr
-	}
-	c.ackErr = nil
-	c.mu.Unlock()
-	return err
+	return c.session.flushAcks(ctx, c.flushAcks)
 }
 
 // droppedPositions reports whether an ack flush's error says positions were
@@ -539,9 +477,7 @@ func (c *StreamConsumer) sendAcks(ctx context.Context, positions []api.Position)
 		return requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.ack, req, nil)
 	})
 	if err == nil {
-		c.mu.Lock()
-		c.lastHeard = time.Now()
-		c.mu.Unlock()
+		c.heard()
 		return nil
 	}
 	if !errors.Is(err, api.ErrConsumerUnknown) {
@@ -565,20 +501,16 @@ var errRejoined = errors.New("braid/client: re-joined")
 // delivered again. Close returns the error of the last ack flush or of the
 // leave; it is idempotent, and later calls return nil.
 func (c *StreamConsumer) Close(ctx context.Context) error {
-	first := false
-	c.closeOnce.Do(func() { first = true })
-	if !first {
+	first, err := c.shutdown(ctx, c.FlushAcks, func(ctx context.Context) error {
+		err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.leave,
+			api.LeaveRequest{Subscription: c.subscription, Consumer: c.name}, nil)
+		if err != nil {
+			return fmt.Errorf("leave %s of %s: %w", c.subscription, c.topic, err)
+		}
 		return nil
+	})
+	if first {
+		c.nc.RemoveStatusListener(c.statuses)
 	}
-	close(c.closing)
-	<-c.ackDone
-	ackErr := c.FlushAcks(ctx)
-	leaveErr := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.leave,
-		api.LeaveRequest{Subscription: c.subscription, Consumer: c.name}, nil)
-	if leaveErr != nil {
-		leaveErr = fmt.Errorf("leave %s of %s: %w", c.subscription, c.topic, leaveErr)
-	}
-	c.stop()
-	c.nc.RemoveStatusListener(c.statuses)
-	return errors.Join(ackErr, leaveErr)
+	return err
 }

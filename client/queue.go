@@ -35,31 +35,23 @@ type QueueConsumer struct {
 	name         string
 	subjects     struct{ join, fetch, ack, nack, leave string }
 
-	closing   chan struct{}
-	closeOnce sync.Once
-	ctx       context.Context
-	stop      context.CancelFunc
-	ackDone   chan struct{}
+	// session holds the lifetime, the join generation and, guarded by its
+	// mu, lastHeard, fetchActive and ackErr (here: the last background flush
+	// error).
+	session
 
 	// nextMu serializes Next; it guards the fetch loop.
 	nextMu sync.Mutex
 	pull   pull
 
-	joinMu     sync.Mutex
-	generation uint64
-
 	// flushMu serializes flushes, so that FlushAcks returns only once what
 	// a background flush took is answered too.
 	flushMu sync.Mutex
 
-	mu sync.Mutex
 	// Guarded by mu: the acks and nacks not sent yet (nacks by delay, -1
-	// for the subscription's backoff), and what the heartbeat needs.
-	toAck       []api.Position
-	toNack      map[time.Duration][]api.Position
-	lastHeard   time.Time
-	fetchActive bool
-	ackErr      error
+	// for the subscription's backoff).
+	toAck  []api.Position
+	toNack map[time.Duration][]api.Position
 }
 
 // QueueMessage is one message delivered by a QueueConsumer.
@@ -136,10 +128,9 @@ func NewQueueConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Queu
 	if cfg.name == "" {
 		cfg.name = randomName()
 	}
-	ctx, stop := context.WithCancel(context.Background())
 	c := &QueueConsumer{
-		nc: nc, cfg: cfg, topic: topicURI, subscription: subscription, name: cfg.name,
-		closing: make(chan struct{}), ctx: ctx, stop: stop, ackDone: make(chan struct{}),
+		session: newSession(),
+		nc:      nc, cfg: cfg, topic: topicURI, subscription: subscription, name: cfg.name,
 		toNack: make(map[time.Duration][]api.Position),
 	}
 	c.subjects.join = api.QueueSubject(api.QueueJoin, name.Tenant, name.Namespace, name.Name)
@@ -147,11 +138,13 @@ func NewQueueConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Queu
 	c.subjects.ack = api.QueueSubject(api.QueueAck, name.Tenant, name.Namespace, name.Name)
 	c.subjects.nack = api.QueueSubject(api.QueueNack, name.Tenant, name.Namespace, name.Name)
 	c.subjects.leave = api.QueueSubject(api.QueueLeave, name.Tenant, name.Namespace, name.Name)
-	if err := c.join(ctx, true); err != nil {
-		stop()
+	if err := c.join(c.ctx, true); err != nil {
+		c.stop()
 		return nil, err
 	}
-	go c.ackLoop()
+	heartbeat := func(ctx context.Context) error { return c.join(ctx, false) }
+	keep := func(err error) bool { return err != nil }
+	go c.ackLoop(c.cfg.ackInterval, c.cfg.sessionTimeout, c.flush, keep, heartbeat)
 	return c, nil
 }
 
@@ -170,29 +163,12 @@ func (c *QueueConsumer) join(ctx context.Context, withPolicy bool) error {
 	if err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.join, req, nil); err != nil {
 		return fmt.Errorf("join queue %s of %s: %w", c.subscription, c.topic, err)
 	}
-	c.mu.Lock()
-	c.lastHeard = time.Now()
-	c.mu.Unlock()
+	c.heard()
 	return nil
 }
 
 func (c *QueueConsumer) rejoin(ctx context.Context, gen uint64) error {
-	c.joinMu.Lock()
-	defer c.joinMu.Unlock()
-	if c.generation != gen {
-		return nil
-	}
-	if err := c.join(ctx, false); err != nil {
-		return err
-	}
-	c.generation++
-	return nil
-}
-
-func (c *QueueConsumer) currentGeneration() uint64 {
-	c.joinMu.Lock()
-	defer c.joinMu.Unlock()
-	return c.generation
+	return c.session.rejoin(gen, func() error { return c.join(ctx, false) })
 }
 
 // Next returns the next message, waiting as long as ctx allows. It returns
@@ -241,46 +217,12 @@ func (c *QueueConsumer) fetch() fetchResult {
 	return fetchResult{msgs: msgs, generation: gen}
 }
 
-// ackLoop sends the batched acks and nacks every ack interval, and a
-// heartbeat when the consumer has been silent for a third of its session
-// timeout.
-func (c *QueueConsumer) ackLoop() {
-	defer close(c.ackDone)
-	tick := time.NewTicker(c.cfg.ackInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-c.closing:
-			return
-		case <-tick.C:
-		}
-		if err := c.flush(c.ctx); err != nil {
-			c.mu.Lock()
-			c.ackErr = err
-			c.mu.Unlock()
-		}
-		c.mu.Lock()
-		silent := !c.fetchActive && time.Since(c.lastHeard) > c.cfg.sessionTimeout/3
-		c.mu.Unlock()
-		if silent {
-			_ = c.join(c.ctx, false)
-		}
-	}
-}
-
 // FlushAcks sends the acks and nacks recorded so far and waits for the
 // server to make them durable. It returns the error of that request or, when
 // there was nothing to send, the last background flush error since the
 // previous FlushAcks.
 func (c *QueueConsumer) FlushAcks(ctx context.Context) error {
-	err := c.flush(ctx)
-	c.mu.Lock()
-	if err == nil {
-		err = c.ackErr
-	}
-	c.ackErr = nil
-	c.mu.Unlock()
-	return err
+	return c.flushAcks(ctx, c.flush)
 }
 
 // flush sends the pending acks, then the pending nacks. Positions that
@@ -350,9 +292,7 @@ func (c *QueueConsumer) send(ctx context.Context, subject string, req any) error
 	if err != nil {
 		return fmt.Errorf("%s: %w", subject, err)
 	}
-	c.mu.Lock()
-	c.lastHeard = time.Now()
-	c.mu.Unlock()
+	c.heard()
 	return nil
 }
 
@@ -360,19 +300,13 @@ func (c *QueueConsumer) send(ctx context.Context, subject string, req any) error
 // nacks are sent and the consumer leaves its subscription, so that what it
 // holds unacknowledged is delivered to the others at once.
 func (c *QueueConsumer) Close(ctx context.Context) error {
-	first := false
-	c.closeOnce.Do(func() { first = true })
-	if !first {
+	_, err := c.shutdown(ctx, c.FlushAcks, func(ctx context.Context) error {
+		err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.leave,
+			api.LeaveRequest{Subscription: c.subscription, Consumer: c.name}, nil)
+		if err != nil {
+			return fmt.Errorf("leave queue %s of %s: %w", c.subscription, c.topic, err)
+		}
 		return nil
-	}
-	close(c.closing)
-	<-c.ackDone
-	ackErr := c.FlushAcks(ctx)
-	leaveErr := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.leave,
-		api.LeaveRequest{Subscription: c.subscription, Consumer: c.name}, nil)
-	if leaveErr != nil {
-		leaveErr = fmt.Errorf("leave queue %s of %s: %w", c.subscription, c.topic, leaveErr)
-	}
-	c.stop()
-	return errors.Join(ackErr, leaveErr)
+	})
+	return err
 }
