@@ -35,65 +35,52 @@ func (n *Node) consumeHandler(verb string) micro.HandlerFunc {
 		}
 		switch verb {
 		case api.ConsumeJoin:
-			var jr api.JoinRequest
-			if err := decodeJSON(req.Data(), &jr); err != nil {
-				r.err(err)
-				return
-			}
-			if err := n.subscriptionKindTaken(t, jr.Subscription, false); err != nil {
-				r.err(err)
-				return
-			}
-			n.subs.Join(t, jr, func(rep api.JoinReply, err error) {
-				if err != nil {
+			serveJSON(r, req.Data(), func(jr api.JoinRequest) {
+				if err := n.subscriptionKindTaken(t, jr.Subscription, false); err != nil {
 					r.err(err)
 					return
 				}
-				r.json(rep)
+				n.subs.Join(t, jr, joinReply(r))
 			})
 		case api.ConsumeFetch:
-			var fr api.FetchRequest
-			if err := decodeJSON(req.Data(), &fr); err != nil {
-				r.err(err)
-				return
-			}
-			if fr.MaxBytes > maxFetchReplyBytes {
-				fr.MaxBytes = maxFetchReplyBytes
-			}
-			n.subs.Fetch(t, fr, func(msgs []api.Message, assigned int, err error) {
-				if err != nil {
-					r.err(err)
-					return
-				}
-				hdr := nats.Header{}
-				hdr.Set(api.FetchReplyHeaderAssigned, itoa(assigned))
-				if fr.Format == consumers.FormatJSON {
-					b, _ := json.Marshal(fetchJSON(msgs))
-					r.data(b, hdr)
-					return
-				}
-				size := 16
-				for i := range msgs {
-					size += 32 + len(msgs[i].Key) + len(msgs[i].Payload)
-				}
-				r.data(api.AppendMessages(make([]byte, 0, size), msgs), hdr)
+			serveJSON(r, req.Data(), func(fr api.FetchRequest) {
+				fr.MaxBytes = min(fr.MaxBytes, maxFetchReplyBytes)
+				n.subs.Fetch(t, fr, func(msgs []api.Message, assigned int, err error) {
+					if err != nil {
+						r.err(err)
+						return
+					}
+					hdr := nats.Header{}
+					hdr.Set(api.FetchReplyHeaderAssigned, itoa(assigned))
+					r.data(fetchReply(fr.Format, msgs), hdr)
+				})
 			})
 		case api.ConsumeAck:
-			var ar api.AckRequest
-			if err := decodeJSON(req.Data(), &ar); err != nil {
-				r.err(err)
-				return
-			}
-			n.subs.Ack(t, ar, okReply(r))
+			serveJSON(r, req.Data(), func(ar api.AckRequest) { n.subs.Ack(t, ar, okReply(r)) })
 		case api.ConsumeLeave:
-			var lr api.LeaveRequest
-			if err := decodeJSON(req.Data(), &lr); err != nil {
-				r.err(err)
-				return
-			}
-			n.subs.Leave(t, lr, okReply(r))
+			serveJSON(r, req.Data(), func(lr api.LeaveRequest) { n.subs.Leave(t, lr, okReply(r)) })
 		}
 	}
+}
+
+// joinReply answers a join with its reply or its error.
+func joinReply(r replier) func(api.JoinReply, error) {
+	return func(rep api.JoinReply, err error) {
+		if err != nil {
+			r.err(err)
+			return
+		}
+		r.json(rep)
+	}
+}
+
+// fetchReply encodes the messages of a fetch reply in the requested format.
+func fetchReply(format string, msgs []api.Message) []byte {
+	if format == consumers.FormatJSON {
+		b, _ := json.Marshal(fetchJSON(msgs))
+		return b
+	}
+	return api.AppendMessages(make([]byte, 0, messagesSize(msgs)), msgs)
 }
 
 func okReply(r replier) func(error) {

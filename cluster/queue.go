@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -103,27 +102,17 @@ func (n *Node) queueHandler(verb string) micro.HandlerFunc {
 					r.err(err)
 					return
 				}
-				n.queues.Join(t, jr, func(rep api.JoinReply, err error) {
-					if err != nil {
-						r.err(err)
-						return
-					}
-					r.json(rep)
-				})
+				n.queues.Join(t, jr, joinReply(r))
 			})
 		case api.QueueFetch:
 			serveJSON(r, req.Data(), func(fr api.FetchRequest) {
 				fr.MaxBytes = min(fr.MaxBytes, maxFetchReplyBytes)
 				n.queues.Fetch(t, fr, func(msgs []api.Message, _ int, err error) {
-					switch {
-					case err != nil:
+					if err != nil {
 						r.err(err)
-					case fr.Format == consumers.FormatJSON:
-						b, _ := json.Marshal(fetchJSON(msgs))
-						r.data(b, nil)
-					default:
-						r.data(api.AppendMessages(make([]byte, 0, messagesSize(msgs)), msgs), nil)
+						return
 					}
+					r.data(fetchReply(fr.Format, msgs), nil)
 				})
 			})
 		case api.QueueAck:
