@@ -135,15 +135,9 @@ func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Con
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	name, err := parseTopic(topicURI)
+	name, err := subscriptionTopic(topicURI, subscription, &cfg)
 	if err != nil {
 		return nil, err
-	}
-	if err := routing.ValidateName(subscription); err != nil {
-		return nil, fmt.Errorf("%w: subscription: %w", api.ErrInvalidName, err)
-	}
-	if cfg.name == "" {
-		cfg.name = randomName()
 	}
 	c := &StreamConsumer{
 		session:      newSession(),
@@ -213,6 +207,23 @@ func (c *StreamConsumer) whileConnected(ctx context.Context, do func(context.Con
 		return errConnectionLost
 	}
 	return err
+}
+
+// subscriptionTopic parses the topic of a new subscription consumer, checks
+// the subscription's name, and names the consumer (cfg.name) when it has no
+// name.
+func subscriptionTopic(topicURI, subscription string, cfg *consumerConfig) (routing.TopicName, error) {
+	name, err := parseTopic(topicURI)
+	if err != nil {
+		return name, err
+	}
+	if err := routing.ValidateName(subscription); err != nil {
+		return name, fmt.Errorf("%w: subscription: %w", api.ErrInvalidName, err)
+	}
+	if cfg.name == "" {
+		cfg.name = randomName()
+	}
+	return name, nil
 }
 
 func randomName() string {

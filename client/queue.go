@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/routing"
 )
 
 // QueueConsumer reads a topic through a queue subscription: the server
@@ -118,15 +117,9 @@ func NewQueueConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Queu
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	name, err := parseTopic(topicURI)
+	name, err := subscriptionTopic(topicURI, subscription, &cfg.consumerConfig)
 	if err != nil {
 		return nil, err
-	}
-	if err := routing.ValidateName(subscription); err != nil {
-		return nil, fmt.Errorf("%w: subscription: %w", api.ErrInvalidName, err)
-	}
-	if cfg.name == "" {
-		cfg.name = randomName()
 	}
 	c := &QueueConsumer{
 		session: newSession(),
