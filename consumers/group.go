@@ -159,10 +159,7 @@ func (g *group) Receive(ctx actor.Context) {
 		return
 	}
 
-	g.current = ctx.Message()
-	if g.broken != nil && !g.retryLoad(g.load) {
-		g.refuse(ctx.Message(), api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", g.cfg.Subscription, g.broken))
-		g.current = nil
+	if !g.accept(g, ctx.Message()) {
 		return
 	}
 	switch m := ctx.Message().(type) {
@@ -179,20 +176,8 @@ func (g *group) Receive(ctx actor.Context) {
 	case flushNow:
 		g.flush()
 		g.serveParked()
-	case appendedWake:
-		if m.incarnation == g.incarnation {
-			g.watching = false
-			g.serveParked()
-		}
-	case fetchExpired:
-		if c := g.consumers[m.consumer]; m.incarnation == g.incarnation && c != nil && c.parked != nil && c.parked.seq == m.seq {
-			g.releaseParked(c, nil, nil)
-		}
-	case sessionCheck:
-		if m.incarnation == g.incarnation {
-			g.sessionTimer = nil
-			g.expireConsumers(time.Now())
-		}
+	default:
+		g.onWake(g, m)
 	}
 	g.current = nil
 	g.armSessionTimer()
@@ -264,7 +249,7 @@ func (g *group) end(err error) {
 	}
 	replies := g.batch.replies
 	g.batch = ackBatch{cursors: make(map[topology.Unit]uint64)}
-	g.endIncarnation(err, replies, g.refuse, g.releaseParked, "closing consumer group log")
+	g.endIncarnation(g, err, replies, "closing consumer group log")
 }
 
 // stop flushes what is pending and ends the incarnation.

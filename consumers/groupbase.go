@@ -49,6 +49,15 @@ type groupBase struct {
 	sessionAt    time.Time // when sessionTimer fires
 }
 
+// groupActor is what groupBase needs of the group actor that embeds it.
+type groupActor interface {
+	load()
+	refuse(msg any, err error)
+	releaseParked(c *consumerState, msgs []api.Message, err error)
+	serveParked()
+	expireConsumers(now time.Time)
+}
+
 // begin starts a new incarnation of the actor.
 func (b *groupBase) begin(ctx actor.Context) {
 	b.system, b.self = ctx.ActorSystem(), ctx.Self()
@@ -56,16 +65,49 @@ func (b *groupBase) begin(ctx actor.Context) {
 	b.done = make(chan struct{})
 }
 
+// accept makes msg the request being handled, unless the group is broken
+// and cannot load again: then it refuses msg and reports false.
+func (b *groupBase) accept(g groupActor, msg any) bool {
+	b.current = msg
+	if b.broken != nil && !b.retryLoad(g.load) {
+		g.refuse(msg, api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", b.cfg.Subscription, b.broken))
+		b.current = nil
+		return false
+	}
+	return true
+}
+
+// onWake handles the messages the group's own watchers and timers send:
+// data appended, a parked fetch's wait over, a session deadline passed.
+// Those of an earlier incarnation are dropped.
+func (b *groupBase) onWake(g groupActor, msg any) {
+	switch m := msg.(type) {
+	case appendedWake:
+		if m.incarnation == b.incarnation {
+			b.watching = false
+			g.serveParked()
+		}
+	case fetchExpired:
+		if c := b.consumers[m.consumer]; m.incarnation == b.incarnation && c != nil && c.parked != nil && c.parked.seq == m.seq {
+			g.releaseParked(c, nil, nil)
+		}
+	case sessionCheck:
+		if m.incarnation == b.incarnation {
+			b.sessionTimer = nil
+			g.expireConsumers(time.Now())
+		}
+	}
+}
+
 // endIncarnation releases what this incarnation holds: it answers the
-// request being handled (through refuse) and the replies waiting for a flush
-// with err, answers parked fetches empty, stops the session timer and the
-// watchers, and closes the log (warning with closeWarning if that fails).
-// The caller has checked that the incarnation began and has emptied its
-// batch, whose replies it passes.
-func (b *groupBase) endIncarnation(err error, replies []func(error), refuse func(any, error),
-	releaseParked func(*consumerState, []api.Message, error), closeWarning string) {
+// request being handled and the replies waiting for a flush with err,
+// answers parked fetches empty, stops the session timer and the watchers,
+// and closes the log (warning with closeWarning if that fails). The caller
+// has checked that the incarnation began and has emptied its batch, whose
+// replies it passes.
+func (b *groupBase) endIncarnation(g groupActor, err error, replies []func(error), closeWarning string) {
 	if b.current != nil {
-		refuse(b.current, err)
+		g.refuse(b.current, err)
 		b.current = nil
 	}
 	for _, reply := range replies {
@@ -73,7 +115,7 @@ func (b *groupBase) endIncarnation(err error, replies []func(error), refuse func
 	}
 	for _, c := range b.consumers {
 		if c.parked != nil {
-			releaseParked(c, nil, nil)
+			g.releaseParked(c, nil, nil)
 		}
 	}
 	if b.sessionTimer != nil {

@@ -188,10 +188,7 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 		}
 		return
 	}
-	q.current = ctx.Message()
-	if q.broken != nil && !q.retryLoad(q.load) {
-		q.refuse(ctx.Message(), api.Errorf(api.CodeUnavailable, "subscription %q cannot be served: %v", q.cfg.Subscription, q.broken))
-		q.current = nil
+	if !q.accept(q, ctx.Message()) {
 		return
 	}
 	switch m := ctx.Message().(type) {
@@ -214,20 +211,6 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 	case flushNow:
 		q.flushOrFail(true)
 		q.serveParked()
-	case appendedWake:
-		if m.incarnation == q.incarnation {
-			q.watching = false
-			q.serveParked()
-		}
-	case fetchExpired:
-		if c := q.consumers[m.consumer]; m.incarnation == q.incarnation && c != nil && c.parked != nil && c.parked.seq == m.seq {
-			q.releaseParked(c, nil, nil)
-		}
-	case sessionCheck:
-		if m.incarnation == q.incarnation {
-			q.sessionTimer = nil
-			q.expireConsumers(time.Now())
-		}
 	case dueCheck:
 		if m.incarnation == q.incarnation {
 			q.dueTimer, q.dueAt = nil, 0
@@ -238,6 +221,8 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 		q.onDeadLettered(m)
 	case *Join:
 		replyJoin(m, api.JoinReply{}, api.Errorf(api.CodeAlreadyExists, "subscription %q is a queue subscription", q.cfg.Subscription))
+	default:
+		q.onWake(q, m)
 	}
 	q.current = nil
 	q.armSessionTimer()
@@ -294,7 +279,7 @@ func (q *queueGroup) end(err error) {
 	}
 	replies := q.batch.replies
 	q.batch = newQueueBatch()
-	q.endIncarnation(err, replies, q.refuse, q.releaseParked, "closing queue subscription log")
+	q.endIncarnation(q, err, replies, "closing queue subscription log")
 }
 
 func (q *queueGroup) refuse(msg any, err error) {
