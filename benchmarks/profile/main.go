@@ -21,6 +21,7 @@ func main() {
 	messages := flag.Int("messages", 300_000, "messages")
 	durability := flag.String("durability", "always", "always, interval or none")
 	out := flag.String("out", "cpu.prof", "profile file")
+	buckets := flag.Int("buckets", 16, "entry buckets of the 4-segment topic")
 	replay := flag.Bool("replay", false, "profile reading the messages back with one stream consumer instead of producing them")
 	flag.Parse()
 	ctx := context.Background()
@@ -36,7 +37,7 @@ func main() {
 	defer node.Close()
 	defer nc.Close()
 	const uri = "topic://public/default/profile"
-	if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+	if err := workload.CreateTopic(ctx, nc, uri, 4, *buckets); err != nil {
 		log.Fatal(err)
 	}
 	spec := workload.Spec{Messages: *messages, Size: *size, Keys: 10_000}
