@@ -32,7 +32,9 @@
 // the new segments, swaps the routing snapshot and publishes the layout.
 // Appends accepted before the seal sit in the sealed segment, which every
 // ordered reader drains first (the ordering rule); appends rejected by the
-// seal are re-routed by the new layout, so no key is reordered.
+// seal go back to their producer with SEGMENT_SEALED, and the producer
+// resends them by the new layout once its earlier appends have settled (the
+// producer rule), so no key is reordered.
 //
 // # Scaling
 //

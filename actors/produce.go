@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -9,13 +8,6 @@ import (
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
-
-// sealedWait bounds how long a produce that hit a seal waits for the new
-// layout before it answers SEGMENT_SEALED to the client.
-const sealedWait = 5 * time.Second
-
-// maxReroutes bounds how many seals one record may run into in one request.
-const maxReroutes = 3
 
 // Validate checks a produce request against the topic's limits. Nothing is
 // appended when it fails.
@@ -38,9 +30,8 @@ func (t *Topic) Validate(recs []api.Record) error {
 // in request order. Records of one key keep their order. It never blocks:
 // done runs on an actor's goroutine or a helper goroutine.
 //
-// A record that meets a sealed segment is re-routed by the new layout (the
-// producer rule applied on the server: the whole group that the seal
-// refused moves, in order, after the seal made the new layout current).
+// A record that meets a sealed segment fails with SEGMENT_SEALED and the new
+// layout's epoch (see landed).
 func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
 	if err := t.Validate(recs); err != nil {
 		done(errResults(len(recs), err))
@@ -67,7 +58,7 @@ func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
 		idx[i] = i
 	}
 	p.pending.Store(1)
-	p.dispatch(idx, 0)
+	p.dispatch(idx)
 	p.finish()
 }
 
@@ -95,7 +86,7 @@ type unitRef struct {
 
 // dispatch routes the records idx by the current snapshot and sends one
 // append per unit, keeping their order within each unit.
-func (p *produceCall) dispatch(idx []int, attempt int) {
+func (p *produceCall) dispatch(idx []int) {
 	st := p.t.state.Load()
 	if st.deleted {
 		for _, i := range idx {
@@ -137,28 +128,17 @@ func (p *produceCall) dispatch(idx []int, attempt int) {
 		p.pending.Add(1)
 		u := u
 		p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, hashes: hashes[u], done: func(first uint64, err error) {
-			p.landed(u, members, first, err, attempt)
+			p.landed(u, members, first, err)
 		}})
 	}
 }
 
-// landed records a group's outcome, or re-routes it after a seal.
-func (p *produceCall) landed(u unitRef, members []int, first uint64, err error, attempt int) {
-	var sealed *api.Error
-	if err != nil && errors.As(err, &sealed) && sealed.Code == api.CodeSegmentSealed && attempt < maxReroutes {
-		go func() {
-			p.t.waitEpoch(sealed.Epoch, sealedWait)
-			if p.t.Epoch() < sealed.Epoch {
-				for _, i := range members {
-					p.results[i] = errResult(err)
-				}
-			} else {
-				p.dispatch(members, attempt+1)
-			}
-			p.finish()
-		}()
-		return
-	}
+// landed records a group's outcome. A group refused by a seal gets
+// SEGMENT_SEALED with the epoch of the new layout: the producer re-routes it
+// (the producer rule of DESIGN.md §1). The server does not re-route it
+// itself: a later request for the same key may already have reached the
+// successor, and re-routing behind it would reorder the key.
+func (p *produceCall) landed(u unitRef, members []int, first uint64, err error) {
 	for j, i := range members {
 		if err != nil {
 			p.results[i] = errResult(err)
@@ -168,23 +148,6 @@ func (p *produceCall) landed(u unitRef, members []int, first uint64, err error, 
 		p.results[i] = api.Result{Segment: uint64(u.seg), Bucket: u.bucket, Offset: first + uint64(j)}
 	}
 	p.finish()
-}
-
-// waitEpoch waits until the topic's layout epoch reaches epoch or d passes.
-func (t *Topic) waitEpoch(epoch uint64, d time.Duration) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		st := t.state.Load()
-		if st.layout.Epoch >= epoch || st.deleted {
-			return
-		}
-		select {
-		case <-st.changed:
-		case <-timer.C:
-			return
-		}
-	}
 }
 
 func errResult(err error) api.Result {

@@ -74,11 +74,12 @@ func produceSync(t *testing.T, topic *Topic, recs ...api.Record) []api.Result {
 	}
 }
 
-// TestProduceRoutedByAStaleLayoutIsReroutedAfterTheSeal routes appends by
+// TestProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch routes appends by
 // the layout of before a split, as a request racing the split would: the
-// sealed bucket refuses them, and once the new layout is published they land
-// in the child that owns their key, in their original order.
-func TestProduceRoutedByAStaleLayoutIsReroutedAfterTheSeal(t *testing.T) {
+// sealed bucket refuses them whole with SEGMENT_SEALED and the epoch of the
+// new layout, and stores nothing. The producer re-routes them (the server
+// does not: a later request for the same key may already be in the child).
+func TestProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) {
 	m := newTestManager(t)
 	const uri = "topic://t/n/orders"
 	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
@@ -89,50 +90,33 @@ func TestProduceRoutedByAStaleLayoutIsReroutedAfterTheSeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := topic.state.Load()
-	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	desc, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	current := topic.state.Load()
 
-	// Put the stale snapshot back (with a fresh change channel), produce,
-	// then publish the split layout again.
 	replay := *stale
 	replay.changed = make(chan struct{})
 	topic.state.Store(&replay)
-	recs := []api.Record{{Key: []byte("a"), Payload: []byte("1")}, {Key: []byte("b"), Payload: []byte("2")}, {Key: []byte("a"), Payload: []byte("3")}}
-	done := make(chan []api.Result, 1)
-	topic.Produce(recs, func(r []api.Result) { done <- r })
-	select {
-	case r := <-done:
-		t.Fatalf("answered before the new layout was published: %+v", r)
-	case <-time.After(50 * time.Millisecond):
-	}
-	fresh := *current
-	fresh.changed = make(chan struct{})
-	topic.publish(&fresh)
-	var res []api.Result
-	select {
-	case res = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("rerouted produce never answered")
-	}
+	recs := []api.Record{{Key: []byte("a"), Payload: []byte("1")}, {Key: []byte("b"), Payload: []byte("2")}}
+	res := produceSync(t, topic, recs...)
 	for i, r := range res {
-		if r.Err() != nil {
-			t.Fatalf("record %d: %v", i, r.Err())
-		}
-		if r.Segment == 0 {
-			t.Fatalf("record %d landed in the sealed segment", i)
-		}
-		owner, _ := current.layout.Owner(routing.KeyHash(recs[i].Key))
-		if r.Segment != uint64(owner.ID) {
-			t.Fatalf("record %d in segment %d, its key belongs to %d", i, r.Segment, owner.ID)
+		e := api.AsError(r.Err())
+		if e == nil || e.Code != api.CodeSegmentSealed || e.Epoch != desc.Epoch {
+			t.Fatalf("record %d: got %+v, want SEGMENT_SEALED at epoch %d", i, r, desc.Epoch)
 		}
 	}
-	if res[0].Segment == res[2].Segment && res[2].Offset <= res[0].Offset {
-		t.Fatalf("key a reordered: offsets %d then %d", res[0].Offset, res[2].Offset)
-	}
+	topic.state.Store(current)
 	if first, next, _ := topic.Bounds(0, 0); next != first {
 		t.Fatalf("the sealed segment took %d records", next-first)
+	}
+	// By the current layout the same records land in the children.
+	for i, r := range produceSync(t, topic, recs...) {
+		owner, _ := current.layout.Owner(routing.KeyHash(recs[i].Key))
+		if r.Err() != nil || r.Segment != uint64(owner.ID) {
+			t.Fatalf("record %d: %+v, want segment %d", i, r, owner.ID)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package specs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -91,21 +92,43 @@ func (g *loadGen) run() {
 	}
 }
 
+// send produces recs as one batch and waits for the reply. Records refused
+// with SEGMENT_SEALED (a split or merge sealed their segment) are sent again,
+// in their order, once the server routes by the new layout: this producer
+// waits for every reply before it sends more, and all records of one key in
+// a batch go to one segment, so resending the refused ones keeps each key's
+// order (the producer rule of DESIGN.md §1).
 func (g *loadGen) send(recs []api.Record) error {
-	data, err := g.s.request(api.TopicSubject(api.ProduceBatchPrefix, "public", "default", g.topic), api.AppendRecords(nil, recs))
-	if err != nil {
-		return err
-	}
-	res, err := api.DecodeResults(data)
-	if err != nil {
-		return err
-	}
-	for i, r := range res {
-		if err := r.Err(); err != nil {
-			return fmt.Errorf("record %d: %w", i, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, err := g.s.request(api.TopicSubject(api.ProduceBatchPrefix, "public", "default", g.topic), api.AppendRecords(nil, recs))
+		if err != nil {
+			return err
 		}
+		res, err := api.DecodeResults(data)
+		if err != nil {
+			return err
+		}
+		var refused []api.Record
+		for i, r := range res {
+			err := r.Err()
+			switch {
+			case err == nil:
+			case errors.Is(err, api.ErrSegmentSealed):
+				refused = append(refused, recs[i])
+			default:
+				return fmt.Errorf("record %d: %w", i, err)
+			}
+		}
+		if len(refused) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d records still refused as sealed after 10s", len(refused))
+		}
+		recs = refused
+		time.Sleep(5 * time.Millisecond) // the new layout is published right after the seal
 	}
-	return nil
 }
 
 // halt stops producing and returns how many records of each key were

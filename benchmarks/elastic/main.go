@@ -63,7 +63,7 @@ func main() {
 func step(ctx context.Context, spec workload.StepSpec, verify bool) {
 	check(workload.WithBraid("always", func(nc *nats.Conn) error {
 		const uri = "topic://public/default/step"
-		if err := workload.CreateTopic(ctx, nc, uri, 1, 0); err != nil {
+		if err := workload.CreateTopicWith(ctx, nc, uri, 1, 0, ""); err != nil {
 			return err
 		}
 		fmt.Printf("load step %.0f -> %.0f msg/s (split threshold %.0f), %d keys, default policies:\n", spec.Before, spec.After, spec.Threshold, spec.Keys)
