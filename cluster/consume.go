@@ -26,13 +26,7 @@ func (n *Node) startConsumers() error {
 // consumeHandler serves braid.v1.consume.<verb>.<t>.<ns>.<topic>.
 func (n *Node) consumeHandler(verb string) micro.HandlerFunc {
 	prefix := api.ConsumePrefix + "." + verb
-	return func(req micro.Request) {
-		r := newReplier(n.nc, req)
-		t, err := n.topicOf(req.Subject(), prefix)
-		if err != nil {
-			r.err(err)
-			return
-		}
+	return n.topicHandler(prefix, func(r replier, req micro.Request, t *actors.Topic) {
 		switch verb {
 		case api.ConsumeJoin:
 			serveJSON(r, req.Data(), func(jr api.JoinRequest) {
@@ -60,7 +54,7 @@ func (n *Node) consumeHandler(verb string) micro.HandlerFunc {
 		case api.ConsumeLeave:
 			serveJSON(r, req.Data(), func(lr api.LeaveRequest) { n.subs.Leave(t, lr, okReply(r)) })
 		}
-	}
+	})
 }
 
 // joinReply answers a join with its reply or its error.

@@ -53,7 +53,7 @@ func (n *Node) addQueueServices() error {
 	}
 	n.services = append(n.services, queue)
 	for _, verb := range []string{api.QueueJoin, api.QueueFetch, api.QueueAck, api.QueueNack, api.QueueLeave} {
-		if err := queue.AddEndpoint(verb, micro.HandlerFunc(n.queueHandler(verb)),
+		if err := queue.AddEndpoint(verb, n.queueHandler(verb),
 			micro.WithEndpointSubject(api.QueuePrefix+"."+verb+".*.*.*")); err != nil {
 			return err
 		}
@@ -64,11 +64,11 @@ func (n *Node) addQueueServices() error {
 		return err
 	}
 	n.services = append(n.services, read)
-	if err := read.AddEndpoint(api.ReadFetch, micro.HandlerFunc(n.readFetch),
+	if err := read.AddEndpoint(api.ReadFetch, n.topicHandler(api.ReadPrefix+"."+api.ReadFetch, n.readFetch),
 		micro.WithEndpointSubject(api.ReadPrefix+"."+api.ReadFetch+".*.*.*")); err != nil {
 		return err
 	}
-	return read.AddEndpoint(api.ReadOffsets, micro.HandlerFunc(n.readOffsets),
+	return read.AddEndpoint(api.ReadOffsets, n.topicHandler(api.ReadPrefix+"."+api.ReadOffsets, n.readOffsets),
 		micro.WithEndpointSubject(api.ReadPrefix+"."+api.ReadOffsets+".*.*.*"))
 }
 
@@ -88,13 +88,7 @@ func (n *Node) subscriptionKindTaken(t *actors.Topic, subscription string, queue
 // queueHandler serves braid.v1.queue.<verb>.<t>.<ns>.<topic>.
 func (n *Node) queueHandler(verb string) micro.HandlerFunc {
 	prefix := api.QueuePrefix + "." + verb
-	return func(req micro.Request) {
-		r := newReplier(n.nc, req)
-		t, err := n.topicOf(req.Subject(), prefix)
-		if err != nil {
-			r.err(err)
-			return
-		}
+	return n.topicHandler(prefix, func(r replier, req micro.Request, t *actors.Topic) {
 		switch verb {
 		case api.QueueJoin:
 			serveJSON(r, req.Data(), func(jr api.QueueJoinRequest) {
@@ -122,7 +116,7 @@ func (n *Node) queueHandler(verb string) micro.HandlerFunc {
 		case api.QueueLeave:
 			serveJSON(r, req.Data(), func(lr api.LeaveRequest) { n.queues.Leave(t, lr, okReply(r)) })
 		}
-	}
+	})
 }
 
 // serveJSON decodes body strictly into a T and serves it, or answers the

@@ -18,13 +18,7 @@ import (
 const MaxReadUnits = 4096
 
 // readFetch serves braid.v1.read.fetch.<t>.<ns>.<topic>.
-func (n *Node) readFetch(req micro.Request) {
-	r := newReplier(n.nc, req)
-	t, err := n.topicOf(req.Subject(), api.ReadPrefix+"."+api.ReadFetch)
-	if err != nil {
-		r.err(err)
-		return
-	}
+func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 	var rr api.ReadRequest
 	if err := decodeJSON(req.Data(), &rr); err != nil {
 		r.err(err)
@@ -170,13 +164,7 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *ap
 }
 
 // readOffsets serves braid.v1.read.offsets.<t>.<ns>.<topic>.
-func (n *Node) readOffsets(req micro.Request) {
-	r := newReplier(n.nc, req)
-	t, err := n.topicOf(req.Subject(), api.ReadPrefix+"."+api.ReadOffsets)
-	if err != nil {
-		r.err(err)
-		return
-	}
+func (n *Node) readOffsets(r replier, req micro.Request, t *actors.Topic) {
 	var or api.OffsetsRequest
 	if len(req.Data()) > 0 {
 		if err := decodeJSON(req.Data(), &or); err != nil {

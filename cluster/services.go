@@ -20,11 +20,11 @@ func (n *Node) addServices() error {
 		return err
 	}
 	n.services = append(n.services, produce)
-	if err := produce.AddEndpoint("produce", micro.HandlerFunc(n.produceOne),
+	if err := produce.AddEndpoint("produce", n.topicHandler(api.ProducePrefix, n.produceOne),
 		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*")); err != nil {
 		return err
 	}
-	if err := produce.AddEndpoint("produce-batch", micro.HandlerFunc(n.produceBatch),
+	if err := produce.AddEndpoint("produce-batch", n.topicHandler(api.ProduceBatchPrefix, n.produceBatch),
 		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*")); err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (n *Node) addServices() error {
 	}
 	n.services = append(n.services, consume)
 	for _, verb := range []string{api.ConsumeJoin, api.ConsumeFetch, api.ConsumeAck, api.ConsumeLeave} {
-		if err := consume.AddEndpoint(verb, micro.HandlerFunc(n.consumeHandler(verb)),
+		if err := consume.AddEndpoint(verb, n.consumeHandler(verb),
 			micro.WithEndpointSubject(api.ConsumePrefix+"."+verb+".*.*.*")); err != nil {
 			return err
 		}
@@ -76,6 +76,21 @@ func (n *Node) adminUnknown(req micro.Request) {
 	newReplier(n.nc, req).err(api.Errorf(api.CodeNotFound, "unknown admin operation %q", op))
 }
 
+// topicHandler serves one per-topic endpoint, prefix.<tenant>.<namespace>.<topic>:
+// it resolves the topic named by the subject, answering a malformed or
+// unknown one with its error, and hands the request to serve.
+func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		r := newReplier(n.nc, req)
+		t, err := n.topicOf(req.Subject(), prefix)
+		if err != nil {
+			r.err(err)
+			return
+		}
+		serve(r, req, t)
+	}
+}
+
 // topicOf resolves the topic named by the last three subject tokens.
 func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 	tenant, ns, name, ok := api.TopicTokens(subject, strings.Count(prefix, ".")+1)
@@ -91,13 +106,7 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 
 // produceOne serves braid.v1.produce.<t>.<ns>.<topic>: the body is the
 // payload; Braid-Key and Braid-Time headers are optional.
-func (n *Node) produceOne(req micro.Request) {
-	r := newReplier(n.nc, req)
-	t, err := n.topicOf(req.Subject(), api.ProducePrefix)
-	if err != nil {
-		r.err(err)
-		return
-	}
+func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
 	rec := api.Record{Payload: req.Data()}
 	h := req.Headers()
 	if k := h.Get(api.HeaderKey); k != "" {
@@ -122,13 +131,7 @@ func (n *Node) produceOne(req micro.Request) {
 }
 
 // produceBatch serves braid.v1.produce-batch.<t>.<ns>.<topic>.
-func (n *Node) produceBatch(req micro.Request) {
-	r := newReplier(n.nc, req)
-	t, err := n.topicOf(req.Subject(), api.ProduceBatchPrefix)
-	if err != nil {
-		r.err(err)
-		return
-	}
+func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 	recs, err := api.DecodeRecords(req.Data())
 	if err != nil {
 		r.err(api.Errorf(api.CodeBadRequest, "%v", err))
