@@ -31,6 +31,24 @@ func (c *clientFlags) connect() (*nats.Conn, error) {
 	return nc, nil
 }
 
+// topicSession parses the flags and the one topic URI of a command, connects
+// and returns a context cancelled by SIGINT or SIGTERM; done closes both.
+func (c *clientFlags) topicSession(fs *flag.FlagSet, args []string) (uri string, nc *nats.Conn, ctx context.Context, done func(), err error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return "", nil, nil, nil, fmt.Errorf("%s: want one topic URI", fs.Name())
+	}
+	if nc, err = c.connect(); err != nil {
+		return "", nil, nil, nil, err
+	}
+	ctx, stop := signalContext()
+	return pos[0], nc, ctx, func() { stop(); nc.Close() }, nil
+}
+
 // parseInterleaved parses flags that may come before or after positional
 // arguments ("topic create URI --segments 4") and returns the positionals.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -38,21 +38,11 @@ func consumeCmd(args []string) error {
 	startTime := fs.String("start-time", "", "checkpoint: start at this time (RFC 3339 or unix milliseconds)")
 	restore := fs.String("checkpoint", "", "checkpoint: resume from this checkpoint (as printed at exit)")
 	skipGone := fs.Bool("skip-gone", false, "checkpoint: skip data removed by retention instead of failing")
-	pos, err := parseInterleaved(fs, args)
+	uri, nc, ctx, done, err := cf.topicSession(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errors.New("consume: want one topic URI")
-	}
-	nc, err := cf.connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	defer done()
 
 	var next func(context.Context) (consumed, error)
 	var closeFn func(context.Context) error
@@ -62,7 +52,7 @@ func consumeCmd(args []string) error {
 		if *name != "" {
 			opts = append(opts, client.WithConsumerName(*name))
 		}
-		c, err := client.NewStreamConsumer(nc, pos[0], *sub, opts...)
+		c, err := client.NewStreamConsumer(nc, uri, *sub, opts...)
 		if err != nil {
 			return err
 		}
@@ -84,7 +74,7 @@ func consumeCmd(args []string) error {
 		if *ackTimeout >= 0 {
 			opts = append(opts, client.WithAckTimeout(*ackTimeout))
 		}
-		c, err := client.NewQueueConsumer(nc, pos[0], *sub, opts...)
+		c, err := client.NewQueueConsumer(nc, uri, *sub, opts...)
 		if err != nil {
 			return err
 		}
@@ -104,7 +94,7 @@ func consumeCmd(args []string) error {
 		if *skipGone {
 			opts = append(opts, client.WithSkipGone(func(e *client.SegmentGoneError) { fmt.Fprintln(os.Stderr, "skipped:", e) }))
 		}
-		c, err := client.NewCheckpointConsumer(nc, pos[0], opts...)
+		c, err := client.NewCheckpointConsumer(nc, uri, opts...)
 		if err != nil {
 			return err
 		}

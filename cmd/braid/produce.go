@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -22,22 +21,12 @@ func produceCmd(args []string) error {
 	count := fs.Int("count", 0, "generate this many messages instead of reading stdin")
 	size := fs.Int("size", 100, "payload size of generated messages")
 	keys := fs.Int("keys", 1000, "generated messages are keyed over this many keys (0: unkeyed)")
-	pos, err := parseInterleaved(fs, args)
+	uri, nc, ctx, done, err := cf.topicSession(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errors.New("produce: want one topic URI")
-	}
-	nc, err := cf.connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	ctx, stop := signalContext()
-	defer stop()
-	p, err := client.NewProducer(nc, pos[0], client.WithRequestTimeout(cf.timeout))
+	defer done()
+	p, err := client.NewProducer(nc, uri, client.WithRequestTimeout(cf.timeout))
 	if err != nil {
 		return err
 	}
