@@ -132,7 +132,10 @@ func consistently(t *testing.T, d time.Duration, what string, cond func() bool) 
 	}
 }
 
-// produceFor sends keyed batches of size msgs every tick for d.
+// produceFor sends keyed batches of size msgs every tick for d. Records
+// refused with SEGMENT_SEALED (an automatic split sealed their segment
+// while they were on the way) are resent, as the wire contract asks of a
+// raw NATS producer; any other refusal fails the test.
 func produceFor(t *testing.T, nc *nats.Conn, topic string, d, tick time.Duration, size int, keys int) int {
 	t.Helper()
 	sent := 0
@@ -142,6 +145,19 @@ func produceFor(t *testing.T, nc *nats.Conn, topic string, d, tick time.Duration
 		for i := range recs {
 			recs[i] = api.Record{Key: []byte(fmt.Sprintf("k%d", (sent+i)%keys)), Payload: []byte("x")}
 		}
+		resendSealed(t, nc, topic, recs)
+		sent += size
+		time.Sleep(tick)
+	}
+	return sent
+}
+
+// resendSealed produces recs as one batch and resends the ones refused with
+// SEGMENT_SEALED until all are stored, for at most 10 s.
+func resendSealed(t *testing.T, nc *nats.Conn, topic string, recs []api.Record) {
+	t.Helper()
+	giveUp := time.Now().Add(10 * time.Second)
+	for len(recs) > 0 {
 		data, _, e := request(t, nc, api.TopicSubject(api.ProduceBatchPrefix, "public", "default", topic), api.AppendRecords(nil, recs), nil)
 		if e != nil {
 			t.Fatalf("produce: %v", e)
@@ -150,15 +166,22 @@ func produceFor(t *testing.T, nc *nats.Conn, topic string, d, tick time.Duration
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range res {
-			if err := r.Err(); err != nil {
+		if len(res) != len(recs) {
+			t.Fatalf("%d results for %d records", len(res), len(recs))
+		}
+		var again []api.Record
+		for i, r := range res {
+			err := r.Err()
+			switch {
+			case err == nil:
+			case errors.Is(err, api.ErrSegmentSealed) && time.Now().Before(giveUp):
+				again = append(again, recs[i])
+			default:
 				t.Fatalf("produce result: %v", err)
 			}
 		}
-		sent += size
-		time.Sleep(tick)
+		recs = again
 	}
-	return sent
 }
 
 func activeSegments(t *testing.T, nc *nats.Conn, uri string) int {
