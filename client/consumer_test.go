@@ -72,6 +72,50 @@ func TestConsumerReadsAndAcks(t *testing.T) {
 	}
 }
 
+// TestFlushAcksWaitsForBackgroundFlush: the ack loop has taken the pending
+// acks and its request is still unanswered when the application calls
+// FlushAcks; FlushAcks must return only once the server has them.
+func TestFlushAcksWaitsForBackgroundFlush(t *testing.T) {
+	f, nc := newFake(t, 1, 2)
+	f.appendDirect(40, 4)
+	f.mu.Lock()
+	f.ackDelay = 300 * time.Millisecond
+	f.mu.Unlock()
+	c, err := NewStreamConsumer(nc, fakeURI, "sub", WithFetch(64, 1<<20, 10*time.Millisecond), WithAckInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var msgs []*Message
+	for range 40 {
+		m, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	for _, m := range msgs {
+		m.Ack()
+	}
+	eventually(t, "a background ack request", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.ackArrived > 0
+	})
+	if err := c.FlushAcks(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for u, log := range f.logs {
+		if f.ackedUpTo[u] != uint64(len(log)) {
+			t.Errorf("FlushAcks returned with unit %v acked up to %d of %d", u, f.ackedUpTo[u], len(log))
+		}
+	}
+}
+
 // TestConsumerRestartNoDuplicates: the server forgets the consumer and
 // rewinds to the durable ack positions; the consumer re-joins, the
 // application sees nothing twice and misses nothing, and acks that were

@@ -51,6 +51,8 @@ type fakeTopic struct {
 	joins      int
 	leaves     int
 	fetchDelay time.Duration
+	ackDelay   time.Duration // answer (and apply) acks this late
+	ackArrived int           // ack requests received, applied or not
 }
 
 func startNATS(t testing.TB) *server.Server {
@@ -291,12 +293,24 @@ func (f *fakeTopic) consume(verb string) nats.MsgHandler {
 					return
 				}
 			}
-			f.ackReqs++
-			for _, p := range req.Acks {
-				u := unit{p.Segment, p.Bucket}
-				f.ackedUpTo[u] = max(f.ackedUpTo[u], p.Offset+1)
+			f.ackArrived++
+			apply := func() { // with f.mu held
+				f.ackReqs++
+				for _, p := range req.Acks {
+					u := unit{p.Segment, p.Bucket}
+					f.ackedUpTo[u] = max(f.ackedUpTo[u], p.Offset+1)
+				}
+				replyJSON(m, api.OKReply{OK: true})
 			}
-			replyJSON(m, api.OKReply{OK: true})
+			if f.ackDelay == 0 {
+				apply()
+				return
+			}
+			time.AfterFunc(f.ackDelay, func() {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				apply()
+			})
 		case api.ConsumeLeave:
 			var req api.LeaveRequest
 			_ = json.Unmarshal(m.Data, &req)

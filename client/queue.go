@@ -43,10 +43,6 @@ type QueueConsumer struct {
 	nextMu sync.Mutex
 	pull   pull
 
-	// flushMu serializes flushes, so that FlushAcks returns only once what
-	// a background flush took is answered too.
-	flushMu sync.Mutex
-
 	// Guarded by mu: the acks and nacks not sent yet (nacks by delay, -1
 	// for the subscription's backoff).
 	toAck  []api.Position
@@ -222,8 +218,6 @@ func (c *QueueConsumer) FlushAcks(ctx context.Context) error {
 // failed in a way a retry may cure go back for the next flush; positions
 // refused as invalid are dropped and reported.
 func (c *QueueConsumer) flush(ctx context.Context) error {
-	c.flushMu.Lock()
-	defer c.flushMu.Unlock()
 	c.mu.Lock()
 	acks := c.toAck
 	c.toAck = nil

@@ -20,6 +20,10 @@ type session struct {
 	stop      context.CancelFunc
 	ackDone   chan struct{}
 
+	// flushMu serializes ack flushes, so that FlushAcks returns only once
+	// what a background flush took from the pending acks is answered too.
+	flushMu sync.Mutex
+
 	// joinMu serializes joins; generation counts successful re-joins, so
 	// that concurrent CONSUMER_UNKNOWN errors cause one re-join only.
 	joinMu     sync.Mutex
@@ -84,7 +88,9 @@ func (s *session) ackLoop(interval, sessionTimeout time.Duration, flush func(con
 			return
 		case <-tick.C:
 		}
+		s.flushMu.Lock()
 		err := flush(s.ctx)
+		s.flushMu.Unlock()
 		s.mu.Lock()
 		if keep(err) {
 			s.ackErr = err
@@ -100,7 +106,9 @@ func (s *session) ackLoop(interval, sessionTimeout time.Duration, flush func(con
 // flushAcks runs flush and returns its error or, if it succeeded, the
 // background error kept since the previous call.
 func (s *session) flushAcks(ctx context.Context, flush func(context.Context) error) error {
+	s.flushMu.Lock()
 	err := flush(ctx)
+	s.flushMu.Unlock()
 	s.mu.Lock()
 	if err == nil {
 		err = s.ackErr
