@@ -66,6 +66,9 @@ type Log struct {
 	stopSyncer chan struct{} // closed by Close; nil unless DurabilityInterval
 	syncerDone chan struct{} // closed by the syncer goroutine when it returns
 	syncs      atomic.Uint64 // fsync passes done, for tests
+	// slowSync, set by tests only, runs before each fsync pass that goes
+	// on without writeMu, as a slow disk would take time.
+	slowSync func()
 }
 
 // view is what readers may see of the log.
@@ -206,7 +209,7 @@ func (l *Log) NextOffset() uint64 {
 // DurabilityAlways) and returns the offset of the first; the others follow
 // densely. Appending nothing returns NextOffset.
 func (l *Log) Append(recs ...Record) (first uint64, err error) {
-	return appendBodies(l, recordBodies(recs))
+	return appendBodies(l, recordBodies(recs), true)
 }
 
 // AppendEncoded is Append for frames made by EncodeRecord, so that callers
@@ -219,7 +222,7 @@ func (l *Log) AppendEncoded(frames [][]byte) (first uint64, err error) {
 			return 0, fmt.Errorf("braid/wal: frame %d of batch: %w", i, err)
 		}
 	}
-	return appendBodies(l, frameBodies(frames))
+	return appendBodies(l, frameBodies(frames), true)
 }
 
 // bodySource is the records of one append, as Records or as record frames.
@@ -243,7 +246,10 @@ func (f frameBodies) appendBody(dst []byte, i int) []byte {
 	return append(dst, f[i][frameHeaderLen:]...)
 }
 
-func appendBodies[S bodySource](l *Log, src S) (uint64, error) {
+// appendBodies writes src as one batch. Under DurabilityAlways it fsyncs and
+// publishes the batch when wait is set, and leaves both to Commit when not
+// (see Write).
+func appendBodies[S bodySource](l *Log, src S, wait bool) (uint64, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -262,6 +268,9 @@ func appendBodies[S bodySource](l *Log, src S) (uint64, error) {
 		return 0, l.failLocked(fmt.Errorf("write batch at offset %d: %w", first, err))
 	}
 	if l.opts.Durability == DurabilityAlways {
+		if !wait {
+			return first, nil
+		}
 		if err := l.syncLocked(); err != nil {
 			return 0, err
 		}
@@ -370,6 +379,9 @@ func (l *Log) rollLocked(first uint64) error {
 	l.view.files = l.files
 	l.view.tail = frameIndex{next: first}
 	l.view.tailFile = f
+	// The old tail is synced whole: what Write left unpublished in it
+	// is durable now.
+	l.view.next = max(l.view.next, first)
 	l.mu.Unlock()
 	l.readMu.Unlock()
 	return old.Close()
@@ -460,15 +472,19 @@ func (l *Log) failLocked(err error) error {
 	return l.failed
 }
 
-// Sync fsyncs everything appended so far. Needed only with
-// DurabilityInterval or DurabilityNone.
+// Sync fsyncs everything appended or written so far and makes it visible.
+// Needed only with DurabilityInterval or DurabilityNone, or after Write.
 func (l *Log) Sync() error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
-	return l.syncLocked()
+	if err := l.syncLocked(); err != nil {
+		return err
+	}
+	l.publishTailLocked()
+	return nil
 }
 
 // syncLoop is the DurabilityInterval syncer. A failed fsync is sticky and
@@ -496,11 +512,26 @@ func (l *Log) backgroundSync() {
 		l.writeMu.Unlock()
 		return
 	}
-	job := l.prepareSyncLocked()
-	// Take syncMu before letting go of writeMu: the descriptor in job
-	// stays open, and a Sync that comes next waits for this pass.
+	err := l.syncOutsideWriteMu(l.prepareSyncLocked())
+	if err != nil {
+		l.writeMu.Lock()
+		l.failLocked(err)
+		l.writeMu.Unlock()
+	}
+}
+
+// syncOutsideWriteMu runs job, taken by prepareSyncLocked under writeMu,
+// and lets go of writeMu while it runs: syncMu, taken before writeMu is
+// released, keeps the descriptor in job open until it is done, and makes a
+// pass that comes next wait for this one. It returns with neither lock
+// held.
+func (l *Log) syncOutsideWriteMu(job syncJob) error {
 	l.syncMu.Lock()
 	l.writeMu.Unlock()
+	defer l.syncMu.Unlock()
+	if l.slowSync != nil {
+		l.slowSync()
+	}
 	if l.syncErr == nil {
 		if err := job.run(); err != nil {
 			l.syncErr = err
@@ -508,13 +539,7 @@ func (l *Log) backgroundSync() {
 			l.syncs.Add(1)
 		}
 	}
-	err := l.syncErr
-	l.syncMu.Unlock()
-	if err != nil {
-		l.writeMu.Lock()
-		l.failLocked(err)
-		l.writeMu.Unlock()
-	}
+	return l.syncErr
 }
 
 // Close syncs and closes the log and stops its syncer. Every later call,

@@ -27,6 +27,9 @@ func (l *Log) TruncateHead(before uint64) error {
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
+	if err := l.commitWrittenLocked(); err != nil {
+		return err
+	}
 	if before <= l.view.first {
 		return nil
 	}
@@ -98,6 +101,9 @@ func (l *Log) TruncateTail(from uint64) error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if err := l.commitWrittenLocked(); err != nil {
 		return err
 	}
 	if from >= l.view.next {
