@@ -10,8 +10,8 @@ import (
 )
 
 // appendReq asks a bucket to append records, in order. done is called once,
-// from the bucket actor, after the batch holding them is durable (per the
-// durability mode) or refused. hashes holds the key hashes of the keyed
+// from the bucket actor or its committer, after the batch holding them is
+// durable (per the durability mode) or refused. hashes holds the key hashes of the keyed
 // records, for the load meter.
 type appendReq struct {
 	records []wal.Record
@@ -55,6 +55,9 @@ type bucketActor struct {
 	flushQueued bool
 	// batch is the reused slice the queue's records are gathered into.
 	batch []wal.Record
+	// commit acknowledges written batches once durable; nil unless the
+	// durability is DurabilityAlways (the others acknowledge on write).
+	commit *committer
 }
 
 // newBucketProps makes the props of a bucket actor. sealedIn reports the
@@ -77,6 +80,10 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.wal = l
+		if b.opts.Durability == wal.DurabilityAlways {
+			topic := b.key.Topic.String()
+			b.commit = startCommitter(b.key, l, func() { b.store.Signal(topic) })
+		}
 		if b.sealedIn != nil {
 			b.sealedAt = b.sealedIn()
 		}
@@ -95,6 +102,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.flush()
 	case sealReq:
 		b.flush()
+		b.drain()
 		if msg.unseal {
 			b.sealedAt = 0
 		} else {
@@ -105,12 +113,32 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		panic("braid/actors: crash requested for " + b.key.String())
 	case *actor.Restarting:
 		b.failQueue(errors.New("bucket restarting"))
+		b.stopCommitter()
 	case *actor.Stopping:
 		b.flush()
+		b.stopCommitter()
 	}
 }
 
-// flush writes the queue as one batch, syncs once and acknowledges it.
+// drain waits until every written batch is durable and acknowledged.
+func (b *bucketActor) drain() {
+	if b.commit != nil {
+		b.commit.drain()
+	}
+}
+
+// stopCommitter acknowledges what is written, once durable, and stops the
+// committer.
+func (b *bucketActor) stopCommitter() {
+	if b.commit != nil {
+		b.commit.close()
+		b.commit = nil
+	}
+}
+
+// flush writes the queue as one batch and acknowledges it once durable:
+// at once unless the durability is DurabilityAlways, else through the
+// committer, which syncs it (with whatever else is written by then).
 func (b *bucketActor) flush() {
 	if len(b.queue) == 0 {
 		return
@@ -124,7 +152,7 @@ func (b *bucketActor) flush() {
 		}
 	}
 	n := len(b.batch)
-	first, err := b.wal.Append(b.batch...)
+	first, err := b.wal.Write(b.batch...)
 	clear(b.batch) // drop the references to the request buffers
 	queue := b.queue
 	b.queue = nil
@@ -139,11 +167,12 @@ func (b *bucketActor) flush() {
 	if b.meter != nil {
 		b.meter.appended(queue, n, payloadBytes)
 	}
-	off := first
-	for _, q := range queue {
-		q.done(off, nil)
-		off += uint64(len(q.records))
+	written := writtenBatch{reqs: queue, first: first, end: first + uint64(n)}
+	if b.commit != nil {
+		b.commit.add(written)
+		return
 	}
+	ackBatch(written)
 	b.store.Signal(b.key.Topic.String())
 }
 

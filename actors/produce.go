@@ -33,12 +33,22 @@ func (t *Topic) Validate(recs []api.Record) error {
 // A record that meets a sealed segment fails with SEGMENT_SEALED and the new
 // layout's epoch (see landed).
 func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
+	t.ProduceAt(recs, 0, done)
+}
+
+// ProduceAt is Produce for records the producer routed by the layout at
+// epoch (0: unknown). A keyed record whose segment in the current layout
+// was created after epoch fails with SEGMENT_SEALED: the producer's layout
+// is stale for its key, and it may have earlier records of the key in
+// flight to the segment it believes in, which a seal will refuse; taking
+// this one would let it overtake them.
+func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Result)) {
 	if err := t.Validate(recs); err != nil {
 		done(errResults(len(recs), err))
 		return
 	}
 	now := time.Now().UnixMilli()
-	p := &produceCall{t: t, results: make([]api.Result, len(recs)), done: done, recs: make([]wal.Record, len(recs))}
+	p := &produceCall{t: t, epoch: epoch, results: make([]api.Result, len(recs)), done: done, recs: make([]wal.Record, len(recs))}
 	for i := range recs {
 		ts := recs[i].Time
 		if ts == 0 {
@@ -65,6 +75,7 @@ func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
 // produceCall tracks one produce request across its bucket groups.
 type produceCall struct {
 	t       *Topic
+	epoch   uint64 // the producer's layout epoch, 0 when unknown
 	recs    []wal.Record
 	results []api.Result
 	done    func([]api.Result)
@@ -101,6 +112,11 @@ func (p *produceCall) dispatch(idx []int) {
 		var u unitRef
 		if key := p.recs[i].Key; len(key) > 0 {
 			seg, b, h := st.table.Route(key)
+			if p.epoch != 0 && st.created[topology.SegmentID(seg)] > p.epoch {
+				p.results[i] = errResult(api.StaleRouteError(p.epoch, st.layout.Epoch))
+				p.t.mgr.m.produceErrors.WithLabelValues(api.CodeSegmentSealed.Symbol).Inc()
+				continue
+			}
 			u = unitRef{topology.SegmentID(seg), b}
 			hashes[u] = append(hashes[u], h)
 		} else {

@@ -20,6 +20,8 @@ type topicState struct {
 	table  *routing.Table
 	// buckets holds the bucket PIDs of every active segment.
 	buckets map[topology.SegmentID][]*actor.PID
+	// created holds the creation epoch of every active segment.
+	created map[topology.SegmentID]uint64
 	// meters holds the load meter of every active segment.
 	meters map[topology.SegmentID]*segmentMeter
 	// epochTimes holds when each epoch of the layout was committed (unix
@@ -82,14 +84,16 @@ func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID, me
 	epochTimes map[uint64]int64) (*topicState, error) {
 	active := l.Active()
 	spans := make([]routing.Span, 0, len(active))
+	created := make(map[topology.SegmentID]uint64, len(active))
 	for _, s := range active {
 		spans = append(spans, routing.Span{Lo: s.Range.Lo, Hi: s.Range.Hi, Segment: uint64(s.ID), Buckets: s.Buckets})
+		created[s.ID] = s.CreatedEpoch
 	}
 	table, err := routing.NewTable(spans)
 	if err != nil {
 		return nil, err
 	}
-	return &topicState{layout: l, table: table, buckets: buckets, meters: meters, epochTimes: epochTimes,
+	return &topicState{layout: l, table: table, buckets: buckets, created: created, meters: meters, epochTimes: epochTimes,
 		changed: make(chan struct{})}, nil
 }
 

@@ -161,6 +161,14 @@ func SealedError(seg uint64, epoch uint64) *Error {
 		Message: fmt.Sprintf("segment %d is sealed; refresh the layout (epoch=%d) and resend", seg, epoch)}
 }
 
+// StaleRouteError is the SEGMENT_SEALED error for a record routed by the
+// layout at epoch routed, whose key has moved to a segment created since;
+// epoch is the current layout's.
+func StaleRouteError(routed, epoch uint64) *Error {
+	return &Error{Code: CodeSegmentSealed, Epoch: epoch,
+		Message: fmt.Sprintf("the key was routed by layout epoch %d and has moved since; refresh the layout (epoch=%d) and resend", routed, epoch)}
+}
+
 func parseEpoch(msg string) uint64 {
 	i := strings.Index(msg, "epoch=")
 	if i < 0 {

@@ -120,7 +120,12 @@ func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
 		}
 		rec.Time = v
 	}
-	t.Produce([]api.Record{rec}, func(res []api.Result) {
+	epoch, err := routedEpoch(h)
+	if err != nil {
+		r.err(err)
+		return
+	}
+	t.ProduceAt([]api.Record{rec}, epoch, func(res []api.Result) {
 		if err := res[0].Err(); err != nil {
 			r.err(err)
 			return
@@ -141,7 +146,25 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 		r.err(err)
 		return
 	}
-	t.Produce(recs, func(res []api.Result) {
+	epoch, err := routedEpoch(req.Headers())
+	if err != nil {
+		r.err(err)
+		return
+	}
+	t.ProduceAt(recs, epoch, func(res []api.Result) {
 		r.data(api.AppendResults(make([]byte, 0, 8+len(res)*8), res), nil)
 	})
+}
+
+// routedEpoch reads the optional Braid-Epoch header (0 when absent).
+func routedEpoch(h micro.Headers) (uint64, error) {
+	v := h.Get(api.HeaderEpoch)
+	if v == "" {
+		return 0, nil
+	}
+	epoch, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || epoch == 0 {
+		return 0, api.Errorf(api.CodeBadRequest, "%s must be a layout epoch (a positive integer), got %q", api.HeaderEpoch, v)
+	}
+	return epoch, nil
 }

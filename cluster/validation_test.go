@@ -32,6 +32,10 @@ func TestEveryBadRequestIsRefusedAndChangesNothing(t *testing.T) {
 	produceSubj := api.TopicSubject(api.ProducePrefix, "public", "default", "orders")
 	badTime := nats.Header{}
 	badTime.Set(api.HeaderTime, "yesterday")
+	badEpoch := nats.Header{}
+	badEpoch.Set(api.HeaderEpoch, "-3")
+	zeroEpoch := nats.Header{}
+	zeroEpoch.Set(api.HeaderEpoch, "0")
 	admin := func(op, body string) (string, []byte, nats.Header) { return api.AdminSubject(op), []byte(body), nil }
 	cases := []struct {
 		name    string
@@ -44,6 +48,9 @@ func TestEveryBadRequestIsRefusedAndChangesNothing(t *testing.T) {
 		{"produce to bad topic name", "braid.v1.produce.public.default.bad!name", []byte("x"), nil, api.CodeInvalidName},
 		{"produce oversized payload", produceSubj, bytes.Repeat([]byte("x"), 1<<20+1), nil, api.CodePayloadTooLarge},
 		{"produce bad time header", produceSubj, []byte("x"), badTime, api.CodeBadRequest},
+		{"produce bad epoch header", produceSubj, []byte("x"), badEpoch, api.CodeBadRequest},
+		{"produce-batch zero epoch header", api.TopicSubject(api.ProduceBatchPrefix, "public", "default", "orders"),
+			api.AppendRecords(nil, []api.Record{{Key: []byte("a"), Payload: []byte("ok")}}), zeroEpoch, api.CodeBadRequest},
 		{"produce-batch malformed", api.TopicSubject(api.ProduceBatchPrefix, "public", "default", "orders"), []byte{1, 9, 9}, nil, api.CodeBadRequest},
 		{"produce-batch empty", api.TopicSubject(api.ProduceBatchPrefix, "public", "default", "orders"), api.AppendRecords(nil, nil), nil, api.CodeBadRequest},
 		{"produce-batch one oversized", api.TopicSubject(api.ProduceBatchPrefix, "public", "default", "orders"),

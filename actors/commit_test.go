@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/wal"
+)
+
+// TestCommitterAcknowledgesDurableBatchesInOrder writes batches while the
+// committer commits, and checks every append is acknowledged once, with its
+// offsets, in order, only once NextOffset (what is durable) covers it.
+func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
+	l, err := wal.Open(t.TempDir(), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	var acked []uint64
+	durable := 0
+	c := startCommitter(UnitKey{}, l, func() {
+		mu.Lock()
+		durable++
+		mu.Unlock()
+	})
+	const batches, perReq = 50, 3
+	for range batches {
+		var reqs []appendReq
+		var recs []wal.Record
+		for range 2 {
+			rs := make([]wal.Record, perReq)
+			for i := range rs {
+				rs[i] = wal.Record{Payload: []byte("x")}
+			}
+			recs = append(recs, rs...)
+			reqs = append(reqs, appendReq{records: rs, done: func(first uint64, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				if next := l.NextOffset(); next < first+perReq {
+					t.Errorf("acknowledged offsets %d.. before they were durable (next %d)", first, next)
+				}
+				mu.Lock()
+				acked = append(acked, first)
+				mu.Unlock()
+			}})
+		}
+		first, err := l.Write(recs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.add(writtenBatch{reqs: reqs, first: first, end: first + uint64(len(recs))})
+	}
+	c.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acked) != 2*batches {
+		t.Fatalf("%d acknowledgements, want %d", len(acked), 2*batches)
+	}
+	for i, first := range acked {
+		if first != uint64(i*perReq) {
+			t.Fatalf("acknowledgement %d at offset %d, want %d", i, first, i*perReq)
+		}
+	}
+	if durable == 0 {
+		t.Fatal("onDurable never called")
+	}
+}
+
+func TestCommitterFailsWhatCannotBeMadeDurable(t *testing.T) {
+	l, err := wal.Open(t.TempDir(), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.Write(wal.Record{Payload: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close() // the commit finds the log closed
+	c := startCommitter(UnitKey{}, l, nil)
+	got := make(chan error, 1)
+	c.add(writtenBatch{reqs: []appendReq{{records: make([]wal.Record, 1), done: func(_ uint64, err error) { got <- err }}}, first: first, end: first + 1})
+	c.close()
+	if err := <-got; !errors.Is(err, &api.Error{Code: api.CodeInternal}) {
+		t.Fatalf("append whose commit failed: %v, want INTERNAL", err)
+	}
+}
