@@ -41,6 +41,11 @@ type fakeTopic struct {
 	dropReplies  bool // answer no produce batch
 	push         bool // publish layout changes
 	batches      int  // produce batches received
+	// produceDelay answers produce batches this late (in order);
+	// unanswered and maxUnanswered count the batches waiting.
+	produceDelay  time.Duration
+	unanswered    int
+	maxUnanswered int
 
 	// Consumer side: one subscription, any number of consumers, every unit
 	// to every consumer (enough for one consumer per test).
@@ -181,12 +186,22 @@ func (f *fakeTopic) produce(m *nats.Msg) {
 		by = f.stale
 		f.staleBatches--
 	}
+	// As the server does: a keyed record routed by an older layout than
+	// its segment is refused (api.HeaderEpoch).
+	routed, _ := strconv.ParseUint(m.Header.Get(api.HeaderEpoch), 10, 64)
 	results := make([]api.Result, len(recs))
 	for i, r := range recs {
 		u := f.route(by, r)
-		if s, _ := f.layout.Segment(topology.SegmentID(u.segment)); s.State != topology.StateActive {
+		s, _ := f.layout.Segment(topology.SegmentID(u.segment))
+		var e *api.Error
+		switch {
+		case s.State != topology.StateActive:
+			e = api.SealedError(u.segment, f.layout.Epoch)
+		case len(r.Key) > 0 && routed != 0 && s.CreatedEpoch > routed:
+			e = api.StaleRouteError(routed, f.layout.Epoch)
+		}
+		if e != nil {
 			f.sealedCount++
-			e := api.SealedError(u.segment, f.layout.Epoch)
 			results[i] = api.Result{Code: e.Code.Number, Epoch: e.Epoch, Message: e.Message}
 			continue
 		}
@@ -197,8 +212,23 @@ func (f *fakeTopic) produce(m *nats.Msg) {
 		})
 		results[i] = api.Result{Segment: u.segment, Bucket: u.bucket, Offset: off}
 	}
+	delay := f.produceDelay
+	if delay > 0 {
+		f.unanswered++
+		f.maxUnanswered = max(f.maxUnanswered, f.unanswered)
+	}
 	f.mu.Unlock()
-	_ = m.Respond(api.AppendResults(nil, results))
+	reply := api.AppendResults(nil, results)
+	if delay == 0 {
+		_ = m.Respond(reply)
+		return
+	}
+	time.AfterFunc(delay, func() {
+		f.mu.Lock()
+		f.unanswered--
+		f.mu.Unlock()
+		_ = m.Respond(reply)
+	})
 }
 
 func (f *fakeTopic) route(l topology.Layout, r api.Record) unit {

@@ -34,6 +34,7 @@ const (
 	DefaultBatchRecords   = 1_000
 	DefaultBatchBytes     = 512 << 10
 	DefaultLinger         = time.Millisecond
+	DefaultUnitPipeline   = 1
 	DefaultRequestTimeout = 5 * time.Second
 	DefaultFetchMax       = 256
 	DefaultFetchMaxBytes  = 1 << 20
@@ -48,6 +49,7 @@ const (
 	maxBatchRecords   = 100_000
 	maxBytesLimit     = 64 << 20
 	maxLinger         = 10 * time.Second
+	maxUnitPipeline   = 64
 	maxRequestTimeout = 10 * time.Minute
 	maxFetchMax       = 10_000
 	maxFetchWait      = 30 * time.Second
@@ -62,6 +64,7 @@ type producerConfig struct {
 	batchRecords   int
 	batchBytes     int
 	linger         time.Duration
+	unitPipeline   int
 	requestTimeout time.Duration
 }
 
@@ -71,6 +74,7 @@ func defaultProducerConfig() producerConfig {
 		batchRecords:   DefaultBatchRecords,
 		batchBytes:     DefaultBatchBytes,
 		linger:         DefaultLinger,
+		unitPipeline:   DefaultUnitPipeline,
 		requestTimeout: DefaultRequestTimeout,
 	}
 }
@@ -89,6 +93,8 @@ func (c *producerConfig) validate(maxPayload int64) error {
 		return invalid("WithBatch: maxBytes %d is above the NATS server's max payload %d", c.batchBytes, maxPayload)
 	case c.linger < 0 || c.linger > maxLinger:
 		return invalid("WithLinger(%s): want 0 to %s", c.linger, maxLinger)
+	case c.unitPipeline < 1 || c.unitPipeline > maxUnitPipeline:
+		return invalid("WithUnitPipeline(%d): want 1 to %d batches", c.unitPipeline, maxUnitPipeline)
 	case c.requestTimeout <= 0 || c.requestTimeout > maxRequestTimeout:
 		return invalid("WithRequestTimeout(%s): want above 0 and at most %s", c.requestTimeout, maxRequestTimeout)
 	}
@@ -189,6 +195,20 @@ func WithBatch(maxRecords, maxBytes int) ProducerOption {
 // arrive while a unit's previous batch is in flight still travel together.
 func WithLinger(d time.Duration) ProducerOption {
 	return producerOption(func(c *producerConfig) { c.linger = d })
+}
+
+// WithUnitPipeline is how many batches one unit (segment, entry bucket) may
+// have in flight at once (default 1, at most 64). With more than one, a
+// unit sends another batch while one is in flight only when its queue fills
+// a whole batch (WithBatch), so a producer that keeps up still sends one
+// batch at a time; a saturated producer far from the server (a network
+// round trip per batch) gains the most. Per-key order holds across splits,
+// merges and rebuckets at any setting (each batch names its layout epoch).
+// One case is not covered above 1: a layout change that fails after its
+// seal (the controller unseals the segment) may let a later batch of a
+// key land while an earlier one, refused by the seal, is resent behind it.
+func WithUnitPipeline(n int) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.unitPipeline = n })
 }
 
 // WithConsumerName names the consumer within its subscription (default: a

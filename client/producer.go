@@ -26,9 +26,13 @@ const maxReroutes = 16
 // never show in its API.
 //
 // Records are queued per unit and sent as produce-batch requests, many units
-// at once but at most one batch per unit at a time: a unit's next batch
-// leaves only after the previous one is answered, so the records of one key
-// reach the server in the order Send was called.
+// at once. A unit has one batch in flight at a time, and up to
+// WithUnitPipeline full batches when its queue holds that much: NATS keeps
+// the batches of one connection in order, so the records of one key reach
+// the server in the order Send was called, and each batch names the layout
+// epoch it was routed by (api.HeaderEpoch), so that the server refuses a
+// batch that would overtake an earlier one refused by a seal. Replies are
+// processed in send order per unit.
 //
 // Layout changes follow the producer rule (DESIGN.md §1). The producer learns
 // of a change from the layout push or from records rejected with
@@ -100,7 +104,12 @@ type unitQueue struct {
 	records []*pending
 	bytes   int       // sum of records' sizes
 	since   time.Time // when the oldest queued record arrived (zero: long ago)
-	busy    bool      // a batch of this unit is in flight
+	// sent holds the unit's batches whose outcome is not processed yet, in
+	// send order; outcomes are processed from its head only.
+	sent []*batch
+	// settling is set while one settle call processes the unit's outcomes
+	// (and runs their callbacks); other calls leave theirs to it.
+	settling bool
 }
 
 // batch is one produce-batch request in flight.
@@ -109,6 +118,11 @@ type batch struct {
 	unit    unit
 	records []*pending
 	timer   *time.Timer // fails the batch with ErrTimeout
+	header  nats.Header // names the layout epoch the batch was routed by
+	// answered is set with the outcome (results or err) once known.
+	answered bool
+	results  []api.Result
+	err      error
 }
 
 // completion is the outcome of one record, for its callback.

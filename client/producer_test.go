@@ -141,6 +141,47 @@ func TestProducerRuleSealed(t *testing.T) {
 	checkKeyOrder(t, f, n, keys)
 }
 
+// TestUnitPipeline: a saturated producer keeps several full batches of one
+// unit in flight (up to WithUnitPipeline), and only one with the pipeline
+// at 1; per-key order holds both ways, across a split whose seal refuses
+// batches in flight.
+func TestUnitPipeline(t *testing.T) {
+	for _, depth := range []int{1, 4} {
+		t.Run(strconv.Itoa(depth), func(t *testing.T) {
+			f, nc := newFake(t, 1, 1) // one unit
+			f.mu.Lock()
+			f.produceDelay = 20 * time.Millisecond
+			f.mu.Unlock()
+			p, err := NewProducer(nc, fakeURI, WithBatch(50, 1<<20), WithUnitPipeline(depth), WithMaxInFlight(5000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			const n, keys = 3000, 20
+			errs := produceKeyed(t, p, n, keys, func(i int) {
+				if i == 1500 {
+					f.change(func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }, 0)
+				}
+			})
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("record %d: %v", i, err)
+				}
+			}
+			f.mu.Lock()
+			most := f.maxUnanswered
+			f.mu.Unlock()
+			if depth == 1 && most > 2 { // one unit, then two after the split
+				t.Fatalf("%d batches in flight at once with a pipeline of 1", most)
+			}
+			if depth > 1 && most < depth {
+				t.Fatalf("at most %d batches in flight at once, want %d", most, depth)
+			}
+			checkKeyOrder(t, f, n, keys)
+		})
+	}
+}
+
 // TestProducerRulePush changes the layout with a push and no stale routing.
 func TestProducerRulePush(t *testing.T) {
 	f, nc := newFake(t, 1, 2)

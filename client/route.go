@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
@@ -67,6 +70,9 @@ func newPending(rec api.Record, cb func(MessageID, error)) *pending {
 // carries a partition index) routes by hash % partitions.
 type router struct {
 	epoch uint64
+	// header names epoch on every batch routed by this router
+	// (api.HeaderEpoch); shared read-only by those batches.
+	header nats.Header
 
 	table *routing.Table // scalable topic; nil for a fixed topic
 	rr    routing.RoundRobin
@@ -90,7 +96,7 @@ func newRouter(d api.TopicDescription) (*router, error) {
 	if len(active) == 0 {
 		return nil, fmt.Errorf("braid/client: layout of %s at epoch %d has no active segment", d.Topic, d.Epoch)
 	}
-	r := &router{epoch: d.Epoch}
+	r := &router{epoch: d.Epoch, header: nats.Header{api.HeaderEpoch: []string{strconv.FormatUint(d.Epoch, 10)}}}
 	if fixed {
 		r.partitions = make([]routing.Span, len(active))
 		for _, s := range active {

@@ -17,8 +17,9 @@ import (
 //
 // A batch is a request published with a reply subject of its own,
 // <inbox>.<batch id>, on one subscription shared by every batch; the id
-// correlates the reply. So any number of units have a batch in flight at
-// once, while each unit has at most one.
+// correlates the reply. So any number of units have batches in flight at
+// once: each unit one, or up to WithUnitPipeline when it has full batches
+// to send.
 
 // sendLoop publishes the batches that are ready, then sleeps until a Send, a
 // reply, a Flush or the earliest linger deadline wakes it.
@@ -65,10 +66,16 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 		return nil, 0
 	}
 	for u, q := range p.units {
-		if q.busy || len(q.records) == 0 {
+		if len(q.sent) >= p.cfg.unitPipeline || len(q.records) == 0 {
 			continue
 		}
-		if p.flushing == 0 && p.cfg.linger > 0 && len(q.records) < p.cfg.batchRecords && q.bytes < p.cfg.batchBytes {
+		full := len(q.records) >= p.cfg.batchRecords || q.bytes >= p.cfg.batchBytes
+		if len(q.sent) > 0 && !full && p.flushing == 0 {
+			// Pipeline full batches only: a partial one waits for the
+			// batch in flight and gathers what comes meanwhile.
+			continue
+		}
+		if p.flushing == 0 && p.cfg.linger > 0 && !full {
 			if left := q.since.Add(p.cfg.linger).Sub(now); left > 0 {
 				if wait == 0 || left < wait {
 					wait = left
@@ -82,10 +89,10 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 			n++
 		}
 		p.lastID++
-		b := &batch{id: p.lastID, unit: u, records: q.records[:n:n]}
+		b := &batch{id: p.lastID, unit: u, records: q.records[:n:n], header: p.router.header}
 		q.records = q.records[n:]
 		q.bytes -= size
-		q.busy = true
+		q.sent = append(q.sent, b)
 		id := b.id
 		b.timer = time.AfterFunc(p.cfg.requestTimeout, func() {
 			p.settle(id, nil, fmt.Errorf("produce batch to %s: %w", p.topic, ErrTimeout))
@@ -108,6 +115,7 @@ func (p *Producer) publish(b *batch, buf []byte, recs []api.Record) ([]byte, []a
 	err := p.nc.PublishMsg(&nats.Msg{
 		Subject: p.produceSubject,
 		Reply:   p.inboxPrefix + "." + strconv.FormatUint(b.id, 36),
+		Header:  b.header,
 		Data:    buf,
 	})
 	if err != nil {
@@ -135,17 +143,18 @@ func (p *Producer) onReply(m *nats.Msg) {
 	p.settle(id, results, nil)
 }
 
-// settle processes the outcome of batch id: per-record results, or err for
-// the whole batch. It runs in three steps so that a unit's next batch leaves
-// only after the callbacks of this one have returned (callbacks of one key
-// stay in order even when a timeout and a reply race):
+// settle records the outcome of batch id: per-record results, or err for
+// the whole batch. A second outcome (a reply after the timeout) finds
+// nothing and is dropped. Outcomes are processed per unit in send order, by
+// one settle call at a time per unit (the others leave theirs to it), each
+// in three steps, so that the callbacks of one key run in Send order and
+// records rejected as sealed queue up in send order:
 //
-//  1. under mu: take the batch out of inFlight (a second outcome, such as a
-//     reply after the timeout, finds nothing and is dropped), sort its
-//     records into done and rejected-as-sealed;
+//  1. under mu: take the answered batches from the head of the unit's sent
+//     list and sort their records into done and rejected-as-sealed;
 //  2. call the callbacks of the done records;
-//  3. under mu: mark the unit idle, count the batch settled, and apply a
-//     pending layout change if this was the last batch in flight.
+//  3. under mu: count the batches settled, and loop while more are
+//     answered; then apply a pending layout change if nothing is in flight.
 func (p *Producer) settle(id uint64, results []api.Result, err error) {
 	p.mu.Lock()
 	b := p.inFlight[id]
@@ -155,17 +164,56 @@ func (p *Producer) settle(id uint64, results []api.Result, err error) {
 	}
 	delete(p.inFlight, id)
 	b.timer.Stop()
-	if err == nil && len(results) != len(b.records) {
-		err = fmt.Errorf("braid/client: produce-batch reply from %s: %w: %d results for %d records",
-			p.topic, api.ErrMalformed, len(results), len(b.records))
+	b.answered, b.results, b.err = true, results, err
+	q := p.units[b.unit]
+	if q == nil || q.settling {
+		p.mu.Unlock()
+		return
 	}
-	done := make([]completion, 0, len(b.records))
+	q.settling = true
+	for {
+		var ready []*batch
+		for len(q.sent) > 0 && q.sent[0].answered {
+			ready = append(ready, q.sent[0])
+			q.sent[0] = nil
+			q.sent = q.sent[1:]
+		}
+		if len(ready) == 0 {
+			break
+		}
+		var done []completion
+		for _, rb := range ready {
+			done = p.outcomeLocked(rb, done)
+		}
+		p.mu.Unlock()
+		p.complete(done)
+		p.mu.Lock()
+		p.unsettled -= len(ready)
+	}
+	q.settling = false
+	if len(q.records) == 0 && len(q.sent) == 0 && p.units[b.unit] == q {
+		delete(p.units, b.unit)
+	}
+	p.tryApply()
+	p.mu.Unlock()
+	p.wakeSender()
+}
+
+// outcomeLocked sorts the records of an answered batch into done (returned,
+// appended to) and rejected-as-sealed (queued for re-routing, asking for the
+// layout the rejection named). p.mu must be held.
+func (p *Producer) outcomeLocked(b *batch, done []completion) []completion {
+	err := b.err
+	if err == nil && len(b.results) != len(b.records) {
+		err = fmt.Errorf("braid/client: produce-batch reply from %s: %w: %d results for %d records",
+			p.topic, api.ErrMalformed, len(b.results), len(b.records))
+	}
 	var sealedEpoch uint64
 	anySealed := false
 	for i, pd := range b.records {
 		rerr := err
 		if rerr == nil {
-			r := results[i]
+			r := b.results[i]
 			if r.Code == 0 {
 				pd.sealed = 0
 				done = append(done, completion{p: pd, id: MessageID{Segment: r.Segment, Bucket: r.Bucket, Offset: r.Offset}})
@@ -190,19 +238,6 @@ func (p *Producer) settle(id uint64, results []api.Result, err error) {
 	if anySealed {
 		p.needLayout(sealedEpoch)
 	}
-	p.mu.Unlock()
-
-	p.complete(done)
-
-	p.mu.Lock()
-	p.unsettled--
-	if q := p.units[b.unit]; q != nil {
-		q.busy = false
-		if len(q.records) == 0 {
-			delete(p.units, b.unit)
-		}
-	}
-	p.tryApply()
-	p.mu.Unlock()
-	p.wakeSender()
+	b.results = nil
+	return done
 }

@@ -22,6 +22,7 @@ func main() {
 	durability := flag.String("durability", "always", "always, interval or none")
 	out := flag.String("out", "cpu.prof", "profile file")
 	buckets := flag.Int("buckets", 16, "entry buckets of the 4-segment topic")
+	pipeline := flag.Int("pipeline", client.DefaultUnitPipeline, "batches one unit may have in flight (client.WithUnitPipeline)")
 	replay := flag.Bool("replay", false, "profile reading the messages back with one stream consumer instead of producing them")
 	flag.Parse()
 	ctx := context.Background()
@@ -59,7 +60,7 @@ func main() {
 		res, err = workload.ConsumeBraid(ctx, nc, uri, "profile", spec.Messages, 1)
 		res.Name = "replay"
 	} else {
-		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000), client.WithUnitPipeline(*pipeline))
 		res.Name = "produce"
 	}
 	pprof.StopCPUProfile()
