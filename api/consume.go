@@ -48,6 +48,17 @@ type FetchRequest struct {
 	Wait string `json:"wait,omitempty"`
 	// Format "binary" (default, see the package doc) or "json".
 	Format string `json:"format,omitempty"`
+	// Resync (stream subscriptions) says the consumer lost the reply of an
+	// earlier fetch (a timeout): the server hands out again, in each unit
+	// the consumer owns, what it delivered beyond the position the consumer
+	// lists in Received (the next offset it has not received), or beyond
+	// the acknowledged cursor for a unit it does not list. Without it, a
+	// cumulative ack after a lost reply would cover messages the
+	// application never saw.
+	Resync bool `json:"resync,omitempty"`
+	// Received lists, with Resync, the next offset the consumer expects in
+	// each unit it has received messages from (at most 10000 positions).
+	Received []Position `json:"received,omitempty"`
 }
 
 // Position names one message: a unit and an offset.

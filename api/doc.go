@@ -10,8 +10,8 @@
 // Every subject starts with "braid.v1.". Tenant, namespace and topic names are
 // single NATS tokens ([A-Za-z0-9_-]{1,128}).
 //
-//	braid.v1.produce.<tenant>.<namespace>.<topic>         body = payload; headers Braid-Key, Braid-Time
-//	braid.v1.produce-batch.<tenant>.<namespace>.<topic>   body = produce batch (below)
+//	braid.v1.produce.<tenant>.<namespace>.<topic>         body = payload; headers Braid-Key, Braid-Time, Braid-Epoch
+//	braid.v1.produce-batch.<tenant>.<namespace>.<topic>   body = produce batch (below); header Braid-Epoch
 //	braid.v1.admin.<object>.<verb>                        JSON in, JSON out
 //	braid.v1.layout.<tenant>.<namespace>.<topic>          published on every layout change: the describe JSON
 //	braid.v1.consume.<verb>.<tenant>.<namespace>.<topic>  stream subscriptions; verbs: join, fetch, ack, leave (JSON in)
@@ -39,6 +39,22 @@
 //
 // A record rejected with SEGMENT_SEALED carries the layout epoch the client
 // must reach before it resends (the producer rule of DESIGN.md §1).
+//
+// The optional Braid-Epoch header names the layout epoch the producer routed
+// the request by. A keyed record whose key belongs, in the server's layout,
+// to a segment created after that epoch is refused with SEGMENT_SEALED too.
+// A producer that keeps several requests for one key in flight needs it: the
+// first may be refused by a seal while the server, already on the new
+// layout, would take the second into the successor, ahead of the first.
+//
+// # Lost fetch replies (consume.fetch)
+//
+// The server counts what it put in a fetch reply as delivered. A stream
+// consumer whose fetch failed (a timeout: the reply may be lost) sets
+// "resync":true on its next fetch, with "received" listing per unit the
+// next offset it has not received; the server delivers again from there (or
+// from the ack cursor for a unit not listed), so that a cumulative ack never
+// covers a message the application did not see.
 //
 // # Fetch reply (consume.fetch)
 //

@@ -82,7 +82,11 @@ type StreamConsumer struct {
 	// this consumer since it last joined. The server refuses an ack beyond
 	// what it delivered, and after a re-join it delivers again from its
 	// durable ack cursor, so acks are held back to received.
-	received  map[unit]uint64
+	received map[unit]uint64
+	// resync is set when a fetch failed: its reply may have been lost with
+	// messages the server counts as delivered. The next fetch asks the
+	// server to deliver again from received (api.FetchRequest.Resync).
+	resync    bool
 	assigned  int  // units held after the last fetch (Braid-Assigned)
 	fetched   bool // a fetch has succeeded: assigned is known
 	consumers int  // consumers in the group at the last join
@@ -343,23 +347,38 @@ func (c *StreamConsumer) message(m *api.Message) *Message {
 	return out
 }
 
+// maxReceivedPositions is the server's bound on FetchRequest.Received.
+const maxReceivedPositions = 10_000
+
 // fetch runs one fetch request. It is bounded by the fetch wait plus the
 // request timeout, and by Close, not by the caller of Next (see pull).
 func (c *StreamConsumer) fetch() fetchResult {
 	gen := c.currentGeneration()
-	body, err := json.Marshal(api.FetchRequest{
+	req := api.FetchRequest{
 		Subscription: c.subscription,
 		Consumer:     c.name,
 		Max:          c.cfg.fetchMax,
 		MaxBytes:     c.cfg.fetchMaxBytes,
 		Wait:         c.cfg.fetchWait.String(),
-	})
-	if err != nil {
-		return fetchResult{err: err}
 	}
 	c.mu.Lock()
 	c.fetchActive = true
+	resync := c.resync
+	if resync {
+		req.Resync = true
+		if len(c.received) <= maxReceivedPositions {
+			// Units left out restart at the ack cursor: more duplicates,
+			// nothing missed.
+			for u, next := range c.received {
+				req.Received = append(req.Received, api.Position{Segment: u.segment, Bucket: u.bucket, Offset: next})
+			}
+		}
+	}
 	c.mu.Unlock()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fetchResult{err: err}
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait+c.cfg.requestTimeout)
 	var m *nats.Msg
 	err = c.whileConnected(ctx, func(ctx context.Context) (err error) {
@@ -370,6 +389,14 @@ func (c *StreamConsumer) fetch() fetchResult {
 	c.mu.Lock()
 	c.fetchActive = false
 	c.lastHeard = time.Now()
+	switch {
+	case err == nil && resync:
+		c.resync = false
+	case err != nil && !errors.Is(err, api.ErrConsumerUnknown):
+		// The server may have handed out messages in a reply that
+		// never arrived (a re-join rewinds by itself).
+		c.resync = true
+	}
 	if err == nil {
 		if n, perr := strconv.Atoi(m.Header.Get(api.FetchReplyHeaderAssigned)); perr == nil {
 			c.assigned, c.fetched = n, true
@@ -381,6 +408,9 @@ func (c *StreamConsumer) fetch() fetchResult {
 	}
 	msgs, err := api.DecodeMessages(m.Data)
 	if err != nil {
+		c.mu.Lock()
+		c.resync = true // what the reply held counts as delivered
+		c.mu.Unlock()
 		return fetchResult{generation: gen, err: fmt.Errorf("braid/client: fetch reply from %s: %w", c.topic, err)}
 	}
 	if gen == c.currentGeneration() {

@@ -116,6 +116,59 @@ func TestFlushAcksWaitsForBackgroundFlush(t *testing.T) {
 	}
 }
 
+// TestLostFetchReplyIsDeliveredAgain: the server hands out messages in a
+// reply that never arrives (the fetch times out). The consumer resyncs on
+// its next fetch: the application gets every message exactly once, and its
+// cumulative acks never cover one it did not see.
+func TestLostFetchReplyIsDeliveredAgain(t *testing.T) {
+	f, nc := newFake(t, 1, 2)
+	f.appendDirect(200, 10)
+	c, err := NewStreamConsumer(nc, fakeURI, "sub", WithFetch(30, 1<<20, 10*time.Millisecond),
+		WithAckInterval(time.Millisecond), WithRequestTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	seen := map[int]bool{}
+	var timeouts int
+	for len(seen) < 200 {
+		if len(seen) == 50 {
+			f.mu.Lock()
+			f.dropFetches = 2
+			f.mu.Unlock()
+		}
+		m, err := c.Next(ctx)
+		if errors.Is(err, ErrTimeout) {
+			timeouts++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(seen), err)
+		}
+		seq, _ := strconv.Atoi(string(m.Payload))
+		if seen[seq] {
+			t.Fatalf("message %d delivered twice", seq)
+		}
+		seen[seq] = true
+		m.Ack()
+	}
+	if err := c.FlushAcks(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if timeouts == 0 || f.resyncs == 0 {
+		t.Fatalf("%d fetch timeouts, %d resyncs: the test lost no reply", timeouts, f.resyncs)
+	}
+	for u, log := range f.logs {
+		if f.ackedUpTo[u] != uint64(len(log)) {
+			t.Errorf("unit %v acked up to %d of %d", u, f.ackedUpTo[u], len(log))
+		}
+	}
+}
+
 // TestConsumerRestartNoDuplicates: the server forgets the consumer and
 // rewinds to the durable ack positions; the consumer re-joins, the
 // application sees nothing twice and misses nothing, and acks that were

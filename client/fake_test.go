@@ -57,6 +57,10 @@ type fakeTopic struct {
 	leaves     int
 	fetchDelay time.Duration
 	ackDelay   time.Duration // answer (and apply) acks this late
+	// dropFetches drops that many fetch replies that carry messages;
+	// resyncs counts the fetches that asked to resync.
+	dropFetches int
+	resyncs     int
 	ackArrived int           // ack requests received, applied or not
 }
 
@@ -289,6 +293,18 @@ func (f *fakeTopic) consume(verb string) nats.MsgHandler {
 				units = append(units, u)
 			}
 			slices.SortFunc(units, compareUnits)
+			if req.Resync { // as the server does: deliver again from received
+				f.resyncs++
+				received := map[unit]uint64{}
+				for _, p := range req.Received {
+					received[unit{p.Segment, p.Bucket}] = p.Offset
+				}
+				for _, u := range units {
+					if from := max(received[u], f.ackedUpTo[u]); from < f.sent[u] {
+						f.sent[u] = from
+					}
+				}
+			}
 			var out []api.Message
 			for _, u := range units {
 				for f.sent[u] < uint64(len(f.logs[u])) && len(out) < req.Max {
@@ -304,6 +320,10 @@ func (f *fakeTopic) consume(verb string) nats.MsgHandler {
 			wait := f.fetchDelay
 			if len(out) == 0 {
 				wait = max(wait, 5*time.Millisecond) // a short long-poll
+			}
+			if len(out) > 0 && f.dropFetches > 0 {
+				f.dropFetches-- // delivered, as far as the server knows
+				return
 			}
 			time.AfterFunc(wait, func() { _ = m.RespondMsg(r) })
 		case api.ConsumeAck:

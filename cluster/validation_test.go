@@ -108,6 +108,8 @@ func TestEveryBadRequestIsRefusedAndChangesNothing(t *testing.T) {
 		{"join bad subscription", api.ConsumeJoin, `{"subscription":"s.1","consumer":"c"}`, api.CodeInvalidName},
 		{"join bad start", api.ConsumeJoin, `{"subscription":"s","consumer":"c","start":"middle"}`, api.CodeInvalidArgument},
 		{"fetch bad max", api.ConsumeFetch, `{"subscription":"s","consumer":"c","max":-1}`, api.CodeInvalidArgument},
+		{"fetch received without resync", api.ConsumeFetch, `{"subscription":"s","consumer":"c","received":[{"segment":0,"bucket":0,"offset":3}]}`, api.CodeInvalidArgument},
+		{"fetch resync negative bucket", api.ConsumeFetch, `{"subscription":"s","consumer":"c","resync":true,"received":[{"segment":0,"bucket":-1,"offset":3}]}`, api.CodeInvalidArgument},
 		{"fetch malformed", api.ConsumeFetch, `not json`, api.CodeBadRequest},
 	} {
 		cases = append(cases, struct {

@@ -159,6 +159,9 @@ func (g *group) onFetch(m *Fetch) {
 		// A consumer has one fetch outstanding; a new one supersedes it.
 		g.releaseParked(c, nil, nil)
 	}
+	if m.Resync {
+		g.resync(c, m.Received)
+	}
 	// Take the channel before reading: an append after the read closes it.
 	appended := g.cfg.Source.Appended()
 	g.refresh()
@@ -169,6 +172,32 @@ func (g *group) onFetch(m *Fetch) {
 	}
 	g.park(c, m)
 	g.watch(appended)
+}
+
+// resync rewinds the delivery cursor of every unit c owns to the next
+// offset c says it expects (received), or to the ack cursor for a unit it
+// does not list: a fetch reply it lost moved the cursor past messages it
+// never saw. Pending acks are made durable first, so the ack cursor is
+// current; a rewind never goes below it.
+func (g *group) resync(c *consumerState, received map[topology.Unit]uint64) {
+	if !g.batch.empty() {
+		g.flushOrFail(true)
+	}
+	for u, us := range g.units {
+		if us.owner != c.name {
+			continue
+		}
+		from, ok := received[u]
+		if !ok || from < us.acked {
+			from = us.acked
+		}
+		if from < us.delivered {
+			us.counts.rewindFrom(us.acked, from, us.delivered)
+			g.logger.Info("redelivering after a lost fetch reply", "consumer", c.name,
+				"segment", u.Segment, "bucket", u.Bucket, "from", from, "messages", us.delivered-from)
+			us.delivered = from
+		}
+	}
 }
 
 // releaseParked answers c's parked fetch.

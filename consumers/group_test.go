@@ -728,3 +728,68 @@ func TestUnreadableLogRefusesService(t *testing.T) {
 		t.Fatalf("error %q does not name the bad record", err)
 	}
 }
+
+// TestResyncRedeliversWhatALostReplyHeld: a consumer loses a fetch reply;
+// its next fetch asks for a resync and gets again, in each unit, what it
+// did not receive (from its received position, or from the ack cursor in a
+// unit it lists nothing for), with the delivery count raised; an ack can
+// then never cover a message the consumer did not see.
+func TestResyncRedeliversWhatALostReplyHeld(t *testing.T) {
+	src := newTestSource(t, 1, 2)
+	for i := range 20 {
+		src.appendTo(0, 0, fmt.Sprintf("a%d", i))
+		src.appendTo(0, 1, fmt.Sprintf("b%d", i))
+	}
+	h := newHarness(t, src)
+	h.join("c")
+	got, _ := h.fetch("c", 8) // received: 4 of each unit
+	if len(got) != 8 {
+		t.Fatalf("first fetch: %d messages, want 8", len(got))
+	}
+	h.ack("c", pos(0, 0, 1)) // unit 0/0 acked up to offset 1
+	if lost, _ := h.fetch("c", 8); len(lost) != 8 {
+		t.Fatalf("second fetch: %d messages, want 8", len(lost))
+	}
+	// The reply of the second fetch was lost. The consumer received
+	// offsets 0-3 of unit 0/0; it lists nothing for 0/1 (as if it had
+	// received nothing there), so 0/1 restarts at its ack cursor, 0.
+	res := h.fetchReq(api.FetchRequest{Consumer: "c", Max: 100, Wait: "0s", Resync: true,
+		Received: []api.Position{pos(0, 0, 4)}})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	first := map[topology.Unit]uint64{}
+	count := map[topology.Unit]int{}
+	for _, m := range res.msgs {
+		u := unitOf(m)
+		if count[u] == 0 {
+			first[u] = m.Offset
+		}
+		count[u]++
+	}
+	if first[u(0, 0)] != 4 || count[u(0, 0)] != 16 {
+		t.Fatalf("unit 0/0 resumed at %d with %d messages, want 4 with 16", first[u(0, 0)], count[u(0, 0)])
+	}
+	if first[u(0, 1)] != 0 || count[u(0, 1)] != 20 {
+		t.Fatalf("unit 0/1 resumed at %d with %d messages, want 0 with 20", first[u(0, 1)], count[u(0, 1)])
+	}
+	for _, m := range res.msgs {
+		want := uint32(1)
+		if m.Offset < 8 {
+			want = 2 // handed out once before the resync
+		}
+		if m.Deliveries != want {
+			t.Fatalf("unit %v offset %d: deliveries %d, want %d", unitOf(m), m.Offset, m.Deliveries, want)
+		}
+	}
+	// Received positions below the ack cursor are raised to it; resync is
+	// refused with positions but no resync flag.
+	wantCode(t, h.fetchReq(api.FetchRequest{Consumer: "c", Wait: "0s", Received: []api.Position{pos(0, 0, 0)}}).err, api.CodeInvalidArgument)
+	res = h.fetchReq(api.FetchRequest{Consumer: "c", Max: 100, Wait: "0s", Resync: true, Received: []api.Position{pos(0, 0, 0), pos(0, 1, 20)}})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if len(res.msgs) != 18 || res.msgs[0].Offset != 2 {
+		t.Fatalf("resync below the ack cursor: %d messages from offset %d, want 18 from 2", len(res.msgs), res.msgs[0].Offset)
+	}
+}

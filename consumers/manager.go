@@ -17,6 +17,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
 
@@ -280,6 +281,23 @@ func ParseFetch(req api.FetchRequest) (*Fetch, error) {
 			return nil, api.Errorf(api.CodeInvalidArgument, "wait %q: want a duration from 0s to %s", req.Wait, MaxFetchWait)
 		}
 		f.Wait = d
+	}
+	if len(req.Received) > 0 && !req.Resync {
+		return nil, api.Errorf(api.CodeInvalidArgument, "received positions come only with resync")
+	}
+	if len(req.Received) > MaxAckPositions {
+		return nil, api.Errorf(api.CodeInvalidArgument, "received: at most %d positions, got %d", MaxAckPositions, len(req.Received))
+	}
+	f.Resync = req.Resync
+	if req.Resync {
+		f.Received = make(map[topology.Unit]uint64, len(req.Received))
+		for _, p := range req.Received {
+			if p.Bucket < 0 {
+				return nil, api.Errorf(api.CodeInvalidArgument, "received of segment %d: bucket %d is negative", p.Segment, p.Bucket)
+			}
+			u := topology.Unit{Segment: topology.SegmentID(p.Segment), Bucket: p.Bucket}
+			f.Received[u] = max(f.Received[u], p.Offset)
+		}
 	}
 	return f, nil
 }

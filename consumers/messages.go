@@ -38,6 +38,11 @@ type Fetch struct {
 	Max      int // messages, >= 1
 	MaxBytes int // of payload, >= 1; at least one message when one is available
 	Wait     time.Duration
+	// Resync rewinds delivery to Received (the next offset the consumer
+	// expects, per unit) or to the ack cursor of the units not listed; see
+	// api.FetchRequest. Stream subscriptions only.
+	Resync   bool
+	Received map[topology.Unit]uint64
 	Reply    func(msgs []api.Message, assigned int, err error)
 }
 

@@ -246,12 +246,33 @@ func (d deliveryCounts) at(off uint64) uint32 {
 // rewind records that the offsets in [acked, delivered) were delivered once
 // more: they are about to be handed out again from acked.
 func (d *deliveryCounts) rewind(acked, delivered uint64) {
+	d.rewindFrom(acked, acked, delivered)
+}
+
+// rewindFrom records that the offsets in [from, delivered) were delivered
+// once more, acked being the ack cursor (acked <= from): they are about to
+// be handed out again from from.
+func (d *deliveryCounts) rewindFrom(acked, from, delivered uint64) {
 	d.trim(acked)
-	if delivered <= acked {
+	if delivered <= from {
 		return
 	}
+	if from > acked {
+		d.boundary(from)
+	}
+	d.boundary(delivered)
+	for j := range *d {
+		if s := &(*d)[j]; s.end > from && s.end <= delivered {
+			s.count++
+		}
+	}
+}
+
+// boundary makes a span end at off, splitting the span that contains it or
+// adding one past the last (offsets there were never delivered).
+func (d *deliveryCounts) boundary(off uint64) {
 	spans := *d
-	i, found := slices.BinarySearchFunc(spans, delivered, func(s deliverySpan, end uint64) int {
+	i, found := slices.BinarySearchFunc(spans, off, func(s deliverySpan, end uint64) int {
 		switch {
 		case s.end < end:
 			return -1
@@ -260,18 +281,14 @@ func (d *deliveryCounts) rewind(acked, delivered uint64) {
 		}
 		return 0
 	})
-	if !found {
-		// Split the span that contains delivered, or add one past the end.
-		count := uint32(0)
-		if i < len(spans) {
-			count = spans[i].count
-		}
-		spans = slices.Insert(spans, i, deliverySpan{end: delivered, count: count})
+	if found {
+		return
 	}
-	for j := 0; j <= i; j++ {
-		spans[j].count++
+	count := uint32(0)
+	if i < len(spans) {
+		count = spans[i].count
 	}
-	*d = spans
+	*d = slices.Insert(spans, i, deliverySpan{end: off, count: count})
 }
 
 // trim forgets the spans the ack cursor has passed.

@@ -168,7 +168,7 @@ func TestDeliveryCounts(t *testing.T) {
 		ref := make([]uint32, 64)
 		acked, delivered := uint64(0), uint64(0)
 		for step := range 40 {
-			switch r.IntN(3) {
+			switch r.IntN(4) {
 			case 0: // deliver more
 				delivered = min(delivered+uint64(r.IntN(10)), 64)
 			case 1: // ack some
@@ -180,6 +180,13 @@ func TestDeliveryCounts(t *testing.T) {
 				}
 				d.rewind(acked, delivered)
 				delivered = acked
+			case 3: // a fetch reply was lost: redeliver from somewhere past acked
+				from := acked + uint64(r.IntN(int(delivered-acked)+1))
+				for o := from; o < delivered; o++ {
+					ref[o]++
+				}
+				d.rewindFrom(acked, from, delivered)
+				delivered = from
 			}
 			for o := acked; o < 64; o++ {
 				if got := d.at(o); got != ref[o] {
