@@ -61,7 +61,7 @@ type fakeTopic struct {
 	// resyncs counts the fetches that asked to resync.
 	dropFetches int
 	resyncs     int
-	ackArrived int           // ack requests received, applied or not
+	ackArrived  int // ack requests received, applied or not
 }
 
 func startNATS(t testing.TB) *server.Server {
