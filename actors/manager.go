@@ -275,6 +275,18 @@ func (m *Manager) Topics(ns routing.NamespaceName) []string {
 	return out
 }
 
+// All returns every loaded topic, sorted by URI.
+func (m *Manager) All() []*Topic {
+	m.mu.RLock()
+	out := make([]*Topic, 0, len(m.topics))
+	for _, t := range m.topics {
+		out = append(out, t)
+	}
+	m.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].uri < out[j].uri })
+	return out
+}
+
 // Change applies a layout operation through the topic's controller.
 func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topology.Layout) (topology.Layout, error)) (api.TopicDescription, error) {
 	t, err := m.Topic(uri)

@@ -93,6 +93,18 @@ func TestQueueThroughNATSDeadLettersIntoACreatedTopic(t *testing.T) {
 		mustAdmin(t, nc, api.AdminTopicStats, api.TopicRequest{Topic: "topic://public/default/jobs"}, &st)
 		return st.Subscriptions[0].Backlog == 0
 	})
+	m := scrape(t, n)
+	labels := `{subscription="workers",topic="topic://public/default/jobs"}`
+	for _, want := range []string{
+		"braid_queue_backlog_messages" + labels + " 0",
+		"braid_queue_inflight_messages" + labels + " 0",
+		"braid_queue_consumers" + labels + " 1",
+		"braid_queue_dead_lettered_total" + labels + " 1",
+	} {
+		if !contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grep(m, "braid_queue"))
+		}
+	}
 }
 
 func eventuallyTrue(t *testing.T, what string, cond func() bool) {
