@@ -512,8 +512,16 @@ func (l *Log) backgroundSync() {
 		l.writeMu.Unlock()
 		return
 	}
-	err := l.syncOutsideWriteMu(l.prepareSyncLocked())
-	if err != nil {
+	// A pass still in flight (a slow disk) covers what came before it:
+	// leave this tick to the next one rather than hold up appends, under
+	// writeMu, until it is done.
+	if !l.syncMu.TryLock() {
+		l.writeMu.Unlock()
+		return
+	}
+	job := l.prepareSyncLocked()
+	l.writeMu.Unlock()
+	if err := l.runSyncHeld(job); err != nil {
 		l.writeMu.Lock()
 		l.failLocked(err)
 		l.writeMu.Unlock()
@@ -528,6 +536,12 @@ func (l *Log) backgroundSync() {
 func (l *Log) syncOutsideWriteMu(job syncJob) error {
 	l.syncMu.Lock()
 	l.writeMu.Unlock()
+	return l.runSyncHeld(job)
+}
+
+// runSyncHeld runs job with syncMu held, then lets go of syncMu. A failure
+// is sticky: later passes report it without syncing.
+func (l *Log) runSyncHeld(job syncJob) error {
 	defer l.syncMu.Unlock()
 	if l.slowSync != nil {
 		l.slowSync()

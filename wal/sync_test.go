@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -52,15 +53,28 @@ func TestDurabilityIntervalSyncs(t *testing.T) {
 	}
 }
 
-// TestIntervalAppendsDoNotWaitForFsync holds syncMu, as a slow background
-// fsync does, and expects appends to go on.
+// TestIntervalAppendsDoNotWaitForFsync stalls a background fsync, as a slow
+// disk does, and expects appends to go on through many sync intervals
+// meanwhile (the ticks that come during the pass must not take writeMu and
+// wait for it).
 func TestIntervalAppendsDoNotWaitForFsync(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{Durability: DurabilityInterval, SyncInterval: time.Millisecond})
 	defer closeLog(t, l)
-	l.syncMu.Lock()
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	l.writeMu.Lock()
+	l.slowSync = func() {
+		once.Do(func() {
+			close(inSync)
+			<-release
+		})
+	}
+	l.writeMu.Unlock()
+	mustAppend(t, l, testRecord(0))
+	<-inSync // a pass is in flight, and stays there until release
 	done := make(chan error)
 	go func() {
-		for i := range 20 {
+		for i, start := 1, time.Now(); time.Since(start) < 50*time.Millisecond; i++ {
 			if _, err := l.Append(testRecord(i)); err != nil {
 				done <- err
 				return
@@ -74,9 +88,10 @@ func TestIntervalAppendsDoNotWaitForFsync(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
+		close(release)
 		t.Fatal("appends waited for an fsync in progress")
 	}
-	l.syncMu.Unlock()
+	close(release)
 }
 
 // TestFailedBackgroundSyncSurfaces: a Sync that comes right after a failed
