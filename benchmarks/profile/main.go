@@ -22,6 +22,7 @@ func main() {
 	durability := flag.String("durability", "always", "always, interval or none")
 	out := flag.String("out", "cpu.prof", "profile file")
 	buckets := flag.Int("buckets", 16, "entry buckets of the 4-segment topic")
+	batchBytes := flag.Int("batch-bytes", client.DefaultBatchBytes, "bytes of one produce batch (client.WithBatch)")
 	pipeline := flag.Int("pipeline", client.DefaultUnitPipeline, "batches one unit may have in flight (client.WithUnitPipeline)")
 	replay := flag.Bool("replay", false, "profile reading the messages back with one stream consumer instead of producing them")
 	flag.Parse()
@@ -60,7 +61,8 @@ func main() {
 		res, err = workload.ConsumeBraid(ctx, nc, uri, "profile", spec.Messages, 1)
 		res.Name = "replay"
 	} else {
-		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000), client.WithUnitPipeline(*pipeline))
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000), client.WithUnitPipeline(*pipeline),
+			client.WithBatch(client.DefaultBatchRecords, *batchBytes))
 		res.Name = "produce"
 	}
 	pprof.StopCPUProfile()
