@@ -71,18 +71,11 @@ type StreamConsumer struct {
 	connMu   sync.Mutex
 	connLost chan struct{}
 
-	// Guarded by mu:
-	// delivered[u] is one past the highest offset of unit u returned by Next.
-	delivered map[unit]uint64
-	// acked[u] is one past the highest offset of u the application acked;
-	// toAck[u] the same, for acks not sent yet; ackSent[u] for acks the
-	// server has taken (they are durable). Invariant: toAck[u] <= acked[u].
-	acked, toAck, ackSent map[unit]uint64
-	// received[u] is one past the highest offset of u the server handed to
-	// this consumer since it last joined. The server refuses an ack beyond
-	// what it delivered, and after a re-join it delivers again from its
-	// durable ack cursor, so acks are held back to received.
-	received map[unit]uint64
+	// Guarded by mu: the positions in each unit (see unitPos).
+	pos unitPositions
+	// admitted is the unit of the message admit accepted last, for Next.
+	// Guarded by nextMu.
+	admitted *unitPos
 	// resync is set when a fetch failed: its reply may have been lost with
 	// messages the server counts as delivered. The next fetch asks the
 	// server to deliver again from received (api.FetchRequest.Resync).
@@ -108,6 +101,7 @@ type Message struct {
 	Deliveries uint32    // 1 on first delivery, more when delivered again
 
 	consumer *StreamConsumer
+	pos      *unitPos
 }
 
 // Ack acknowledges the message and, cumulatively, every earlier message of
@@ -115,12 +109,11 @@ type Message struct {
 // interval (or FlushAcks, or Close). Acking a message older than one already
 // acked does nothing.
 func (m *Message) Ack() {
-	c := m.consumer
-	u := unit{m.ID.Segment, m.ID.Bucket}
+	c, p := m.consumer, m.pos
 	c.mu.Lock()
-	if next := m.ID.Offset + 1; next > c.acked[u] {
-		c.acked[u] = next
-		c.toAck[u] = next
+	if next := m.ID.Offset + 1; next > p.acked {
+		p.acked = next
+		c.pos.setToAck(p, next)
 	}
 	c.mu.Unlock()
 }
@@ -151,11 +144,7 @@ func NewStreamConsumer(nc *nats.Conn, topicURI, subscription string, opts ...Con
 		topic:        topicURI,
 		subscription: subscription,
 		name:         cfg.name,
-		delivered:    make(map[unit]uint64),
-		acked:        make(map[unit]uint64),
-		toAck:        make(map[unit]uint64),
-		ackSent:      make(map[unit]uint64),
-		received:     make(map[unit]uint64),
+		pos:          newUnitPositions(),
 		statuses:     nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED),
 		connLost:     make(chan struct{}),
 	}
@@ -290,7 +279,7 @@ func (c *StreamConsumer) rejoin(ctx context.Context, gen uint64) error {
 			return err
 		}
 		c.mu.Lock()
-		clear(c.received)
+		c.pos.clearReceived()
 		c.mu.Unlock()
 		return nil
 	})
@@ -310,7 +299,7 @@ func (c *StreamConsumer) Next(ctx context.Context) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.message(&m), nil
+	return c.message(&m, c.admitted), nil
 }
 
 // admit reports whether m is new to the application, and records it as
@@ -318,21 +307,22 @@ func (c *StreamConsumer) Next(ctx context.Context) (*Message, error) {
 // dropped; if the application had acked it, the ack goes again (the server
 // redelivers it because that ack never became durable).
 func (c *StreamConsumer) admit(m *api.Message) bool {
-	u := unit{m.Segment, m.Bucket}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if next, ok := c.delivered[u]; ok && m.Offset < next {
-		if c.acked[u] > m.Offset {
-			c.toAck[u] = max(c.toAck[u], c.acked[u])
-			c.ackSent[u] = min(c.ackSent[u], m.Offset)
+	p := c.pos.get(unit{m.Segment, m.Bucket})
+	if p.hasDelivered && m.Offset < p.delivered {
+		if p.acked > m.Offset {
+			c.pos.setToAck(p, p.acked)
+			p.ackSent = min(p.ackSent, m.Offset)
 		}
 		return false
 	}
-	c.delivered[u] = m.Offset + 1
+	p.delivered, p.hasDelivered = m.Offset+1, true
+	c.admitted = p
 	return true
 }
 
-func (c *StreamConsumer) message(m *api.Message) *Message {
+func (c *StreamConsumer) message(m *api.Message, p *unitPos) *Message {
 	out := &Message{
 		ID:         MessageID{Segment: m.Segment, Bucket: m.Bucket, Offset: m.Offset},
 		Key:        m.Key,
@@ -340,6 +330,7 @@ func (c *StreamConsumer) message(m *api.Message) *Message {
 		Headers:    m.Headers,
 		Deliveries: m.Deliveries,
 		consumer:   c,
+		pos:        p,
 	}
 	if m.Time != 0 {
 		out.Time = time.UnixMilli(m.Time)
@@ -366,12 +357,15 @@ func (c *StreamConsumer) fetch() fetchResult {
 	resync := c.resync
 	if resync {
 		req.Resync = true
-		if len(c.received) <= maxReceivedPositions {
+		for _, p := range c.pos.byUnit {
+			if p.received > 0 {
+				req.Received = append(req.Received, api.Position{Segment: p.unit.segment, Bucket: p.unit.bucket, Offset: p.received})
+			}
+		}
+		if len(req.Received) > maxReceivedPositions {
 			// Units left out restart at the ack cursor: more duplicates,
 			// nothing missed.
-			for u, next := range c.received {
-				req.Received = append(req.Received, api.Position{Segment: u.segment, Bucket: u.bucket, Offset: next})
-			}
+			req.Received = nil
 		}
 	}
 	c.mu.Unlock()
@@ -417,7 +411,8 @@ func (c *StreamConsumer) fetch() fetchResult {
 		c.mu.Lock()
 		for i := range msgs {
 			u := unit{msgs[i].Segment, msgs[i].Bucket}
-			c.received[u] = max(c.received[u], msgs[i].Offset+1)
+			p := c.pos.get(u)
+			p.received = max(p.received, msgs[i].Offset+1)
 		}
 		c.mu.Unlock()
 	}
@@ -450,15 +445,20 @@ func droppedPositions(err error) bool {
 func (c *StreamConsumer) flushAcks(ctx context.Context) error {
 	c.mu.Lock()
 	var positions []api.Position
-	for u, next := range c.toAck {
-		n := min(next, c.received[u])
-		if n > c.ackSent[u] {
-			positions = append(positions, api.Position{Segment: u.segment, Bucket: u.bucket, Offset: n - 1})
+	held := c.pos.pending[:0]
+	for _, p := range c.pos.pending {
+		n := min(p.toAck, p.received)
+		if n > p.ackSent {
+			positions = append(positions, api.Position{Segment: p.unit.segment, Bucket: p.unit.bucket, Offset: n - 1})
 		}
-		if n == next {
-			delete(c.toAck, u)
+		if n == p.toAck {
+			p.pending, p.toAck = false, 0
+		} else {
+			held = append(held, p) // beyond what the server handed out
 		}
 	}
+	clear(c.pos.pending[len(held):])
+	c.pos.pending = held
 	c.mu.Unlock()
 	if len(positions) == 0 {
 		return nil
@@ -490,8 +490,8 @@ func (c *StreamConsumer) ackOutcome(positions []api.Position, err error) error {
 	switch {
 	case err == nil:
 		for _, p := range positions {
-			u := unit{p.Segment, p.Bucket}
-			c.ackSent[u] = max(c.ackSent[u], p.Offset+1)
+			up := c.pos.get(unit{p.Segment, p.Bucket})
+			up.ackSent = max(up.ackSent, p.Offset+1)
 		}
 		return nil
 	case errors.Is(err, &api.Error{Code: api.CodeNotOwner}):
@@ -500,8 +500,7 @@ func (c *StreamConsumer) ackOutcome(positions []api.Position, err error) error {
 		return err
 	}
 	for _, p := range positions {
-		u := unit{p.Segment, p.Bucket}
-		c.toAck[u] = max(c.toAck[u], p.Offset+1)
+		c.pos.setToAck(c.pos.get(unit{p.Segment, p.Bucket}), p.Offset+1)
 	}
 	if errors.Is(err, errRejoined) {
 		return nil
