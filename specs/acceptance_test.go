@@ -329,6 +329,8 @@ type elasticRun struct {
 	s       *server
 	uri     string
 	restart bool
+	// producerOpts are added to every producer's options.
+	producerOpts []client.ProducerOption
 	ledger  *ledger
 	admin   *client.Admin
 	conns   []*nats.Conn // every client connection, to wait for reconnects
@@ -409,7 +411,8 @@ func (r *elasticRun) startProducers(ctx context.Context) {
 	GinkgoHelper()
 	var wg sync.WaitGroup
 	for p := range elasticProducers {
-		prod, err := client.NewProducer(r.connect(), r.uri, client.WithRequestTimeout(30*time.Second))
+		opts := append([]client.ProducerOption{client.WithRequestTimeout(30 * time.Second)}, r.producerOpts...)
+		prod, err := client.NewProducer(r.connect(), r.uri, opts...)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = prod.Close(ctx) }, NodeTimeout(30*time.Second))
 		wg.Add(1)
@@ -502,11 +505,11 @@ func (r *elasticRun) restartServer(ctx context.Context) {
 }
 
 // runElastic runs the whole workload and checks its promises.
-func runElastic(ctx context.Context, s *server, topic string, restart bool) {
+func runElastic(ctx context.Context, s *server, topic string, restart bool, producerOpts ...client.ProducerOption) {
 	GinkgoHelper()
 	start := time.Now()
 	r := &elasticRun{
-		s: s, uri: "topic://public/default/" + topic, restart: restart,
+		s: s, uri: "topic://public/default/" + topic, restart: restart, producerOpts: producerOpts,
 		ledger: newLedger(!restart), admin: client.NewAdmin(s.nc),
 		pausedAt: elasticPerProducer * restartAt / 100, paused: make(chan int, elasticProducers),
 		resume: make(chan struct{}), done: make(chan struct{}),
@@ -616,6 +619,12 @@ var _ = Describe("An elastic topic under keyed load", func() {
 		"while the topic is split twice and merged once by hand", elasticMessages),
 		func(ctx SpecContext) {
 			runElastic(ctx, s, "elastic", false)
+		}, SpecTimeout(5*time.Minute))
+
+	It("keeps that promise with producers that keep several batches of a unit in flight "+
+		"(each batch names its layout epoch, and the server refuses a batch that would overtake one refused by a seal)",
+		func(ctx SpecContext) {
+			runElastic(ctx, s, "elastic-pipelined", false, client.WithUnitPipeline(8), client.WithBatch(50, 64<<10))
 		}, SpecTimeout(5*time.Minute))
 
 	It("keeps that promise when the server restarts in the middle: the producers pause and flush, "+
