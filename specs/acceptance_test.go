@@ -331,10 +331,10 @@ type elasticRun struct {
 	restart bool
 	// producerOpts are added to every producer's options.
 	producerOpts []client.ProducerOption
-	ledger  *ledger
-	admin   *client.Admin
-	conns   []*nats.Conn // every client connection, to wait for reconnects
-	sent    atomic.Int64 // sends queued, over all producers
+	ledger       *ledger
+	admin        *client.Admin
+	conns        []*nats.Conn // every client connection, to wait for reconnects
+	sent         atomic.Int64 // sends queued, over all producers
 	// pausedAt is the index of the send each producer pauses before, in
 	// the restart run; paused receives a producer's number once it has
 	// flushed; resume is closed when the new node serves.
