@@ -41,6 +41,9 @@ type fakeTopic struct {
 	dropReplies  bool // answer no produce batch
 	push         bool // publish layout changes
 	batches      int  // produce batches received
+	// sealing lists segments sealed by a change in progress that the
+	// layout does not show yet (and may never: a rollback clears it).
+	sealing map[uint64]bool
 	// produceDelay answers produce batches this late (in order);
 	// unanswered and maxUnanswered count the batches waiting.
 	produceDelay  time.Duration
@@ -201,6 +204,8 @@ func (f *fakeTopic) produce(m *nats.Msg) {
 		switch {
 		case s.State != topology.StateActive:
 			e = api.SealedError(u.segment, f.layout.Epoch)
+		case f.sealing[u.segment]:
+			e = api.SealedError(u.segment, f.layout.Epoch+1)
 		case len(r.Key) > 0 && routed != 0 && s.CreatedEpoch > routed:
 			e = api.StaleRouteError(routed, f.layout.Epoch)
 		}

@@ -40,7 +40,10 @@ const maxReroutes = 16
 // reached the epoch the rejection named, waits for every batch in flight to
 // be answered, and re-routes the rejected records, in front of everything
 // queued behind them, by the new layout. Keys keep their order across any
-// number of splits, merges and rebuckets.
+// number of splits, merges and rebuckets. If the change that refused them
+// is rolled back on the server (its layout never commits, and the segment
+// takes appends again), the producer resends by the layout in force once
+// the refused records have waited 30 s.
 //
 // A record whose batch fails in any other way (ErrTimeout, ErrNoServer, an
 // api error) is reported to its callback and never resent by the producer:
@@ -89,6 +92,8 @@ type Producer struct {
 	wantEpoch  uint64
 	refreshing bool                // a refresh goroutine is running
 	rejected   map[unit][]*pending // rejected as sealed, by the unit they were sent to, in order
+	// rejectedSince is when the records in rejected started waiting.
+	rejectedSince time.Time
 	// outstanding counts records accepted by Send whose callback has not
 	// returned yet; idle, when not nil, is closed when it drops to 0.
 	outstanding int
@@ -445,6 +450,11 @@ func (p *Producer) offerLayout(d api.TopicDescription, fromRefresh bool) {
 		}
 	case fromRefresh && p.paused && p.next == nil && d.Epoch == known && d.Epoch >= p.wantEpoch:
 		p.next = r
+	case fromRefresh && p.paused && p.next == nil && d.Epoch == known && p.rolledBack(r):
+		// The change that sealed the segments never committed: it was
+		// rolled back, and the epoch it named will not come. Resend by
+		// the layout in force.
+		p.next, p.wantEpoch = r, d.Epoch
 	}
 	p.tryApply()
 }
@@ -452,6 +462,9 @@ func (p *Producer) offerLayout(d api.TopicDescription, fromRefresh bool) {
 // needLayout starts a layout change after a SEGMENT_SEALED rejection that
 // names epoch. p.mu must be held.
 func (p *Producer) needLayout(epoch uint64) {
+	if len(p.rejected) > 0 && p.rejectedSince.IsZero() {
+		p.rejectedSince = time.Now()
+	}
 	p.paused = true
 	p.wantEpoch = max(p.wantEpoch, epoch)
 	if !p.refreshing && (p.next == nil || p.next.epoch < p.wantEpoch) {
@@ -509,9 +522,32 @@ func (p *Producer) failAll(err error) {
 		q.records, q.bytes = nil, 0
 	}
 	p.rejected = make(map[unit][]*pending)
+	p.rejectedSince = time.Time{}
 	p.paused, p.wantEpoch, p.next = false, 0, nil
 	p.mu.Unlock()
 	p.complete(left)
+}
+
+// sealRollbackAfter is how long the producer waits for the layout a
+// SEGMENT_SEALED named before it takes the segments being active again, at
+// the old epoch, as a rolled-back change (its seal, compare-and-swap and
+// publish take well under sealTimeout plus the store's timeout on the server).
+var sealRollbackAfter = 30 * time.Second
+
+// rolledBack reports whether the records rejected as sealed met a layout
+// change that was rolled back: they have waited sealRollbackAfter, and r,
+// at the epoch they were routed by, still has every segment they were sent
+// to active. p.mu must be held.
+func (p *Producer) rolledBack(r *router) bool {
+	if len(p.rejected) == 0 || p.rejectedSince.IsZero() || time.Since(p.rejectedSince) < sealRollbackAfter {
+		return false
+	}
+	for u := range p.rejected {
+		if !r.active[u.segment] {
+			return false
+		}
+	}
+	return true
 }
 
 // tryApply applies the next layout once the producer is paused, nothing is
@@ -532,6 +568,7 @@ func (p *Producer) tryApply() {
 	p.router, p.next = p.next, nil
 	p.paused, p.wantEpoch = false, 0
 	p.rejected = make(map[unit][]*pending)
+	p.rejectedSince = time.Time{}
 	p.units = make(map[unit]*unitQueue)
 	for u, rs := range reroute(old, p.router) {
 		q := &unitQueue{records: rs} // since is zero: these records waited long enough

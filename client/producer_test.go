@@ -182,6 +182,52 @@ func TestUnitPipeline(t *testing.T) {
 	}
 }
 
+// TestProducerResumesAfterARolledBackSeal: a change seals a segment, the
+// producer's records are refused with the epoch of a layout that never
+// comes (the change is rolled back and the segment reopened); once
+// sealRollbackAfter has passed with the segment active at the old epoch,
+// the producer resends by the layout in force, losing and reordering
+// nothing.
+func TestProducerResumesAfterARolledBackSeal(t *testing.T) {
+	defer func(d time.Duration) { sealRollbackAfter = d }(sealRollbackAfter)
+	sealRollbackAfter = 200 * time.Millisecond
+	f, nc := newFake(t, 2, 2)
+	p, err := NewProducer(nc, fakeURI, WithBatch(20, 1<<20), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	}()
+	const n, keys = 2000, 40
+	errs := produceKeyed(t, p, n, keys, func(i int) {
+		if i == 500 {
+			f.mu.Lock()
+			f.sealing = map[uint64]bool{0: true}
+			f.mu.Unlock()
+			time.AfterFunc(100*time.Millisecond, func() { // the change fails: unseal
+				f.mu.Lock()
+				f.sealing = nil
+				f.mu.Unlock()
+			})
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	f.mu.Lock()
+	sealed := f.sealedCount
+	f.mu.Unlock()
+	if sealed == 0 {
+		t.Fatal("no append was refused: the test did not exercise the rollback")
+	}
+	checkKeyOrder(t, f, n, keys)
+}
+
 // TestProducerRulePush changes the layout with a push and no stale routing.
 func TestProducerRulePush(t *testing.T) {
 	f, nc := newFake(t, 1, 2)

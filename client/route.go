@@ -73,6 +73,8 @@ type router struct {
 	// header names epoch on every batch routed by this router
 	// (api.HeaderEpoch); shared read-only by those batches.
 	header nats.Header
+	// active holds the ids of the layout's active segments.
+	active map[uint64]bool
 
 	table *routing.Table // scalable topic; nil for a fixed topic
 	rr    routing.RoundRobin
@@ -96,7 +98,11 @@ func newRouter(d api.TopicDescription) (*router, error) {
 	if len(active) == 0 {
 		return nil, fmt.Errorf("braid/client: layout of %s at epoch %d has no active segment", d.Topic, d.Epoch)
 	}
-	r := &router{epoch: d.Epoch, header: nats.Header{api.HeaderEpoch: []string{strconv.FormatUint(d.Epoch, 10)}}}
+	r := &router{epoch: d.Epoch, header: nats.Header{api.HeaderEpoch: []string{strconv.FormatUint(d.Epoch, 10)}},
+		active: make(map[uint64]bool, len(active))}
+	for _, s := range active {
+		r.active[s.ID] = true
+	}
 	if fixed {
 		r.partitions = make([]routing.Span, len(active))
 		for _, s := range active {
