@@ -541,7 +541,7 @@ var errRejoined = errors.New("braid/client: re-joined")
 // delivered again. Close returns the error of the last ack flush or of the
 // leave; it is idempotent, and later calls return nil.
 func (c *StreamConsumer) Close(ctx context.Context) error {
-	first, err := c.shutdown(ctx, c.FlushAcks, func(ctx context.Context) error {
+	first, err := c.shutdown(ctx, c.flushForClose, func(ctx context.Context) error {
 		err := requestJSON(ctx, c.nc, c.cfg.requestTimeout, c.subjects.leave,
 			api.LeaveRequest{Subscription: c.subscription, Consumer: c.name}, nil)
 		if err != nil {
@@ -553,4 +553,47 @@ func (c *StreamConsumer) Close(ctx context.Context) error {
 		c.nc.RemoveStatusListener(c.statuses)
 	}
 	return err
+}
+
+// maxCloseCatchUp bounds the fetches Close makes to get acks accepted.
+const maxCloseCatchUp = 8
+
+// flushForClose sends the pending acks. Acks held back because the server
+// has not handed their messages out again since a re-join (a restart) are
+// made acceptable first by fetching up to them, within ctx and a few
+// fetches: otherwise the units would go to another consumer with messages
+// this one acknowledged. The messages fetched are not returned: after the
+// leave, the server delivers them to the units' next owners.
+func (c *StreamConsumer) flushForClose(ctx context.Context) error {
+	err := c.FlushAcks(ctx)
+	for range maxCloseCatchUp {
+		if !c.acksHeldBack() || ctx.Err() != nil {
+			break
+		}
+		r := c.fetch()
+		if errors.Is(r.err, api.ErrConsumerUnknown) {
+			if c.rejoin(ctx, r.generation) != nil {
+				break
+			}
+			continue
+		}
+		if r.err != nil || len(r.msgs) == 0 {
+			break
+		}
+		err = c.FlushAcks(ctx)
+	}
+	return err
+}
+
+// acksHeldBack reports whether acks wait for the server to hand their
+// messages out again.
+func (c *StreamConsumer) acksHeldBack() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pos.pending {
+		if p.toAck > p.received {
+			return true
+		}
+	}
+	return false
 }

@@ -116,6 +116,47 @@ func TestFlushAcksWaitsForBackgroundFlush(t *testing.T) {
 	}
 }
 
+// TestCloseRightAfterARestartKeepsItsAcks: the server restarts while acks
+// wait to be sent; Close at once must not leave without them (the units
+// would go to another consumer with messages this one acknowledged): it
+// re-joins, fetches until the server has handed those messages out again,
+// and acks them.
+func TestCloseRightAfterARestartKeepsItsAcks(t *testing.T) {
+	f, nc := newFake(t, 1, 2)
+	f.appendDirect(200, 7)
+	c, err := NewStreamConsumer(nc, fakeURI, "sub", WithFetch(10, 1<<20, 10*time.Millisecond), WithAckInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readN(t, c, 50, nil)
+	if err := c.FlushAcks(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[unit]uint64{}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for range 70 {
+		m, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Ack()
+		u := unit{m.ID.Segment, m.ID.Bucket}
+		acked[u] = max(acked[u], m.ID.Offset+1)
+	}
+	f.restart()
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for u, want := range acked {
+		if f.ackedUpTo[u] < want {
+			t.Errorf("unit %v acked up to %d after Close, the application acked up to %d", u, f.ackedUpTo[u], want)
+		}
+	}
+}
+
 // TestLostFetchReplyIsDeliveredAgain: the server hands out messages in a
 // reply that never arrives (the fetch times out). The consumer resyncs on
 // its next fetch: the application gets every message exactly once, and its
