@@ -304,20 +304,14 @@ func (c *CheckpointConsumer) Next(ctx context.Context) (*CheckpointMessage, erro
 			return nil, err
 		}
 		changed := c.changed
-		if c.fetching == nil {
-			req, ok := c.nextReadLocked()
-			if !ok {
-				c.mu.Unlock()
-				// Nothing readable: the layout must have moved on (a sealed
-				// segment read to its end, its children unknown yet).
-				if err := c.waitLayout(ctx, changed); err != nil {
-					return nil, err
-				}
-				continue
+		if !c.startReadLocked() {
+			c.mu.Unlock()
+			// Nothing readable: the layout must have moved on (a sealed
+			// segment read to its end, its children unknown yet).
+			if err := c.waitLayout(ctx, changed); err != nil {
+				return nil, err
 			}
-			ch, gen := make(chan readResult, 1), c.gen
-			c.fetching = ch
-			go func() { ch <- c.read(req, gen) }()
+			continue
 		}
 		c.mu.Unlock()
 		select {
@@ -326,12 +320,37 @@ func (c *CheckpointConsumer) Next(ctx context.Context) (*CheckpointMessage, erro
 			if err := c.apply(ctx, r); err != nil {
 				return nil, err
 			}
+			// Read the next batch while this one is consumed: one read in
+			// flight behind the buffer, not a round trip of idle time per
+			// batch.
+			c.mu.Lock()
+			if len(c.buf) > 0 {
+				c.startReadLocked()
+			}
+			c.mu.Unlock()
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-c.closing:
 			return nil, ErrClosed
 		}
 	}
+}
+
+// startReadLocked starts a read of what the ordering rule lets the
+// consumer read from its fetch positions, unless one is in flight. It
+// reports false when nothing is readable. The caller holds nextMu and mu.
+func (c *CheckpointConsumer) startReadLocked() bool {
+	if c.fetching != nil {
+		return true
+	}
+	req, ok := c.nextReadLocked()
+	if !ok {
+		return false
+	}
+	ch, gen := make(chan readResult, 1), c.gen
+	c.fetching = ch
+	go func() { ch <- c.read(req, gen) }()
+	return true
 }
 
 // waitLayout refreshes the layout and, if it did not change, waits for the
