@@ -253,7 +253,9 @@ func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message,
 	c.rr++
 	active := slices.Concat(units[start:], units[:start])
 
-	var out []api.Message
+	// Size the reply once: appending message by message to a fetch of
+	// thousands copies it several times over.
+	out := make([]api.Message, 0, g.available(units, maxMsgs))
 	bytes := 0
 	full := func() bool { return len(out) >= maxMsgs || (len(out) > 0 && bytes >= maxBytes) }
 	firstErr := FairShares(active, maxMsgs, func() int { return len(out) }, full, func(u topology.Unit, n int) (bool, error) {
@@ -267,6 +269,22 @@ func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message,
 		return nil, api.Errorf(api.CodeUnavailable, "reading subscription %q: %v", g.cfg.Subscription, firstErr)
 	}
 	return out, nil
+}
+
+// available returns how many messages the units hold past their delivery
+// cursors, at most limit.
+func (g *group) available(units []topology.Unit, limit int) int {
+	total := 0
+	for _, u := range units {
+		_, next, err := g.cfg.Source.Bounds(u.Segment, u.Bucket)
+		if d := g.units[u].delivered; err == nil && next > d {
+			total += int(min(next-d, uint64(limit)))
+		}
+		if total >= limit {
+			return limit
+		}
+	}
+	return total
 }
 
 // readUnit appends up to n messages of u to out, keeping the payload total
