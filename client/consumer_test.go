@@ -48,13 +48,7 @@ func TestConsumerReadsAndAcks(t *testing.T) {
 	if err := c.FlushAcks(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	for u, log := range f.logs {
-		if f.ackedUpTo[u] != uint64(len(log)) {
-			t.Errorf("unit %v acked up to %d of %d", u, f.ackedUpTo[u], len(log))
-		}
-	}
-	f.mu.Unlock()
+	f.checkAllAcked(t, "")
 	if c.Assigned() != 4 {
 		t.Errorf("Assigned() = %d, want 4", c.Assigned())
 	}
@@ -107,13 +101,7 @@ func TestFlushAcksWaitsForBackgroundFlush(t *testing.T) {
 	if err := c.FlushAcks(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for u, log := range f.logs {
-		if f.ackedUpTo[u] != uint64(len(log)) {
-			t.Errorf("FlushAcks returned with unit %v acked up to %d of %d", u, f.ackedUpTo[u], len(log))
-		}
-	}
+	f.checkAllAcked(t, "FlushAcks returned with ")
 }
 
 // TestCloseRightAfterARestartKeepsItsAcks: the server restarts while acks
@@ -199,15 +187,12 @@ func TestLostFetchReplyIsDeliveredAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if timeouts == 0 || f.resyncs == 0 {
-		t.Fatalf("%d fetch timeouts, %d resyncs: the test lost no reply", timeouts, f.resyncs)
+	resyncs := f.resyncs
+	f.mu.Unlock()
+	if timeouts == 0 || resyncs == 0 {
+		t.Fatalf("%d fetch timeouts, %d resyncs: the test lost no reply", timeouts, resyncs)
 	}
-	for u, log := range f.logs {
-		if f.ackedUpTo[u] != uint64(len(log)) {
-			t.Errorf("unit %v acked up to %d of %d", u, f.ackedUpTo[u], len(log))
-		}
-	}
+	f.checkAllAcked(t, "")
 }
 
 // TestConsumerRestartNoDuplicates: the server forgets the consumer and
@@ -246,15 +231,12 @@ func TestConsumerRestartNoDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.consumers[c.Name()] {
+	rejoined := f.consumers[c.Name()]
+	f.mu.Unlock()
+	if !rejoined {
 		t.Fatal("the consumer did not re-join")
 	}
-	for u, log := range f.logs {
-		if f.ackedUpTo[u] != uint64(len(log)) {
-			t.Errorf("unit %v acked up to %d of %d", u, f.ackedUpTo[u], len(log))
-		}
-	}
+	f.checkAllAcked(t, "")
 }
 
 // TestConsumerNextCancelKeepsFetch: a Next that gives up while its fetch is

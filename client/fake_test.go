@@ -387,6 +387,19 @@ func (f *fakeTopic) restart() {
 	}
 }
 
+// checkAllAcked fails the test unless every unit is acked to its end;
+// prefix starts the message.
+func (f *fakeTopic) checkAllAcked(t *testing.T, prefix string) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for u, log := range f.logs {
+		if f.ackedUpTo[u] != uint64(len(log)) {
+			t.Errorf("%sunit %v acked up to %d of %d", prefix, u, f.ackedUpTo[u], len(log))
+		}
+	}
+}
+
 // append writes n records of keys k0..k(keys-1) straight into the logs.
 func (f *fakeTopic) appendDirect(n, keys int) {
 	f.mu.Lock()

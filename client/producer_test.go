@@ -44,6 +44,16 @@ func produceKeyed(t *testing.T, p *Producer, n, keys int, during func(i int)) []
 	return errs
 }
 
+// noSendErrors fails the test at the first record whose send failed.
+func noSendErrors(t *testing.T, errs []error) {
+	t.Helper()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+}
+
 // checkKeyOrder checks that every record 0..n-1 was appended exactly once
 // and that an ordered reader sees every key's records in send order.
 func checkKeyOrder(t *testing.T, f *fakeTopic, n, keys int) {
@@ -126,11 +136,7 @@ func TestProducerRuleSealed(t *testing.T) {
 			f.change(func(l topology.Layout) (topology.Layout, error) { return l.Rebucket(6, 5) }, 3)
 		}
 	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	noSendErrors(t, errs)
 	f.mu.Lock()
 	sealed := f.sealedCount
 	f.mu.Unlock()
@@ -163,11 +169,7 @@ func TestUnitPipeline(t *testing.T) {
 					f.change(func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }, 0)
 				}
 			})
-			for i, err := range errs {
-				if err != nil {
-					t.Fatalf("record %d: %v", i, err)
-				}
-			}
+			noSendErrors(t, errs)
 			f.mu.Lock()
 			most := f.maxUnanswered
 			f.mu.Unlock()
@@ -214,11 +216,7 @@ func TestProducerResumesAfterARolledBackSeal(t *testing.T) {
 			})
 		}
 	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	noSendErrors(t, errs)
 	f.mu.Lock()
 	sealed := f.sealedCount
 	f.mu.Unlock()
@@ -242,11 +240,7 @@ func TestProducerRulePush(t *testing.T) {
 			f.change(func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }, 0)
 		}
 	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	noSendErrors(t, errs)
 	checkKeyOrder(t, f, n, keys)
 	eventually(t, "the pushed layout", func() bool {
 		p.mu.Lock()
