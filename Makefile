@@ -10,7 +10,7 @@ all: build
 build:
 	$(GO) build -o bin/braid ./cmd/braid
 
-## run: start Braid's main job (the server once it exists; a DAG demo until then)
+## run: start the server on the embedded default (embedded NATS, data directory under the repo)
 run:
 	$(GO) run ./cmd/braid serve --data-dir $(DATA_DIR)
 
