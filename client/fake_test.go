@@ -39,6 +39,7 @@ type fakeTopic struct {
 	rr           int
 	sealedCount  int  // appends rejected with SEGMENT_SEALED
 	dropReplies  bool // answer no produce batch
+	dropBatch    int  // answer every produce batch but the one with this number (1 = the first)
 	push         bool // publish layout changes
 	batches      int  // produce batches received
 	// sealing lists segments sealed by a change in progress that the
@@ -184,7 +185,7 @@ func (f *fakeTopic) produce(m *nats.Msg) {
 	}
 	f.mu.Lock()
 	f.batches++
-	if f.dropReplies {
+	if f.dropReplies || f.batches == f.dropBatch {
 		f.mu.Unlock()
 		return
 	}

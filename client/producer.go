@@ -365,6 +365,16 @@ func (p *Producer) Close(ctx context.Context) error {
 		}
 	}
 	for _, q := range p.units {
+		for _, b := range q.sent {
+			if b.answered {
+				// Its outcome waits behind an earlier batch still in
+				// flight (counted above): it will not be processed now.
+				for _, pd := range b.records {
+					left = append(left, completion{p: pd, err: ErrClosed})
+				}
+			}
+		}
+		q.sent = nil // a settle under way stops at what it took
 		for _, pd := range q.records {
 			left = append(left, completion{p: pd, err: ErrClosed})
 		}

@@ -226,6 +226,50 @@ func TestProducerResumesAfterARolledBackSeal(t *testing.T) {
 	checkKeyOrder(t, f, n, keys)
 }
 
+// TestCloseCompletesAnsweredBatchesBehindALostOne: with several batches of
+// a unit in flight, the first one's reply is lost; the later ones are
+// answered and wait behind it (outcomes go in send order). A Close that
+// gives up must still call every callback exactly once.
+func TestCloseCompletesAnsweredBatchesBehindALostOne(t *testing.T) {
+	f, nc := newFake(t, 1, 1) // one unit
+	f.mu.Lock()
+	f.dropBatch = 1
+	f.mu.Unlock()
+	p, err := NewProducer(nc, fakeURI, WithBatch(10, 1<<20), WithUnitPipeline(4), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var mu sync.Mutex
+	calls := make([]int, n)
+	for i := range n {
+		if err := p.Send(t.Context(), api.Record{Key: []byte("k"), Payload: []byte(strconv.Itoa(i))}, func(_ MessageID, _ error) {
+			mu.Lock()
+			calls[i]++
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "four batches at the fake", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.batches >= 4
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); err == nil {
+		t.Fatal("Close returned nil with a batch unanswered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, c := range calls {
+		if c != 1 {
+			t.Fatalf("record %d: callback called %d times, want once", i, c)
+		}
+	}
+}
+
 // TestProducerRulePush changes the layout with a push and no stale routing.
 func TestProducerRulePush(t *testing.T) {
 	f, nc := newFake(t, 1, 2)
