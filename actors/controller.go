@@ -114,7 +114,7 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) ([]*act
 			if seg, ok := c.t.Layout().Segment(s.ID); ok && seg.State != topology.StateActive {
 				return seg.SealedEpoch
 			}
-			return 0
+			return c.t.sealingEpoch(s.ID)
 		}})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
@@ -155,7 +155,12 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		buckets[id], meters[id] = c.spawnSegment(ctx, s)
 	}
 	spawned := time.Now()
+	// A bucket restarted from here until the publish takes its seal from
+	// this record (the layout it reads still says active).
+	c.t.setSealing(retiring, next.Epoch)
+	defer c.t.setSealing(nil, 0)
 	if err := c.seal(retiring, next.Epoch, false); err != nil {
+		c.t.setSealing(nil, 0)
 		_ = c.seal(retiring, 0, true)
 		c.abandon(created)
 		return api.TopicDescription{}, api.Errorf(api.CodeInternal, "seal %s: %v", c.t.uri, err)
@@ -174,6 +179,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	if err != nil {
 		// Nothing changed: reopen what was sealed. A conflict means another
 		// controller changed the topic; this one is stale and must reload.
+		c.t.setSealing(nil, 0)
 		_ = c.seal(retiring, 0, true)
 		c.abandon(created)
 		if errors.Is(err, meta.ErrConflict) {
@@ -200,8 +206,8 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	published := time.Now()
 	deleted := newlyDeleted(cur, next)
 	c.removeDeleted(deleted)
-	// Seal again now that the layout says so: a bucket restarted between
-	// the first seal and the publish took its seal from the old layout.
+	// Seal again now that the layout says so, in case a bucket restarted
+	// (and read its seal) before setSealing: belt and braces.
 	_ = c.sealPIDs(old, retiring, next.Epoch)
 	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
 	c.t.mgr.m.scalingOps.WithLabelValues(c.t.uri, req.op, req.reason).Inc()

@@ -155,3 +155,61 @@ func TestDiffActive(t *testing.T) {
 		t.Fatalf("merge: retiring %v created %v", retiring, created)
 	}
 }
+
+// TestBucketRestartedDuringASealStaysSealed: a bucket that restarts while a
+// layout change is between its seal and its publish (the layout it reads
+// still says active) takes its seal from the change under way, so it
+// cannot take an append into a segment that is being sealed; once the
+// change is rolled back, a restarted bucket takes appends again.
+func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/sealing"
+	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := api.Record{Key: []byte("a"), Payload: []byte("1")}
+	// The crash is queued ahead of the appends below: the restarted
+	// bucket handles them.
+	restart := func() {
+		t.Helper()
+		if err := m.CrashBucket(uri, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	epoch := topic.Epoch() + 1
+	topic.setSealing([]topology.SegmentID{0}, epoch)
+	restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := produceSync(t, topic, rec)[0]
+		e := api.AsError(r.Err())
+		if e != nil && e.Code == api.CodeSegmentSealed && e.Epoch == epoch {
+			break
+		}
+		if e != nil && e.Code != api.CodeUnavailable {
+			t.Fatalf("append during the seal: %v", e)
+		}
+		if e == nil {
+			t.Fatalf("a bucket restarted during a seal took an append at offset %d", r.Offset)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bucket did not come back")
+		}
+	}
+	topic.setSealing(nil, 0)
+	restart()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		r := produceSync(t, topic, rec)[0]
+		if r.Err() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the rollback: %v", r.Err())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -55,6 +56,34 @@ type Topic struct {
 	policies   atomic.Pointer[api.Policies]
 	nsPolicies atomic.Pointer[api.Policies]
 	policy     atomic.Pointer[scaling.Policy]
+	// sealing is the layout change under way: the segments it sealed and
+	// the epoch of its layout, from the seal until the layout is published
+	// or the change rolled back. A restarted bucket reads it (sealedIn).
+	sealing atomic.Pointer[sealingChange]
+}
+
+// sealingChange is a layout change between its seal and its publish.
+type sealingChange struct {
+	segments []topology.SegmentID
+	epoch    uint64
+}
+
+// setSealing records the change under way (nil segments: none).
+func (t *Topic) setSealing(segs []topology.SegmentID, epoch uint64) {
+	if len(segs) == 0 {
+		t.sealing.Store(nil)
+		return
+	}
+	t.sealing.Store(&sealingChange{segments: slices.Clone(segs), epoch: epoch})
+}
+
+// sealingEpoch returns the epoch of the change under way if it seals seg,
+// else 0.
+func (t *Topic) sealingEpoch(seg topology.SegmentID) uint64 {
+	if ch := t.sealing.Load(); ch != nil && slices.Contains(ch.segments, seg) {
+		return ch.epoch
+	}
+	return 0
 }
 
 // Policy is the topic's resolved scaling policy.
