@@ -61,9 +61,9 @@ type bucketActor struct {
 }
 
 // newBucketProps makes the props of a bucket actor. sealedIn reports the
-// epoch at which the current layout sealed the bucket's segment (0 while it
-// is active): a bucket restarted by its supervisor takes its seal from the
-// layout, not from the memory it lost.
+// epoch at which the current layout, or the layout change under way, seals
+// the bucket's segment (0 while it is active): a bucket restarted by its
+// supervisor takes its seal from there, not from the memory it lost.
 func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter, sealedIn func() uint64) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m, meter: meter, sealedIn: sealedIn}
