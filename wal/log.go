@@ -444,16 +444,7 @@ func (l *Log) syncLocked() error {
 // runSyncJob runs an fsync pass under syncMu, after any pass in flight.
 func (l *Log) runSyncJob(job syncJob) error {
 	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	if l.syncErr != nil {
-		return l.syncErr
-	}
-	if err := job.run(); err != nil {
-		l.syncErr = err
-		return err
-	}
-	l.syncs.Add(1)
-	return nil
+	return l.runSyncHeld(job)
 }
 
 // writableLocked returns why the log cannot be written, or nil.
@@ -512,16 +503,7 @@ func (l *Log) backgroundSync() {
 		l.writeMu.Unlock()
 		return
 	}
-	// A pass still in flight (a slow disk) covers what came before it:
-	// leave this tick to the next one rather than hold up appends, under
-	// writeMu, until it is done.
-	if !l.syncMu.TryLock() {
-		l.writeMu.Unlock()
-		return
-	}
-	job := l.prepareSyncLocked()
-	l.writeMu.Unlock()
-	if err := l.runSyncHeld(job); err != nil {
+	if err := l.syncOutsideWriteMu(l.prepareSyncLocked()); err != nil {
 		l.writeMu.Lock()
 		l.failLocked(err)
 		l.writeMu.Unlock()

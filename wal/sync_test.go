@@ -55,8 +55,7 @@ func TestDurabilityIntervalSyncs(t *testing.T) {
 
 // TestIntervalAppendsDoNotWaitForFsync stalls a background fsync, as a slow
 // disk does, and expects appends to go on through many sync intervals
-// meanwhile (the ticks that come during the pass must not take writeMu and
-// wait for it).
+// meanwhile: the pass runs without writeMu.
 func TestIntervalAppendsDoNotWaitForFsync(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{Durability: DurabilityInterval, SyncInterval: time.Millisecond})
 	defer closeLog(t, l)
