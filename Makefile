@@ -31,6 +31,7 @@ bench:
 	$(GO) run ./benchmarks/sidebyside
 	$(GO) run ./benchmarks/elastic
 	$(GO) run ./benchmarks/consumers
+	$(GO) run ./benchmarks/fsync
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
