@@ -61,9 +61,9 @@ type Producer struct {
 	replySub       *nats.Subscription
 	layoutSub      *nats.Subscription
 
-	// window holds one token per pending record (queued, in flight or being
+	// window holds a place per pending record (queued, in flight or being
 	// reported); Send blocks while it is full.
-	window chan struct{}
+	window *window
 	// kick wakes the sender loop; capacity 1, sent to without blocking.
 	kick chan struct{}
 	// ctx ends when Close has abandoned what was left; it stops the sender
@@ -164,7 +164,7 @@ func NewProducer(nc *nats.Conn, topicURI string, opts ...ProducerOption) (*Produ
 		topic:          topicURI,
 		produceSubject: api.TopicSubject(api.ProduceBatchPrefix, name.Tenant, name.Namespace, name.Name),
 		inboxPrefix:    nc.NewInbox(),
-		window:         make(chan struct{}, cfg.maxInFlight),
+		window:         newWindow(cfg.maxInFlight),
 		kick:           make(chan struct{}, 1),
 		ctx:            ctx,
 		stop:           stop,
@@ -234,16 +234,8 @@ func (p *Producer) Topic() string { return p.topic }
 // Send order; they must be quick and must not call Flush, SendSync or Close
 // (which wait for callbacks), and a Send from a callback may block.
 func (p *Producer) Send(ctx context.Context, rec api.Record, cb func(MessageID, error)) error {
-	select {
-	case p.window <- struct{}{}:
-	default:
-		select {
-		case p.window <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.ctx.Done():
-			return ErrClosed
-		}
+	if err := p.window.acquire(ctx, p.ctx.Done()); err != nil {
+		return err
 	}
 	if cb == nil {
 		cb = func(MessageID, error) {}
@@ -256,7 +248,7 @@ func (p *Producer) Send(ctx context.Context, rec api.Record, cb func(MessageID, 
 			err = ErrClosed
 		}
 		p.mu.Unlock()
-		<-p.window
+		p.window.release(1)
 		return err
 	}
 	p.outstanding++
@@ -401,9 +393,7 @@ func (p *Producer) complete(done []completion) {
 		c.p.cb(c.id, c.err)
 	}
 	p.cbMu.Unlock()
-	for range done {
-		<-p.window
-	}
+	p.window.release(len(done))
 	p.mu.Lock()
 	p.outstanding -= len(done)
 	if p.outstanding == 0 && p.idle != nil {
