@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/braidmq/braid/cluster"
@@ -21,7 +22,11 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.Durability, "durability", "always", "default durability of logs: always (fsync before ack), interval, none")
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload", 1<<20, "default max payload of one message, in bytes")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	procs := fs.Int("procs", 0, "GOMAXPROCS of the server (0: $GOMAXPROCS if set, else twice the CPUs; see cluster.ServerProcs)")
 	_ = fs.Parse(args)
+	if _, err := cluster.SetProcs(*procs); err != nil {
+		return err
+	}
 
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
@@ -34,7 +39,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info("serving; Ctrl-C to stop", "nats", node.ClientURL())
+	cfg.Logger.Info("serving; Ctrl-C to stop", "nats", node.ClientURL(), "gomaxprocs", runtime.GOMAXPROCS(0))
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down: flushing and closing every log")
 	return node.Close()
