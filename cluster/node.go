@@ -74,7 +74,16 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	connOpts := []nats.Option{nats.Name("braid-server"), nats.MaxReconnects(-1)}
+	connOpts := []nats.Option{nats.Name("braid-server"), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			// A subscription over its pending limits drops requests (their
+			// senders time out and may resend): say so where operators look.
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			n.log.Warn("NATS asynchronous error", "subject", subject, "err", err)
+		})}
 	if n.ns != nil {
 		// The embedded server is in this process: connect through memory
 		// instead of loopback TCP, which spares the kernel two copies of

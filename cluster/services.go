@@ -11,6 +11,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
+// produceQueueBytes bounds the produce requests a node holds unhandled.
+const produceQueueBytes = 512 << 20
+
 // addServices registers the micro services: braid-produce, braid-admin and
 // braid-consume, so `nats micro ls` lists them.
 func (n *Node) addServices() error {
@@ -20,12 +23,18 @@ func (n *Node) addServices() error {
 		return err
 	}
 	n.services = append(n.services, produce)
+	// Produce requests wait in their subscription while the handler hands
+	// them to the buckets; past its pending limits NATS drops what comes
+	// (the senders time out). The nats.go default of 64 MiB is 64 batches
+	// of the Go producer's default size, which a few producers keep in
+	// flight, so the produce endpoints may hold produceQueueBytes.
+	limits := micro.WithEndpointPendingLimits(-1, produceQueueBytes)
 	if err := produce.AddEndpoint("produce", n.topicHandler(api.ProducePrefix, n.produceOne),
-		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*")); err != nil {
+		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*"), limits); err != nil {
 		return err
 	}
 	if err := produce.AddEndpoint("produce-batch", n.topicHandler(api.ProduceBatchPrefix, n.produceBatch),
-		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*")); err != nil {
+		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*"), limits); err != nil {
 		return err
 	}
 
