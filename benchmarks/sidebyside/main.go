@@ -24,7 +24,7 @@ import (
 
 func main() {
 	messages := flag.Int("messages", 1_000_000, "messages per 100 B produce run and per replay")
-	bigMessages := flag.Int("messages-1k", 200_000, "messages per 1 KiB produce run")
+	bigMessages := flag.Int("messages-1k", 1_000_000, "messages per 1 KiB produce run")
 	syncMessages := flag.Int("sync-messages", 20_000, "messages for JetStream with sync always (it is slow)")
 	keys := flag.Int("keys", 10_000, "distinct keys")
 	splitRate := flag.Int("split-rate", 20_000, "steady produce rate of the split-under-load run (msg/s)")
