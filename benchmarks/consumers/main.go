@@ -38,7 +38,7 @@ func main() {
 	defer node.Close()
 	defer nc.Close()
 	check(workload.CreateTopic(ctx, nc, uri, 4, 16))
-	_, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+	_, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(workload.ProduceWindow))
 	check(err)
 
 	js, err := workload.StartJetStream(dir+"/js", false)

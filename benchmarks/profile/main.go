@@ -44,7 +44,7 @@ func main() {
 	}
 	spec := workload.Spec{Messages: *messages, Size: *size, Keys: 10_000}
 	if *replay {
-		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
+		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(workload.ProduceWindow)); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ func main() {
 		res, err = workload.ConsumeBraid(ctx, nc, uri, "profile", spec.Messages, 1)
 		res.Name = "replay"
 	} else {
-		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000), client.WithUnitPipeline(*pipeline),
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(workload.ProduceWindow), client.WithUnitPipeline(*pipeline),
 			client.WithBatch(client.DefaultBatchRecords, *batchBytes))
 		res.Name = "produce"
 	}

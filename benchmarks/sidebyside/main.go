@@ -134,7 +134,7 @@ func braidProduce(ctx context.Context, durability string, spec workload.Spec) (r
 		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
 			return err
 		}
-		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(workload.ProduceWindow))
 		return err
 	})
 	return res, err
@@ -145,7 +145,7 @@ func braidReplay(ctx context.Context, spec workload.Spec) (res workload.Result, 
 		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
 			return err
 		}
-		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000)); err != nil {
+		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(workload.ProduceWindow)); err != nil {
 			return err
 		}
 		res, err = workload.ConsumeBraid(ctx, nc, uri, "replay", spec.Messages, 1)
