@@ -143,16 +143,24 @@ func (b *bucketActor) flush() {
 	if len(b.queue) == 0 {
 		return
 	}
-	b.batch = b.batch[:0]
 	payloadBytes := 0
 	for _, q := range b.queue {
-		b.batch = append(b.batch, q.records...)
 		for i := range q.records {
 			payloadBytes += len(q.records[i].Key) + len(q.records[i].Payload)
 		}
 	}
-	n := len(b.batch)
-	first, err := b.wal.Write(b.batch...)
+	// One request (the usual case) is written as it came; several are
+	// gathered into the reused batch slice.
+	recs := b.queue[0].records
+	if len(b.queue) > 1 {
+		b.batch = b.batch[:0]
+		for _, q := range b.queue {
+			b.batch = append(b.batch, q.records...)
+		}
+		recs = b.batch
+	}
+	n := len(recs)
+	first, err := b.wal.Write(recs...)
 	clear(b.batch) // drop the references to the request buffers
 	queue := b.queue
 	b.queue = nil

@@ -105,6 +105,9 @@ func (p *produceCall) dispatch(idx []int) {
 		}
 		return
 	}
+	if p.dispatchOne(st, idx) {
+		return
+	}
 	groups := map[unitRef][]int{}
 	hashes := map[unitRef][]uint64{}
 	var order []unitRef
@@ -130,23 +133,60 @@ func (p *produceCall) dispatch(idx []int) {
 	}
 	for _, u := range order {
 		members := groups[u]
-		pids := st.buckets[u.seg]
-		if u.bucket >= len(pids) {
-			for _, i := range members {
-				p.results[i] = errResult(api.Errorf(api.CodeInternal, "no actor for %d/%d", u.seg, u.bucket))
-			}
-			continue
-		}
 		batch := make([]wal.Record, len(members))
 		for j, i := range members {
 			batch[j] = p.recs[i]
 		}
-		p.pending.Add(1)
-		u := u
-		p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, hashes: hashes[u], done: func(first uint64, err error) {
-			p.landed(u, members, first, err)
-		}})
+		p.send(st, u, members, batch, hashes[u])
 	}
+}
+
+// dispatchOne sends the records idx as one append when they are all keyed
+// and route to one unit, as the Go producer's batches do (it batches per
+// unit): no grouping, and the records go as they are. It reports false,
+// having sent nothing, for any other request (found at its first record
+// that routes elsewhere, is unkeyed or is refused).
+func (p *produceCall) dispatchOne(st *topicState, idx []int) bool {
+	if len(idx) != len(p.recs) {
+		return false
+	}
+	var first unitRef
+	hashes := make([]uint64, len(idx))
+	for k, i := range idx {
+		key := p.recs[i].Key
+		if len(key) == 0 {
+			return false
+		}
+		seg, b, h := st.table.Route(key)
+		u := unitRef{topology.SegmentID(seg), b}
+		if k == 0 {
+			if p.epoch != 0 && st.created[u.seg] > p.epoch {
+				return false
+			}
+			first = u
+		} else if u != first {
+			return false
+		}
+		hashes[k] = h
+	}
+	p.send(st, first, idx, p.recs, hashes)
+	return true
+}
+
+// send hands the records of unit u (members: their indexes in the request)
+// to its bucket actor.
+func (p *produceCall) send(st *topicState, u unitRef, members []int, batch []wal.Record, hashes []uint64) {
+	pids := st.buckets[u.seg]
+	if u.bucket >= len(pids) {
+		for _, i := range members {
+			p.results[i] = errResult(api.Errorf(api.CodeInternal, "no actor for %d/%d", u.seg, u.bucket))
+		}
+		return
+	}
+	p.pending.Add(1)
+	p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, hashes: hashes, done: func(first uint64, err error) {
+		p.landed(u, members, first, err)
+	}})
 }
 
 // landed records a group's outcome. A group refused by a seal gets

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -212,4 +213,63 @@ func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
 			t.Fatalf("after the rollback: %v", r.Err())
 		}
 	}
+}
+
+// TestProduceGroupsRecordsPerUnitInOrder sends a request whose records all
+// route to one unit (the Go producer's batches, sent whole) and one that
+// mixes units and unkeyed records (grouped per unit): every record lands in
+// its key's unit, a unit's records at consecutive offsets in request order.
+func TestProduceGroupsRecordsPerUnitInOrder(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/groups"
+	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 4}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := topic.state.Load().table
+	byBucket := map[int][][]byte{}
+	for i := 0; len(byBucket[0]) < 6 || len(byBucket[1]) < 2; i++ {
+		key := []byte(fmt.Sprintf("k%d", i))
+		_, b, _ := table.Route(key)
+		byBucket[b] = append(byBucket[b], key)
+	}
+	check := func(name string, recs []api.Record) {
+		t.Helper()
+		res := produceSync(t, topic, recs...)
+		last := map[int]uint64{}
+		for i, r := range res {
+			if r.Err() != nil {
+				t.Fatalf("%s: record %d: %v", name, i, r.Err())
+			}
+			if len(recs[i].Key) > 0 {
+				if _, b, _ := table.Route(recs[i].Key); r.Bucket != b {
+					t.Fatalf("%s: record %d in bucket %d, its key routes to %d", name, i, r.Bucket, b)
+				}
+			}
+			if prev, ok := last[r.Bucket]; ok && r.Offset != prev+1 {
+				t.Fatalf("%s: record %d at offset %d of bucket %d, after %d", name, i, r.Offset, r.Bucket, prev)
+			}
+			last[r.Bucket] = r.Offset
+			got, err := topic.Read(0, r.Bucket, r.Offset, 1, 1<<20)
+			if err != nil || len(got) != 1 || string(got[0].Payload) != string(recs[i].Payload) {
+				t.Fatalf("%s: record %d reads back as %v, %v", name, i, got, err)
+			}
+		}
+	}
+	var one []api.Record
+	for i, k := range byBucket[0][:4] {
+		one = append(one, api.Record{Key: k, Payload: []byte(fmt.Sprintf("one-%d", i))})
+	}
+	check("one unit", one)
+	mixed := []api.Record{
+		{Key: byBucket[0][4], Payload: []byte("m0")},
+		{Key: byBucket[1][0], Payload: []byte("m1")},
+		{Payload: []byte("m2")},
+		{Key: byBucket[0][5], Payload: []byte("m3")},
+		{Key: byBucket[1][1], Payload: []byte("m4")},
+	}
+	check("mixed", mixed)
 }
