@@ -62,12 +62,24 @@ type Message struct {
 
 // AppendRecords encodes a produce batch.
 func AppendRecords(dst []byte, recs []Record) []byte {
-	dst = append(dst, FormatVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(recs)))
+	dst = AppendBatchHeader(dst, len(recs))
 	for i := range recs {
-		dst = appendBody(dst, recs[i].Key, recs[i].Time, recs[i].Headers, recs[i].Payload)
+		dst = AppendRecord(dst, &recs[i])
 	}
 	return dst
+}
+
+// AppendBatchHeader begins the encoding of a batch of n records, which
+// must follow, each appended by AppendRecord: the result is what
+// AppendRecords makes of them.
+func AppendBatchHeader(dst []byte, n int) []byte {
+	dst = append(dst, FormatVersion)
+	return binary.AppendUvarint(dst, uint64(n))
+}
+
+// AppendRecord appends one record of a batch begun by AppendBatchHeader.
+func AppendRecord(dst []byte, r *Record) []byte {
+	return appendBody(dst, r.Key, r.Time, r.Headers, r.Payload)
 }
 
 func appendBody(dst, key []byte, t int64, hs []Header, payload []byte) []byte {

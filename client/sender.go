@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,14 +28,11 @@ func (p *Producer) sendLoop() {
 	defer close(p.senderDone)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var (
-		buf  []byte
-		recs []api.Record
-	)
+	var buf []byte
 	for {
 		batches, wait := p.collect(time.Now())
 		for _, b := range batches {
-			buf, recs = p.publish(b, buf[:0], recs[:0])
+			buf = p.publish(b, buf[:0])
 		}
 		if len(batches) > 0 {
 			continue
@@ -104,14 +102,13 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 	return batches, wait
 }
 
-// publish encodes and sends one batch; buf and recs are scratch space,
-// returned for reuse (the NATS connection copies what it sends).
-func (p *Producer) publish(b *batch, buf []byte, recs []api.Record) ([]byte, []api.Record) {
+// publish encodes and sends one batch; buf is scratch space, returned for
+// reuse (the NATS connection copies what it sends).
+func (p *Producer) publish(b *batch, buf []byte) []byte {
+	buf = api.AppendBatchHeader(buf, len(b.records))
 	for _, pd := range b.records {
-		recs = append(recs, pd.rec)
+		buf = api.AppendRecord(buf, &pd.rec)
 	}
-	buf = api.AppendRecords(buf, recs)
-	clear(recs) // drop references to the application's slices
 	err := p.nc.PublishMsg(&nats.Msg{
 		Subject: p.produceSubject,
 		Reply:   p.inboxPrefix + "." + strconv.FormatUint(b.id, 36),
@@ -121,7 +118,7 @@ func (p *Producer) publish(b *batch, buf []byte, recs []api.Record) ([]byte, []a
 	if err != nil {
 		p.settle(b.id, nil, fmt.Errorf("braid/client: publishing a produce batch to %s: %w", p.topic, err))
 	}
-	return buf, recs
+	return buf
 }
 
 // onReply handles the reply to a batch.
@@ -210,6 +207,7 @@ func (p *Producer) outcomeLocked(b *batch, done []completion) []completion {
 	}
 	var sealedEpoch uint64
 	anySealed := false
+	done = slices.Grow(done, len(b.records))
 	for i, pd := range b.records {
 		rerr := err
 		if rerr == nil {

@@ -3,7 +3,8 @@
 // run, and prints them side by side with ratios, then measures the
 // producer-visible pause of a split under load.
 //
-//	go run ./benchmarks/sidebyside [-messages 1000000] [-sync-messages 20000]
+//	go run ./benchmarks/sidebyside [-messages 1000000] [-messages-1k 1000000] [-sync-messages 20000]
+//	    [-sizes 100,1024] [-replay=true] [-split=true]
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +30,18 @@ func main() {
 	syncMessages := flag.Int("sync-messages", 20_000, "messages for JetStream with sync always (it is slow)")
 	keys := flag.Int("keys", 10_000, "distinct keys")
 	splitRate := flag.Int("split-rate", 20_000, "steady produce rate of the split-under-load run (msg/s)")
+	sizesFlag := flag.String("sizes", "100,1024", "payload sizes of the produce rows, comma-separated")
+	doReplay := flag.Bool("replay", true, "measure the replay row")
+	doSplit := flag.Bool("split", true, "measure the split under load")
 	flag.Parse()
+	var sizes []int
+	for _, f := range strings.Split(*sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			log.Fatalf("-sizes: %q is not a payload size", f)
+		}
+		sizes = append(sizes, n)
+	}
 	ctx := context.Background()
 
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; Braid runs with GOMAXPROCS=%d (braid serve's default), JetStream with the better of %d and %d\n\n",
@@ -39,7 +52,7 @@ func main() {
 	}
 	cols := []string{"braid always", "braid none", "jetstream default sync", "jetstream sync always"}
 	var rows []row
-	for _, size := range []int{100, 1024} {
+	for _, size := range sizes {
 		n := *messages
 		if size > 100 {
 			n = *bigMessages
@@ -63,15 +76,17 @@ func main() {
 		}
 		rows = append(rows, r)
 	}
-	// Replay: write n messages, then read them all back.
-	replay := row{name: fmt.Sprintf("replay %d x 100 B", *messages), cells: map[string]workload.Result{}}
-	res, err := braidReplay(ctx, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
-	check(err)
-	replay.cells["braid always"] = res
-	replay.cells["jetstream default sync"] = bestOfProcs(replay.name+", jetstream", func(procs int) (workload.Result, error) {
-		return jsReplay(ctx, procs, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
-	})
-	rows = append(rows, replay)
+	if *doReplay {
+		// Replay: write n messages, then read them all back.
+		replay := row{name: fmt.Sprintf("replay %d x 100 B", *messages), cells: map[string]workload.Result{}}
+		res, err := braidReplay(ctx, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
+		check(err)
+		replay.cells["braid always"] = res
+		replay.cells["jetstream default sync"] = bestOfProcs(replay.name+", jetstream", func(procs int) (workload.Result, error) {
+			return jsReplay(ctx, procs, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
+		})
+		rows = append(rows, replay)
+	}
 
 	fmt.Printf("%-28s", "workload (msg/s; p50/p99)")
 	for _, c := range cols {
@@ -98,6 +113,9 @@ func main() {
 		fmt.Printf(" | %.2fx\n", a.Rate()/j.Rate())
 	}
 
+	if !*doSplit {
+		return
+	}
 	fmt.Println()
 	split, err := splitUnderLoad(ctx, *splitRate)
 	check(err)
