@@ -79,6 +79,17 @@ func defaultProducerConfig() producerConfig {
 	}
 }
 
+// defaultBatchBytes is the batch size of a producer that does not choose
+// one, on a connection whose server takes messages of up to maxPayload
+// bytes (0: unknown): DefaultBatchBytes, or half of maxPayload when that is
+// less, leaving room for framing and headers.
+func defaultBatchBytes(maxPayload int64) int {
+	if maxPayload > 0 && int64(DefaultBatchBytes) > maxPayload/2 {
+		return int(maxPayload / 2)
+	}
+	return DefaultBatchBytes
+}
+
 // validate checks every setting; maxPayload is the NATS connection's
 // largest message, which a batch must fit in.
 func (c *producerConfig) validate(maxPayload int64) error {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -91,4 +92,36 @@ func TestNewAdminPanicsOnBadOption(t *testing.T) {
 		}
 	}()
 	NewAdmin(nil, WithRequestTimeout(0))
+}
+
+// TestDefaultBatchFitsTheServer checks the default batch size against the
+// NATS max payload: 1 MiB where the server takes 8 MiB messages (Braid's
+// embedded NATS), half the max payload on a stock server (1 MB), so a
+// default producer never builds a batch the server refuses; a batch size
+// the application chose stays as it is.
+func TestDefaultBatchFitsTheServer(t *testing.T) {
+	for _, tt := range []struct{ maxPayload, want int64 }{
+		{8 << 20, DefaultBatchBytes}, {2 << 20, DefaultBatchBytes}, {1 << 20, 512 << 10}, {64 << 10, 32 << 10}, {0, DefaultBatchBytes},
+	} {
+		if got := defaultBatchBytes(tt.maxPayload); int64(got) != tt.want {
+			t.Errorf("defaultBatchBytes(%d) = %d, want %d", tt.maxPayload, got, tt.want)
+		}
+	}
+	_, stock := newFake(t, 1, 1)
+	p, err := NewProducer(stock, fakeURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if got, want := p.cfg.batchBytes, int(stock.MaxPayload()/2); got != want {
+		t.Fatalf("default batch on a server with max payload %d: %d bytes, want %d", stock.MaxPayload(), got, want)
+	}
+	chosen, err := NewProducer(stock, fakeURI, WithBatch(10, 900<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chosen.Close(context.Background())
+	if chosen.cfg.batchBytes != 900<<10 {
+		t.Fatalf("WithBatch(10, 900 KiB) gave %d bytes", chosen.cfg.batchBytes)
+	}
 }

@@ -144,9 +144,7 @@ type completion struct {
 // api.ErrInvalidName, a bad option ErrInvalidOption.
 func NewProducer(nc *nats.Conn, topicURI string, opts ...ProducerOption) (*Producer, error) {
 	cfg := defaultProducerConfig()
-	if mp := nc.MaxPayload(); mp > 0 && int64(cfg.batchBytes) > mp/2 {
-		cfg.batchBytes = int(mp / 2)
-	}
+	cfg.batchBytes = defaultBatchBytes(nc.MaxPayload())
 	for _, o := range opts {
 		o.applyProducer(&cfg)
 	}

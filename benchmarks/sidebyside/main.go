@@ -30,12 +30,12 @@ func main() {
 	syncMessages := flag.Int("sync-messages", 20_000, "messages for JetStream with sync always (it is slow)")
 	keys := flag.Int("keys", 10_000, "distinct keys")
 	splitRate := flag.Int("split-rate", 20_000, "steady produce rate of the split-under-load run (msg/s)")
-	sizesFlag := flag.String("sizes", "100,1024", "payload sizes of the produce rows, comma-separated")
+	sizesFlag := flag.String("sizes", "100,1024", "payload sizes of the produce rows, comma-separated (empty: none)")
 	doReplay := flag.Bool("replay", true, "measure the replay row")
 	doSplit := flag.Bool("split", true, "measure the split under load")
 	flag.Parse()
 	var sizes []int
-	for _, f := range strings.Split(*sizesFlag, ",") {
+	for _, f := range strings.FieldsFunc(*sizesFlag, func(r rune) bool { return r == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			log.Fatalf("-sizes: %q is not a payload size", f)
