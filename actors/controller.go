@@ -110,12 +110,7 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) ([]*act
 	meter := newSegmentMeter(s, time.Now())
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
 		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, meter: meter, ready: ready,
-		sealedIn: func() uint64 {
-			if seg, ok := c.t.Layout().Segment(s.ID); ok && seg.State != topology.StateActive {
-				return seg.SealedEpoch
-			}
-			return c.t.sealingEpoch(s.ID)
-		}})
+		sealedIn: func() uint64 { return c.t.sealedAt(s.ID) }})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
 		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))

@@ -273,3 +273,34 @@ func TestProduceGroupsRecordsPerUnitInOrder(t *testing.T) {
 	}
 	check("mixed", mixed)
 }
+
+// TestSealedAtBeforeTheFirstState asks a topic for a segment's seal before
+// it has published any state, as the buckets of a new topic's first
+// segments do when they start (it used to dereference the missing state
+// and panic, restarting the bucket), then with a layout that seals it and
+// with a change under way that will.
+func TestSealedAtBeforeTheFirstState(t *testing.T) {
+	var topic Topic
+	if got := topic.sealedAt(0); got != 0 {
+		t.Fatalf("sealedAt before any state = %d, want 0 (active)", got)
+	}
+	l, err := topology.New(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := l.Split(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic.state.Store(&topicState{layout: l})
+	topic.setSealing([]topology.SegmentID{0}, split.Epoch)
+	if got := topic.sealedAt(0); got != split.Epoch {
+		t.Fatalf("sealedAt during the split = %d, want %d", got, split.Epoch)
+	}
+	topic.setSealing(nil, 0)
+	topic.state.Store(&topicState{layout: split})
+	seg, _ := split.Segment(0)
+	if got := topic.sealedAt(0); got != seg.SealedEpoch || got == 0 {
+		t.Fatalf("sealedAt after the split = %d, want %d", got, seg.SealedEpoch)
+	}
+}

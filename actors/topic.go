@@ -77,6 +77,19 @@ func (t *Topic) setSealing(segs []topology.SegmentID, epoch uint64) {
 	t.sealing.Store(&sealingChange{segments: slices.Clone(segs), epoch: epoch})
 }
 
+// sealedAt is the epoch at which seg is sealed: by the current layout, or
+// by the layout change under way; 0 while it is active. The buckets of a
+// topic's first segments start before the topic publishes its first state
+// (which then has them active).
+func (t *Topic) sealedAt(seg topology.SegmentID) uint64 {
+	if st := t.state.Load(); st != nil {
+		if s, ok := st.layout.Segment(seg); ok && s.State != topology.StateActive {
+			return s.SealedEpoch
+		}
+	}
+	return t.sealingEpoch(seg)
+}
+
 // sealingEpoch returns the epoch of the change under way if it seals seg,
 // else 0.
 func (t *Topic) sealingEpoch(seg topology.SegmentID) uint64 {

@@ -1,10 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,11 +14,18 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// startNode starts a node on dir with an embedded NATS on a free port.
+// startNode starts a node on dir with an embedded NATS on a free port. Its
+// warnings and errors are printed if the test fails.
 func startNode(t *testing.T, dir string) (*Node, *nats.Conn) {
 	t.Helper()
+	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node logs (warnings and errors):\n%s", logs.String())
+		}
+	})
 	n, err := Start(context.Background(), Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}
@@ -27,6 +35,24 @@ func startNode(t *testing.T, dir string) (*Node, *nats.Conn) {
 		t.Fatalf("connect: %v", err)
 	}
 	return n, nc
+}
+
+// lockedBuffer is a bytes.Buffer safe for the node's concurrent loggers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func stopNode(t *testing.T, n *Node, nc *nats.Conn) {
