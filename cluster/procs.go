@@ -8,28 +8,23 @@ import (
 )
 
 // ServerProcs is the GOMAXPROCS `braid serve` runs with unless told
-// otherwise: twice what the Go runtime picks for this machine (its CPUs, or
-// its cgroup CPU limit), or the GOMAXPROCS environment variable when that
-// is set.
+// otherwise (--procs): the GOMAXPROCS environment variable when that is
+// set, else what the Go runtime picks for this machine (its CPUs, or its
+// cgroup CPU limit).
 //
-// Why more than one P per CPU: with durability always, every append waits
-// on blocking write and fsync system calls. A goroutine blocked in one
-// keeps its P until the runtime's monitor takes it back, and fsyncs of a
-// few milliseconds often end before it does, so with a P per CPU the CPUs
-// sit idle while the NATS connections and the other buckets have work
-// queued (measured: both Ps held by fsyncs about a third of the time in an
-// execution trace of a 64 KiB-batch produce run). The spare Ps run that
-// work meanwhile; the OS still runs no more threads at once than there are
-// CPUs. The price is paid by consumers (queue consumers ran 18 % slower at
-// 4 Ps than at 2 on 2 CPUs, median of alternating runs): their wake-ups
-// more often need an OS thread switch. --procs sets it.
+// More Ps than CPUs used to pay here: a goroutine blocked in a WAL fsync
+// held its P until the runtime's monitor took it back, and with a P per CPU
+// the CPUs idled while fsyncs held the Ps. The WAL now fsyncs through
+// io_uring on Linux (wal/uring_linux.go), where the waiting goroutine
+// parks, and extra Ps only cost thread switches (consumers ran 18 % slower
+// at twice the CPUs).
 func ServerProcs() int {
 	if v := os.Getenv("GOMAXPROCS"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			return n
 		}
 	}
-	return 2 * defaultProcs()
+	return defaultProcs()
 }
 
 // defaultProcs is the GOMAXPROCS the runtime chose at start-up (before any

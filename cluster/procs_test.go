@@ -7,15 +7,15 @@ import (
 
 func TestServerProcs(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "")
-	if got, want := ServerProcs(), 2*defaultProcs(); got != want {
-		t.Fatalf("ServerProcs() = %d without GOMAXPROCS, want twice the runtime default %d", got, want)
+	if got, want := ServerProcs(), defaultProcs(); got != want {
+		t.Fatalf("ServerProcs() = %d without GOMAXPROCS, want the runtime default %d", got, want)
 	}
 	t.Setenv("GOMAXPROCS", "3")
 	if got := ServerProcs(); got != 3 {
 		t.Fatalf("ServerProcs() = %d with GOMAXPROCS=3, want 3", got)
 	}
 	t.Setenv("GOMAXPROCS", "lots")
-	if got, want := ServerProcs(), 2*defaultProcs(); got != want {
+	if got, want := ServerProcs(), defaultProcs(); got != want {
 		t.Fatalf("ServerProcs() = %d with a malformed GOMAXPROCS, want the default %d", got, want)
 	}
 }
@@ -30,14 +30,16 @@ func TestSetProcs(t *testing.T) {
 		t.Fatal("a refused SetProcs changed GOMAXPROCS")
 	}
 	t.Setenv("GOMAXPROCS", "")
-	prev, err := SetProcs(0)
-	if err != nil || prev != before {
-		t.Fatalf("SetProcs(0) = %d, %v; want %d, nil", prev, err, before)
+	other := defaultProcs() + 3
+	prev, err := SetProcs(other)
+	if err != nil || prev != before || runtime.GOMAXPROCS(0) != other {
+		t.Fatalf("SetProcs(%d) = %d, %v, GOMAXPROCS %d; want %d, nil, %d", other, prev, err, runtime.GOMAXPROCS(0), before, other)
 	}
-	if got := runtime.GOMAXPROCS(0); got != 2*defaultProcs() {
-		t.Fatalf("GOMAXPROCS = %d after SetProcs(0), want %d", got, 2*defaultProcs())
+	prev, err = SetProcs(0)
+	if err != nil || prev != other {
+		t.Fatalf("SetProcs(0) = %d, %v; want %d, nil", prev, err, other)
 	}
-	if _, err := SetProcs(5); err != nil || runtime.GOMAXPROCS(0) != 5 {
-		t.Fatalf("SetProcs(5): %v, GOMAXPROCS %d", err, runtime.GOMAXPROCS(0))
+	if got := runtime.GOMAXPROCS(0); got != defaultProcs() {
+		t.Fatalf("GOMAXPROCS = %d after SetProcs(0), want the default %d", got, defaultProcs())
 	}
 }

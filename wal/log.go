@@ -420,7 +420,7 @@ func (l *Log) prepareSyncLocked() syncJob {
 // run does the fsync pass; the caller holds syncMu.
 func (job syncJob) run() error {
 	if job.file != nil {
-		if err := job.file.Sync(); err != nil {
+		if err := fsyncFile(job.file); err != nil {
 			return fmt.Errorf("fsync %s: %w", job.file.Name(), err)
 		}
 	}

@@ -1,0 +1,211 @@
+//go:build linux && (amd64 || arm64)
+
+package wal
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// An fsync run through io_uring: the kernel does it on a worker thread and
+// posts the result, and the goroutine waiting for it parks instead of
+// sitting in a system call. A goroutine in a blocking system call keeps
+// its scheduler P until the Go runtime's monitor takes it back, which an
+// fsync of a few milliseconds often beats, so with one P per CPU the CPUs
+// idle while fsyncs hold the Ps; a parked goroutine holds none.
+//
+// Only what fsync needs: one ring per process, set up on first use; if
+// the kernel refuses io_uring (too old, or forbidden), fsync falls back to
+// the plain system call.
+
+const (
+	sysIOURingSetup    = 425
+	sysIOURingEnter    = 426
+	sysIOURingRegister = 427
+
+	iouringOffSQRing = 0
+	iouringOffCQRing = 0x8000000
+	iouringOffSQEs   = 0x10000000
+
+	iouringOpFsync         = 3
+	iouringRegisterEventFD = 4
+	iouringFeatSingleMmap  = 1
+
+	uringEntries = 128
+	sqeSize      = 64
+	cqeSize      = 16
+)
+
+// uringParams is struct io_uring_params.
+type uringParams struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  struct {
+		head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
+		userAddr                                                        uint64
+	}
+	cqOff struct {
+		head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
+		userAddr                                                        uint64
+	}
+}
+
+type uring struct {
+	fd     int
+	sq, cq []byte // the mapped rings (the same mapping with single mmap)
+	sqes   []byte
+	params uringParams
+	events *os.File // the eventfd the kernel signals per completion
+
+	slots chan struct{} // one per submission the ring may hold
+
+	mu      sync.Mutex
+	nextID  uint64
+	waiting map[uint64]chan int32
+}
+
+var (
+	ringOnce sync.Once
+	ring     *uring // nil when io_uring is unavailable
+)
+
+// fsyncFile fsyncs f through the ring, or with the plain system call when
+// there is no ring.
+func fsyncFile(f *os.File) error {
+	if !ringInUse() {
+		return f.Sync()
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f.Sync() // closed: Sync says so
+	}
+	var res int32
+	// Control holds the descriptor open for the whole operation, as Sync
+	// does for its system call.
+	if err := rc.Control(func(fd uintptr) { res = ring.fsync(int32(fd)) }); err != nil {
+		return f.Sync() // closed meanwhile: Sync says so in os's words
+	}
+	if res < 0 {
+		return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-res)}
+	}
+	return nil
+}
+
+// ringInUse reports whether fsyncs go through io_uring.
+func ringInUse() bool {
+	ringOnce.Do(func() { ring = newURing() })
+	return ring != nil
+}
+
+func newURing() *uring {
+	r := &uring{slots: make(chan struct{}, uringEntries), waiting: map[uint64]chan int32{}}
+	fd, _, errno := syscall.Syscall(sysIOURingSetup, uringEntries, uintptr(unsafe.Pointer(&r.params)), 0)
+	if errno != 0 {
+		return nil
+	}
+	r.fd = int(fd)
+	fail := func() *uring {
+		for _, m := range [][]byte{r.sq, r.cq, r.sqes} {
+			if m != nil {
+				_ = syscall.Munmap(m)
+			}
+		}
+		_ = syscall.Close(r.fd)
+		return nil
+	}
+	p := &r.params
+	if p.features&iouringFeatSingleMmap == 0 {
+		return fail() // kernels before 5.4; not worth a second mapping path
+	}
+	size := max(int(p.sqOff.array)+int(p.sqEntries)*4, int(p.cqOff.cqes)+int(p.cqEntries)*cqeSize)
+	var err error
+	if r.sq, err = syscall.Mmap(r.fd, iouringOffSQRing, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE); err != nil {
+		return fail()
+	}
+	r.cq = r.sq
+	if r.sqes, err = syscall.Mmap(r.fd, iouringOffSQEs, int(p.sqEntries)*sqeSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE); err != nil {
+		return fail()
+	}
+	efd, _, errno := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errno != 0 {
+		return fail()
+	}
+	efd32 := int32(efd)
+	if _, _, errno := syscall.Syscall6(sysIOURingRegister, uintptr(r.fd), iouringRegisterEventFD, uintptr(unsafe.Pointer(&efd32)), 1, 0, 0); errno != 0 {
+		_ = syscall.Close(int(efd))
+		return fail()
+	}
+	// Non-blocking, so reads park in the runtime's poller.
+	r.events = os.NewFile(efd, "io_uring-eventfd")
+	go r.reap()
+	return r
+}
+
+func (r *uring) u32(m []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&m[off])) }
+
+// fsync submits an fsync of fd and waits for its result (0 or -errno).
+func (r *uring) fsync(fd int32) int32 {
+	r.slots <- struct{}{}
+	done := make(chan int32, 1)
+	r.mu.Lock()
+	r.nextID++
+	id := r.nextID
+	r.waiting[id] = done
+	p := &r.params
+	tail := atomic.LoadUint32(r.u32(r.sq, p.sqOff.tail))
+	idx := tail & atomic.LoadUint32(r.u32(r.sq, p.sqOff.ringMask))
+	sqe := r.sqes[idx*sqeSize : (idx+1)*sqeSize]
+	clear(sqe)
+	sqe[0] = iouringOpFsync
+	*(*int32)(unsafe.Pointer(&sqe[4])) = fd
+	*(*uint64)(unsafe.Pointer(&sqe[32])) = id
+	*r.u32(r.sq, p.sqOff.array+idx*4) = idx
+	atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), tail+1)
+	_, _, errno := syscall.Syscall6(sysIOURingEnter, uintptr(r.fd), 1, 0, 0, 0, 0)
+	if errno != 0 && atomic.LoadUint32(r.u32(r.sq, p.sqOff.head)) == tail {
+		// Not submitted: take the entry back and do it the plain way.
+		atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), tail)
+		delete(r.waiting, id)
+		r.mu.Unlock()
+		<-r.slots
+		if err := syscall.Fsync(int(fd)); err != nil {
+			return -int32(err.(syscall.Errno))
+		}
+		return 0
+	}
+	r.mu.Unlock()
+	res := <-done
+	<-r.slots
+	return res
+}
+
+// reap hands each completion to its waiter; it runs for the life of the
+// process.
+func (r *uring) reap() {
+	var buf [8]byte
+	p := &r.params
+	for {
+		if _, err := r.events.Read(buf[:]); err != nil {
+			return
+		}
+		head := atomic.LoadUint32(r.u32(r.cq, p.cqOff.head))
+		tail := atomic.LoadUint32(r.u32(r.cq, p.cqOff.tail))
+		mask := atomic.LoadUint32(r.u32(r.cq, p.cqOff.ringMask))
+		for ; head != tail; head++ {
+			off := p.cqOff.cqes + (head&mask)*cqeSize
+			id := *(*uint64)(unsafe.Pointer(&r.cq[off]))
+			res := *(*int32)(unsafe.Pointer(&r.cq[off+8]))
+			r.mu.Lock()
+			done := r.waiting[id]
+			delete(r.waiting, id)
+			r.mu.Unlock()
+			if done != nil {
+				done <- res
+			}
+		}
+		atomic.StoreUint32(r.u32(r.cq, p.cqOff.head), head)
+	}
+}

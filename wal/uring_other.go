@@ -1,0 +1,11 @@
+//go:build !linux || !(amd64 || arm64)
+
+package wal
+
+import "os"
+
+// fsyncFile fsyncs f (io_uring is used only on Linux; see uring_linux.go).
+func fsyncFile(f *os.File) error { return f.Sync() }
+
+// ringInUse reports whether fsyncs go through io_uring: never here.
+func ringInUse() bool { return false }
