@@ -18,8 +18,8 @@ import (
 // idle while fsyncs hold the Ps; a parked goroutine holds none.
 //
 // Only what fsync needs: one ring per process, set up on first use; if
-// the kernel refuses io_uring (too old, or forbidden), fsync falls back to
-// the plain system call.
+// the kernel refuses io_uring (too old, or forbidden) or BRAID_WAL_URING is
+// "off", fsync is the plain system call.
 
 const (
 	sysIOURingSetup    = 425
@@ -94,9 +94,14 @@ func fsyncFile(f *os.File) error {
 	return nil
 }
 
-// ringInUse reports whether fsyncs go through io_uring.
+// ringInUse reports whether fsyncs go through io_uring: not if the kernel
+// refuses it, nor if the environment sets BRAID_WAL_URING=off.
 func ringInUse() bool {
-	ringOnce.Do(func() { ring = newURing() })
+	ringOnce.Do(func() {
+		if os.Getenv("BRAID_WAL_URING") != "off" {
+			ring = newURing()
+		}
+	})
 	return ring != nil
 }
 
