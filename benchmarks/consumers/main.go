@@ -48,21 +48,17 @@ func main() {
 
 	var rows [][2]workload.Result
 	for _, n := range []int{1, 8} {
-		workload.BraidProcs()
 		b, err := workload.AckQueueBraid(ctx, nc, uri, fmt.Sprintf("queue-%d", n), *messages, n)
 		check(err)
 		b.Name = fmt.Sprintf("queue, %d consumer(s), ack each", n)
-		workload.JetStreamProcs()
 		j, err := js.AckDurable(ctx, fmt.Sprintf("durable-%d", n), *messages, n)
 		check(err)
 		j.Name = fmt.Sprintf("durable pull, %d consumer(s), AckExplicit", n)
 		rows = append(rows, [2]workload.Result{b, j})
 	}
-	workload.BraidProcs()
 	b, err := workload.ReplayCheckpointBraid(ctx, nc, uri, *messages)
 	check(err)
 	b.Name = "checkpoint consumer replay"
-	workload.JetStreamProcs()
 	j, err := js.ConsumeOrdered(ctx, *messages)
 	check(err)
 	j.Name = "ordered consumer replay"

@@ -20,7 +20,6 @@ import (
 
 	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
 	"github.com/nats-io/nats.go"
 )
 
@@ -44,8 +43,9 @@ func main() {
 	}
 	ctx := context.Background()
 
-	fmt.Printf("machine: %d CPUs, %s/%s, %s; Braid runs with GOMAXPROCS=%d (braid serve's default), JetStream with the better of %d and %d\n\n",
-		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), cluster.ServerProcs(), workload.JetStreamProcs(), 2*workload.JetStreamProcs())
+	gomaxprocs := runtime.GOMAXPROCS(0)
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; Braid runs with GOMAXPROCS=%d, JetStream with the better of %d and %d\n\n",
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), gomaxprocs, gomaxprocs, 2*gomaxprocs)
 	type row struct {
 		name  string
 		cells map[string]workload.Result
@@ -172,13 +172,14 @@ func braidReplay(ctx context.Context, spec workload.Spec) (res workload.Result, 
 	return res, err
 }
 
-// bestOfProcs runs a JetStream measurement with GOMAXPROCS at nats-server's
-// default (the CPUs) and at Braid's (twice that), prints both, and keeps
+// bestOfProcs runs a JetStream measurement with GOMAXPROCS at the process's
+// (the CPUs, as nats-server runs) and at twice that, prints both, and keeps
 // the faster: the ratios compare Braid with JetStream at its better setting.
 func bestOfProcs(what string, run func(procs int) (workload.Result, error)) workload.Result {
 	var best workload.Result
 	var rates []string
-	for _, procs := range []int{workload.JetStreamProcs(), 2 * workload.JetStreamProcs()} {
+	base := runtime.GOMAXPROCS(0)
+	for _, procs := range []int{base, 2 * base} {
 		res, err := run(procs)
 		check(err)
 		rates = append(rates, fmt.Sprintf("GOMAXPROCS=%d %.0f msg/s", procs, res.Rate()))
@@ -198,7 +199,7 @@ func jsProduce(ctx context.Context, syncAlways bool, procs int, spec workload.Sp
 		return workload.Result{}, err
 	}
 	defer js.Close()
-	runtime.GOMAXPROCS(procs)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	return js.Produce(ctx, spec)
 }
 
@@ -210,7 +211,7 @@ func jsReplay(ctx context.Context, procs int, spec workload.Spec) (workload.Resu
 		return workload.Result{}, err
 	}
 	defer js.Close()
-	runtime.GOMAXPROCS(procs)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	if _, err := js.Produce(ctx, spec); err != nil {
 		return workload.Result{}, err
 	}

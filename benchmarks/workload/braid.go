@@ -16,11 +16,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// StartBraid starts a Braid node in dir with an embedded NATS on a free port,
-// with GOMAXPROCS set as `braid serve` sets it (BraidProcs). Its logs are
-// discarded unless BRAID_BENCH_LOG is set (then they go to standard error).
+// StartBraid starts a Braid node in dir with an embedded NATS on a free port.
+// Its logs are discarded unless BRAID_BENCH_LOG is set (then they go to
+// standard error).
 func StartBraid(dir, durability string) (*cluster.Node, *nats.Conn, error) {
-	BraidProcs()
 	var logs io.Writer = io.Discard
 	if os.Getenv("BRAID_BENCH_LOG") != "" {
 		logs = os.Stderr

@@ -22,12 +22,10 @@ type JetStream struct {
 // StreamName is the benchmark stream; its subjects are bench.<key>.
 const StreamName = "BENCH"
 
-// StartJetStream starts an embedded server with JetStream in dir, with
-// GOMAXPROCS set as nats-server runs (JetStreamProcs). With syncAlways
-// every write is fsynced before the ack; otherwise JetStream syncs on its
-// default 2-minute interval.
+// StartJetStream starts an embedded server with JetStream in dir. With
+// syncAlways every write is fsynced before the ack; otherwise JetStream
+// syncs on its default 2-minute interval.
 func StartJetStream(dir string, syncAlways bool) (*JetStream, error) {
-	JetStreamProcs()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: filepath.Join(dir, "js"), SyncAlways: syncAlways, NoSigs: true, NoLog: true})
 	if err != nil {

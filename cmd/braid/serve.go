@@ -22,11 +22,7 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.Durability, "durability", "always", "default durability of logs: always (fsync before ack), interval, none")
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload", 1<<20, "default max payload of one message, in bytes")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	procs := fs.Int("procs", 0, "GOMAXPROCS of the server (0: $GOMAXPROCS if set, else the CPUs; see cluster.ServerProcs)")
 	_ = fs.Parse(args)
-	if _, err := cluster.SetProcs(*procs); err != nil {
-		return err
-	}
 
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
