@@ -1,33 +1,73 @@
 package actors
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
 
-// appendReq asks a bucket to append records, in order. done is called once,
-// from the bucket actor or its committer, after the batch holding them is
-// durable (per the durability mode) or refused. hashes holds the key hashes of the keyed
+// appendSink learns where the records of an append landed. produceCall is
+// the one the produce path uses.
+type appendSink interface {
+	// landed reports that the records members (their indexes in the
+	// sink's request) are at offsets first, first+1, ... of unit u, or
+	// that they failed with err.
+	landed(u unitRef, members []int, first uint64, err error)
+	// splitInto says that one append was handed on as parts appends, each
+	// of which will report landed once: a sealed bucket split it between
+	// its successors. It is called before any part is sent.
+	splitInto(parts int)
+}
+
+// appendReq asks a bucket to append records, in order. The bucket (or its
+// committer) tells sink once the batch holding them is durable (per the
+// durability mode) or refused. hashes holds the key hashes of the keyed
 // records, for the load meter.
 type appendReq struct {
 	records []wal.Record
 	hashes  []uint64
-	done    func(first uint64, err error)
+	sink    appendSink
+	members []int
+	// strict says the producer named the layout epoch it routed by
+	// (Braid-Epoch) and re-routes by itself what a seal refuses: a sealed
+	// bucket refuses it with SEGMENT_SEALED rather than hand it over.
+	strict bool
+	// forwarded says a sealed predecessor handed it over: a gated bucket
+	// takes it at once, ahead of the appends it holds back.
+	forwarded bool
+}
+
+func (q *appendReq) settle(u unitRef, first uint64, err error) {
+	q.sink.landed(u, q.members, first, err)
 }
 
 // sealReq seals a bucket at a layout epoch: what it accepted before is
-// flushed, what comes after is refused with SEGMENT_SEALED. Unseal reverts a
-// seal whose layout change failed to persist. done reports the final next
-// offset of the bucket.
+// flushed, what comes after is held for the successors (or refused with
+// SEGMENT_SEALED when strict). Unseal reverts a seal whose layout change
+// failed to persist: the held appends are then appended here, in order.
+// done reports the final next offset of the bucket.
 type sealReq struct {
 	epoch  uint64
 	unseal bool
 	done   func(next uint64, err error)
 }
+
+// handoverMsg tells a sealed bucket that the layout sealing it is
+// published and that every append routed by an older layout has reached
+// its mailbox (the controller published under Topic.routeMu): it hands
+// what it held to the successors that own the keys in next, in order, then
+// calls done. Whatever reaches it afterwards is handed on at once.
+type handoverMsg struct {
+	next *topicState
+	done func()
+}
+
+// openMsg lets a gated bucket take the appends it held back: its
+// segment's predecessors have handed over everything they held.
+type openMsg struct{}
 
 // flushMsg is the message a bucket sends itself to commit its queue.
 type flushMsg struct{}
@@ -37,8 +77,19 @@ type flushMsg struct{}
 type crashMsg struct{}
 
 // bucketActor owns one bucket log.
+//
+// Its life within a layout change (controller.change): a bucket of a new
+// segment starts gated and holds back direct appends until openMsg; a
+// bucket of a retiring segment, once sealed, holds what reaches it until
+// handoverMsg, then forwards it to the successors. The controller opens
+// the successors only after every retiring bucket has forwarded, so a key's
+// appends that reached the sealed segment late land in the successor ahead
+// of the ones routed there directly: per-key order holds for producers
+// that know nothing of layouts.
 type bucketActor struct {
 	key   UnitKey
+	unit  unitRef
+	topic *Topic
 	store *LogStore
 	opts  wal.Options
 	log   *slog.Logger
@@ -48,7 +99,14 @@ type bucketActor struct {
 	wal *wal.Log
 	// sealedAt is the layout epoch of the seal; 0 while accepting appends.
 	sealedAt uint64
-	sealedIn func() uint64
+	// held are the appends that reached the bucket after its seal, in
+	// arrival order, until the handover; handedOver is set by it.
+	held       []appendReq
+	handedOver bool
+	// gated is set while the segment's predecessors may still hand over
+	// appends; gatedQueue holds the direct appends meanwhile.
+	gated      bool
+	gatedQueue []appendReq
 	// queue holds appends received since the last flush; flushQueued says a
 	// flushMsg is in the mailbox behind them.
 	queue       []appendReq
@@ -60,13 +118,12 @@ type bucketActor struct {
 	commit *committer
 }
 
-// newBucketProps makes the props of a bucket actor. sealedIn reports the
-// epoch at which the current layout, or the layout change under way, seals
-// the bucket's segment (0 while it is active): a bucket restarted by its
-// supervisor takes its seal from there, not from the memory it lost.
-func newBucketProps(key UnitKey, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter, sealedIn func() uint64) *actor.Props {
+// newBucketProps makes the props of a bucket actor. A bucket restarted by
+// its supervisor takes its seal and its gate from the topic (the current
+// layout, or the layout change under way), not from the memory it lost.
+func newBucketProps(key UnitKey, topic *Topic, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &bucketActor{key: key, store: store, opts: opts, log: log, m: m, meter: meter, sealedIn: sealedIn}
+		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m, meter: meter}
 	})
 }
 
@@ -84,19 +141,12 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			topic := b.key.Topic.String()
 			b.commit = startCommitter(b.key, l, func() { b.store.Signal(topic) })
 		}
-		if b.sealedIn != nil {
-			b.sealedAt = b.sealedIn()
+		if b.topic != nil {
+			b.sealedAt = b.topic.sealedAt(b.key.Segment)
+			b.gated = b.topic.gatedAt(b.key.Segment)
 		}
 	case appendReq:
-		if b.sealedAt != 0 {
-			msg.done(0, api.SealedError(uint64(b.key.Segment), b.sealedAt))
-			return
-		}
-		b.queue = append(b.queue, msg)
-		if !b.flushQueued {
-			b.flushQueued = true
-			ctx.Send(ctx.Self(), flushMsg{})
-		}
+		b.receiveAppend(ctx, msg)
 	case flushMsg:
 		b.flushQueued = false
 		b.flush()
@@ -105,18 +155,140 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.drain()
 		if msg.unseal {
 			b.sealedAt = 0
+			held := b.held
+			b.held = nil
+			for _, q := range held {
+				b.enqueue(ctx, q)
+			}
 		} else {
 			b.sealedAt = msg.epoch
 		}
 		msg.done(b.wal.NextOffset(), nil)
+	case handoverMsg:
+		held := b.held
+		b.held = nil
+		b.handedOver = true
+		b.forward(held, msg.next)
+		msg.done()
+	case openMsg:
+		if b.gated {
+			b.gated = false
+			gated := b.gatedQueue
+			b.gatedQueue = nil
+			for _, q := range gated {
+				b.enqueue(ctx, q)
+			}
+		}
 	case crashMsg:
 		panic("braid/actors: crash requested for " + b.key.String())
 	case *actor.Restarting:
-		b.failQueue(errors.New("bucket restarting"))
+		b.failPending(api.Errorf(api.CodeUnavailable, "%s: bucket restarting; resend", b.key))
 		b.stopCommitter()
 	case *actor.Stopping:
 		b.flush()
+		b.failPending(api.Errorf(api.CodeUnavailable, "%s: bucket stopping; resend", b.key))
 		b.stopCommitter()
+	}
+}
+
+// receiveAppend takes, holds, forwards or refuses one append by the
+// bucket's place in the layout change.
+func (b *bucketActor) receiveAppend(ctx actor.Context, q appendReq) {
+	switch {
+	case b.sealedAt != 0 && q.strict && !q.forwarded:
+		q.settle(b.unit, 0, api.SealedError(uint64(b.key.Segment), b.sealedAt))
+	case b.sealedAt != 0 && b.handedOver:
+		// Nothing routed by an older layout can still arrive (the
+		// controller published under routeMu); hand it on anyway rather
+		// than lose or refuse it, and say so.
+		st := b.topic.state.Load()
+		if st.table == nil || st.layout.Epoch < b.sealedAt {
+			// A snapshot older than the seal would route it back here.
+			b.log.Error("append reached a sealed bucket after its handover, with no newer layout to forward it by", "unit", b.key.String(), "records", len(q.records))
+			q.settle(b.unit, 0, api.Errorf(api.CodeUnavailable, "%s is sealed and its layout is not published; resend", b.key))
+			return
+		}
+		b.log.Warn("append reached a sealed bucket after its handover; forwarding it", "unit", b.key.String(), "records", len(q.records))
+		b.forward([]appendReq{q}, st)
+	case b.sealedAt != 0:
+		b.held = append(b.held, q)
+	case b.gated && !q.forwarded:
+		b.gatedQueue = append(b.gatedQueue, q)
+	default:
+		b.enqueue(ctx, q)
+	}
+}
+
+// enqueue adds an append to the next batch.
+func (b *bucketActor) enqueue(ctx actor.Context, q appendReq) {
+	b.queue = append(b.queue, q)
+	if !b.flushQueued {
+		b.flushQueued = true
+		ctx.Send(ctx.Self(), flushMsg{})
+	}
+}
+
+// forward hands appends to the buckets that own their keys in st, in
+// order: the records of one append that route to one unit go as one
+// append, so each unit receives a key's records in the order they came.
+func (b *bucketActor) forward(reqs []appendReq, st *topicState) {
+	if len(reqs) == 0 {
+		return
+	}
+	n := 0
+	for i := range reqs {
+		n += len(reqs[i].records)
+		forwardAppend(b.topic, st, reqs[i])
+	}
+	b.m.handedOver.Add(float64(n))
+}
+
+// forwardAppend routes the records of q by st and sends them on, marked
+// forwarded.
+func forwardAppend(t *Topic, st *topicState, q appendReq) {
+	if st == nil || st.deleted {
+		q.settle(unitRef{}, 0, api.Errorf(api.CodeTopicDeleted, "topic %s was deleted", t.uri))
+		return
+	}
+	type part struct {
+		u       unitRef
+		records []wal.Record
+		hashes  []uint64
+		members []int
+	}
+	var parts []*part
+	find := func(u unitRef) *part {
+		for _, p := range parts {
+			if p.u == u {
+				return p
+			}
+		}
+		p := &part{u: u}
+		parts = append(parts, p)
+		return p
+	}
+	for i := range q.records {
+		var p *part
+		if key := q.records[i].Key; len(key) > 0 {
+			seg, bucket, h := st.table.Route(key)
+			p = find(unitRef{topology.SegmentID(seg), bucket})
+			p.hashes = append(p.hashes, h)
+		} else {
+			seg, bucket := t.rr.Next(st.table)
+			p = find(unitRef{topology.SegmentID(seg), bucket})
+		}
+		p.records = append(p.records, q.records[i])
+		p.members = append(p.members, q.members[i])
+	}
+	q.sink.splitInto(len(parts))
+	for _, p := range parts {
+		fwd := appendReq{records: p.records, hashes: p.hashes, sink: q.sink, members: p.members, strict: q.strict, forwarded: true}
+		pids := st.buckets[p.u.seg]
+		if p.u.bucket >= len(pids) {
+			fwd.settle(p.u, 0, api.Errorf(api.CodeInternal, "no actor for %d/%d", p.u.seg, p.u.bucket))
+			continue
+		}
+		t.mgr.system.Root.Send(pids[p.u.bucket], fwd)
 	}
 }
 
@@ -166,8 +338,8 @@ func (b *bucketActor) flush() {
 	b.queue = nil
 	if err != nil {
 		b.log.Error("append failed", "unit", b.key.String(), "records", n, "err", err)
-		for _, q := range queue {
-			q.done(0, api.Errorf(api.CodeInternal, "append to %s: %v", b.key, err))
+		for i := range queue {
+			queue[i].settle(b.unit, 0, api.Errorf(api.CodeInternal, "append to %s: %v", b.key, err))
 		}
 		return
 	}
@@ -180,13 +352,17 @@ func (b *bucketActor) flush() {
 		b.commit.add(written)
 		return
 	}
-	ackBatch(written)
+	ackBatch(b.unit, written)
 	b.store.Signal(b.key.Topic.String())
 }
 
-func (b *bucketActor) failQueue(err error) {
-	for _, q := range b.queue {
-		q.done(0, api.Errorf(api.CodeUnavailable, "%s: %v; resend", b.key, err))
+// failPending fails every append the bucket holds and has not written:
+// its queue, what it held after a seal and what its gate held back.
+func (b *bucketActor) failPending(err error) {
+	for _, list := range [][]appendReq{b.queue, b.held, b.gatedQueue} {
+		for i := range list {
+			list[i].settle(b.unit, 0, err)
+		}
 	}
-	b.queue = nil
+	b.queue, b.held, b.gatedQueue = nil, nil, nil
 }

@@ -109,12 +109,12 @@ func (c *committer) commitOnce() bool {
 	c.mu.Unlock()
 	for _, b := range ready {
 		if err != nil {
-			for _, q := range b.reqs {
-				q.done(0, api.Errorf(api.CodeInternal, "append to %s: %v", c.key, err))
+			for i := range b.reqs {
+				b.reqs[i].settle(c.unit(), 0, api.Errorf(api.CodeInternal, "append to %s: %v", c.key, err))
 			}
 			continue
 		}
-		ackBatch(b)
+		ackBatch(c.unit(), b)
 	}
 	if len(ready) > 0 && err == nil && c.onDurable != nil {
 		c.onDurable()
@@ -127,11 +127,14 @@ func (c *committer) commitOnce() bool {
 	return true
 }
 
-// ackBatch acknowledges the appends of a durable batch with their offsets.
-func ackBatch(b writtenBatch) {
+func (c *committer) unit() unitRef { return unitRef{c.key.Segment, c.key.Bucket} }
+
+// ackBatch acknowledges the appends of a durable batch of unit u with
+// their offsets.
+func ackBatch(u unitRef, b writtenBatch) {
 	off := b.first
-	for _, q := range b.reqs {
-		q.done(off, nil)
-		off += uint64(len(q.records))
+	for i := range b.reqs {
+		b.reqs[i].settle(u, off, nil)
+		off += uint64(len(b.reqs[i].records))
 	}
 }

@@ -36,7 +36,7 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 				rs[i] = wal.Record{Payload: []byte("x")}
 			}
 			recs = append(recs, rs...)
-			reqs = append(reqs, appendReq{records: rs, done: func(first uint64, err error) {
+			reqs = append(reqs, appendReq{records: rs, sink: sinkFunc(func(_ unitRef, first uint64, err error) {
 				if err != nil {
 					t.Error(err)
 				}
@@ -46,7 +46,7 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 				mu.Lock()
 				acked = append(acked, first)
 				mu.Unlock()
-			}})
+			})})
 		}
 		first, err := l.Write(recs...)
 		if err != nil {
@@ -82,9 +82,15 @@ func TestCommitterFailsWhatCannotBeMadeDurable(t *testing.T) {
 	_ = l.Close() // the commit finds the log closed
 	c := startCommitter(UnitKey{}, l, nil)
 	got := make(chan error, 1)
-	c.add(writtenBatch{reqs: []appendReq{{records: make([]wal.Record, 1), done: func(_ uint64, err error) { got <- err }}}, first: first, end: first + 1})
+	c.add(writtenBatch{reqs: []appendReq{{records: make([]wal.Record, 1), sink: sinkFunc(func(_ unitRef, _ uint64, err error) { got <- err })}}, first: first, end: first + 1})
 	c.close()
 	if err := <-got; !errors.Is(err, &api.Error{Code: api.CodeInternal}) {
 		t.Fatalf("append whose commit failed: %v, want INTERNAL", err)
 	}
 }
+
+// sinkFunc is an appendSink for appends of one part.
+type sinkFunc func(u unitRef, first uint64, err error)
+
+func (f sinkFunc) landed(u unitRef, _ []int, first uint64, err error) { f(u, first, err) }
+func (f sinkFunc) splitInto(int)                                      {}

@@ -109,8 +109,7 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) ([]*act
 	ready := make(chan struct{})
 	meter := newSegmentMeter(s, time.Now())
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
-		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, meter: meter, ready: ready,
-		sealedIn: func() uint64 { return c.t.sealedAt(s.ID) }})
+		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, meter: meter, ready: ready})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
 		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))
@@ -126,11 +125,26 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) ([]*act
 	return bucketPIDs(pid, s.Buckets), meter
 }
 
-// change applies one layout change: spawn what is new (not yet routable),
-// seal what retires, compare-and-swap the layout, publish, and retire what
-// was deleted. Spawning first keeps the window in which appends to the
-// sealed segments wait for the new layout down to the seal and the
-// compare-and-swap.
+// change applies one layout change, in this order:
+//
+//  1. spawn the new segments, gated (not yet routable; they will hold back
+//     direct appends until step 6);
+//  2. seal the retiring segments: each flushes what it accepted and holds
+//     what comes after (or refuses it, for producers that route by epoch);
+//  3. compare-and-swap the layout in the KV store (a stale controller fails
+//     here; then everything is undone: unseal, which appends what was held,
+//     and abandon the new segments);
+//  4. publish the new snapshot under routeMu: from then on no append is
+//     routed by the old one, and every append routed by it is in a mailbox;
+//  5. hand over: each sealed bucket forwards what it held, in order, to the
+//     successors owning the keys, and answers;
+//  6. open the new segments: they take what they held back, behind what
+//     was forwarded to them.
+//
+// So a key's appends that met the seal land in its successor before any
+// routed there directly, whoever sent them: the server absorbs the change.
+// Spawning first keeps the window in which appends wait down to the seal
+// and the compare-and-swap.
 func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescription, error) {
 	began := time.Now()
 	cur := c.rec.Layout
@@ -145,6 +159,9 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	old := c.t.state.Load()
 	buckets := maps.Clone(old.buckets)
 	meters := maps.Clone(old.meters)
+	// Buckets of the new segments start gated, restarted ones too, until
+	// the change opens them (step 6).
+	c.t.setGated(created)
 	for _, id := range created {
 		s, _ := next.Segment(id)
 		buckets[id], meters[id] = c.spawnSegment(ctx, s)
@@ -197,13 +214,17 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		// loudly rather than route wrongly.
 		panic(fmt.Sprintf("topic %s: layout epoch %d does not route: %v", c.t.uri, next.Epoch, err))
 	}
-	c.t.publish(st)
+	c.t.publishQuiesced(st)
 	published := time.Now()
 	deleted := newlyDeleted(cur, next)
 	c.removeDeleted(deleted)
 	// Seal again now that the layout says so, in case a bucket restarted
 	// (and read its seal) before setSealing: belt and braces.
 	_ = c.sealPIDs(old, retiring, next.Epoch)
+	c.handOver(old, retiring, st)
+	c.t.setGated(nil)
+	c.open(st, created)
+	handedOver := time.Now()
 	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
 	c.t.mgr.m.scalingOps.WithLabelValues(c.t.uri, req.op, req.reason).Inc()
 	c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
@@ -211,13 +232,51 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	c.t.mgr.publishLayout(c.t, desc)
 	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "reason", req.reason, "epoch", next.Epoch,
 		"sealed", retiring, "created", created, "deleted", deleted, "spawn", spawned.Sub(began),
-		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed))
+		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed), "handover", handedOver.Sub(published))
 	return desc, nil
+}
+
+// handOver has every bucket of the sealed segments segs (their PIDs in
+// st) forward what it held to its successors in next, and waits for them.
+// A bucket that does not answer in time is logged and counted; the change
+// goes on (its held appends are answered by its supervisor's restart, or
+// forwarded when it gets to them).
+func (c *controller) handOver(st *topicState, segs []topology.SegmentID, next *topicState) {
+	var waits []chan struct{}
+	for _, id := range segs {
+		for _, pid := range st.buckets[id] {
+			ch := make(chan struct{})
+			waits = append(waits, ch)
+			c.t.mgr.system.Root.Send(pid, handoverMsg{next: next, done: func() { close(ch) }})
+		}
+	}
+	deadline := time.After(sealTimeout)
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-deadline:
+			c.t.mgr.m.handoffFailures.Inc()
+			c.t.mgr.log.Error("a sealed bucket did not hand over in time; opening its successors anyway",
+				"topic", c.t.uri, "sealed", segs, "epoch", next.layout.Epoch)
+			return
+		}
+	}
+}
+
+// open lets the buckets of the new segments segs take the appends they
+// held back.
+func (c *controller) open(st *topicState, segs []topology.SegmentID) {
+	for _, id := range segs {
+		for _, pid := range st.buckets[id] {
+			c.t.mgr.system.Root.Send(pid, openMsg{})
+		}
+	}
 }
 
 // abandon stops the segments a failed change spawned and removes their
 // logs: their ids will be allocated again.
 func (c *controller) abandon(created []topology.SegmentID) {
+	c.t.setGated(nil)
 	for _, id := range created {
 		if pid, ok := c.segments[id]; ok {
 			_ = c.t.mgr.system.Root.StopFuture(pid).Wait()

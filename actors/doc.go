@@ -25,16 +25,26 @@
 //
 // # Changing the layout
 //
-// The controller computes the next layout (topology), seals the buckets of
-// the segments it retires (each flushes what it accepted, then rejects
-// appends with SEGMENT_SEALED and the new epoch), writes the layout with
-// compare-and-swap on the KV revision (a stale controller fails here), spawns
-// the new segments, swaps the routing snapshot and publishes the layout.
-// Appends accepted before the seal sit in the sealed segment, which every
-// ordered reader drains first (the ordering rule); appends rejected by the
-// seal go back to their producer with SEGMENT_SEALED, and the producer
-// resends them by the new layout once its earlier appends have settled (the
-// producer rule), so no key is reordered.
+// The controller computes the next layout (topology), spawns the new
+// segments gated (their buckets hold back direct appends), seals the
+// buckets of the segments it retires (each flushes what it accepted and
+// holds what comes after), writes the layout with compare-and-swap on the
+// KV revision (a stale controller fails here, and the seal is undone: the
+// held appends are appended where they were sent), publishes the routing
+// snapshot under Topic.routeMu (so that afterwards no append routed by the
+// old snapshot is on its way), has every sealed bucket hand what it held to
+// the successors owning the keys, in order, and only then opens the new
+// buckets. Appends accepted before the seal sit in the sealed segment,
+// which every ordered reader drains first (the ordering rule); appends
+// that met the seal sit in the successor ahead of every append routed
+// there directly. So a producer that knows nothing of layouts, pipelining
+// many requests of one key, is never refused and never reordered (the
+// producer rule of DESIGN.md §1).
+//
+// A producer that names the layout epoch it routed by (Braid-Epoch: the Go
+// client) keeps the older contract: its appends that meet a seal, or whose
+// key moved to a segment newer than that epoch, are refused with
+// SEGMENT_SEALED and the new epoch, and it re-routes them itself.
 //
 // # Scaling
 //

@@ -15,6 +15,11 @@ type metrics struct {
 	layoutChanges *prometheus.CounterVec
 	activeSegs    *prometheus.GaugeVec
 	produceErrors *prometheus.CounterVec
+	// handedOver counts records that reached a segment after its seal
+	// and went to its successor; handoffFailures layout changes whose
+	// handover or opening did not complete in time.
+	handedOver      prometheus.Counter
+	handoffFailures prometheus.Counter
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -44,6 +49,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_active_segments", Help: "Active segments per topic."}, []string{"topic"}),
 		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_produce_errors_total", Help: "Produced records refused, by code."}, []string{"code"}),
+		handedOver: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_produce_handed_over_total",
+			Help: "Records that reached a segment after its seal and were appended to the successor owning their key (a layout change absorbed by the server)."}),
+		handoffFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_layout_handoff_failures_total",
+			Help: "Layout changes whose sealed buckets did not hand over in time; the new segments were opened anyway and the error logged."}),
 		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_operations_total",
 			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
@@ -71,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
-			m.layoutChanges, m.activeSegs, m.produceErrors,
+			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -27,21 +27,24 @@ func (t *Topic) Validate(recs []api.Record) error {
 }
 
 // Produce appends records and calls done once with one result per record,
-// in request order. Records of one key keep their order. It never blocks:
-// done runs on an actor's goroutine or a helper goroutine.
-//
-// A record that meets a sealed segment fails with SEGMENT_SEALED and the new
-// layout's epoch (see landed).
+// in request order. Records of one key keep their order, across layout
+// changes too: a record that reaches a segment after its seal is appended
+// to the successor that owns its key, ahead of the records routed there
+// directly (bucketActor). It never blocks: done runs on an actor's
+// goroutine or a helper goroutine.
 func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
 	t.ProduceAt(recs, 0, done)
 }
 
 // ProduceAt is Produce for records the producer routed by the layout at
-// epoch (0: unknown). A keyed record whose segment in the current layout
-// was created after epoch fails with SEGMENT_SEALED: the producer's layout
-// is stale for its key, and it may have earlier records of the key in
-// flight to the segment it believes in, which a seal will refuse; taking
-// this one would let it overtake them.
+// epoch (0: unknown, the plain-client contract of Produce). With an epoch,
+// the producer re-routes by itself what a seal refuses (the Go client's
+// contract): a record that reaches a sealed segment fails with
+// SEGMENT_SEALED and the new layout's epoch, and a keyed record whose
+// segment in the current layout was created after epoch fails the same
+// way: the producer's layout is stale for its key, and it may have earlier
+// records of the key in flight to the segment it believes in, which a seal
+// will refuse; taking this one would let it overtake them.
 func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Result)) {
 	if err := t.Validate(recs); err != nil {
 		done(errResults(len(recs), err))
@@ -68,11 +71,18 @@ func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Resul
 		idx[i] = i
 	}
 	p.pending.Store(1)
+	// Route and send under routeMu: a layout change publishes its
+	// snapshot under the write lock, so once it holds it, every append
+	// routed by the older snapshot is in its bucket's mailbox (see
+	// controller.change).
+	t.routeMu.RLock()
 	p.dispatch(idx)
+	t.routeMu.RUnlock()
 	p.finish()
 }
 
-// produceCall tracks one produce request across its bucket groups.
+// produceCall tracks one produce request across its bucket groups. It is
+// the appendSink of the appends it sends.
 type produceCall struct {
 	t       *Topic
 	epoch   uint64 // the producer's layout epoch, 0 when unknown
@@ -184,16 +194,12 @@ func (p *produceCall) send(st *topicState, u unitRef, members []int, batch []wal
 		return
 	}
 	p.pending.Add(1)
-	p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, hashes: hashes, done: func(first uint64, err error) {
-		p.landed(u, members, first, err)
-	}})
+	p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, hashes: hashes, sink: p, members: members, strict: p.epoch != 0})
 }
 
-// landed records a group's outcome. A group refused by a seal gets
-// SEGMENT_SEALED with the epoch of the new layout: the producer re-routes it
-// (the producer rule of DESIGN.md §1). The server does not re-route it
-// itself: a later request for the same key may already have reached the
-// successor, and re-routing behind it would reorder the key.
+// landed records a group's outcome (appendSink). A strict group refused
+// by a seal gets SEGMENT_SEALED with the epoch of the new layout: its
+// producer re-routes it (the producer rule of DESIGN.md §1).
 func (p *produceCall) landed(u unitRef, members []int, first uint64, err error) {
 	for j, i := range members {
 		if err != nil {
@@ -205,6 +211,9 @@ func (p *produceCall) landed(u unitRef, members []int, first uint64, err error) 
 	}
 	p.finish()
 }
+
+// splitInto accounts for a group handed on in parts (appendSink).
+func (p *produceCall) splitInto(parts int) { p.pending.Add(int64(parts - 1)) }
 
 func errResult(err error) api.Result {
 	e := api.AsError(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,12 +76,25 @@ func produceSync(t *testing.T, topic *Topic, recs ...api.Record) []api.Result {
 	}
 }
 
-// TestProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch routes appends by
-// the layout of before a split, as a request racing the split would: the
+func produceSyncAt(t *testing.T, topic *Topic, epoch uint64, recs ...api.Record) []api.Result {
+	t.Helper()
+	ch := make(chan []api.Result, 1)
+	topic.ProduceAt(recs, epoch, func(r []api.Result) { ch <- r })
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("produce was never answered")
+		return nil
+	}
+}
+
+// TestEpochProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch routes
+// appends that name their layout epoch (the Go client's contract) by the
+// layout of before a split, as a request racing the split would: the
 // sealed bucket refuses them whole with SEGMENT_SEALED and the epoch of the
-// new layout, and stores nothing. The producer re-routes them (the server
-// does not: a later request for the same key may already be in the child).
-func TestProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) {
+// new layout, and stores nothing; the producer re-routes them.
+func TestEpochProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) {
 	m := newTestManager(t)
 	const uri = "topic://t/n/orders"
 	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
@@ -101,7 +115,7 @@ func TestProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) {
 	replay.changed = make(chan struct{})
 	topic.state.Store(&replay)
 	recs := []api.Record{{Key: []byte("a"), Payload: []byte("1")}, {Key: []byte("b"), Payload: []byte("2")}}
-	res := produceSync(t, topic, recs...)
+	res := produceSyncAt(t, topic, stale.layout.Epoch, recs...)
 	for i, r := range res {
 		e := api.AsError(r.Err())
 		if e == nil || e.Code != api.CodeSegmentSealed || e.Epoch != desc.Epoch {
@@ -112,12 +126,73 @@ func TestProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) {
 	if first, next, _ := topic.Bounds(0, 0); next != first {
 		t.Fatalf("the sealed segment took %d records", next-first)
 	}
-	// By the current layout the same records land in the children.
-	for i, r := range produceSync(t, topic, recs...) {
+	// By the current layout the same records land in the children; named
+	// by the old epoch, they are refused again (their segment is newer).
+	for i, r := range produceSyncAt(t, topic, current.layout.Epoch, recs...) {
 		owner, _ := current.layout.Owner(routing.KeyHash(recs[i].Key))
 		if r.Err() != nil || r.Segment != uint64(owner.ID) {
 			t.Fatalf("record %d: %+v, want segment %d", i, r, owner.ID)
 		}
+	}
+	for i, r := range produceSyncAt(t, topic, stale.layout.Epoch, recs...) {
+		if e := api.AsError(r.Err()); e == nil || e.Code != api.CodeSegmentSealed {
+			t.Fatalf("record %d routed by epoch %d: %+v, want SEGMENT_SEALED", i, stale.layout.Epoch, r)
+		}
+	}
+}
+
+// TestAppendReachingASealedBucketIsForwarded sends appends straight to the
+// bucket of a segment a split sealed, as a producer that knows nothing of
+// layouts can get them there: they land in the children that own their
+// keys, never refused, and the sealed segment stores nothing after its
+// seal.
+func TestAppendReachingASealedBucketIsForwarded(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/late"
+	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := topic.state.Load()
+	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	current := topic.state.Load()
+	var recs []api.Record
+	for i := range 8 {
+		recs = append(recs, api.Record{Key: []byte(fmt.Sprintf("k%d", i)), Payload: []byte(fmt.Sprintf("v%d", i))})
+	}
+	p := &produceCall{t: topic, results: make([]api.Result, len(recs)), recs: make([]wal.Record, len(recs))}
+	members := make([]int, len(recs))
+	for i := range recs {
+		p.recs[i] = wal.Record{Key: recs[i].Key, Payload: recs[i].Payload}
+		members[i] = i
+	}
+	got := make(chan []api.Result, 1)
+	p.done = func(r []api.Result) { got <- r }
+	p.pending.Store(1)
+	m.system.Root.Send(stale.buckets[0][0], appendReq{records: p.recs, sink: p, members: members})
+	var res []api.Result
+	select {
+	case res = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late append was never answered")
+	}
+	for i, r := range res {
+		owner, _ := current.layout.Owner(routing.KeyHash(recs[i].Key))
+		if r.Err() != nil || r.Segment != uint64(owner.ID) {
+			t.Fatalf("record %d: %+v, want it in segment %d", i, r, owner.ID)
+		}
+		back, err := topic.Read(owner.ID, r.Bucket, r.Offset, 1, 1<<20)
+		if err != nil || len(back) != 1 || string(back[0].Payload) != string(recs[i].Payload) {
+			t.Fatalf("record %d reads back as %v, %v", i, back, err)
+		}
+	}
+	if first, next, _ := topic.Bounds(0, 0); next != first {
+		t.Fatalf("the sealed segment took %d records", next-first)
 	}
 }
 
@@ -186,7 +261,7 @@ func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
 	restart()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := produceSync(t, topic, rec)[0]
+		r := produceSyncAt(t, topic, topic.Epoch(), rec)[0]
 		e := api.AsError(r.Err())
 		if e != nil && e.Code == api.CodeSegmentSealed && e.Epoch == epoch {
 			break

@@ -22,10 +22,9 @@ type segmentActor struct {
 	opts    wal.Options
 	log     *slog.Logger
 	m       *metrics
-	// sealedIn reports the epoch that sealed this segment in the current
-	// layout, 0 while active.
-	sealedIn func() uint64
-	meter    *segmentMeter
+	// t is the topic: restarted buckets read their seal and gate there.
+	t     *Topic
+	meter *segmentMeter
 	// ready is closed once the bucket actors are spawned (their PIDs then
 	// accept messages, which queue behind their Started).
 	ready chan struct{}
@@ -53,7 +52,7 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		for b := 0; b < s.buckets; b++ {
 			key := UnitKey{Topic: s.topic, Segment: s.id, Bucket: b}
-			if _, err := ctx.SpawnNamed(newBucketProps(key, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.sealedIn), bucketName(b)); err != nil {
+			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b]), bucketName(b)); err != nil {
 				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
 			}
 		}

@@ -46,7 +46,7 @@ func (r Result) Rate() float64 {
 }
 
 func (r Result) String() string {
-	s := fmt.Sprintf("%-44s %10.0f msg/s  %8d msgs in %-9s", r.Name, r.Rate(), r.Messages, r.Elapsed.Round(time.Millisecond))
+	s := fmt.Sprintf("%-12s %10.0f msg/s  %8d msgs in %-9s", r.Name, r.Rate(), r.Messages, r.Elapsed.Round(time.Millisecond))
 	if r.P99 > 0 {
 		s += fmt.Sprintf("  p50 %-9s p99 %-9s", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond))
 	}

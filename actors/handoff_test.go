@@ -1,0 +1,172 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+)
+
+// TestPipelinedProduceKeepsKeyOrderAcrossLayoutChanges produces keyed
+// records one per request, many of a key in flight at once and no epoch
+// named, as a plain NATS client pipelining requests does (one caller, as
+// the produce endpoint's handler), while the topic is split, merged and
+// rebucketed over and over. Nothing may be refused, and each key's records
+// must sit in the order they were sent: in one unit at growing offsets, or
+// in a descendant of the segment of the record before (which an ordered
+// reader drains first). Without the server-side handover the seals refuse
+// records with SEGMENT_SEALED; with forwarding but no gate on the
+// successors, a forwarded record lands behind a later one of its key.
+func TestPipelinedProduceKeepsKeyOrderAcrossLayoutChanges(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/pipelined"
+	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 2, Buckets: 2}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		keys     = 64
+		window   = 2000
+		minSends = 20_000
+		changes  = 24
+	)
+	type sent struct {
+		key int
+		res api.Result
+	}
+	var (
+		mu      sync.Mutex
+		results []sent
+	)
+	slots := make(chan struct{}, window)
+	stop := make(chan struct{})
+	produced := make(chan int)
+	go func() {
+		i := 0
+		for ; ; i++ {
+			select {
+			case <-stop:
+				if i >= minSends {
+					produced <- i
+					return
+				}
+			default:
+			}
+			slots <- struct{}{}
+			k := i % keys
+			mu.Lock()
+			results = append(results, sent{key: k})
+			mu.Unlock()
+			idx := i
+			topic.Produce([]api.Record{{Key: []byte(fmt.Sprintf("key-%d", k)), Payload: []byte(fmt.Sprint(idx))}}, func(r []api.Result) {
+				mu.Lock()
+				results[idx].res = r[0]
+				mu.Unlock()
+				<-slots
+			})
+		}
+	}()
+
+	ctx := context.Background()
+	for c := 0; c < changes; c++ {
+		// Let some appends through at each layout.
+		waitAppended(t, topic, uint64(c+1)*200)
+		l := topic.Layout()
+		act := l.Active()
+		var op string
+		var apply func(topology.Layout) (topology.Layout, error)
+		switch {
+		case c%3 == 2:
+			s := act[c%len(act)]
+			op, apply = "rebucket", func(l topology.Layout) (topology.Layout, error) { return l.Rebucket(s.ID, 1+s.Buckets%3) }
+		case len(act) < 5:
+			s := act[c%len(act)]
+			op, apply = "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(s.ID, nil) }
+		default:
+			a, b := act[0], act[1]
+			op, apply = "merge", func(l topology.Layout) (topology.Layout, error) { return l.Merge(a.ID, b.ID) }
+		}
+		if _, err := m.Change(ctx, uri, op, apply); err != nil {
+			t.Fatalf("change %d (%s): %v", c, op, err)
+		}
+	}
+	close(stop)
+	n := <-produced
+	deadline := time.Now().Add(30 * time.Second)
+	for len(slots) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d produce calls never answered", len(slots))
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	final := topic.Layout()
+	mu.Lock()
+	defer mu.Unlock()
+	last := map[int]api.Result{}
+	refused, reordered := 0, 0
+	for i := 0; i < n; i++ {
+		r := results[i]
+		if r.res.Code != 0 {
+			refused++
+			if refused <= 3 {
+				t.Errorf("record %d: %v", i, r.res.Err())
+			}
+			continue
+		}
+		if prev, ok := last[r.key]; ok && !follows(final, prev, r.res) {
+			reordered++
+			if reordered <= 3 {
+				t.Errorf("record %d of key %d at %d/%d/%d, after %d/%d/%d", i, r.key,
+					r.res.Segment, r.res.Bucket, r.res.Offset, prev.Segment, prev.Bucket, prev.Offset)
+			}
+		}
+		last[r.key] = r.res
+	}
+	if refused > 0 || reordered > 0 {
+		t.Fatalf("%d records: %d refused, %d out of key order (over %d layout changes)", n, refused, reordered, changes)
+	}
+	t.Logf("%d records over %d layout changes, %d segments in the DAG", n, changes, len(final.Segments))
+}
+
+// follows reports whether b may come after a in an ordered read: the same
+// unit at a later offset, or a segment that descends from a's.
+func follows(l topology.Layout, a, b api.Result) bool {
+	if a.Segment == b.Segment {
+		return a.Bucket == b.Bucket && b.Offset > a.Offset
+	}
+	return l.IsDescendant(topology.SegmentID(b.Segment), topology.SegmentID(a.Segment))
+}
+
+// waitAppended waits until the topic's active buckets hold at least n
+// records more than they did when it was called.
+func waitAppended(t *testing.T, topic *Topic, n uint64) {
+	t.Helper()
+	count := func() uint64 {
+		var sum uint64
+		for _, s := range topic.Layout().Active() {
+			for b := range s.Buckets {
+				first, next, err := topic.Bounds(s.ID, b)
+				if err == nil {
+					sum += next - first
+				}
+			}
+		}
+		return sum
+	}
+	start := count()
+	deadline := time.Now().Add(10 * time.Second)
+	for count() < start+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d records appended in 10s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
