@@ -55,6 +55,30 @@ type ReadRequest struct {
 	// Wait is how long the server holds a read that finds nothing in any
 	// unit and no unit status worth reporting ("0s" to "30s", default "0s").
 	Wait string `json:"wait,omitempty"`
+	// Format "binary" (default, the read reply above) or "json"
+	// (ReadReplyJSON), as consume.fetch.
+	Format string `json:"format,omitempty"`
+}
+
+// UnitStatusJSON is one unit of a ReadReplyJSON: UnitStatus with the
+// code's symbol beside its number (both omitted when the unit is fine).
+type UnitStatusJSON struct {
+	Segment uint64 `json:"segment"`
+	Bucket  int    `json:"bucket"`
+	Code    int    `json:"code,omitempty"`
+	Error   string `json:"error,omitempty"`
+	First   uint64 `json:"first"`
+	Next    uint64 `json:"next"`
+	Sealed  bool   `json:"sealed"`
+}
+
+// ReadReplyJSON is the reply of a read.fetch with "format":"json":
+// the read reply with payloads base64-encoded, for clients without a
+// decoder.
+type ReadReplyJSON struct {
+	Epoch    uint64           `json:"epoch"`
+	Units    []UnitStatusJSON `json:"units"`
+	Messages []JSONMessage    `json:"messages"`
 }
 
 // UnitStatus is the state of one unit in a read reply.

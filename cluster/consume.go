@@ -93,9 +93,15 @@ func fetchJSON(msgs []api.Message) api.FetchReplyJSON {
 		jm := api.JSONMessage{Segment: m.Segment, Bucket: m.Bucket, Offset: m.Offset, Deliveries: m.Deliveries,
 			Time: m.Time, Key: string(m.Key), Payload: m.Payload}
 		if len(m.Headers) > 0 {
+			// A name given several values shows them joined by ", ", as
+			// HTTP combines repeated fields; the binary format keeps each.
 			jm.Headers = make(map[string]string, len(m.Headers))
 			for _, h := range m.Headers {
-				jm.Headers[h.Name] = string(h.Value)
+				if v, ok := jm.Headers[h.Name]; ok {
+					jm.Headers[h.Name] = v + ", " + string(h.Value)
+				} else {
+					jm.Headers[h.Name] = string(h.Value)
+				}
 			}
 		}
 		out.Messages[i] = jm

@@ -50,6 +50,7 @@ type Node struct {
 	metrics  *http.Server
 	metricsL net.Listener
 	registry *prometheus.Registry
+	produceM *produceMetrics
 }
 
 // Start starts a node and returns once it serves requests.
@@ -124,6 +125,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.subsView.subs.Store(n.subs)
 	n.registerConsumerMetrics()
+	n.produceM = newProduceMetrics(n.registry)
 	if err := n.addServices(); err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 	if rr.Wait == "" {
 		rr.Wait = "0s"
 	}
-	f, err := consumers.ParseFetch(api.FetchRequest{Subscription: "read", Consumer: "read", Max: rr.Max, MaxBytes: rr.MaxBytes, Wait: rr.Wait})
+	f, err := consumers.ParseFetch(api.FetchRequest{Subscription: "read", Consumer: "read", Max: rr.Max, MaxBytes: rr.MaxBytes, Wait: rr.Wait, Format: rr.Format})
 	if err != nil {
 		r.err(err)
 		return
@@ -40,6 +40,10 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 	maxBytes := min(f.MaxBytes, maxFetchReplyBytes)
 	deadline := time.Now().Add(f.Wait)
 	send := func(reply *api.ReadReply) {
+		if rr.Format == consumers.FormatJSON {
+			r.json(readReplyJSON(reply))
+			return
+		}
 		size := 16 + 24*len(reply.Units) + messagesSize(reply.Messages)
 		r.data(api.AppendReadReply(make([]byte, 0, size), reply), nil)
 	}
@@ -78,6 +82,19 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 			}
 		}
 	}()
+}
+
+// readReplyJSON converts a read reply to its JSON form.
+func readReplyJSON(r *api.ReadReply) api.ReadReplyJSON {
+	out := api.ReadReplyJSON{Epoch: r.Epoch, Units: make([]api.UnitStatusJSON, len(r.Units)), Messages: fetchJSON(r.Messages).Messages}
+	for i, u := range r.Units {
+		j := api.UnitStatusJSON{Segment: u.Segment, Bucket: u.Bucket, Code: u.Code, First: u.First, Next: u.Next, Sealed: u.Sealed}
+		if c, ok := api.CodeByNumber(u.Code); ok && u.Code != 0 {
+			j.Error = c.Symbol
+		}
+		out.Units[i] = j
+	}
+	return out
 }
 
 // worthWaiting reports whether a read found nothing to report: no message,

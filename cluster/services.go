@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
-	"strconv"
 	"strings"
 
 	"github.com/braidmq/braid/actors"
@@ -29,11 +27,11 @@ func (n *Node) addServices() error {
 	// of the Go producer's default size, which a few producers keep in
 	// flight, so the produce endpoints may hold produceQueueBytes.
 	limits := micro.WithEndpointPendingLimits(-1, produceQueueBytes)
-	if err := produce.AddEndpoint("produce", n.topicHandler(api.ProducePrefix, n.produceOne),
+	if err := produce.AddEndpoint("produce", n.produceHandler(api.ProducePrefix, n.produceOne),
 		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*"), limits); err != nil {
 		return err
 	}
-	if err := produce.AddEndpoint("produce-batch", n.topicHandler(api.ProduceBatchPrefix, n.produceBatch),
+	if err := produce.AddEndpoint("produce-batch", n.produceHandler(api.ProduceBatchPrefix, n.produceBatch),
 		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*"), limits); err != nil {
 		return err
 	}
@@ -113,67 +111,3 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 	return n.topics.TopicByName(tn)
 }
 
-// produceOne serves braid.v1.produce.<t>.<ns>.<topic>: the body is the
-// payload; Braid-Key and Braid-Time headers are optional.
-func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
-	rec := api.Record{Payload: req.Data()}
-	h := req.Headers()
-	if k := h.Get(api.HeaderKey); k != "" {
-		rec.Key = []byte(k)
-	}
-	if ts := h.Get(api.HeaderTime); ts != "" {
-		v, err := strconv.ParseInt(ts, 10, 64)
-		if err != nil || v <= 0 {
-			r.err(api.Errorf(api.CodeBadRequest, "%s must be unix milliseconds, got %q", api.HeaderTime, ts))
-			return
-		}
-		rec.Time = v
-	}
-	epoch, err := routedEpoch(h)
-	if err != nil {
-		r.err(err)
-		return
-	}
-	t.ProduceAt([]api.Record{rec}, epoch, func(res []api.Result) {
-		if err := res[0].Err(); err != nil {
-			r.err(err)
-			return
-		}
-		b, _ := json.Marshal(api.ProduceReply{Segment: res[0].Segment, Bucket: res[0].Bucket, Offset: res[0].Offset})
-		r.data(b, nil)
-	})
-}
-
-// produceBatch serves braid.v1.produce-batch.<t>.<ns>.<topic>.
-func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
-	recs, err := api.DecodeRecords(req.Data())
-	if err != nil {
-		r.err(api.Errorf(api.CodeBadRequest, "%v", err))
-		return
-	}
-	if err := t.Validate(recs); err != nil {
-		r.err(err)
-		return
-	}
-	epoch, err := routedEpoch(req.Headers())
-	if err != nil {
-		r.err(err)
-		return
-	}
-	t.ProduceAt(recs, epoch, func(res []api.Result) {
-		r.data(api.AppendResults(make([]byte, 0, 8+len(res)*8), res), nil)
-	})
-}
-
-// routedEpoch reads the optional Braid-Epoch header (0 when absent).
-func routedEpoch(h micro.Headers) (uint64, error) {
-	v := h.Get(api.HeaderEpoch)
-	if v == "" {
-		return 0, nil
-	}
-	epoch, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || epoch == 0 {
-		return 0, api.Errorf(api.CodeBadRequest, "%s must be a layout epoch (a positive integer), got %q", api.HeaderEpoch, v)
-	}
-	return epoch, nil
-}

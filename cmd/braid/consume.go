@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
 )
 
@@ -16,6 +18,7 @@ import (
 type consumed struct {
 	id           client.MessageID
 	key, payload []byte
+	headers      []api.Header
 	deliveries   uint32
 	ack          func()
 }
@@ -57,7 +60,7 @@ func consumeCmd(args []string) error {
 			return err
 		}
 		next = adapt(c.Next, func(m *client.Message) consumed {
-			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, headers: m.Headers, deliveries: m.Deliveries, ack: m.Ack}
 		})
 		closeFn = c.Close
 	case "queue":
@@ -79,7 +82,7 @@ func consumeCmd(args []string) error {
 			return err
 		}
 		next = adapt(c.Next, func(m *client.QueueMessage) consumed {
-			return consumed{id: m.ID, key: m.Key, payload: m.Payload, deliveries: m.Deliveries, ack: m.Ack}
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, headers: m.Headers, deliveries: m.Deliveries, ack: m.Ack}
 		})
 		closeFn = c.Close
 	case "checkpoint":
@@ -108,7 +111,7 @@ func consumeCmd(args []string) error {
 			}
 		}
 		next = adapt(c.Next, func(m *client.CheckpointMessage) consumed {
-			return consumed{id: m.ID, key: m.Key, payload: m.Payload, ack: func() {}}
+			return consumed{id: m.ID, key: m.Key, payload: m.Payload, headers: m.Headers, ack: func() {}}
 		})
 		closeFn = func(context.Context) error {
 			fmt.Fprintf(os.Stderr, "checkpoint: %s\n", c.Checkpoint())
@@ -136,11 +139,7 @@ func consumeCmd(args []string) error {
 		}
 		n++
 		if !*quiet {
-			if m.deliveries > 1 {
-				fmt.Printf("%s\t%s\t%s\t(delivery %d)\n", m.id, m.key, m.payload, m.deliveries)
-			} else {
-				fmt.Printf("%s\t%s\t%s\n", m.id, m.key, m.payload)
-			}
+			fmt.Print(formatConsumed(m))
 		}
 		m.ack()
 	}
@@ -152,6 +151,28 @@ func consumeCmd(args []string) error {
 	el := time.Since(began)
 	fmt.Fprintf(os.Stderr, "consumed %d messages in %s (%.0f msg/s)\n", n, el.Round(time.Millisecond), float64(n)/el.Seconds())
 	return nil
+}
+
+// formatConsumed is the line printed for a message: id, key, payload, then
+// its headers (name=value, space-separated) and its delivery count when
+// delivered before.
+func formatConsumed(m consumed) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\t%s\t%s", m.id, m.key, m.payload)
+	if len(m.headers) > 0 {
+		b.WriteByte('\t')
+		for i, h := range m.headers {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%s=%s", h.Name, h.Value)
+		}
+	}
+	if m.deliveries > 1 {
+		fmt.Fprintf(&b, "\t(delivery %d)", m.deliveries)
+	}
+	b.WriteByte('\n')
+	return b.String()
 }
 
 // adapt turns a consumer's Next into the consume loop's.

@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// produceMetrics are the series of the produce endpoints.
+type produceMetrics struct {
+	// noReply counts produce requests without a reply subject (`nats pub`):
+	// appended like any other, answered to no one.
+	noReply prometheus.Counter
+	// dropped counts such requests that were refused: with nobody to tell,
+	// they are counted by code and logged.
+	dropped *prometheus.CounterVec
+	// droppedLog rate-limits the log lines of dropped requests.
+	droppedLog logLimiter
+}
+
+func newProduceMetrics(reg prometheus.Registerer) *produceMetrics {
+	m := &produceMetrics{
+		noReply: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_produce_no_reply_total",
+			Help: "Produce requests without a reply subject (fire and forget), appended and answered to no one."}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "braid_produce_dropped_total",
+			Help: "Produce requests without a reply subject that were refused, by error code: nobody could be told, so they are counted here and logged."},
+			[]string{"code"}),
+	}
+	reg.MustRegister(m.noReply, m.dropped)
+	return m
+}
+
+// logLimiter lets through one log line per interval and counts the rest.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a line may be logged now, and how many were
+// suppressed since the last one that was.
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.last) < time.Second {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
+}
+
+// produceReplier answers one produce request, or, for a request without a
+// reply subject, counts and logs its refusal.
+type produceReplier struct {
+	n       *Node
+	r       replier
+	subject string
+}
+
+func (p produceReplier) err(err error) {
+	if p.r.reply != "" {
+		p.r.err(err)
+		return
+	}
+	e := api.AsError(err)
+	p.n.produceM.dropped.WithLabelValues(e.Code.Symbol).Inc()
+	if ok, suppressed := p.n.produceM.droppedLog.allow(time.Now()); ok {
+		p.n.log.Error("produce request without a reply subject refused; nobody can be told", "subject", p.subject,
+			"code", e.Code.Symbol, "err", e.Message, "suppressed_since_last", suppressed)
+	}
+}
+
+// produceHandler serves a produce endpoint, prefix.<tenant>.<namespace>.<topic>,
+// as topicHandler does, but a request without a reply subject that names a
+// bad or unknown topic is counted and logged rather than dropped unseen.
+func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		r := newReplier(n.nc, req)
+		t, err := n.topicOf(req.Subject(), prefix)
+		if err != nil {
+			if r.reply == "" {
+				n.produceM.noReply.Inc()
+			}
+			produceReplier{n: n, r: r, subject: req.Subject()}.err(err)
+			return
+		}
+		serve(r, req, t)
+	}
+}
+
+// produceOne serves braid.v1.produce.<t>.<ns>.<topic>: the body is the
+// payload; Braid-Key, Braid-Time and Braid-Epoch headers are optional, and
+// any other header but NATS's own is stored with the message. Without a
+// reply subject the message is appended all the same (fire and forget).
+func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
+	pr := produceReplier{n: n, r: r, subject: req.Subject()}
+	if r.reply == "" {
+		n.produceM.noReply.Inc()
+	}
+	rec, epoch, err := recordFromHeaders(req.Headers(), req.Data())
+	if err != nil {
+		pr.err(err)
+		return
+	}
+	t.ProduceAt([]api.Record{rec}, epoch, func(res []api.Result) {
+		if err := res[0].Err(); err != nil {
+			pr.err(err)
+			return
+		}
+		r.data(appendProduceReply(nil, res[0]), nil)
+	})
+}
+
+// appendProduceReply appends the JSON reply of produce one,
+// {"segment":S,"bucket":B,"offset":O}.
+func appendProduceReply(dst []byte, res api.Result) []byte {
+	dst = append(dst, `{"segment":`...)
+	dst = strconv.AppendUint(dst, res.Segment, 10)
+	dst = append(dst, `,"bucket":`...)
+	dst = strconv.AppendInt(dst, int64(res.Bucket), 10)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendUint(dst, res.Offset, 10)
+	return append(dst, '}')
+}
+
+// recordFromHeaders builds the record of a produce-one request from its
+// headers and body (see produceOne), and returns the Braid-Epoch it names
+// (0 when absent).
+func recordFromHeaders(h micro.Headers, payload []byte) (api.Record, uint64, error) {
+	rec := api.Record{Payload: payload}
+	if k := h.Get(api.HeaderKey); k != "" {
+		rec.Key = []byte(k)
+	}
+	if ts := h.Get(api.HeaderTime); ts != "" {
+		v, err := parseProduceTime(ts)
+		if err != nil {
+			return rec, 0, err
+		}
+		rec.Time = v
+	}
+	epoch, err := parseEpochHeader(h.Get(api.HeaderEpoch))
+	if err != nil {
+		return rec, 0, err
+	}
+	names := make([]string, 0, len(h))
+	for name := range h {
+		if isApplicationHeader(name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names) // a header map has no order; stored ones have one
+	for _, name := range names {
+		for _, v := range h[name] {
+			rec.Headers = append(rec.Headers, api.Header{Name: name, Value: []byte(v)})
+		}
+	}
+	return rec, epoch, nil
+}
+
+// isApplicationHeader reports whether a produce request header is the
+// application's, to store with the message: not Braid's own request
+// headers and not NATS's (Nats-...).
+func isApplicationHeader(name string) bool {
+	switch name {
+	case api.HeaderKey, api.HeaderTime, api.HeaderEpoch, "":
+		return false
+	}
+	return !(len(name) >= 5 && strings.EqualFold(name[:5], "Nats-"))
+}
+
+func parseProduceTime(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 {
+		return 0, api.Errorf(api.CodeBadRequest, "%s must be unix milliseconds, got %q", api.HeaderTime, s)
+	}
+	return v, nil
+}
+
+// parseEpochHeader reads the optional Braid-Epoch header (0 when absent).
+func parseEpochHeader(v string) (uint64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	epoch, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || epoch == 0 {
+		return 0, api.Errorf(api.CodeBadRequest, "%s must be a layout epoch (a positive integer), got %q", api.HeaderEpoch, v)
+	}
+	return epoch, nil
+}
+
+// produceBatch serves braid.v1.produce-batch.<t>.<ns>.<topic>.
+func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
+	pr := produceReplier{n: n, r: r, subject: req.Subject()}
+	if r.reply == "" {
+		n.produceM.noReply.Inc()
+	}
+	recs, err := api.DecodeRecords(req.Data())
+	if err != nil {
+		pr.err(api.Errorf(api.CodeBadRequest, "%v", err))
+		return
+	}
+	if err := t.Validate(recs); err != nil {
+		pr.err(err)
+		return
+	}
+	epoch, err := parseEpochHeader(req.Headers().Get(api.HeaderEpoch))
+	if err != nil {
+		pr.err(err)
+		return
+	}
+	t.ProduceAt(recs, epoch, func(res []api.Result) {
+		if r.reply == "" {
+			for i := range res {
+				if err := res[i].Err(); err != nil {
+					pr.err(err)
+				}
+			}
+			return
+		}
+		r.data(api.AppendResults(make([]byte, 0, 8+len(res)*8), res), nil)
+	})
+}
