@@ -110,4 +110,3 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 	}
 	return n.topics.TopicByName(tn)
 }
-
