@@ -72,6 +72,10 @@ type openMsg struct{}
 // flushMsg is the message a bucket sends itself to commit its queue.
 type flushMsg struct{}
 
+// syncedMsg is what a bucket's committer sends it when an fsync returns:
+// the bucket writes what queued up meanwhile as one batch.
+type syncedMsg struct{}
+
 // crashMsg makes a bucket panic; tests use it to prove supervision restarts
 // a bucket with nothing acknowledged lost.
 type crashMsg struct{}
@@ -116,6 +120,10 @@ type bucketActor struct {
 	// commit acknowledges written batches once durable; nil unless the
 	// durability is DurabilityAlways (the others acknowledge on write).
 	commit *committer
+	// syncing is set while the committer has a batch to fsync: the queue
+	// then waits, unwritten, until its syncedMsg, so that a log takes one
+	// write per fsync however the appends trickle in.
+	syncing bool
 }
 
 // newBucketProps makes the props of a bucket actor. A bucket restarted by
@@ -137,9 +145,12 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.wal = l
+		b.syncing = false
 		if b.opts.Durability == wal.DurabilityAlways {
 			topic := b.key.Topic.String()
 			b.commit = startCommitter(b.key, l, func() { b.store.Signal(topic) })
+			self, root := ctx.Self(), ctx.ActorSystem().Root
+			b.commit.onSynced = func() { root.Send(self, syncedMsg{}) }
 		}
 		if b.topic != nil {
 			b.sealedAt = b.topic.sealedAt(b.key.Segment)
@@ -149,6 +160,11 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.receiveAppend(ctx, msg)
 	case flushMsg:
 		b.flushQueued = false
+		if !b.syncing {
+			b.flush()
+		}
+	case syncedMsg:
+		b.syncing = false
 		b.flush()
 	case sealReq:
 		b.flush()
@@ -310,7 +326,10 @@ func (b *bucketActor) stopCommitter() {
 
 // flush writes the queue as one batch and acknowledges it once durable:
 // at once unless the durability is DurabilityAlways, else through the
-// committer, which syncs it (with whatever else is written by then).
+// committer, which syncs it (with whatever else is written by then). Under
+// DurabilityAlways the bucket flushes when the committer has nothing in
+// flight (flushMsg) or its fsync returns (syncedMsg), and when it must
+// (a seal, a stop), so a batch grows while the fsync before it runs.
 func (b *bucketActor) flush() {
 	if len(b.queue) == 0 {
 		return
@@ -349,6 +368,7 @@ func (b *bucketActor) flush() {
 	}
 	written := writtenBatch{reqs: queue, first: first, end: first + uint64(n)}
 	if b.commit != nil {
+		b.syncing = true
 		b.commit.add(written)
 		return
 	}

@@ -18,6 +18,9 @@ type committer struct {
 	key       UnitKey
 	log       *wal.Log
 	onDurable func() // called after each commit that acknowledged something
+	// onSynced, when set, is called right after each fsync returns, before
+	// its appends are acknowledged: the bucket writes its next batch then.
+	onSynced func()
 
 	mu   sync.Mutex
 	idle *sync.Cond // broadcast when waiting becomes empty
@@ -96,6 +99,9 @@ func (c *committer) commitOnce() bool {
 		return false
 	}
 	next, err := c.log.Commit()
+	if c.onSynced != nil {
+		c.onSynced()
+	}
 	c.mu.Lock()
 	n := len(c.waiting)
 	if err == nil {

@@ -343,6 +343,7 @@ func (l *Log) writeTailLocked(p []byte) error {
 		return nil
 	}
 	l.unsynced = true
+	ioWrites.Add(1)
 	_, err := l.tail.file.Write(p)
 	return err
 }
@@ -420,6 +421,7 @@ func (l *Log) prepareSyncLocked() syncJob {
 // run does the fsync pass; the caller holds syncMu.
 func (job syncJob) run() error {
 	if job.file != nil {
+		ioSyncs.Add(1)
 		if err := fsyncFile(job.file); err != nil {
 			return fmt.Errorf("fsync %s: %w", job.file.Name(), err)
 		}

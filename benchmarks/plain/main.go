@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/benchmarks/workload"
+	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats.go"
 )
 
@@ -66,8 +67,12 @@ func main() {
 					cells[[2]int{size, w}] = c
 				}
 				runBraid := func() {
+					before := wal.Counts()
 					res, err := braid(ctx, spec, w, *segments, *buckets, *durability)
 					check(err)
+					io := wal.Counts()
+					res.Note = fmt.Sprintf("%.1f msgs/write %.1f msgs/fsync", float64(spec.Messages)/float64(io.Writes-before.Writes),
+						float64(spec.Messages)/float64(max(io.Syncs-before.Syncs, 1)))
 					res.Name = "braid"
 					c.braid = append(c.braid, res)
 					fmt.Printf("round %d  %5d B  w=%-5d %s\n", round+1, size, w, res)

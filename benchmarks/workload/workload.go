@@ -35,6 +35,7 @@ type Result struct {
 	Elapsed  time.Duration
 	P50, P99 time.Duration // per-message latency (zero when not measured)
 	Errors   int
+	Note     string // what else the run measured, printed last
 }
 
 // Rate is messages per second.
@@ -52,6 +53,9 @@ func (r Result) String() string {
 	}
 	if r.Errors > 0 {
 		s += fmt.Sprintf("  %d ERRORS", r.Errors)
+	}
+	if r.Note != "" {
+		s += "  " + r.Note
 	}
 	return s
 }
