@@ -146,6 +146,10 @@ func (t *Topic) Topic() string { return t.uri }
 // Layout is the current layout.
 func (t *Topic) Layout() topology.Layout { return t.state.Load().layout }
 
+// Deleted reports whether the topic was deleted (its handle is then dead:
+// a topic created again under the name is a new one).
+func (t *Topic) Deleted() bool { return t.state.Load().deleted }
+
 // Epoch is the current layout epoch.
 func (t *Topic) Epoch() uint64 { return t.state.Load().layout.Epoch }
 

@@ -31,6 +31,11 @@ type Config struct {
 	SyncInterval time.Duration
 	// MaxPayloadBytes is the broker default max payload of one message.
 	MaxPayloadBytes int
+	// MicroProduce serves the produce endpoints through a nats.go micro
+	// service even with the embedded server, as with an external one,
+	// instead of the lean front-end (fastproduce.go); for tests and
+	// comparisons.
+	MicroProduce bool
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger
 }

@@ -18,14 +18,32 @@ import (
 // warnings and errors are printed if the test fails.
 func startNode(t *testing.T, dir string) (*Node, *nats.Conn) {
 	t.Helper()
+	return startNodeWith(t, dir, nil)
+}
+
+// frontEnds are the two produce front-ends a node with the embedded server
+// can run: tests of the produce endpoints run over both.
+var frontEnds = map[string]func(*Config){
+	"fast":  nil,
+	"micro": func(c *Config) { c.MicroProduce = true },
+}
+
+// startNodeWith is startNode with the config changed by configure (nil:
+// the defaults).
+func startNodeWith(t *testing.T, dir string, configure func(*Config)) (*Node, *nats.Conn) {
+	t.Helper()
 	logs := &lockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("node logs (warnings and errors):\n%s", logs.String())
 		}
 	})
-	n, err := Start(context.Background(), Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	cfg := Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if configure != nil {
+		configure(&cfg)
+	}
+	n, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}

@@ -51,6 +51,7 @@ type Node struct {
 	metricsL net.Listener
 	registry *prometheus.Registry
 	produceM *produceMetrics
+	fast     *fastProduce // the produce front-end with the embedded server
 }
 
 // Start starts a node and returns once it serves requests.
@@ -214,6 +215,9 @@ func (n *Node) Topics() *actors.Manager { return n.topics }
 
 // Close stops serving, flushes and closes every log, and stops NATS.
 func (n *Node) Close() error {
+	if n.fast != nil {
+		n.fast.stopTaking()
+	}
 	for _, s := range n.services {
 		_ = s.Stop()
 	}
@@ -237,6 +241,10 @@ func (n *Node) Close() error {
 		if err := n.topics.Close(); err != nil && first == nil {
 			first = err
 		}
+	}
+	if n.fast != nil {
+		n.fast.close() // after the topics answered what they took
+		n.fast = nil
 	}
 	if n.system != nil {
 		n.system.Shutdown()

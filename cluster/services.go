@@ -15,24 +15,13 @@ const produceQueueBytes = 512 << 20
 // addServices registers the micro services: braid-produce, braid-admin and
 // braid-consume, so `nats micro ls` lists them.
 func (n *Node) addServices() error {
-	produce, err := micro.AddService(n.nc, micro.Config{Name: "braid-produce", Version: api.ServiceVersion,
-		Description: "Braid produce: one message or a batch to a scalable topic"})
-	if err != nil {
-		return err
-	}
-	n.services = append(n.services, produce)
-	// Produce requests wait in their subscription while the handler hands
-	// them to the buckets; past its pending limits NATS drops what comes
-	// (the senders time out). The nats.go default of 64 MiB is 64 batches
-	// of the Go producer's default size, which a few producers keep in
-	// flight, so the produce endpoints may hold produceQueueBytes.
-	limits := micro.WithEndpointPendingLimits(-1, produceQueueBytes)
-	if err := produce.AddEndpoint("produce", n.produceHandler(api.ProducePrefix, n.produceOne),
-		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*"), limits); err != nil {
-		return err
-	}
-	if err := produce.AddEndpoint("produce-batch", n.produceHandler(api.ProduceBatchPrefix, n.produceBatch),
-		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*"), limits); err != nil {
+	if n.ns != nil && !n.cfg.MicroProduce {
+		// With the embedded server, the produce endpoints are served by
+		// the lean front-end (fastproduce.go).
+		if err := n.startFastProduce(); err != nil {
+			return err
+		}
+	} else if err := n.addMicroProduce(); err != nil {
 		return err
 	}
 
@@ -72,6 +61,33 @@ func (n *Node) addServices() error {
 	// The subscriptions must be known to the server before Start returns,
 	// or a client's first request could find no responder.
 	return n.nc.Flush()
+}
+
+// addMicroProduce registers the produce endpoints as a nats.go micro
+// service: the front-end with an external NATS server.
+func (n *Node) addMicroProduce() error {
+	produce, err := micro.AddService(n.nc, micro.Config{Name: "braid-produce", Version: api.ServiceVersion,
+		Description: "Braid produce: one message or a batch to a scalable topic"})
+	if err != nil {
+		return err
+	}
+	n.services = append(n.services, produce)
+	// Produce requests wait in their subscription while the handler hands
+	// them to the buckets; past its pending limits NATS drops what comes
+	// (the senders time out). The nats.go default of 64 MiB is 64 batches
+	// of the Go producer's default size, which a few producers keep in
+	// flight, so the produce endpoints may hold produceQueueBytes.
+	limits := micro.WithEndpointPendingLimits(-1, produceQueueBytes)
+	if err := produce.AddEndpoint("produce", n.produceHandler(api.ProducePrefix, n.produceOne),
+		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*"), limits); err != nil {
+		return err
+	}
+	if err := produce.AddEndpoint("produce-batch", n.produceHandler(api.ProduceBatchPrefix, n.produceBatch),
+		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*"), limits); err != nil {
+		return err
+	}
+
+	return nil
 }
 
 func (n *Node) adminUnknown(req micro.Request) {

@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +44,14 @@ func main() {
 	durability := flag.String("durability", "always", "Braid's durability")
 	only := flag.String("only", "", "run one system only: braid or jetstream (no ratios)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file")
+	traceFile := flag.String("trace", "", "write an execution trace of the runs to this file")
 	flag.Parse()
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		check(err)
+		check(trace.Start(f))
+		defer trace.Stop()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		check(err)

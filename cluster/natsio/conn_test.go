@@ -1,0 +1,275 @@
+package natsio
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	if opts == nil {
+		opts = &server.Options{}
+	}
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return ns
+}
+
+// recorder is a Handler that keeps copies of what it gets.
+type recorder struct {
+	mu    sync.Mutex
+	msgs  []Msg
+	reads int
+	got   chan struct{}
+	want  int
+}
+
+func newRecorder(want int) *recorder { return &recorder{want: want, got: make(chan struct{})} }
+
+func (r *recorder) Message(m Msg) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, m) // the slices stay valid: the buffer is never reused
+	if len(r.msgs) == r.want {
+		close(r.got)
+	}
+}
+
+func (r *recorder) EndOfRead() {
+	r.mu.Lock()
+	r.reads++
+	r.mu.Unlock()
+}
+
+func (r *recorder) wait(t *testing.T) []Msg {
+	t.Helper()
+	select {
+	case <-r.got:
+	case <-time.After(10 * time.Second):
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		t.Fatalf("got %d of %d messages", len(r.msgs), r.want)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Msg(nil), r.msgs...)
+}
+
+// dialers connect through the embedded server's in-process pipe and over
+// TCP: every test runs over both.
+var dialers = map[string]func(t *testing.T, ns *server.Server) net.Conn{
+	"pipe": func(t *testing.T, ns *server.Server) net.Conn {
+		c, err := ns.InProcessConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	},
+	"tcp": func(t *testing.T, ns *server.Server) net.Conn {
+		c, err := net.Dial("tcp", strings.TrimPrefix(ns.ClientURL(), "nats://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	},
+}
+
+func TestMessagesArriveWholeAndInOrder(t *testing.T) {
+	for name, dial := range dialers {
+		t.Run(name, func(t *testing.T) {
+			ns := startServer(t, &server.Options{MaxPayload: 8 << 20})
+			c, err := Connect(dial(t, ns), Options{Name: "test", ReadBuffer: 4096})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			const n = 2000
+			rec := newRecorder(n + 2)
+			if _, err := c.Subscribe("in.>", "q", rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Flush(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			nc, err := nats.Connect(ns.ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			for i := range n {
+				m := &nats.Msg{Subject: fmt.Sprintf("in.%d", i%7), Data: []byte(fmt.Sprintf("payload-%d", i))}
+				if i%3 == 0 {
+					m.Reply = fmt.Sprintf("reply.%d", i)
+				}
+				if i%5 == 0 {
+					m.Header = nats.Header{"Braid-Key": []string{fmt.Sprintf("k%d", i)}}
+				}
+				if err := nc.PublishMsg(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			big := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16) // spans many reads
+			if err := nc.PublishMsg(&nats.Msg{Subject: "in.big", Data: big, Header: nats.Header{"X": []string{"y"}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Publish("in.empty", nil); err != nil {
+				t.Fatal(err)
+			}
+			msgs := rec.wait(t)
+			for i := range n {
+				m := msgs[i]
+				if string(m.Subject) != fmt.Sprintf("in.%d", i%7) || string(m.Data) != fmt.Sprintf("payload-%d", i) {
+					t.Fatalf("message %d: subject %q data %q", i, m.Subject, m.Data)
+				}
+				if wantReply := i%3 == 0; wantReply != (string(m.Reply) == fmt.Sprintf("reply.%d", i)) || !wantReply && len(m.Reply) > 0 {
+					t.Fatalf("message %d: reply %q", i, m.Reply)
+				}
+				if wantHdr := i%5 == 0; wantHdr != bytes.Contains(m.Header, []byte(fmt.Sprintf("Braid-Key: k%d\r\n", i))) ||
+					!wantHdr && len(m.Header) > 0 {
+					t.Fatalf("message %d: header %q", i, m.Header)
+				}
+			}
+			if m := msgs[n]; !bytes.Equal(m.Data, big) || !bytes.HasPrefix(m.Header, []byte("NATS/1.0\r\n")) {
+				t.Fatalf("big message: %d bytes, header %q", len(m.Data), m.Header)
+			}
+			if m := msgs[n+1]; string(m.Subject) != "in.empty" || len(m.Data) != 0 {
+				t.Fatalf("empty message: %+v", m)
+			}
+			rec.mu.Lock()
+			reads := rec.reads
+			rec.mu.Unlock()
+			if reads == 0 || reads > n {
+				t.Fatalf("EndOfRead called %d times for %d messages", reads, n+2)
+			}
+		})
+	}
+}
+
+// replier answers every request on the connection it was given.
+type replier struct {
+	c   *Conn
+	hdr []byte
+}
+
+func (r *replier) Message(m Msg) {
+	_ = r.c.Publish(m.Reply, nil, r.hdr, append([]byte("re:"), m.Data...))
+}
+func (r *replier) EndOfRead() {}
+
+func TestPublishAnswersRequests(t *testing.T) {
+	for name, dial := range dialers {
+		t.Run(name, func(t *testing.T) {
+			ns := startServer(t, nil)
+			c, err := Connect(dial(t, ns), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Subscribe("plain", "", &replier{c: c}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Subscribe("headed", "", &replier{c: c, hdr: []byte("NATS/1.0\r\nCode: 7\r\n\r\n")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Flush(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			nc, err := nats.Connect(ns.ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			for i := range 50 {
+				m, err := nc.Request("plain", []byte(fmt.Sprint(i)), 5*time.Second)
+				if err != nil || string(m.Data) != fmt.Sprintf("re:%d", i) {
+					t.Fatalf("request %d: %v %q", i, err, m.Data)
+				}
+			}
+			m, err := nc.Request("headed", []byte("x"), 5*time.Second)
+			if err != nil || string(m.Data) != "re:x" || m.Header.Get("Code") != "7" {
+				t.Fatalf("headed: %v %+v", err, m)
+			}
+		})
+	}
+}
+
+func TestServerPingsAreAnsweredAndAuthIsSent(t *testing.T) {
+	ns := startServer(t, &server.Options{Username: "braid", Password: "s3cret", PingInterval: 20 * time.Millisecond, MaxPingsOut: 2})
+	if _, err := Connect(dialers["tcp"](t, ns), Options{User: "braid", Password: "wrong"}); err == nil ||
+		!strings.Contains(err.Error(), "refused") {
+		t.Fatalf("wrong password: %v", err)
+	}
+	c, err := Connect(dialers["tcp"](t, ns), Options{User: "braid", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Many ping intervals: a connection that did not answer would be cut.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if err := c.Flush(time.Second); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+	}
+	select {
+	case <-c.Done():
+		t.Fatalf("connection ended: %v", c.Err())
+	default:
+	}
+}
+
+func TestDoneWhenTheServerGoes(t *testing.T) {
+	ns := startServer(t, nil)
+	c, err := Connect(dialers["pipe"](t, ns), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Shutdown()
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed after the server shut down")
+	}
+	if c.Err() == nil || c.Publish([]byte("x"), nil, nil, nil) != ErrClosed {
+		t.Fatalf("after the end: Err %v", c.Err())
+	}
+}
+
+func TestFieldsAndAtoi(t *testing.T) {
+	var f [5][]byte
+	if n := fields([]byte("  a b\tc  "), &f); n != 3 || string(f[2]) != "c" {
+		t.Fatalf("fields: %d %q", n, f[:n])
+	}
+	if n := fields([]byte("a b c d e f"), &f); n != 6 {
+		t.Fatalf("six fields: %d", n)
+	}
+	for in, want := range map[string]int{"0": 0, "42": 42, "123456789": 123456789} {
+		if got, ok := atoi([]byte(in)); !ok || got != want {
+			t.Fatalf("atoi(%q) = %d %v", in, got, ok)
+		}
+	}
+	for _, bad := range []string{"", "-1", "1a", "9999999999999999999"} {
+		if _, ok := atoi([]byte(bad)); ok {
+			t.Fatalf("atoi(%q) accepted", bad)
+		}
+	}
+}
