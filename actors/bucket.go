@@ -72,10 +72,6 @@ type openMsg struct{}
 // flushMsg is the message a bucket sends itself to commit its queue.
 type flushMsg struct{}
 
-// syncedMsg is what a bucket's committer sends it when an fsync returns:
-// the bucket writes what queued up meanwhile as one batch.
-type syncedMsg struct{}
-
 // crashMsg makes a bucket panic; tests use it to prove supervision restarts
 // a bucket with nothing acknowledged lost.
 type crashMsg struct{}
@@ -120,10 +116,6 @@ type bucketActor struct {
 	// commit acknowledges written batches once durable; nil unless the
 	// durability is DurabilityAlways (the others acknowledge on write).
 	commit *committer
-	// syncing is set while the committer has a batch to fsync: the queue
-	// then waits, unwritten, until its syncedMsg, so that a log takes one
-	// write per fsync however the appends trickle in.
-	syncing bool
 }
 
 // newBucketProps makes the props of a bucket actor. A bucket restarted by
@@ -145,12 +137,9 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.wal = l
-		b.syncing = false
 		if b.opts.Durability == wal.DurabilityAlways {
 			topic := b.key.Topic.String()
-			b.commit = startCommitter(b.key, l, func() { b.store.Signal(topic) })
-			self, root := ctx.Self(), ctx.ActorSystem().Root
-			b.commit.onSynced = func() { root.Send(self, syncedMsg{}) }
+			b.commit = startCommitter(b.key, l, b.log, func() { b.store.Signal(topic) })
 		}
 		if b.topic != nil {
 			b.sealedAt = b.topic.sealedAt(b.key.Segment)
@@ -160,11 +149,6 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.receiveAppend(ctx, msg)
 	case flushMsg:
 		b.flushQueued = false
-		if !b.syncing {
-			b.flush()
-		}
-	case syncedMsg:
-		b.syncing = false
 		b.flush()
 	case sealReq:
 		b.flush()
@@ -324,37 +308,43 @@ func (b *bucketActor) stopCommitter() {
 	}
 }
 
-// flush writes the queue as one batch and acknowledges it once durable:
-// at once unless the durability is DurabilityAlways, else through the
-// committer, which syncs it (with whatever else is written by then). Under
-// DurabilityAlways the bucket flushes when the committer has nothing in
-// flight (flushMsg) or its fsync returns (syncedMsg), and when it must
-// (a seal, a stop), so a batch grows while the fsync before it runs.
+// flush hands the queue on as one batch: under DurabilityAlways to the
+// committer, which writes and fsyncs it (with whatever else was submitted
+// by then) and acknowledges it once durable; under the other modes it
+// writes it and acknowledges it at once.
 func (b *bucketActor) flush() {
 	if len(b.queue) == 0 {
 		return
 	}
-	payloadBytes := 0
+	n, payloadBytes := 0, 0
 	for _, q := range b.queue {
+		n += len(q.records)
 		for i := range q.records {
 			payloadBytes += len(q.records[i].Key) + len(q.records[i].Payload)
 		}
 	}
+	queue := b.queue
+	b.queue = nil
+	b.m.appended(b.key, n, payloadBytes)
+	if b.meter != nil {
+		b.meter.appended(queue, n, payloadBytes)
+	}
+	if b.commit != nil {
+		b.commit.submit(queue)
+		return
+	}
 	// One request (the usual case) is written as it came; several are
 	// gathered into the reused batch slice.
-	recs := b.queue[0].records
-	if len(b.queue) > 1 {
+	recs := queue[0].records
+	if len(queue) > 1 {
 		b.batch = b.batch[:0]
-		for _, q := range b.queue {
+		for _, q := range queue {
 			b.batch = append(b.batch, q.records...)
 		}
 		recs = b.batch
 	}
-	n := len(recs)
 	first, err := b.wal.Write(recs...)
 	clear(b.batch) // drop the references to the request buffers
-	queue := b.queue
-	b.queue = nil
 	if err != nil {
 		b.log.Error("append failed", "unit", b.key.String(), "records", n, "err", err)
 		for i := range queue {
@@ -362,17 +352,7 @@ func (b *bucketActor) flush() {
 		}
 		return
 	}
-	b.m.appended(b.key, n, payloadBytes)
-	if b.meter != nil {
-		b.meter.appended(queue, n, payloadBytes)
-	}
-	written := writtenBatch{reqs: queue, first: first, end: first + uint64(n)}
-	if b.commit != nil {
-		b.syncing = true
-		b.commit.add(written)
-		return
-	}
-	ackBatch(b.unit, written)
+	ackBatch(b.unit, writtenBatch{reqs: queue, first: first})
 	b.store.Signal(b.key.Topic.String())
 }
 

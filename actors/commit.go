@@ -1,136 +1,175 @@
 package actors
 
 import (
+	"log/slog"
 	"sync"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/wal"
 )
 
-// committer makes a bucket's batches durable off the actor's goroutine
-// (DurabilityAlways): the actor writes a batch with wal.Write and hands its
-// appends here; the committer runs wal.Commit, which covers every batch
-// written before it, and acknowledges them, while the actor writes the
-// next. So the fsync of one batch overlaps the encoding and writing of the
-// next instead of holding up the bucket, and a batch that arrives during
-// an fsync waits for one fsync, not for two.
+// committer writes and fsyncs a bucket's appends off the actor's goroutine
+// (DurabilityAlways): the actor submits what it accepted, in order; the
+// committer writes everything submitted so far as one batch, starts its
+// fsync, acknowledges the batch before it (durable since the previous
+// fsync) while the disk works, and waits. What arrives during an fsync is
+// the next batch: one write and one fsync per batch however the appends
+// trickle in, the next fsync starting as soon as the last one returns, and
+// no hop between goroutines on the way.
 type committer struct {
 	key       UnitKey
 	log       *wal.Log
-	onDurable func() // called after each commit that acknowledged something
-	// onSynced, when set, is called right after each fsync returns, before
-	// its appends are acknowledged: the bucket writes its next batch then.
-	onSynced func()
+	logger    *slog.Logger
+	onDurable func() // called after each acknowledged batch
 
 	mu   sync.Mutex
-	idle *sync.Cond // broadcast when waiting becomes empty
-	// waiting holds the written batches not yet acknowledged, in offset
-	// order. Guarded by mu.
-	waiting []writtenBatch
+	cond *sync.Cond // signalled when work arrives, the loop idles, or stop
+	// incoming holds the submitted appends not yet written, in order;
+	// busy says the loop holds appends not yet acknowledged; stopping is
+	// set by close. Guarded by mu.
+	incoming []appendReq
+	busy     bool
+	stopping bool
 
-	wake chan struct{} // capacity 1: work may be waiting
-	stop chan struct{}
-	done chan struct{}
+	batch []wal.Record // the loop's reused gather buffer
+	done  chan struct{}
 }
 
-// writtenBatch is one batch written to the log and not yet durable: the
-// appends it holds and the offset after its last record.
+// writtenBatch is one batch written to the log and not yet acknowledged:
+// the appends it holds and the offset of its first record.
 type writtenBatch struct {
 	reqs  []appendReq
 	first uint64
-	end   uint64
 }
 
-func startCommitter(key UnitKey, log *wal.Log, onDurable func()) *committer {
-	c := &committer{key: key, log: log, onDurable: onDurable,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	c.idle = sync.NewCond(&c.mu)
+func startCommitter(key UnitKey, log *wal.Log, logger *slog.Logger, onDurable func()) *committer {
+	c := &committer{key: key, log: log, logger: logger, onDurable: onDurable, done: make(chan struct{})}
+	c.cond = sync.NewCond(&c.mu)
 	go c.run()
 	return c
 }
 
-// add queues a written batch for acknowledgement once durable.
-func (c *committer) add(b writtenBatch) {
+// submit queues appends for the next batch, after everything submitted
+// before.
+func (c *committer) submit(reqs []appendReq) {
 	c.mu.Lock()
-	c.waiting = append(c.waiting, b)
+	wake := len(c.incoming) == 0
+	c.incoming = append(c.incoming, reqs...)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if wake {
+		c.cond.Broadcast()
 	}
 }
 
-// drain returns once every batch added before it is acknowledged.
+// drain returns once every append submitted before it is acknowledged.
 func (c *committer) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(c.waiting) > 0 {
-		c.idle.Wait()
+	for len(c.incoming) > 0 || c.busy {
+		c.cond.Wait()
 	}
 }
 
 // close drains and stops the committer.
 func (c *committer) close() {
 	c.drain()
-	close(c.stop)
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+	c.cond.Broadcast()
 	<-c.done
+}
+
+// take returns the submitted appends; with wait, it waits for some (and
+// reports false once stopping), else it may return none.
+func (c *committer) take(wait bool) ([]appendReq, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wait {
+		for len(c.incoming) == 0 {
+			if c.busy {
+				c.busy = false
+				c.cond.Broadcast() // drain may be waiting
+			}
+			if c.stopping {
+				return nil, false
+			}
+			c.cond.Wait()
+		}
+	}
+	reqs := c.incoming
+	c.incoming = nil
+	if len(reqs) > 0 {
+		c.busy = true
+	}
+	return reqs, true
 }
 
 func (c *committer) run() {
 	defer close(c.done)
+	var durable *writtenBatch // fsynced, not yet acknowledged
 	for {
-		select {
-		case <-c.wake:
-		case <-c.stop:
+		reqs, ok := c.take(durable == nil)
+		if !ok {
 			return
 		}
-		for c.commitOnce() {
+		if len(reqs) == 0 {
+			c.ack(durable)
+			durable = nil
+			continue
 		}
+		written, err := c.write(reqs)
+		if err != nil {
+			c.ack(durable)
+			durable = nil
+			c.fail(reqs, err)
+			continue
+		}
+		pending := c.log.StartCommit()
+		c.ack(durable)
+		durable = nil
+		if _, err := pending.Wait(); err != nil {
+			c.fail(reqs, err)
+			continue
+		}
+		durable = &written
 	}
 }
 
-// commitOnce commits what is written and acknowledges the batches it
-// covers; it reports whether there was anything waiting.
-func (c *committer) commitOnce() bool {
-	c.mu.Lock()
-	empty := len(c.waiting) == 0
-	c.mu.Unlock()
-	if empty {
-		return false
-	}
-	next, err := c.log.Commit()
-	if c.onSynced != nil {
-		c.onSynced()
-	}
-	c.mu.Lock()
-	n := len(c.waiting)
-	if err == nil {
-		n = 0
-		for n < len(c.waiting) && c.waiting[n].end <= next {
-			n++
+// write writes reqs as one batch.
+func (c *committer) write(reqs []appendReq) (writtenBatch, error) {
+	recs := reqs[0].records
+	if len(reqs) > 1 {
+		c.batch = c.batch[:0]
+		for i := range reqs {
+			c.batch = append(c.batch, reqs[i].records...)
 		}
+		recs = c.batch
 	}
-	ready := c.waiting[:n:n]
-	c.waiting = append([]writtenBatch(nil), c.waiting[n:]...)
-	c.mu.Unlock()
-	for _, b := range ready {
-		if err != nil {
-			for i := range b.reqs {
-				b.reqs[i].settle(c.unit(), 0, api.Errorf(api.CodeInternal, "append to %s: %v", c.key, err))
-			}
-			continue
-		}
-		ackBatch(c.unit(), b)
+	first, err := c.log.Write(recs...)
+	clear(c.batch) // drop the references to the request buffers
+	return writtenBatch{reqs: reqs, first: first}, err
+}
+
+func (c *committer) ack(b *writtenBatch) {
+	if b == nil {
+		return
 	}
-	if len(ready) > 0 && err == nil && c.onDurable != nil {
+	ackBatch(c.unit(), *b)
+	if c.onDurable != nil {
 		c.onDurable()
 	}
-	c.mu.Lock()
-	if len(c.waiting) == 0 {
-		c.idle.Broadcast()
+}
+
+func (c *committer) fail(reqs []appendReq, err error) {
+	n := 0
+	for i := range reqs {
+		n += len(reqs[i].records)
 	}
-	c.mu.Unlock()
-	return true
+	c.logger.Error("append failed", "unit", c.key.String(), "records", n, "err", err)
+	for i := range reqs {
+		reqs[i].settle(c.unit(), 0, api.Errorf(api.CodeInternal, "append to %s: %v", c.key, err))
+	}
 }
 
 func (c *committer) unit() unitRef { return unitRef{c.key.Segment, c.key.Bucket} }

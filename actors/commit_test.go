@@ -2,6 +2,8 @@ package actors
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -9,9 +11,10 @@ import (
 	"github.com/braidmq/braid/wal"
 )
 
-// TestCommitterAcknowledgesDurableBatchesInOrder writes batches while the
-// committer commits, and checks every append is acknowledged once, with its
-// offsets, in order, only once NextOffset (what is durable) covers it.
+// TestCommitterAcknowledgesDurableBatchesInOrder submits appends while the
+// committer writes and commits, and checks every append is acknowledged
+// once, with its offsets, in order, only once NextOffset (what is durable)
+// covers it.
 func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 	l, err := wal.Open(t.TempDir(), wal.Options{})
 	if err != nil {
@@ -21,21 +24,19 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var acked []uint64
 	durable := 0
-	c := startCommitter(UnitKey{}, l, func() {
+	c := startCommitter(UnitKey{}, l, slog.New(slog.NewTextHandler(io.Discard, nil)), func() {
 		mu.Lock()
 		durable++
 		mu.Unlock()
 	})
-	const batches, perReq = 50, 3
-	for range batches {
+	const submits, perReq = 100, 3
+	for range submits {
 		var reqs []appendReq
-		var recs []wal.Record
 		for range 2 {
 			rs := make([]wal.Record, perReq)
 			for i := range rs {
 				rs[i] = wal.Record{Payload: []byte("x")}
 			}
-			recs = append(recs, rs...)
 			reqs = append(reqs, appendReq{records: rs, sink: sinkFunc(func(_ unitRef, first uint64, err error) {
 				if err != nil {
 					t.Error(err)
@@ -48,17 +49,13 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 				mu.Unlock()
 			})})
 		}
-		first, err := l.Write(recs...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.add(writtenBatch{reqs: reqs, first: first, end: first + uint64(len(recs))})
+		c.submit(reqs)
 	}
 	c.close()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(acked) != 2*batches {
-		t.Fatalf("%d acknowledgements, want %d", len(acked), 2*batches)
+	if len(acked) != 2*submits {
+		t.Fatalf("%d acknowledgements, want %d", len(acked), 2*submits)
 	}
 	for i, first := range acked {
 		if first != uint64(i*perReq) {
@@ -75,14 +72,10 @@ func TestCommitterFailsWhatCannotBeMadeDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := l.Write(wal.Record{Payload: []byte("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = l.Close() // the commit finds the log closed
-	c := startCommitter(UnitKey{}, l, nil)
+	_ = l.Close() // the write finds the log closed
+	c := startCommitter(UnitKey{}, l, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	got := make(chan error, 1)
-	c.add(writtenBatch{reqs: []appendReq{{records: make([]wal.Record, 1), sink: sinkFunc(func(_ unitRef, _ uint64, err error) { got <- err })}}, first: first, end: first + 1})
+	c.submit([]appendReq{{records: make([]wal.Record, 1), sink: sinkFunc(func(_ unitRef, _ uint64, err error) { got <- err })}})
 	c.close()
 	if err := <-got; !errors.Is(err, &api.Error{Code: api.CodeInternal}) {
 		t.Fatalf("append whose commit failed: %v, want INTERNAL", err)

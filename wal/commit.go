@@ -1,6 +1,9 @@
 package wal
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+)
 
 // Write writes recs as one batch, as Append does, without waiting for them
 // to be durable. Under DurabilityAlways they become durable, and visible to
@@ -19,23 +22,61 @@ func (l *Log) Write(recs ...Record) (first uint64, err error) {
 // fsyncs without holding up Write meanwhile; commits run one after the
 // other, and one that finds nothing new to sync waits for the pass in
 // flight. Under the other modes it returns NextOffset at once. A failed
-// fsync fails the log (see ErrFailed).
-func (l *Log) Commit() (next uint64, err error) {
+// fsync fails the log (see ErrFailed). It is StartCommit, then Wait.
+func (l *Log) Commit() (next uint64, err error) { return l.StartCommit().Wait() }
+
+// PendingCommit is a commit whose fsync is under way (StartCommit). Wait
+// must be called, once, by the goroutine that started it; until then the
+// log's next fsync pass, roll, truncation and Close wait for it, while
+// Write and reads go on.
+type PendingCommit struct {
+	l      *Log
+	err    error // set when the commit failed or had nothing to do
+	next   uint64
+	done   bool // the result is known without a pass
+	job    syncJob
+	wait   func() error // the tail file's fsync; nil when the job has no file
+	target frameIndex
+	file   *os.File
+}
+
+// StartCommit begins a Commit: it submits the fsync of what was written
+// before it (through io_uring on Linux) and returns without waiting, so
+// that the caller can do other work, acknowledge the previous batch say,
+// while the disk works.
+func (l *Log) StartCommit() *PendingCommit {
 	l.writeMu.Lock()
 	if err := l.writableLocked(); err != nil {
 		l.writeMu.Unlock()
-		return 0, err
+		return &PendingCommit{err: err, done: true}
 	}
 	if l.opts.Durability != DurabilityAlways {
 		next := l.view.next
 		l.writeMu.Unlock()
-		return next, nil
+		return &PendingCommit{next: next, done: true}
 	}
 	// What the fsync will cover: a prefix of the tail's frames, which
 	// later writes only append to.
-	target := frameIndex{frames: l.tail.frames, end: l.tail.size, next: l.tail.next}
-	file := l.tail.file
-	err = l.syncOutsideWriteMu(l.prepareSyncLocked())
+	p := &PendingCommit{l: l, target: frameIndex{frames: l.tail.frames, end: l.tail.size, next: l.tail.next}, file: l.tail.file}
+	p.job = l.prepareSyncLocked()
+	// syncMu, taken before writeMu is released, keeps the descriptor open
+	// until Wait, and makes a pass that comes next wait for this one.
+	l.syncMu.Lock()
+	l.writeMu.Unlock()
+	if l.syncErr == nil && p.job.file != nil {
+		ioSyncs.Add(1)
+		p.wait = startFsync(p.job.file)
+	}
+	return p
+}
+
+// Wait waits for the fsync and returns what Commit returns.
+func (p *PendingCommit) Wait() (next uint64, err error) {
+	if p.done {
+		return p.next, p.err
+	}
+	l := p.l
+	err = l.finishSyncHeld(p.job, p.wait)
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err != nil {
@@ -43,13 +84,13 @@ func (l *Log) Commit() (next uint64, err error) {
 	}
 	// A roll or a truncation since has published (or cut) the target
 	// already: the view only moves forward here, and only in the same file.
-	if l.tail.file == file && target.next > l.view.next {
+	if l.tail.file == p.file && p.target.next > l.view.next {
 		l.mu.Lock()
-		l.view.tail = target
-		l.view.next = target.next
+		l.view.tail = p.target
+		l.view.next = p.target.next
 		l.mu.Unlock()
 	}
-	return target.next, nil
+	return p.target.next, nil
 }
 
 // commitWrittenLocked syncs and publishes what Write left unpublished, so

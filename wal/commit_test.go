@@ -220,3 +220,34 @@ func TestCommitAfterFailedSync(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// TestStartCommitCoversWhatWasWrittenBefore: a commit started, then
+// waited for, makes durable and visible what was written before it
+// started, not what was written while it ran; the next commit covers that.
+func TestStartCommitCoversWhatWasWrittenBefore(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer closeLog(t, l)
+	want := []Record{testRecord(0), testRecord(1), testRecord(2)}
+	mustWrite(t, l, want[0], want[1])
+	pending := l.StartCommit()
+	mustWrite(t, l, want[2]) // while the fsync runs
+	next, err := pending.Wait()
+	if err != nil || next != 2 {
+		t.Fatalf("Wait = %d, %v; want 2, nil", next, err)
+	}
+	checkContents(t, l, want, 0, 2)
+	if next, err := l.StartCommit().Wait(); err != nil || next != 3 {
+		t.Fatalf("second commit = %d, %v; want 3, nil", next, err)
+	}
+	checkContents(t, l, want, 0, 3)
+}
+
+// TestStartCommitOfAClosedLogFails: the failure comes back from Wait.
+func TestStartCommitOfAClosedLogFails(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	mustWrite(t, l, testRecord(0))
+	closeLog(t, l)
+	if _, err := l.StartCommit().Wait(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("commit of a closed log: %v, want ErrClosed", err)
+	}
+}

@@ -523,6 +523,36 @@ func (l *Log) syncOutsideWriteMu(job syncJob) error {
 	return l.runSyncHeld(job)
 }
 
+// finishSyncHeld completes a pass begun by StartCommit, whose tail fsync
+// (when job has a file) was submitted and is waited for by wait; then it
+// lets go of syncMu. A failure is sticky, as in runSyncHeld.
+func (l *Log) finishSyncHeld(job syncJob, wait func() error) error {
+	defer l.syncMu.Unlock()
+	if l.slowSync != nil {
+		l.slowSync()
+	}
+	if l.syncErr != nil {
+		if wait != nil {
+			_ = wait()
+		}
+		return l.syncErr
+	}
+	if wait != nil {
+		if err := wait(); err != nil {
+			l.syncErr = fmt.Errorf("fsync %s: %w", job.file.Name(), err)
+			return l.syncErr
+		}
+	}
+	if job.dir != "" {
+		if err := syncDir(job.dir); err != nil {
+			l.syncErr = fmt.Errorf("fsync %s: %w", job.dir, err)
+			return l.syncErr
+		}
+	}
+	l.syncs.Add(1)
+	return nil
+}
+
 // runSyncHeld runs job with syncMu held, then lets go of syncMu. A failure
 // is sticky: later passes report it without syncing.
 func (l *Log) runSyncHeld(job syncJob) error {

@@ -74,24 +74,34 @@ var (
 
 // fsyncFile fsyncs f through the ring, or with the plain system call when
 // there is no ring.
-func fsyncFile(f *os.File) error {
+func fsyncFile(f *os.File) error { return startFsync(f)() }
+
+// startFsync submits an fsync of f through the ring and returns the wait
+// for its result; without a ring the wait runs the plain system call. The
+// caller keeps f open until the wait has returned.
+func startFsync(f *os.File) func() error {
 	if !ringInUse() {
-		return f.Sync()
+		return f.Sync
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return f.Sync() // closed: Sync says so
+		return f.Sync // closed: Sync says so
 	}
-	var res int32
-	// Control holds the descriptor open for the whole operation, as Sync
-	// does for its system call.
-	if err := rc.Control(func(fd uintptr) { res = ring.fsync(int32(fd)) }); err != nil {
-		return f.Sync() // closed meanwhile: Sync says so in os's words
+	var done chan int32
+	if err := rc.Control(func(fd uintptr) { done = ring.submitFsync(int32(fd)) }); err != nil {
+		return f.Sync // closed meanwhile: Sync says so in os's words
 	}
-	if res < 0 {
-		return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-res)}
+	if done == nil {
+		return f.Sync // the ring refused it: the plain way
 	}
-	return nil
+	return func() error {
+		res := <-done
+		<-ring.slots
+		if res < 0 {
+			return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-res)}
+		}
+		return nil
+	}
 }
 
 // ringInUse reports whether fsyncs go through io_uring: not if the kernel
@@ -151,8 +161,10 @@ func newURing() *uring {
 
 func (r *uring) u32(m []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&m[off])) }
 
-// fsync submits an fsync of fd and waits for its result (0 or -errno).
-func (r *uring) fsync(fd int32) int32 {
+// submitFsync submits an fsync of fd and returns the channel its result
+// (0 or -errno) arrives on, after which the caller gives its slot back
+// (<-r.slots); nil when the ring did not take it.
+func (r *uring) submitFsync(fd int32) chan int32 {
 	r.slots <- struct{}{}
 	done := make(chan int32, 1)
 	r.mu.Lock()
@@ -171,20 +183,15 @@ func (r *uring) fsync(fd int32) int32 {
 	atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), tail+1)
 	_, _, errno := syscall.Syscall6(sysIOURingEnter, uintptr(r.fd), 1, 0, 0, 0, 0)
 	if errno != 0 && atomic.LoadUint32(r.u32(r.sq, p.sqOff.head)) == tail {
-		// Not submitted: take the entry back and do it the plain way.
+		// Not submitted: take the entry back.
 		atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), tail)
 		delete(r.waiting, id)
 		r.mu.Unlock()
 		<-r.slots
-		if err := syscall.Fsync(int(fd)); err != nil {
-			return -int32(err.(syscall.Errno))
-		}
-		return 0
+		return nil
 	}
 	r.mu.Unlock()
-	res := <-done
-	<-r.slots
-	return res
+	return done
 }
 
 // reap hands each completion to its waiter; it runs for the life of the
