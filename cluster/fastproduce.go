@@ -399,11 +399,20 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 		}
 		return
 	}
-	var buf [96]byte
+	// All the replies of the group go out in one write.
+	var body [96]byte
+	frames := make([]byte, 0, len(members)*(len(b.replies[members[0]])+64))
 	for j, i := range members {
 		if reply := b.replies[i]; len(reply) > 0 {
-			f.publish(reply, nil, appendProduceReply(buf[:0], api.Result{Segment: seg, Bucket: bucket, Offset: first + uint64(j)}))
+			frames = natsio.AppendPublish(frames, reply, nil, nil,
+				appendProduceReply(body[:0], api.Result{Segment: seg, Bucket: bucket, Offset: first + uint64(j)}))
 		}
+	}
+	if len(frames) > 0 {
+		f.mu.Lock()
+		conn := f.conn
+		f.mu.Unlock()
+		_ = conn.WriteFrames(frames)
 	}
 }
 

@@ -226,6 +226,13 @@ func (c *Conn) Publish(subject, reply, hdr, data []byte) error {
 	return c.out.publish(subject, reply, hdr, data)
 }
 
+// WriteFrames queues publishes made by AppendPublish and writes them, with
+// whatever else is queued, from the calling goroutine when no write is
+// under way (so that one write goes out without a hand-over to the
+// connection's writer); else the write under way is followed by theirs.
+// It blocks while MaxPending bytes are queued.
+func (c *Conn) WriteFrames(frames []byte) error { return c.out.writeFrames(frames) }
+
 // Flush waits until everything published before it has been written to
 // the connection, and the server has answered a PING sent after it.
 func (c *Conn) Flush(timeout time.Duration) error {

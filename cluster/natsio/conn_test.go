@@ -273,3 +273,61 @@ func TestFieldsAndAtoi(t *testing.T) {
 		}
 	}
 }
+
+// frameReplier answers each request with WriteFrames from a goroutine of
+// its own, as a committer acknowledging batches does, many at once.
+type frameReplier struct{ c *Conn }
+
+func (r *frameReplier) Message(m Msg) {
+	go func() {
+		_ = r.c.WriteFrames(AppendPublish(nil, m.Reply, nil, nil, append([]byte("re:"), m.Data...)))
+	}()
+}
+func (r *frameReplier) EndOfRead() {}
+
+func TestWriteFramesFromManyGoroutines(t *testing.T) {
+	ns := startServer(t, nil)
+	c, err := Connect(dialers["tcp"](t, ns), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Subscribe("frames", "", &frameReplier{c: c}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const n = 2000
+	inbox := nats.NewInbox()
+	got := make(chan string, n)
+	sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) { got <- string(m.Data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	for i := range n {
+		if err := nc.PublishRequest("frames", fmt.Sprintf("%s.%d", inbox, i), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for len(seen) < n {
+		select {
+		case s := <-got:
+			seen[s] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d replies", len(seen), n)
+		}
+	}
+	for i := range n {
+		if !seen[fmt.Sprintf("re:%d", i)] {
+			t.Fatalf("reply %d missing", i)
+		}
+	}
+}

@@ -41,33 +41,91 @@ func (w *writer) publish(subject, reply, hdr, data []byte) error {
 		return ErrClosed
 	}
 	wasEmpty := len(w.buf) == 0
-	b := w.buf
-	if len(hdr) > 0 {
-		b = append(b, "HPUB "...)
-	} else {
-		b = append(b, "PUB "...)
-	}
-	b = append(b, subject...)
-	b = append(b, ' ')
-	if len(reply) > 0 {
-		b = append(b, reply...)
-		b = append(b, ' ')
-	}
-	if len(hdr) > 0 {
-		b = strconv.AppendInt(b, int64(len(hdr)), 10)
-		b = append(b, ' ')
-	}
-	b = strconv.AppendInt(b, int64(len(hdr)+len(data)), 10)
-	b = append(b, "\r\n"...)
-	b = append(b, hdr...)
-	b = append(b, data...)
-	b = append(b, "\r\n"...)
-	w.buf = b
+	w.buf = AppendPublish(w.buf, subject, reply, hdr, data)
 	w.mu.Unlock()
 	if wasEmpty {
 		w.wake()
 	}
 	return nil
+}
+
+// AppendPublish appends the frame of a publish (a PUB, or an HPUB when hdr
+// is not empty) to dst, for Conn.WriteFrames.
+func AppendPublish(dst, subject, reply, hdr, data []byte) []byte {
+	if len(hdr) > 0 {
+		dst = append(dst, "HPUB "...)
+	} else {
+		dst = append(dst, "PUB "...)
+	}
+	dst = append(dst, subject...)
+	dst = append(dst, ' ')
+	if len(reply) > 0 {
+		dst = append(dst, reply...)
+		dst = append(dst, ' ')
+	}
+	if len(hdr) > 0 {
+		dst = strconv.AppendInt(dst, int64(len(hdr)), 10)
+		dst = append(dst, ' ')
+	}
+	dst = strconv.AppendInt(dst, int64(len(hdr)+len(data)), 10)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, hdr...)
+	dst = append(dst, data...)
+	return append(dst, "\r\n"...)
+}
+
+// writeFrames queues frames and, when no write is under way, writes
+// everything queued from the calling goroutine rather than waking the
+// writer's: a caller answering a batch of requests saves the hand-over.
+func (w *writer) writeFrames(frames []byte) error {
+	w.mu.Lock()
+	for len(w.buf) > w.max && !w.closed() {
+		w.room.Wait()
+	}
+	if w.closed() {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.buf = append(w.buf, frames...)
+	if w.writing {
+		w.mu.Unlock()
+		return nil // the write under way is followed by the next
+	}
+	batch := w.takeLocked()
+	w.mu.Unlock()
+	err := w.writeBatch(batch)
+	w.mu.Lock()
+	more := len(w.buf) > 0
+	w.mu.Unlock()
+	if more {
+		w.wake()
+	}
+	return err
+}
+
+// takeLocked takes the queued bytes for a write; the caller holds mu and
+// must call writeBatch with them.
+func (w *writer) takeLocked() []byte {
+	batch := w.buf
+	w.buf, w.spare = w.spare[:0], nil
+	w.writing = true
+	return batch
+}
+
+// writeBatch writes a batch taken by takeLocked.
+func (w *writer) writeBatch(batch []byte) error {
+	_, err := w.c.conn.Write(batch)
+	w.mu.Lock()
+	w.writing = false
+	if cap(batch) <= 4*w.max {
+		w.spare = batch[:0]
+	}
+	w.room.Broadcast()
+	w.mu.Unlock()
+	if err != nil {
+		w.c.fail(err)
+	}
+	return err
 }
 
 // appendRaw queues a protocol line as it is.
@@ -114,24 +172,15 @@ func (w *writer) run() {
 		}
 		for {
 			w.mu.Lock()
-			if len(w.buf) == 0 {
+			if len(w.buf) == 0 || w.writing {
+				// Nothing to write, or a caller of writeFrames is
+				// writing: it wakes this loop if more is queued after.
 				w.mu.Unlock()
 				break
 			}
-			batch := w.buf
-			w.buf, w.spare = w.spare[:0], nil
-			w.writing = true
+			batch := w.takeLocked()
 			w.mu.Unlock()
-			_, err := w.c.conn.Write(batch)
-			w.mu.Lock()
-			w.writing = false
-			if cap(batch) <= 4*w.max {
-				w.spare = batch[:0]
-			}
-			w.room.Broadcast()
-			w.mu.Unlock()
-			if err != nil {
-				w.c.fail(err)
+			if w.writeBatch(batch) != nil {
 				return
 			}
 		}
