@@ -186,13 +186,20 @@ func TestIntegrationProduceConsumeKeyOrder(t *testing.T) {
 
 // TestIntegrationSplitWhileProducing splits and merges segments while a
 // producer sends and a consumer reads: nothing lost, nothing duplicated,
-// every key in order.
+// every key in order, whether the server absorbs the changes (the default)
+// or the producer re-routes what the seals refuse (WithEpochRouting).
 func TestIntegrationSplitWhileProducing(t *testing.T) {
+	for _, epoch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("epoch-routing=%v", epoch), func(t *testing.T) { testSplitWhileProducing(t, epoch) })
+	}
+}
+
+func testSplitWhileProducing(t *testing.T, epochRouting bool) {
 	_, nc := startNode(t)
 	const uri = "topic://public/default/elastic"
 	createTopic(t, nc, uri, 1, 2)
 	admin := client.NewAdmin(nc)
-	p, err := client.NewProducer(nc, uri, client.WithBatch(50, 1<<20))
+	p, err := client.NewProducer(nc, uri, client.WithBatch(50, 1<<20), client.WithEpochRouting(epochRouting))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,7 @@ type producerConfig struct {
 	linger         time.Duration
 	unitPipeline   int
 	requestTimeout time.Duration
+	epochRouting   bool
 }
 
 func defaultProducerConfig() producerConfig {
@@ -211,16 +212,27 @@ func WithLinger(d time.Duration) ProducerOption {
 	return producerOption(func(c *producerConfig) { c.linger = d })
 }
 
+// WithEpochRouting makes the producer name, on every batch, the layout
+// epoch it routed the batch by (api.HeaderEpoch): the server then refuses
+// with SEGMENT_SEALED what meets a seal or whose key moved since, and the
+// producer re-routes it itself (the contract before servers absorbed
+// layout changes). By default the producer names no epoch and the server
+// hands what meets a seal to the successor, in order.
+func WithEpochRouting(on bool) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.epochRouting = on })
+}
+
 // WithUnitPipeline is how many batches one unit (segment, entry bucket) may
 // have in flight at once (default 1, at most 64). With more than one, a
 // unit sends another batch while one is in flight only when its queue fills
 // a whole batch (WithBatch), so a producer that keeps up still sends one
 // batch at a time; a saturated producer far from the server (a network
 // round trip per batch) gains the most. Per-key order holds across splits,
-// merges and rebuckets at any setting (each batch names its layout epoch).
-// One case is not covered above 1: a layout change that fails after its
-// seal (the controller unseals the segment) may let a later batch of a
-// key land while an earlier one, refused by the seal, is resent behind it.
+// merges and rebuckets at any setting (the server keeps the order of one
+// connection's batches across a seal). With WithEpochRouting(true), one
+// case is not covered above 1: a layout change that fails after its seal
+// (the controller unseals the segment) may let a later batch of a key land
+// while an earlier one, refused by the seal, is resent behind it.
 func WithUnitPipeline(n int) ProducerOption {
 	return producerOption(func(c *producerConfig) { c.unitPipeline = n })
 }

@@ -29,21 +29,28 @@ const maxReroutes = 16
 // at once. A unit has one batch in flight at a time, and up to
 // WithUnitPipeline full batches when its queue holds that much: NATS keeps
 // the batches of one connection in order, so the records of one key reach
-// the server in the order Send was called, and each batch names the layout
-// epoch it was routed by (api.HeaderEpoch), so that the server refuses a
-// batch that would overtake an earlier one refused by a seal. Replies are
-// processed in send order per unit.
+// the server in the order Send was called. Replies are processed in send
+// order per unit.
 //
-// Layout changes follow the producer rule (DESIGN.md §1). The producer learns
-// of a change from the layout push or from records rejected with
-// SEGMENT_SEALED. It then stops sending, refreshes the layout until it has
-// reached the epoch the rejection named, waits for every batch in flight to
-// be answered, and re-routes the rejected records, in front of everything
-// queued behind them, by the new layout. Keys keep their order across any
-// number of splits, merges and rebuckets. If the change that refused them
-// is rolled back on the server (its layout never commits, and the segment
-// takes appends again), the producer resends by the layout in force once
-// the refused records have waited 30 s.
+// Layout changes: the server absorbs them (DESIGN.md §1): a batch that meets
+// a sealed segment is appended to the successors that own its keys, ahead
+// of anything sent there later, so the producer never resends. When it
+// learns of a newer layout (from the layout push), it stops sending, waits
+// for every batch in flight to be answered, re-routes what it queued by the
+// new layout, and goes on: batches follow the new segments and each key's
+// callbacks keep their Send order.
+//
+// With WithEpochRouting(true) the producer keeps the contract from before
+// servers absorbed layout changes: every batch names the layout epoch it
+// was routed by (api.HeaderEpoch), the server refuses with SEGMENT_SEALED
+// what meets a seal or whose key moved since, and the producer refreshes
+// the layout until it has reached the epoch the rejection named, waits for
+// every batch in flight, and re-routes the rejected records, in front of
+// everything queued behind them, by the new layout. Keys keep their order
+// either way, across any number of splits, merges and rebuckets. If a
+// change that refused records is rolled back on the server (its layout
+// never commits, and the segment takes appends again), the producer
+// resends by the layout in force once the refused records have waited 30 s.
 //
 // A record whose batch fails in any other way (ErrTimeout, ErrNoServer, an
 // api error) is reported to its callback and never resent by the producer:

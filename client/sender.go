@@ -87,7 +87,10 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 			n++
 		}
 		p.lastID++
-		b := &batch{id: p.lastID, unit: u, records: q.records[:n:n], header: p.router.header}
+		b := &batch{id: p.lastID, unit: u, records: q.records[:n:n]}
+		if p.cfg.epochRouting {
+			b.header = p.router.header
+		}
 		q.records = q.records[n:]
 		q.bytes -= size
 		q.sent = append(q.sent, b)

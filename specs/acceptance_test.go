@@ -621,10 +621,12 @@ var _ = Describe("An elastic topic under keyed load", func() {
 			runElastic(ctx, s, "elastic", false)
 		}, SpecTimeout(5*time.Minute))
 
-	It("keeps that promise with producers that keep several batches of a unit in flight "+
-		"(each batch names its layout epoch, and the server refuses a batch that would overtake one refused by a seal)",
+	It("keeps that promise with producers that keep several batches of a unit in flight and name the layout epoch "+
+		"they routed by (the contract before the server absorbed layout changes: it refuses what meets a seal, "+
+		"or would overtake a batch refused by one, and the producers re-route it)",
 		func(ctx SpecContext) {
-			runElastic(ctx, s, "elastic-pipelined", false, client.WithUnitPipeline(8), client.WithBatch(50, 64<<10))
+			runElastic(ctx, s, "elastic-pipelined", false, client.WithUnitPipeline(8), client.WithBatch(50, 64<<10),
+				client.WithEpochRouting(true))
 		}, SpecTimeout(5*time.Minute))
 
 	It("keeps that promise when the server restarts in the middle: the producers pause and flush, "+
