@@ -24,13 +24,7 @@ import (
 func TestPipelinedProduceKeepsKeyOrderAcrossLayoutChanges(t *testing.T) {
 	m := newTestManager(t)
 	const uri = "topic://t/n/pipelined"
-	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 2, Buckets: 2}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := m.Topic(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topic := createTestTopic(t, m, uri, 2, 2)
 	const (
 		keys     = 64
 		window   = 2000

@@ -63,17 +63,23 @@ func newTestManager(t *testing.T) *Manager {
 	return m
 }
 
+// createTestTopic creates a topic (0 segments or buckets: the defaults)
+// and returns its handle.
+func createTestTopic(t *testing.T, m *Manager, uri string, segments, buckets int) *Topic {
+	t.Helper()
+	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: segments, Buckets: buckets}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topic
+}
+
 func produceSync(t *testing.T, topic *Topic, recs ...api.Record) []api.Result {
 	t.Helper()
-	ch := make(chan []api.Result, 1)
-	topic.Produce(recs, func(r []api.Result) { ch <- r })
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("produce was never answered")
-		return nil
-	}
+	return produceSyncAt(t, topic, 0, recs...)
 }
 
 func produceSyncAt(t *testing.T, topic *Topic, epoch uint64, recs ...api.Record) []api.Result {
@@ -97,13 +103,7 @@ func produceSyncAt(t *testing.T, topic *Topic, epoch uint64, recs ...api.Record)
 func TestEpochProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) {
 	m := newTestManager(t)
 	const uri = "topic://t/n/orders"
-	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := m.Topic(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topic := createTestTopic(t, m, uri, 1, 1)
 	stale := topic.state.Load()
 	desc, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
 	if err != nil {
@@ -149,13 +149,7 @@ func TestEpochProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) 
 func TestAppendReachingASealedBucketIsForwarded(t *testing.T) {
 	m := newTestManager(t)
 	const uri = "topic://t/n/late"
-	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := m.Topic(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topic := createTestTopic(t, m, uri, 1, 1)
 	stale := topic.state.Load()
 	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
 		t.Fatal(err)
@@ -240,13 +234,7 @@ func TestDiffActive(t *testing.T) {
 func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
 	m := newTestManager(t)
 	const uri = "topic://t/n/sealing"
-	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := m.Topic(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topic := createTestTopic(t, m, uri, 1, 1)
 	rec := api.Record{Key: []byte("a"), Payload: []byte("1")}
 	// The crash is queued ahead of the appends below: the restarted
 	// bucket handles them.
@@ -297,13 +285,7 @@ func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
 func TestProduceGroupsRecordsPerUnitInOrder(t *testing.T) {
 	m := newTestManager(t)
 	const uri = "topic://t/n/groups"
-	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 4}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := m.Topic(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topic := createTestTopic(t, m, uri, 1, 4)
 	table := topic.state.Load().table
 	byBucket := map[int][][]byte{}
 	for i := 0; len(byBucket[0]) < 6 || len(byBucket[1]) < 2; i++ {

@@ -249,23 +249,32 @@ func (f *fastProduce) topic(subject []byte, prefix string) (*actors.Topic, error
 	return t, nil
 }
 
-func (f *fastProduce) produceOne(m natsio.Msg) {
-	f.one.requests.Add(1)
+// take begins serving a produce request of endpoint ep: it counts it,
+// resolves its topic and reads its headers, answering the request itself
+// (and reporting false) when that fails or the server holds too much.
+func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*actors.Topic, produceHeaders, bool) {
+	ep.requests.Add(1)
 	if len(m.Reply) == 0 {
 		f.n.produceM.noReply.Inc()
 	}
-	t, err := f.topic(m.Subject, api.ProducePrefix)
-	if err != nil {
-		f.fail(&f.one, m.Subject, m.Reply, err)
-		return
+	t, err := f.topic(m.Subject, prefix)
+	var h produceHeaders
+	if err == nil {
+		h, err = parseRawProduceHeaders(m.Header)
 	}
-	h, err := parseRawProduceHeaders(m.Header)
-	if err != nil {
-		f.fail(&f.one, m.Subject, m.Reply, err)
-		return
+	if err == nil && f.inflight.Load() > produceQueueBytes {
+		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
 	}
-	if f.inflight.Load() > produceQueueBytes {
-		f.fail(&f.one, m.Subject, m.Reply, api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20))
+	if err != nil {
+		f.fail(ep, m.Subject, m.Reply, err)
+		return nil, h, false
+	}
+	return t, h, true
+}
+
+func (f *fastProduce) produceOne(m natsio.Msg) {
+	t, h, ok := f.take(&f.one, api.ProducePrefix, m)
+	if !ok {
 		return
 	}
 	var b *readBatch
@@ -286,19 +295,9 @@ func (f *fastProduce) produceOne(m natsio.Msg) {
 }
 
 func (f *fastProduce) produceBatch(m natsio.Msg) {
-	f.batch.requests.Add(1)
-	if len(m.Reply) == 0 {
-		f.n.produceM.noReply.Inc()
-	}
 	start := time.Now()
-	t, err := f.topic(m.Subject, api.ProduceBatchPrefix)
-	if err != nil {
-		f.fail(&f.batch, m.Subject, m.Reply, err)
-		return
-	}
-	h, err := parseRawProduceHeaders(m.Header)
-	if err != nil {
-		f.fail(&f.batch, m.Subject, m.Reply, err)
+	t, h, ok := f.take(&f.batch, api.ProduceBatchPrefix, m)
+	if !ok {
 		return
 	}
 	recs, err := api.DecodeRecords(m.Data)
@@ -308,10 +307,6 @@ func (f *fastProduce) produceBatch(m natsio.Msg) {
 	}
 	if err := t.Validate(recs); err != nil {
 		f.fail(&f.batch, m.Subject, m.Reply, err)
-		return
-	}
-	if f.inflight.Load() > produceQueueBytes {
-		f.fail(&f.batch, m.Subject, m.Reply, api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20))
 		return
 	}
 	size := int64(len(m.Data))

@@ -34,6 +34,35 @@ func startServer(t *testing.T, opts *server.Options) *server.Server {
 	return ns
 }
 
+// subscribed connects through conn, subscribes h to subject (queue group
+// queue) and waits until the server knows of it; the test closes it.
+func subscribed(t *testing.T, conn net.Conn, opts Options, subject, queue string, h Handler) *Conn {
+	t.Helper()
+	c, err := Connect(conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Subscribe(subject, queue, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// natsClient is a nats.go connection to ns; the test closes it.
+func natsClient(t *testing.T, ns *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // recorder is a Handler that keeps copies of what it gets.
 type recorder struct {
 	mu    sync.Mutex
@@ -97,24 +126,10 @@ func TestMessagesArriveWholeAndInOrder(t *testing.T) {
 	for name, dial := range dialers {
 		t.Run(name, func(t *testing.T) {
 			ns := startServer(t, &server.Options{MaxPayload: 8 << 20})
-			c, err := Connect(dial(t, ns), Options{Name: "test", ReadBuffer: 4096})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
 			const n = 2000
 			rec := newRecorder(n + 2)
-			if _, err := c.Subscribe("in.>", "q", rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Flush(5 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			nc, err := nats.Connect(ns.ClientURL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
+			subscribed(t, dial(t, ns), Options{Name: "test", ReadBuffer: 4096}, "in.>", "q", rec)
+			nc := natsClient(t, ns)
 			for i := range n {
 				m := &nats.Msg{Subject: fmt.Sprintf("in.%d", i%7), Data: []byte(fmt.Sprintf("payload-%d", i))}
 				if i%3 == 0 {
@@ -287,22 +302,9 @@ func (r *frameReplier) EndOfRead() {}
 
 func TestWriteFramesFromManyGoroutines(t *testing.T) {
 	ns := startServer(t, nil)
-	c, err := Connect(dialers["tcp"](t, ns), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Subscribe("frames", "", &frameReplier{c: c}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	r := &frameReplier{}
+	r.c = subscribed(t, dialers["tcp"](t, ns), Options{}, "frames", "", r)
+	nc := natsClient(t, ns)
 	const n = 2000
 	inbox := nats.NewInbox()
 	got := make(chan string, n)

@@ -33,18 +33,27 @@ func newWriter(c *Conn, max int) *writer {
 // publish queues a PUB (or an HPUB when hdr is not empty).
 func (w *writer) publish(subject, reply, hdr, data []byte) error {
 	w.mu.Lock()
-	for len(w.buf) > w.max && !w.closed() {
-		w.room.Wait()
-	}
-	if w.closed() {
+	if err := w.waitRoomLocked(); err != nil {
 		w.mu.Unlock()
-		return ErrClosed
+		return err
 	}
 	wasEmpty := len(w.buf) == 0
 	w.buf = AppendPublish(w.buf, subject, reply, hdr, data)
 	w.mu.Unlock()
 	if wasEmpty {
 		w.wake()
+	}
+	return nil
+}
+
+// waitRoomLocked waits while MaxPending bytes are queued; it fails once
+// the connection is closed. The caller holds mu.
+func (w *writer) waitRoomLocked() error {
+	for len(w.buf) > w.max && !w.closed() {
+		w.room.Wait()
+	}
+	if w.closed() {
+		return ErrClosed
 	}
 	return nil
 }
@@ -79,12 +88,9 @@ func AppendPublish(dst, subject, reply, hdr, data []byte) []byte {
 // writer's: a caller answering a batch of requests saves the hand-over.
 func (w *writer) writeFrames(frames []byte) error {
 	w.mu.Lock()
-	for len(w.buf) > w.max && !w.closed() {
-		w.room.Wait()
-	}
-	if w.closed() {
+	if err := w.waitRoomLocked(); err != nil {
 		w.mu.Unlock()
-		return ErrClosed
+		return err
 	}
 	w.buf = append(w.buf, frames...)
 	if w.writing {
