@@ -120,3 +120,37 @@ func TestFastProduceAnswersTheMicroProtocol(t *testing.T) {
 		t.Fatal("an INFO for another instance id was answered")
 	}
 }
+
+// FuzzRawProduceHeaders: the raw header parser never panics, keeps only
+// application headers, and agrees with nats.go's decoding on every block
+// nats.go accepts.
+func FuzzRawProduceHeaders(f *testing.F) {
+	for _, s := range []string{"NATS/1.0\r\n\r\n", "NATS/1.0\r\nBraid-Key: k\r\nX: y\r\n\r\n", "NATS/1.0\r\nBraid-Time: 12\r\nBraid-Epoch: 3\r\n\r\n",
+		"NATS/1.0 503\r\n\r\n", "NATS/1.0\r\n:\r\n\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, block []byte) {
+		got, err := parseRawProduceHeaders(block)
+		if err == nil {
+			for _, h := range got.headers {
+				if !isApplicationHeader(h.Key) {
+					t.Fatalf("kept header %q", h.Key)
+				}
+			}
+		}
+		h, nerr := nats.DecodeHeadersMsg(block)
+		if nerr != nil || len(block) == 0 {
+			return
+		}
+		if _, ok := h["Status"]; ok { // a status line: nats.go adds headers of its own
+			return
+		}
+		want, wantEpoch, wantErr := recordFromHeaders(micro.Headers(h), nil)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: raw %v, nats.go %v", block, err, wantErr)
+		}
+		if err == nil && (string(got.key) != string(want.Key) || got.time != want.Time || got.epoch != wantEpoch || len(got.headers) != len(want.Headers)) {
+			t.Fatalf("%q: raw %+v, nats.go %+v epoch %d", block, got, want, wantEpoch)
+		}
+	})
+}
