@@ -38,6 +38,7 @@ type Log struct {
 	plan        []plannedFrame
 	bodyLens    []int
 	unsynced    bool  // bytes written to tail.file since its last fsync
+	written     int64 // bytes written since Open, for the preallocation step
 	dirUnsynced bool  // files created, renamed or removed since the last fsync of dir
 	failed      error // sticky, wraps ErrFailed; see ErrFailed
 
@@ -66,6 +67,8 @@ type Log struct {
 	stopSyncer chan struct{} // closed by Close; nil unless DurabilityInterval
 	syncerDone chan struct{} // closed by the syncer goroutine when it returns
 	syncs      atomic.Uint64 // fsync passes done, for tests
+	// preallocated is tail.alloc - tail.size, for SizeBytes.
+	preallocated atomic.Int64
 	// slowSync, set by tests only, runs before each fsync pass that goes
 	// on without writeMu, as a slow disk would take time.
 	slowSync func()
@@ -87,9 +90,13 @@ type view struct {
 
 // tailFile is the file appends go to.
 type tailFile struct {
-	first  uint64   // offset of its first record, its name
-	file   *os.File // read-write; readers read through it too
-	size   int64    // bytes written or being written
+	first uint64   // offset of its first record, its name
+	file  *os.File // read-write; readers read through it too
+	size  int64    // bytes written or being written
+	// alloc is how far the file extends: [size, alloc) are the zeros
+	// written ahead (Options.Preallocate). Invariant: size <= alloc, or
+	// alloc is 0 (nothing written ahead).
+	alloc  int64
 	frames []frameRef
 	next   uint64 // offset after its last record written or being written
 }
@@ -338,14 +345,63 @@ func (l *Log) writeFramesLocked() error {
 	return l.writeTailLocked(l.buf[chunk:])
 }
 
+// writeTailLocked writes p, the bytes that end at tail.size, to the tail
+// file, filling the file with zeros ahead of them first when they reach
+// past what was preallocated.
 func (l *Log) writeTailLocked(p []byte) error {
 	if len(p) == 0 {
 		return nil
 	}
 	l.unsynced = true
+	if err := l.preallocateLocked(); err != nil {
+		return err
+	}
+	if l.tail.alloc > 0 {
+		l.preallocated.Store(l.tail.alloc - l.tail.size)
+	}
 	ioWrites.Add(1)
-	_, err := l.tail.file.Write(p)
+	l.written += int64(len(p))
+	_, err := l.tail.file.WriteAt(p, l.tail.size-int64(len(p)))
 	return err
+}
+
+// preallocateLocked extends the tail file with zeros when tail.size has
+// passed its end, by a step of half what the log wrote since it opened
+// (between minPreallocate and Options.Preallocate).
+func (l *Log) preallocateLocked() error {
+	if l.opts.Preallocate == 0 || l.tail.size <= l.tail.alloc {
+		return nil
+	}
+	step := int64(min(max(int(l.written/2), minPreallocate), l.opts.Preallocate))
+	// The zeros go after the bytes about to be written, which reach past
+	// the old end.
+	for at := l.tail.size; at < l.tail.size+step; {
+		n := min(int64(len(zeros)), l.tail.size+step-at)
+		if _, err := l.tail.file.WriteAt(zeros[:n], at); err != nil {
+			return err
+		}
+		at += n
+	}
+	l.tail.alloc = l.tail.size + step
+	return nil
+}
+
+// zeros is what preallocation writes; never written to.
+var zeros [DefaultPreallocate]byte
+
+// trimLocked cuts the preallocated zeros off the tail file, before a roll
+// leaves it or Close closes it. The caller syncs after.
+func (l *Log) trimLocked() error {
+	if l.tail.alloc <= l.tail.size {
+		return nil
+	}
+	if err := l.tail.file.Truncate(l.tail.size); err != nil {
+		return err
+	}
+	l.tail.alloc = 0
+	l.preallocated.Store(0)
+	l.unsynced = true
+	return nil
 }
 
 // rollLocked starts a new tail file whose first record is at offset first.
@@ -355,6 +411,9 @@ func (l *Log) rollLocked(first uint64) error {
 	// after any background pass in flight, which must have succeeded.
 	l.syncMu.Lock()
 	err := l.syncErr
+	if err == nil {
+		err = l.trimLocked()
+	}
 	if err == nil && l.unsynced {
 		if err = (syncJob{file: l.tail.file}).run(); err != nil {
 			l.syncErr = err
@@ -593,6 +652,9 @@ func (l *Log) Close() error {
 	defer l.writeMu.Unlock()
 	var errs []error
 	if l.failed == nil {
+		if err := l.trimLocked(); err != nil {
+			errs = append(errs, fmt.Errorf("braid/wal: cut the preallocated end of %s: %w", l.dir, err))
+		}
 		if err := l.syncLocked(); err != nil {
 			errs = append(errs, err)
 		}
@@ -608,7 +670,8 @@ func (l *Log) Close() error {
 	return errors.Join(errs...)
 }
 
-// SizeBytes returns the total size of the log's files on disk.
+// SizeBytes returns the total size of the log's files on disk, less the
+// zeros written ahead of the tail (Options.Preallocate).
 func (l *Log) SizeBytes() int64 {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
@@ -623,5 +686,5 @@ func (l *Log) SizeBytes() int64 {
 			total += info.Size()
 		}
 	}
-	return total
+	return max(total-l.preallocated.Load(), 0)
 }

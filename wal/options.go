@@ -64,6 +64,10 @@ func (d *Durability) UnmarshalText(text []byte) error {
 const (
 	DefaultSyncInterval = 50 * time.Millisecond
 	DefaultSegmentBytes = 8 << 20
+	DefaultPreallocate  = 1 << 20
+	// minPreallocate is the first step of a log's preallocation (see
+	// Options.Preallocate).
+	minPreallocate = 64 << 10
 )
 
 // Options configure Open. The zero value is valid: DurabilityAlways and
@@ -76,6 +80,16 @@ type Options struct {
 	// target: the frame that crosses it stays in the old file, and a frame
 	// holds up to 64 KiB of records). Default 8 MiB.
 	SegmentBytes int
+	// Preallocate is the most the tail file is filled with zeros ahead of
+	// its end, under DurabilityAlways and DurabilityInterval: an fsync of
+	// appends that land in space already written is a data-only sync
+	// (fdatasync), which needs no journal commit, about a third quicker
+	// here. A log extends its file a step at a time, each step half what
+	// it has written since it was opened, from 64 KiB up to this, so an
+	// idle log costs no disk. A roll and Close cut the zeros off; a crash
+	// leaves them, and Open cuts them (RepairReport.ZeroBytes). Default
+	// 1 MiB; negative turns it off.
+	Preallocate int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -87,6 +101,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SegmentBytes <= 0 {
 		o.SegmentBytes = DefaultSegmentBytes
+	}
+	switch {
+	case o.Preallocate < 0 || o.Durability == DurabilityNone:
+		o.Preallocate = 0
+	case o.Preallocate == 0:
+		o.Preallocate = DefaultPreallocate
 	}
 	return o, nil
 }

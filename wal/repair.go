@@ -20,6 +20,11 @@ type RepairReport struct {
 	// one included, or 1 for a frame whose header is cut or not plausible.
 	// Zero fill counts as no record. 0 if unknown.
 	DroppedRecords int
+	// ZeroBytes is how many bytes were cut, instead, when they were all
+	// zero: the space a log fills ahead of its end (Options.Preallocate)
+	// that a crash left behind, or zero fill left by the file system. No
+	// record was in them; DroppedBytes and DroppedRecords are then 0.
+	ZeroBytes int64
 	// File is the path of the file that was cut.
 	File string
 }
@@ -145,12 +150,23 @@ func repairTail(path string, first uint64) (RepairReport, frameIndex, error) {
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return RepairReport{}, frameIndex{}, err
 	}
-	report := RepairReport{
-		DroppedBytes:   int64(len(data) - valid),
-		DroppedRecords: countDropped(data[valid:]),
-		File:           path,
+	report := RepairReport{File: path}
+	if allZero(data[valid:]) {
+		report.ZeroBytes = int64(len(data) - valid)
+	} else {
+		report.DroppedBytes = int64(len(data) - valid)
+		report.DroppedRecords = countDropped(data[valid:])
 	}
 	return report, index, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // refuseOldFormat fails with ErrUnsupportedVersion if the first entry of

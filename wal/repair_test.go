@@ -232,6 +232,9 @@ func TestRepairZeroFill(t *testing.T) {
 			report := expectedReport(filepath.Join(dir, b.lastFile), len(data)-validEnd, torn)
 			if torn > 0 {
 				report.DroppedRecords = -1 // best effort: a torn prefix may swallow zeros oddly
+			} else {
+				// Nothing but zeros cut: no record lost.
+				report = RepairReport{ZeroBytes: int64(len(data) - validEnd), File: filepath.Join(dir, b.lastFile)}
 			}
 			checkRepairedLoose(t, dir, b.recs, b.lastFirst+uint64(count), report)
 			if t.Failed() {
@@ -342,22 +345,26 @@ func TestRepairNewRollFile(t *testing.T) {
 		keep     uint64
 		dropped  int
 		recCount int
+		zeros    int
 	}{
-		{"empty", nil, next, 0, 0},
-		{"zero filled", make([]byte, 4096), next, 4096, 0},
-		{"size prefix only", entry[:1], next, 1, 1},
-		{"header cut", entry[:headerEnd-1], next, headerEnd - 1, 1},
-		{"header only", entry[:headerEnd], next, headerEnd, 2},
-		{"half a batch", entry[:len(entry)/2], next, len(entry) / 2, 2},
-		{"all but one byte", entry[:len(entry)-1], next, len(entry) - 1, 2},
-		{"whole batch", entry, next + 2, 0, 0},
-		{"whole batch then zeros", append(bytes.Clone(entry), make([]byte, 100)...), next + 2, 100, 0},
+		{"empty", nil, next, 0, 0, 0},
+		{"zero filled", make([]byte, 4096), next, 0, 0, 4096},
+		{"size prefix only", entry[:1], next, 1, 1, 0},
+		{"header cut", entry[:headerEnd-1], next, headerEnd - 1, 1, 0},
+		{"header only", entry[:headerEnd], next, headerEnd, 2, 0},
+		{"half a batch", entry[:len(entry)/2], next, len(entry) / 2, 2, 0},
+		{"all but one byte", entry[:len(entry)-1], next, len(entry) - 1, 2, 0},
+		{"whole batch", entry, next + 2, 0, 0, 0},
+		{"whole batch then zeros", append(bytes.Clone(entry), make([]byte, 100)...), next + 2, 0, 0, 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := copyDir(t, b.dir)
 			writeFile(t, filepath.Join(dir, newFile), tt.data)
 			report := expectedReport(filepath.Join(dir, newFile), tt.dropped, tt.recCount)
+			if tt.zeros > 0 {
+				report = RepairReport{ZeroBytes: int64(tt.zeros), File: filepath.Join(dir, newFile)}
+			}
 			checkRepaired(t, dir, recs, tt.keep, report)
 		})
 	}

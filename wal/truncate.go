@@ -188,6 +188,7 @@ func (l *Log) replaceTailLocked(first uint64, content []byte) error {
 	l.syncMu.Lock()
 	old := l.tail.file
 	l.tail = tailFile{first: first, file: f, size: index.end, frames: index.frames, next: index.next}
+	l.preallocated.Store(0)
 	// What was written to the old tail is either in the replacement, which
 	// was fsynced, or dropped.
 	l.unsynced = false
