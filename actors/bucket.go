@@ -2,6 +2,7 @@ package actors
 
 import (
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
@@ -69,6 +70,9 @@ type handoverMsg struct {
 // segment's predecessors have handed over everything they held.
 type openMsg struct{}
 
+// bucketStarting, when set (by tests), is called as each bucket starts.
+var bucketStarting func(UnitKey)
+
 // flushMsg is the message a bucket sends itself to commit its queue.
 type flushMsg struct{}
 
@@ -104,9 +108,12 @@ type bucketActor struct {
 	held       []appendReq
 	handedOver bool
 	// gated is set while the segment's predecessors may still hand over
-	// appends; gatedQueue holds the direct appends meanwhile.
+	// appends; gatedQueue holds the direct appends meanwhile. gate, set
+	// for a bucket a layout change created, outlives a restart: the
+	// bucket starts gated while it holds true, and clears it at openMsg.
 	gated      bool
 	gatedQueue []appendReq
+	gate       *atomic.Bool
 	// queue holds appends received since the last flush; flushQueued says a
 	// flushMsg is in the mailbox behind them.
 	queue       []appendReq
@@ -119,17 +126,26 @@ type bucketActor struct {
 }
 
 // newBucketProps makes the props of a bucket actor. A bucket restarted by
-// its supervisor takes its seal and its gate from the topic (the current
-// layout, or the layout change under way), not from the memory it lost.
-func newBucketProps(key UnitKey, topic *Topic, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter) *actor.Props {
+// its supervisor takes its seal from the topic (the current layout, or the
+// layout change under way) and its gate from gate (nil: never gated), not
+// from the memory it lost. The gate is set before the bucket is spawned,
+// not read from the topic at its start: a new bucket's start may run after
+// the change that spawned it has opened it, with appends routed to it
+// directly already in its mailbox ahead of the ones handed over.
+func newBucketProps(key UnitKey, topic *Topic, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
+	gate *atomic.Bool) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m, meter: meter}
+		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m,
+			meter: meter, gate: gate}
 	})
 }
 
 func (b *bucketActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		if bucketStarting != nil {
+			bucketStarting(b.key)
+		}
 		l, err := b.store.Reopen(b.key, b.opts)
 		if err != nil {
 			// Without its log the bucket cannot serve; the supervisor
@@ -143,7 +159,9 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		}
 		if b.topic != nil {
 			b.sealedAt = b.topic.sealedAt(b.key.Segment)
-			b.gated = b.topic.gatedAt(b.key.Segment)
+		}
+		if b.gate != nil {
+			b.gated = b.gate.Load()
 		}
 	case appendReq:
 		b.receiveAppend(ctx, msg)
@@ -171,6 +189,9 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.forward(held, msg.next)
 		msg.done()
 	case openMsg:
+		if b.gate != nil {
+			b.gate.Store(false)
+		}
 		if b.gated {
 			b.gated = false
 			gated := b.gatedQueue

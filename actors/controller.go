@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -77,7 +78,7 @@ func (c *controller) Receive(ctx actor.Context) {
 		buckets := map[topology.SegmentID][]*actor.PID{}
 		meters := map[topology.SegmentID]*segmentMeter{}
 		for _, s := range c.rec.Layout.Active() {
-			buckets[s.ID], meters[s.ID] = c.spawnSegment(ctx, s)
+			buckets[s.ID], meters[s.ID] = c.spawnSegment(ctx, s, false)
 		}
 		st, err := newState(c.rec.Layout, buckets, meters, c.rec.EpochTimes)
 		if err != nil {
@@ -105,11 +106,21 @@ func (c *controller) Receive(ctx actor.Context) {
 	}
 }
 
-func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment) ([]*actor.PID, *segmentMeter) {
+// spawnSegment starts the actors of segment s; gated, its buckets hold
+// back direct appends until an openMsg (see change).
+func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated bool) ([]*actor.PID, *segmentMeter) {
 	ready := make(chan struct{})
 	meter := newSegmentMeter(s, time.Now())
+	var gates []*atomic.Bool
+	if gated {
+		gates = make([]*atomic.Bool, s.Buckets)
+		for i := range gates {
+			gates[i] = new(atomic.Bool)
+			gates[i].Store(true)
+		}
+	}
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
-		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, meter: meter, ready: ready})
+		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, gates: gates, meter: meter, ready: ready})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
 		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))
@@ -161,10 +172,9 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	meters := maps.Clone(old.meters)
 	// Buckets of the new segments start gated, restarted ones too, until
 	// the change opens them (step 6).
-	c.t.setGated(created)
 	for _, id := range created {
 		s, _ := next.Segment(id)
-		buckets[id], meters[id] = c.spawnSegment(ctx, s)
+		buckets[id], meters[id] = c.spawnSegment(ctx, s, true)
 	}
 	spawned := time.Now()
 	// A bucket restarted from here until the publish takes its seal from
@@ -222,7 +232,6 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	// (and read its seal) before setSealing: belt and braces.
 	_ = c.sealPIDs(old, retiring, next.Epoch)
 	c.handOver(old, retiring, st)
-	c.t.setGated(nil)
 	c.open(st, created)
 	handedOver := time.Now()
 	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
@@ -276,7 +285,6 @@ func (c *controller) open(st *topicState, segs []topology.SegmentID) {
 // abandon stops the segments a failed change spawned and removes their
 // logs: their ids will be allocated again.
 func (c *controller) abandon(created []topology.SegmentID) {
-	c.t.setGated(nil)
 	for _, id := range created {
 		if pid, ok := c.segments[id]; ok {
 			_ = c.t.mgr.system.Root.StopFuture(pid).Wait()

@@ -22,6 +22,27 @@ import (
 // records with SEGMENT_SEALED; with forwarding but no gate on the
 // successors, a forwarded record lands behind a later one of its key.
 func TestPipelinedProduceKeepsKeyOrderAcrossLayoutChanges(t *testing.T) {
+	testPipelinedProduce(t, nil)
+}
+
+// TestKeyOrderWhenNewBucketsStartLate: the same, with the buckets of new
+// segments starting only after their layout change is done (as a busy
+// scheduler can leave them): a bucket that read its gate when it started,
+// rather than when it was made, took the appends routed to it directly
+// ahead of the ones its predecessors handed over.
+func TestKeyOrderWhenNewBucketsStartLate(t *testing.T) {
+	testPipelinedProduce(t, func(k UnitKey) {
+		if k.Segment > 1 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
+func testPipelinedProduce(t *testing.T, starting func(UnitKey)) {
+	if starting != nil {
+		bucketStarting = starting
+		defer func() { bucketStarting = nil }()
+	}
 	m := newTestManager(t)
 	const uri = "topic://t/n/pipelined"
 	topic := createTestTopic(t, m, uri, 2, 2)

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,8 +23,11 @@ type segmentActor struct {
 	opts    wal.Options
 	log     *slog.Logger
 	m       *metrics
-	// t is the topic: restarted buckets read their seal and gate there.
-	t     *Topic
+	// t is the topic: restarted buckets read their seal there.
+	t *Topic
+	// gates holds one gate per bucket for a segment a layout change
+	// creates (set: hold back direct appends until openMsg); nil otherwise.
+	gates []*atomic.Bool
 	meter *segmentMeter
 	// ready is closed once the bucket actors are spawned (their PIDs then
 	// accept messages, which queue behind their Started).
@@ -52,7 +56,7 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		for b := 0; b < s.buckets; b++ {
 			key := UnitKey{Topic: s.topic, Segment: s.id, Bucket: b}
-			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b]), bucketName(b)); err != nil {
+			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.gate(b)), bucketName(b)); err != nil {
 				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
 			}
 		}
@@ -62,6 +66,13 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 			close(s.ready)
 		}
 	}
+}
+
+func (s *segmentActor) gate(b int) *atomic.Bool {
+	if s.gates == nil {
+		return nil
+	}
+	return s.gates[b]
 }
 
 // bucketPIDs are the PIDs of a segment's buckets, derived from the segment's

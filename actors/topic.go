@@ -60,33 +60,12 @@ type Topic struct {
 	// the epoch of its layout, from the seal until the layout is published
 	// or the change rolled back. A restarted bucket reads it (sealedIn).
 	sealing atomic.Pointer[sealingChange]
-	// gating lists the segments a layout change under way created and has
-	// not opened yet: their buckets hold back direct appends (a restarted
-	// bucket reads it too).
-	gating atomic.Pointer[[]topology.SegmentID]
 	// routeMu orders routing against layout changes: the produce path
 	// holds it shared from loading the snapshot until its appends are in
 	// the buckets' mailboxes; a layout change publishes its snapshot
 	// holding it exclusively, so that afterwards no append routed by the
 	// older snapshot is still on its way.
 	routeMu sync.RWMutex
-}
-
-// setGated records the segments a change created and has not opened.
-func (t *Topic) setGated(segs []topology.SegmentID) {
-	if len(segs) == 0 {
-		t.gating.Store(nil)
-		return
-	}
-	c := slices.Clone(segs)
-	t.gating.Store(&c)
-}
-
-// gatedAt reports whether seg was created by a change under way that has
-// not opened it yet.
-func (t *Topic) gatedAt(seg topology.SegmentID) bool {
-	g := t.gating.Load()
-	return g != nil && slices.Contains(*g, seg)
 }
 
 // publishQuiesced publishes st once no produce call is routing by the
