@@ -29,6 +29,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/
 	$(GO) test -run '^$$' -bench . -benchmem ./routing/ ./topology/ ./scaling/
 	$(GO) run ./benchmarks/sidebyside
+	$(GO) run ./benchmarks/plain
 	$(GO) run ./benchmarks/elastic
 	$(GO) run ./benchmarks/consumers
 	$(GO) run ./benchmarks/fsync
