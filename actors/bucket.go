@@ -8,6 +8,7 @@ import (
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // appendSink learns where the records of an append landed. produceCall is
@@ -123,6 +124,9 @@ type bucketActor struct {
 	// commit acknowledges written batches once durable; nil unless the
 	// durability is DurabilityAlways (the others acknowledge on write).
 	commit *committer
+	// The topic's series of braid_messages_appended_total and
+	// braid_bytes_appended_total, looked up once.
+	appendedMsgs, appendedBytes prometheus.Counter
 }
 
 // newBucketProps makes the props of a bucket actor. A bucket restarted by
@@ -243,6 +247,12 @@ func (b *bucketActor) receiveAppend(ctx actor.Context, q appendReq) {
 // enqueue adds an append to the next batch.
 func (b *bucketActor) enqueue(ctx actor.Context, q appendReq) {
 	b.queue = append(b.queue, q)
+	if b.commit != nil {
+		// The committer gathers what arrives while it writes and syncs:
+		// hand it over now rather than after a turn of the mailbox.
+		b.flush()
+		return
+	}
 	if !b.flushQueued {
 		b.flushQueued = true
 		ctx.Send(ctx.Self(), flushMsg{})
@@ -346,7 +356,12 @@ func (b *bucketActor) flush() {
 	}
 	queue := b.queue
 	b.queue = nil
-	b.m.appended(b.key, n, payloadBytes)
+	if b.appendedMsgs == nil {
+		t := b.key.Topic.String()
+		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(t), b.m.appendedBytes.WithLabelValues(t)
+	}
+	b.appendedMsgs.Add(float64(n))
+	b.appendedBytes.Add(float64(payloadBytes))
 	if b.meter != nil {
 		b.meter.appended(queue, n, payloadBytes)
 	}

@@ -88,12 +88,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) appended(k UnitKey, msgs, bytes int) {
-	t := k.Topic.String()
-	m.appendedMsgs.WithLabelValues(t).Add(float64(msgs))
-	m.appendedBytes.WithLabelValues(t).Add(float64(bytes))
-}
-
 func (m *metrics) repaired(r wal.RepairReport) {
 	m.repairs.Inc()
 	m.repairedBytes.Add(float64(r.DroppedBytes))
