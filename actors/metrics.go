@@ -80,7 +80,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_subscription_withheld_units", Help: "Units a subscription may not read yet because an ancestor segment is not drained (the ordering rule)."},
 			[]string{"topic", "subscription"}),
 	}
+	walWrites := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_wal_writes_total",
+		Help: "Writes of log data by every log of the process (group commit: records per write is appended messages over this)."},
+		func() float64 { return float64(wal.Counts().Writes) })
+	walSyncs := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_wal_syncs_total",
+		Help: "fdatasyncs of log files by every log of the process."},
+		func() float64 { return float64(wal.Counts().Syncs) })
 	if reg != nil {
+		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
