@@ -40,6 +40,9 @@ type appendReq struct {
 	// forwarded says a sealed predecessor handed it over: a gated bucket
 	// takes it at once, ahead of the appends it holds back.
 	forwarded bool
+	// laned says it came through the mailbox by bucketLane.send, which
+	// counted it: the bucket tells the lane once it has disposed of it.
+	laned bool
 }
 
 func (q *appendReq) settle(u unitRef, first uint64, err error) {
@@ -72,7 +75,7 @@ type handoverMsg struct {
 type openMsg struct{}
 
 // bucketStarting, when set (by tests), is called as each bucket starts.
-var bucketStarting func(UnitKey)
+var bucketStarting atomic.Pointer[func(UnitKey)]
 
 // flushMsg is the message a bucket sends itself to commit its queue.
 type flushMsg struct{}
@@ -115,6 +118,9 @@ type bucketActor struct {
 	gated      bool
 	gatedQueue []appendReq
 	gate       *atomic.Bool
+	// lane is the bucket's bucketLane (nil in tests that make none); open
+	// while the bucket is active, not gated and has a committer.
+	lane *bucketLane
 	// queue holds appends received since the last flush; flushQueued says a
 	// flushMsg is in the mailbox behind them.
 	queue       []appendReq
@@ -125,7 +131,8 @@ type bucketActor struct {
 	// durability is DurabilityAlways (the others acknowledge on write).
 	commit *committer
 	// The topic's series of braid_messages_appended_total and
-	// braid_bytes_appended_total, looked up once.
+	// braid_bytes_appended_total, looked up at start (the committer
+	// counts through them too).
 	appendedMsgs, appendedBytes prometheus.Counter
 }
 
@@ -137,18 +144,18 @@ type bucketActor struct {
 // the change that spawned it has opened it, with appends routed to it
 // directly already in its mailbox ahead of the ones handed over.
 func newBucketProps(key UnitKey, topic *Topic, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
-	gate *atomic.Bool) *actor.Props {
+	gate *atomic.Bool, lane *bucketLane) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m,
-			meter: meter, gate: gate}
+			meter: meter, gate: gate, lane: lane}
 	})
 }
 
 func (b *bucketActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		if bucketStarting != nil {
-			bucketStarting(b.key)
+		if hook := bucketStarting.Load(); hook != nil {
+			(*hook)(b.key)
 		}
 		l, err := b.store.Reopen(b.key, b.opts)
 		if err != nil {
@@ -157,9 +164,12 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.wal = l
+		topicName := b.key.Topic.String()
+		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName), b.m.appendedBytes.WithLabelValues(topicName)
 		if b.opts.Durability == wal.DurabilityAlways {
 			topic := b.key.Topic.String()
 			b.commit = startCommitter(b.key, l, b.log, func() { b.store.Signal(topic) })
+			b.commit.account = func(reqs []appendReq) { b.account(reqs) }
 		}
 		if b.topic != nil {
 			b.sealedAt = b.topic.sealedAt(b.key.Segment)
@@ -167,12 +177,18 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		if b.gate != nil {
 			b.gated = b.gate.Load()
 		}
+		b.updateLane()
 	case appendReq:
 		b.receiveAppend(ctx, msg)
 	case flushMsg:
 		b.flushQueued = false
 		b.flush()
 	case sealReq:
+		if !msg.unseal {
+			// From here on appends come through the mailbox, to be held;
+			// the drain covers those that took the lane before.
+			b.lane.closeLane()
+		}
 		b.flush()
 		b.drain()
 		if msg.unseal {
@@ -185,6 +201,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		} else {
 			b.sealedAt = msg.epoch
 		}
+		b.updateLane()
 		msg.done(b.wal.NextOffset(), nil)
 	case handoverMsg:
 		held := b.held
@@ -204,21 +221,39 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 				b.enqueue(ctx, q)
 			}
 		}
+		b.updateLane()
 	case crashMsg:
 		panic("braid/actors: crash requested for " + b.key.String())
 	case *actor.Restarting:
+		b.lane.closeLane()
 		b.failPending(api.Errorf(api.CodeUnavailable, "%s: bucket restarting; resend", b.key))
 		b.stopCommitter()
 	case *actor.Stopping:
+		b.lane.closeLane()
 		b.flush()
 		b.failPending(api.Errorf(api.CodeUnavailable, "%s: bucket stopping; resend", b.key))
 		b.stopCommitter()
 	}
 }
 
+// updateLane opens the lane when the bucket takes appends as they come
+// (active, not gated, with a committer), and closes it otherwise.
+func (b *bucketActor) updateLane() {
+	if b.sealedAt == 0 && !b.gated && b.commit != nil {
+		b.lane.openLane(b.commit)
+	} else {
+		b.lane.closeLane()
+	}
+}
+
 // receiveAppend takes, holds, forwards or refuses one append by the
 // bucket's place in the layout change.
 func (b *bucketActor) receiveAppend(ctx actor.Context, q appendReq) {
+	if q.laned && (b.sealedAt != 0 || b.gated && !q.forwarded) {
+		// Not for the committer now: the lane's count lets go of it here.
+		q.laned = false
+		b.lane.disposed(1, nil, nil)
+	}
 	switch {
 	case b.sealedAt != 0 && q.strict && !q.forwarded:
 		q.settle(b.unit, 0, api.SealedError(uint64(b.key.Segment), b.sealedAt))
@@ -319,7 +354,7 @@ func forwardAppend(t *Topic, st *topicState, q appendReq) {
 			fwd.settle(p.u, 0, api.Errorf(api.CodeInternal, "no actor for %d/%d", p.u.seg, p.u.bucket))
 			continue
 		}
-		t.mgr.system.Root.Send(pids[p.u.bucket], fwd)
+		st.lane(p.u).send(t.mgr.system.Root, pids[p.u.bucket], fwd)
 	}
 }
 
@@ -347,25 +382,22 @@ func (b *bucketActor) flush() {
 	if len(b.queue) == 0 {
 		return
 	}
-	n, payloadBytes := 0, 0
-	for _, q := range b.queue {
-		n += len(q.records)
-		for i := range q.records {
-			payloadBytes += len(q.records[i].Key) + len(q.records[i].Payload)
-		}
-	}
 	queue := b.queue
 	b.queue = nil
-	if b.appendedMsgs == nil {
-		t := b.key.Topic.String()
-		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(t), b.m.appendedBytes.WithLabelValues(t)
-	}
-	b.appendedMsgs.Add(float64(n))
-	b.appendedBytes.Add(float64(payloadBytes))
-	if b.meter != nil {
-		b.meter.appended(queue, n, payloadBytes)
-	}
 	if b.commit != nil {
+		// The committer counts what it writes (account): appends that
+		// took the lane never pass here.
+		laned := 0
+		for i := range queue {
+			if queue[i].laned {
+				laned++
+				queue[i].laned = false
+			}
+		}
+		if laned > 0 && b.lane != nil {
+			b.lane.disposed(laned, b.commit, queue)
+			return
+		}
 		b.commit.submit(queue)
 		return
 	}
@@ -381,20 +413,56 @@ func (b *bucketActor) flush() {
 	}
 	first, err := b.wal.Write(recs...)
 	clear(b.batch) // drop the references to the request buffers
+	b.disposeLaned(queue)
 	if err != nil {
-		b.log.Error("append failed", "unit", b.key.String(), "records", n, "err", err)
+		b.log.Error("append failed", "unit", b.key.String(), "records", len(recs), "err", err)
 		for i := range queue {
 			queue[i].settle(b.unit, 0, api.Errorf(api.CodeInternal, "append to %s: %v", b.key, err))
 		}
 		return
 	}
+	b.account(queue)
 	ackBatch(b.unit, writtenBatch{reqs: queue, first: first})
 	b.store.Signal(b.key.Topic.String())
 }
 
 // failPending fails every append the bucket holds and has not written:
 // its queue, what it held after a seal and what its gate held back.
+// account counts appends written to the log: the topic's appended series
+// and the bucket's load meter. It returns the records counted.
+func (b *bucketActor) account(reqs []appendReq) int {
+	n, payloadBytes := 0, 0
+	for i := range reqs {
+		n += len(reqs[i].records)
+		for j := range reqs[i].records {
+			payloadBytes += len(reqs[i].records[j].Key) + len(reqs[i].records[j].Payload)
+		}
+	}
+	b.appendedMsgs.Add(float64(n))
+	b.appendedBytes.Add(float64(payloadBytes))
+	if b.meter != nil {
+		b.meter.appended(reqs, n, payloadBytes)
+	}
+	return n
+}
+
+// disposeLaned tells the lane of the laned appends among reqs that the
+// bucket has disposed of them.
+func (b *bucketActor) disposeLaned(reqs []appendReq) {
+	laned := 0
+	for i := range reqs {
+		if reqs[i].laned {
+			laned++
+			reqs[i].laned = false
+		}
+	}
+	if laned > 0 && b.lane != nil {
+		b.lane.disposed(laned, nil, nil)
+	}
+}
+
 func (b *bucketActor) failPending(err error) {
+	b.disposeLaned(b.queue)
 	for _, list := range [][]appendReq{b.queue, b.held, b.gatedQueue} {
 		for i := range list {
 			list[i].settle(b.unit, 0, err)

@@ -21,6 +21,9 @@ type committer struct {
 	log       *wal.Log
 	logger    *slog.Logger
 	onDurable func() // called after each acknowledged batch
+	// account, when set before the first submit, is told of each batch
+	// as it is written (the bucket's metrics and load meter).
+	account func(reqs []appendReq)
 
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when work arrives, the loop idles, or stop
@@ -148,6 +151,9 @@ func (c *committer) write(reqs []appendReq) (writtenBatch, error) {
 	}
 	first, err := c.log.Write(recs...)
 	clear(c.batch) // drop the references to the request buffers
+	if err == nil && c.account != nil {
+		c.account(reqs)
+	}
 	return writtenBatch{reqs: reqs, first: first}, err
 }
 

@@ -76,11 +76,12 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.segments = map[topology.SegmentID]*actor.PID{}
 		c.rec.EpochTimes = fillEpochTimes(c.rec.Layout, c.rec.EpochTimes, time.Now())
 		buckets := map[topology.SegmentID][]*actor.PID{}
+		lanes := map[topology.SegmentID][]*bucketLane{}
 		meters := map[topology.SegmentID]*segmentMeter{}
 		for _, s := range c.rec.Layout.Active() {
-			buckets[s.ID], meters[s.ID] = c.spawnSegment(ctx, s, false)
+			buckets[s.ID], lanes[s.ID], meters[s.ID] = c.spawnSegment(ctx, s, false)
 		}
-		st, err := newState(c.rec.Layout, buckets, meters, c.rec.EpochTimes)
+		st, err := newState(c.rec.Layout, buckets, lanes, meters, c.rec.EpochTimes)
 		if err != nil {
 			panic(fmt.Sprintf("topic %s: stored layout does not route: %v", c.t.uri, err))
 		}
@@ -108,9 +109,13 @@ func (c *controller) Receive(ctx actor.Context) {
 
 // spawnSegment starts the actors of segment s; gated, its buckets hold
 // back direct appends until an openMsg (see change).
-func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated bool) ([]*actor.PID, *segmentMeter) {
+func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated bool) ([]*actor.PID, []*bucketLane, *segmentMeter) {
 	ready := make(chan struct{})
 	meter := newSegmentMeter(s, time.Now())
+	lanes := make([]*bucketLane, s.Buckets)
+	for i := range lanes {
+		lanes[i] = &bucketLane{}
+	}
 	var gates []*atomic.Bool
 	if gated {
 		gates = make([]*atomic.Bool, s.Buckets)
@@ -120,7 +125,8 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated b
 		}
 	}
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
-		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, gates: gates, meter: meter, ready: ready})
+		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, gates: gates, lanes: lanes,
+		meter: meter, ready: ready})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
 		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))
@@ -133,7 +139,7 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated b
 		panic(fmt.Sprintf("topic %s: segment %d did not start its buckets", c.t.uri, s.ID))
 	}
 	c.segments[s.ID] = pid
-	return bucketPIDs(pid, s.Buckets), meter
+	return bucketPIDs(pid, s.Buckets), lanes, meter
 }
 
 // change applies one layout change, in this order:
@@ -169,12 +175,13 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	retiring, created := diffActive(cur, next)
 	old := c.t.state.Load()
 	buckets := maps.Clone(old.buckets)
+	lanes := maps.Clone(old.lanes)
 	meters := maps.Clone(old.meters)
 	// Buckets of the new segments start gated, restarted ones too, until
 	// the change opens them (step 6).
 	for _, id := range created {
 		s, _ := next.Segment(id)
-		buckets[id], meters[id] = c.spawnSegment(ctx, s, true)
+		buckets[id], lanes[id], meters[id] = c.spawnSegment(ctx, s, true)
 	}
 	spawned := time.Now()
 	// A bucket restarted from here until the publish takes its seal from
@@ -214,11 +221,12 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	for _, id := range retiring {
 		delete(buckets, id)
+		delete(lanes, id)
 		delete(meters, id)
 		seg := id
 		time.AfterFunc(sealGrace, func() { root.Send(self, retireMsg{seg: seg}) })
 	}
-	st, err := newState(next, buckets, meters, rec.EpochTimes)
+	st, err := newState(next, buckets, lanes, meters, rec.EpochTimes)
 	if err != nil {
 		// Cannot happen for a layout that passed topology's checks; refuse
 		// loudly rather than route wrongly.

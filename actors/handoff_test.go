@@ -40,8 +40,8 @@ func TestKeyOrderWhenNewBucketsStartLate(t *testing.T) {
 
 func testPipelinedProduce(t *testing.T, starting func(UnitKey)) {
 	if starting != nil {
-		bucketStarting = starting
-		defer func() { bucketStarting = nil }()
+		bucketStarting.Store(&starting)
+		defer bucketStarting.Store(nil)
 	}
 	m := newTestManager(t)
 	const uri = "topic://t/n/pipelined"

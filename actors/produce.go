@@ -194,7 +194,7 @@ func (p *produceCall) send(st *topicState, u unitRef, members []int, batch []wal
 		return
 	}
 	p.pending.Add(1)
-	p.t.mgr.system.Root.Send(pids[u.bucket], appendReq{records: batch, hashes: hashes, sink: p, members: members, strict: p.epoch != 0})
+	st.lane(u).send(p.t.mgr.system.Root, pids[u.bucket], appendReq{records: batch, hashes: hashes, sink: p, members: members, strict: p.epoch != 0})
 }
 
 // landed records a group's outcome (appendSink). A strict group refused

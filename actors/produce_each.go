@@ -101,7 +101,7 @@ func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink
 			}
 			continue
 		}
-		t.mgr.system.Root.Send(pids[k.u.bucket], appendReq{records: g.records, hashes: g.hashes, sink: e, members: g.members, strict: k.strict})
+		st.lane(k.u).send(t.mgr.system.Root, pids[k.u.bucket], appendReq{records: g.records, hashes: g.hashes, sink: e, members: g.members, strict: k.strict})
 	}
 }
 

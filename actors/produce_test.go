@@ -236,12 +236,23 @@ func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
 	const uri = "topic://t/n/sealing"
 	topic := createTestTopic(t, m, uri, 1, 1)
 	rec := api.Record{Key: []byte("a"), Payload: []byte("1")}
-	// The crash is queued ahead of the appends below: the restarted
-	// bucket handles them.
+	// Appends may go straight to the committer of a running bucket (its
+	// lane), so wait until the crashed bucket is starting again: its lane
+	// is closed from its crash until it has read its seal, and the
+	// appends below queue behind its start.
+	started := make(chan struct{}, 4)
+	hook := func(UnitKey) { started <- struct{}{} }
+	bucketStarting.Store(&hook)
+	defer bucketStarting.Store(nil)
 	restart := func() {
 		t.Helper()
 		if err := m.CrashBucket(uri, 0, 0); err != nil {
 			t.Fatal(err)
+		}
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the crashed bucket did not start again")
 		}
 	}
 	epoch := topic.Epoch() + 1

@@ -28,6 +28,8 @@ type segmentActor struct {
 	// gates holds one gate per bucket for a segment a layout change
 	// creates (set: hold back direct appends until openMsg); nil otherwise.
 	gates []*atomic.Bool
+	// lanes holds each bucket's lane (bucketLane).
+	lanes []*bucketLane
 	meter *segmentMeter
 	// ready is closed once the bucket actors are spawned (their PIDs then
 	// accept messages, which queue behind their Started).
@@ -56,7 +58,7 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		for b := 0; b < s.buckets; b++ {
 			key := UnitKey{Topic: s.topic, Segment: s.id, Bucket: b}
-			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.gate(b)), bucketName(b)); err != nil {
+			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.gate(b), s.lane(b)), bucketName(b)); err != nil {
 				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
 			}
 		}
@@ -73,6 +75,13 @@ func (s *segmentActor) gate(b int) *atomic.Bool {
 		return nil
 	}
 	return s.gates[b]
+}
+
+func (s *segmentActor) lane(b int) *bucketLane {
+	if b < len(s.lanes) {
+		return s.lanes[b]
+	}
+	return nil
 }
 
 // bucketPIDs are the PIDs of a segment's buckets, derived from the segment's

@@ -19,8 +19,10 @@ import (
 type topicState struct {
 	layout topology.Layout
 	table  *routing.Table
-	// buckets holds the bucket PIDs of every active segment.
+	// buckets holds the bucket PIDs of every active segment, lanes their
+	// lanes (see bucketLane), index for index.
 	buckets map[topology.SegmentID][]*actor.PID
+	lanes   map[topology.SegmentID][]*bucketLane
 	// created holds the creation epoch of every active segment.
 	created map[topology.SegmentID]uint64
 	// meters holds the load meter of every active segment.
@@ -140,7 +142,8 @@ func (t *Topic) publish(st *topicState) {
 	t.readyOnce.Do(func() { close(t.ready) })
 }
 
-func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID, meters map[topology.SegmentID]*segmentMeter,
+func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID, lanes map[topology.SegmentID][]*bucketLane,
+	meters map[topology.SegmentID]*segmentMeter,
 	epochTimes map[uint64]int64) (*topicState, error) {
 	active := l.Active()
 	spans := make([]routing.Span, 0, len(active))
@@ -153,8 +156,16 @@ func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID, me
 	if err != nil {
 		return nil, err
 	}
-	return &topicState{layout: l, table: table, buckets: buckets, created: created, meters: meters, epochTimes: epochTimes,
+	return &topicState{layout: l, table: table, buckets: buckets, lanes: lanes, created: created, meters: meters, epochTimes: epochTimes,
 		changed: make(chan struct{})}, nil
+}
+
+// lane returns the lane of unit u in st (nil when it has none).
+func (st *topicState) lane(u unitRef) *bucketLane {
+	if l := st.lanes[u.seg]; u.bucket < len(l) {
+		return l[u.bucket]
+	}
+	return nil
 }
 
 // Bounds returns the first retained and the next offset of a unit.
