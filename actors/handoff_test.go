@@ -185,3 +185,59 @@ func waitAppended(t *testing.T, topic *Topic, n uint64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestLaneKeepsOrderAcrossRestarts produces one key as fast as it can
+// while its bucket is crashed again and again: a restart closes the
+// bucket's lane, appends then queue in its mailbox, and the lane opens
+// again only once they are through, so every append that succeeds sits
+// after every earlier one that succeeded.
+func TestLaneKeepsOrderAcrossRestarts(t *testing.T) {
+	// A slow start, so that appends queue in the mailbox meanwhile.
+	slow := func(UnitKey) { time.Sleep(2 * time.Millisecond) }
+	bucketStarting.Store(&slow)
+	defer bucketStarting.Store(nil)
+	m := newTestManager(t)
+	const uri = "topic://t/n/lane"
+	topic := createTestTopic(t, m, uri, 1, 1)
+	const n, window = 20_000, 20_000 // open loop: appends keep coming while the mailbox drains
+	results := make([]api.Result, n)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, window)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			slots <- struct{}{}
+			wg.Add(1)
+			topic.Produce([]api.Record{{Key: []byte("k"), Payload: []byte(fmt.Sprint(i))}}, func(r []api.Result) {
+				results[i] = r[0]
+				<-slots
+				wg.Done()
+			})
+		}
+	}()
+	for range 5 {
+		waitAppended(t, topic, 1000)
+		if err := m.CrashBucket(uri, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	wg.Wait()
+	var last uint64
+	seen, failed := false, 0
+	for i, r := range results {
+		if r.Code != 0 {
+			if r.Code != api.CodeUnavailable.Number {
+				t.Fatalf("record %d: %v", i, r.Err())
+			}
+			failed++
+			continue
+		}
+		if seen && r.Offset <= last {
+			t.Fatalf("record %d at offset %d, after an earlier one at %d", i, r.Offset, last)
+		}
+		last, seen = r.Offset, true
+	}
+	t.Logf("%d records, %d failed by the restarts", n, failed)
+}
