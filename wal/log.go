@@ -353,12 +353,13 @@ func (l *Log) writeTailLocked(p []byte) error {
 		return nil
 	}
 	l.unsynced = true
-	if err := l.preallocateLocked(); err != nil {
+	if err := l.preallocateLocked(len(p)); err != nil {
 		return err
 	}
-	if l.tail.alloc > 0 {
-		l.preallocated.Store(l.tail.alloc - l.tail.size)
+	if l.tail.alloc < l.tail.size {
+		l.tail.alloc = 0 // a large write went past the zeros
 	}
+	l.preallocated.Store(max(l.tail.alloc-l.tail.size, 0))
 	ioWrites.Add(1)
 	l.written += int64(len(p))
 	_, err := l.tail.file.WriteAt(p, l.tail.size-int64(len(p)))
@@ -367,9 +368,12 @@ func (l *Log) writeTailLocked(p []byte) error {
 
 // preallocateLocked extends the tail file with zeros when tail.size has
 // passed its end, by a step of half what the log wrote since it opened
-// (between minPreallocate and Options.Preallocate).
-func (l *Log) preallocateLocked() error {
-	if l.opts.Preallocate == 0 || l.tail.size <= l.tail.alloc {
+// (between minPreallocate and Options.Preallocate). A write of more than
+// maxPreallocatedWrite bytes (n) gets no zeros: the sync after it moves
+// that much data that a journal commit more costs little, while zeros
+// would double the bytes it puts through the page cache.
+func (l *Log) preallocateLocked(n int) error {
+	if l.opts.Preallocate == 0 || l.tail.size <= l.tail.alloc || n > maxPreallocatedWrite {
 		return nil
 	}
 	step := int64(min(max(int(l.written/2), minPreallocate), l.opts.Preallocate))
@@ -385,6 +389,9 @@ func (l *Log) preallocateLocked() error {
 	l.tail.alloc = l.tail.size + step
 	return nil
 }
+
+// maxPreallocatedWrite is the largest write that preallocation serves.
+const maxPreallocatedWrite = 128 << 10
 
 // zeros is what preallocation writes; never written to.
 var zeros [DefaultPreallocate]byte

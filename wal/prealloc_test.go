@@ -119,3 +119,30 @@ func TestNoPreallocationWhenOff(t *testing.T) {
 		closeLog(t, l)
 	}
 }
+
+// TestNoPreallocationForLargeWrites: a write of more than
+// maxPreallocatedWrite gets no zeros after it (they would double what it
+// puts through the page cache for little gain).
+func TestNoPreallocationForLargeWrites(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	defer closeLog(t, l)
+	var batch []Record
+	size := 0
+	for size <= maxPreallocatedWrite {
+		r := Record{Key: []byte("k"), Payload: make([]byte, 4000)}
+		batch = append(batch, r)
+		size += 4000
+	}
+	mustAppend(t, l, batch...)
+	if got, want := fileSizes(t, dir)[0], l.tail.size; got != want {
+		t.Fatalf("file of %d bytes after a %d-byte write: zeros written after it", got, want)
+	}
+	mustAppend(t, l, testRecord(0))
+	if got := fileSizes(t, dir)[0]; got <= l.tail.size {
+		t.Fatalf("a small write after it got no zeros (file %d bytes, data %d)", got, l.tail.size)
+	}
+	if got := l.SizeBytes(); got != l.tail.size {
+		t.Fatalf("SizeBytes %d, want %d", got, l.tail.size)
+	}
+}
