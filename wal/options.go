@@ -86,7 +86,8 @@ type Options struct {
 	// (fdatasync), which needs no journal commit, about a third quicker
 	// here. A log extends its file a step at a time, each step half what
 	// it has written since it was opened, from 64 KiB up to this, so an
-	// idle log costs no disk. A roll and Close cut the zeros off; a crash
+	// idle log costs no disk; a write of more than 128 KiB gets none (its
+	// sync moves enough that a journal commit more costs little). A roll and Close cut the zeros off; a crash
 	// leaves them, and Open cuts them (RepairReport.ZeroBytes). Default
 	// 1 MiB; negative turns it off.
 	Preallocate int
