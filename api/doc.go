@@ -37,15 +37,23 @@
 //	result = | uvarint code (0 = ok) | ok:    uvarint segment | uvarint bucket | uvarint offset
 //	                                 | error: uvarint epoch | uvarint len | message |
 //
-// A record rejected with SEGMENT_SEALED carries the layout epoch the client
-// must reach before it resends (the producer rule of DESIGN.md §1).
+// Layout changes are absorbed by the server: a record that reaches a
+// segment after its seal is appended to the successor that owns its key,
+// ahead of anything sent there afterwards, so requests of one key sent on
+// one connection keep their order however many are in flight, and nothing
+// is refused for a layout change.
 //
 // The optional Braid-Epoch header names the layout epoch the producer routed
-// the request by. A keyed record whose key belongs, in the server's layout,
-// to a segment created after that epoch is refused with SEGMENT_SEALED too.
-// A producer that keeps several requests for one key in flight needs it: the
-// first may be refused by a seal while the server, already on the new
-// layout, would take the second into the successor, ahead of the first.
+// the request by, for producers that route by the layout themselves. A
+// keyed record that meets a seal, or whose key belongs in the server's
+// layout to a segment created after that epoch, is then refused with
+// SEGMENT_SEALED, carrying the layout epoch the client must reach before it
+// resends (the producer rule of the design), and nothing of it is stored.
+//
+// Headers of a produce-one request other than Braid-Key, Braid-Time,
+// Braid-Epoch and those starting Nats- are stored with the message, in name
+// order, and returned by every fetch. A produce request without a reply
+// subject is appended all the same.
 //
 // # Lost fetch replies (consume.fetch)
 //

@@ -15,12 +15,12 @@ const (
 	HeaderKey  = "Braid-Key"
 	HeaderTime = "Braid-Time"
 	// HeaderEpoch, optional on produce one and produce batch, is the layout
-	// epoch the producer routed the request by. A keyed record whose key
-	// belongs, in the server's layout, to a segment created after that
-	// epoch is refused with SEGMENT_SEALED: the producer's layout is stale
-	// for that key, and it must refresh it and resend the records it holds
-	// for the key in order. A producer that keeps several requests for one
-	// key in flight needs it; see the package doc.
+	// epoch the producer routed the request by. With it, a keyed record
+	// that meets a seal, or whose key belongs in the server's layout to a
+	// segment created after that epoch, is refused with SEGMENT_SEALED:
+	// the producer's layout is stale for that key, and it refreshes it and
+	// resends the records it holds for the key in order. Without it the
+	// server absorbs layout changes itself (see the package doc).
 	HeaderEpoch = "Braid-Epoch"
 
 	// ServiceName is the micro-service name the endpoints register under.
