@@ -22,6 +22,9 @@ func (t *Topic) Validate(recs []api.Record) error {
 		if n := len(recs[i].Key); n > MaxKeyBytes {
 			return api.Errorf(api.CodeInvalidArgument, "record %d: key of %d bytes is over the limit of %d", i, n, MaxKeyBytes)
 		}
+		if ts := recs[i].Time; ts < 0 {
+			return api.Errorf(api.CodeBadRequest, "record %d: time %d: want unix milliseconds, or 0 for the server's time", i, ts)
+		}
 	}
 	return nil
 }

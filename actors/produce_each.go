@@ -113,6 +113,9 @@ func validRecord(r *wal.Record, maxPayload int) error {
 	if n := len(r.Key); n > MaxKeyBytes {
 		return api.Errorf(api.CodeInvalidArgument, "key of %d bytes is over the limit of %d", n, MaxKeyBytes)
 	}
+	if r.Timestamp < 0 {
+		return api.Errorf(api.CodeBadRequest, "time %d: want unix milliseconds, or 0 for the server's time", r.Timestamp)
+	}
 	return nil
 }
 

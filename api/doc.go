@@ -27,7 +27,7 @@
 // # Produce batch (request body of produce-batch)
 //
 //	| version (1B) = 1 | uvarint count | record * count |
-//	record = | uvarint keyLen (0 = unkeyed) | key | varint unix-ms (0 = server time)
+//	record = | uvarint keyLen (0 = unkeyed) | key | varint unix-ms (0 = server time; negative refused)
 //	         | uvarint headerCount | (uvarint len | name | uvarint len | value) * headerCount
 //	         | uvarint payloadLen | payload |
 //

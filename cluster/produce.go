@@ -177,10 +177,13 @@ func isApplicationHeader(name string) bool {
 	return !(len(name) >= 5 && strings.EqualFold(name[:5], "Nats-"))
 }
 
+// parseProduceTime reads Braid-Time: unix milliseconds, 0 for the
+// server's time (the rule of the produce-batch body too); negative or not
+// a number is refused.
 func parseProduceTime(s string) (int64, error) {
 	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v <= 0 {
-		return 0, api.Errorf(api.CodeBadRequest, "%s must be unix milliseconds, got %q", api.HeaderTime, s)
+	if err != nil || v < 0 {
+		return 0, api.Errorf(api.CodeBadRequest, "%s must be unix milliseconds (0: the server's time), got %q", api.HeaderTime, s)
 	}
 	return v, nil
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -248,4 +249,45 @@ func forEachFrontEnd(t *testing.T, test func(t *testing.T, n *Node, nc *nats.Con
 			test(t, n, nc)
 		})
 	}
+}
+
+// TestOneTimeRuleForBothProducePaths: 0 is the server's time, a negative
+// time is refused (the whole batch), on produce and produce-batch alike.
+func TestOneTimeRuleForBothProducePaths(t *testing.T) {
+	forEachFrontEnd(t, func(t *testing.T, n *Node, nc *nats.Conn) {
+		const uri = "topic://public/default/times"
+		mustAdmin(t, nc, api.AdminTopicCreate, map[string]any{"topic": uri, "segments": 1}, nil)
+		one := api.TopicSubject(api.ProducePrefix, "public", "default", "times")
+		batch := api.TopicSubject(api.ProduceBatchPrefix, "public", "default", "times")
+		for _, bad := range []string{"-5", "-9223372036854775808", "soon"} {
+			if _, _, e := request(t, nc, one, []byte("x"), nats.Header{api.HeaderTime: []string{bad}}); e == nil || e.Code != api.CodeBadRequest {
+				t.Fatalf("produce with %s %q: %v, want BAD_REQUEST", api.HeaderTime, bad, e)
+			}
+		}
+		for _, ts := range []int64{-5, math.MinInt64} {
+			recs := []api.Record{{Payload: []byte("ok")}, {Payload: []byte("bad"), Time: ts}}
+			if _, _, e := request(t, nc, batch, api.AppendRecords(nil, recs), nil); e == nil || e.Code != api.CodeBadRequest {
+				t.Fatalf("produce-batch with time %d: %v, want BAD_REQUEST", ts, e)
+			}
+		}
+		if got := topicMessages(t, nc, uri); got != 0 {
+			t.Fatalf("refused requests stored %d messages", got)
+		}
+		before := time.Now().UnixMilli()
+		if _, _, e := request(t, nc, one, []byte("now"), nats.Header{api.HeaderTime: []string{"0"}}); e != nil {
+			t.Fatalf("produce with %s 0: %v", api.HeaderTime, e)
+		}
+		if _, _, e := request(t, nc, batch, api.AppendRecords(nil, []api.Record{{Payload: []byte("now"), Time: 0}}), nil); e != nil {
+			t.Fatalf("produce-batch with time 0: %v", e)
+		}
+		msgs := fetchAll(t, nc, "times", "audit", "c1")
+		if len(msgs) != 2 {
+			t.Fatalf("%d messages stored, want 2", len(msgs))
+		}
+		for _, m := range msgs {
+			if m.Time < before {
+				t.Fatalf("time 0 stored as %d, want the server's time (>= %d)", m.Time, before)
+			}
+		}
+	})
 }
