@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -141,6 +142,15 @@ func (n *Node) startNATS() (string, error) {
 	host, port, err := splitHostPort(n.cfg.NATSListen)
 	if err != nil {
 		return "", err
+	}
+	if port > 0 {
+		// nats-server only logs a listen failure (and the node would wait
+		// for a server that never comes up): try the address first.
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return "", fmt.Errorf("embedded NATS cannot listen on %s (--nats-listen): %w", n.cfg.NATSListen, err)
+		}
+		l.Close()
 	}
 	opts := &server.Options{
 		Host: host, Port: port, JetStream: true,

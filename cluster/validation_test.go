@@ -2,8 +2,14 @@ package cluster
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
@@ -146,5 +152,27 @@ func TestEveryBadRequestIsRefusedAndChangesNothing(t *testing.T) {
 	if statsAfter.Messages != statsBefore.Messages || statsAfter.Bytes != statsBefore.Bytes {
 		t.Fatalf("a refused request changed the data: %d/%d messages, %d/%d bytes",
 			statsBefore.Messages, statsAfter.Messages, statsBefore.Bytes, statsAfter.Bytes)
+	}
+}
+
+// TestBusyPortIsReportedWithItsAddress: a node whose NATS address is taken
+// says so at once, naming it, instead of waiting for a server that never
+// comes up.
+func TestBusyPortIsReportedWithItsAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	start := time.Now()
+	n, err := Start(context.Background(), Config{DataDir: t.TempDir(), NATSListen: addr, MetricsListen: "off",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		n.Close()
+		t.Fatal("started on a busy port")
+	}
+	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "address already in use") || time.Since(start) > 5*time.Second {
+		t.Fatalf("error %q after %s, want the address and the cause at once", err, time.Since(start))
 	}
 }
