@@ -53,6 +53,7 @@ type Node struct {
 	registry *prometheus.Registry
 	produceM *produceMetrics
 	fast     *fastProduce // the produce front-end with the embedded server
+	dirLock  *os.File     // the data directory's LOCK, held while the node runs
 }
 
 // Start starts a node and returns once it serves requests.
@@ -70,6 +71,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	url := cfg.NATSURL
 	if url == "" {
@@ -266,6 +270,10 @@ func (n *Node) Close() error {
 	if n.ns != nil {
 		n.ns.Shutdown()
 		n.ns.WaitForShutdown()
+	}
+	if n.dirLock != nil {
+		n.dirLock.Close()
+		n.dirLock = nil
 	}
 	return first
 }

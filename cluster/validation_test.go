@@ -3,9 +3,11 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -175,4 +177,19 @@ func TestBusyPortIsReportedWithItsAddress(t *testing.T) {
 	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "address already in use") || time.Since(start) > 5*time.Second {
 		t.Fatalf("error %q after %s, want the address and the cause at once", err, time.Since(start))
 	}
+}
+
+// TestDataDirectoryIsExclusive: a second node on a data directory in use
+// fails at once, naming the holder; once the first has stopped, it starts.
+func TestDataDirectoryIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	n, nc := startNode(t, dir)
+	_, err := Start(context.Background(), Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "off",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil || !strings.Contains(err.Error(), "in use by another braid server") || !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
+		t.Fatalf("second node on %s: %v, want a clear refusal naming pid %d", dir, err, os.Getpid())
+	}
+	stopNode(t, n, nc)
+	n, nc = startNode(t, dir)
+	stopNode(t, n, nc)
 }
