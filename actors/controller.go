@@ -45,6 +45,46 @@ type policiesResp struct{ err error }
 // which late appends still get SEGMENT_SEALED has passed.
 type retireMsg struct{ seg topology.SegmentID }
 
+// controllerCrash makes a controller panic (tests of its restart).
+type controllerCrash struct{}
+
+// changeStage, when set (by tests), is called at each named stage of a
+// layout change; a panic there crashes the controller mid-change.
+var changeStage atomic.Pointer[func(stage string)]
+
+func stage(name string) {
+	if f := changeStage.Load(); f != nil {
+		(*f)(name)
+	}
+}
+
+// newControllerProps makes the props of a topic's controller: the first
+// incarnation starts from rec at revision rev, every later one (a restart)
+// reads the record from the store.
+func newControllerProps(t *Topic, rec meta.TopicRecord, rev uint64) *actor.Props {
+	first := true
+	return actor.PropsFromProducer(func() actor.Actor {
+		if first {
+			first = false
+			return &controller{t: t, rec: rec, rev: rev}
+		}
+		return &controller{t: t, reload: true}
+	})
+}
+
+// reloadRecord reads the topic's record and revision from the store.
+func (c *controller) reloadRecord() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, rev, err := c.t.mgr.meta.Topic(ctx, c.t.name)
+	if err != nil {
+		return err
+	}
+	c.rec, c.rev = rec, rev
+	c.t.mgr.log.Warn("topic controller restarted; record read again from the store", "topic", c.t.uri, "epoch", rec.Layout.Epoch)
+	return nil
+}
+
 // sealGrace is how long a sealed segment's actors keep answering
 // SEGMENT_SEALED to appends routed by an older snapshot.
 const sealGrace = 30 * time.Second
@@ -60,10 +100,18 @@ const removeGrace = 2 * time.Second
 //
 // Invariant: rec.Layout is what the KV store holds at revision rev, and the
 // topic's published snapshot is built from it.
+//
+// Each incarnation is a new controller (newControllerProps): the first
+// starts from the record the manager read or wrote, a restarted one reads
+// the record again from the store, since whatever failed may have left its
+// memory behind the store (a change that failed after its compare-and-swap,
+// say).
 type controller struct {
 	t   *Topic
 	rec meta.TopicRecord
 	rev uint64
+	// reload says the record must be read from the store at start.
+	reload bool
 	// segments holds the segment actors alive: every active segment, and
 	// sealed ones during their grace period.
 	segments map[topology.SegmentID]*actor.PID
@@ -73,6 +121,14 @@ type controller struct {
 func (c *controller) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		if c.reload {
+			if err := c.reloadRecord(); err != nil {
+				// Without its record the topic cannot be served; the
+				// supervisor restarts the controller and it reads again.
+				c.t.mgr.log.Error("a restarted topic controller cannot read its record", "topic", c.t.uri, "err", err)
+				panic(err)
+			}
+		}
 		c.segments = map[topology.SegmentID]*actor.PID{}
 		c.rec.EpochTimes = fillEpochTimes(c.rec.Layout, c.rec.EpochTimes, time.Now())
 		buckets := map[topology.SegmentID][]*actor.PID{}
@@ -88,6 +144,8 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.t.publish(st)
 		c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
 		c.scaler = startScaler(c.t)
+	case controllerCrash:
+		panic("braid/actors: controller crash requested for " + c.t.uri)
 	case *actor.Restarting, *actor.Stopping:
 		// A restarted controller starts a new scaler in Started.
 		if c.scaler != nil {
@@ -216,6 +274,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		}
 		return api.TopicDescription{}, api.Errorf(api.CodeInternal, "persist layout of %s: %v", c.t.uri, err)
 	}
+	stage("persisted")
 	c.rec, c.rev = rec, rev
 
 	self, root := ctx.Self(), ctx.ActorSystem().Root

@@ -89,7 +89,31 @@ func NewManager(cfg Config) *Manager {
 	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
 		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}}
 	m.store = NewLogStore(cfg.DataDir, m.m.repaired)
+	if m.system != nil {
+		m.system.EventStream.Subscribe(m.deadLetter)
+	}
 	return m
+}
+
+// deadLetter answers what was sent to an actor that had stopped (a bucket
+// of a segment retired or restarting with its controller, or stopping
+// with the node): an append is answered UNAVAILABLE, so that no producer
+// waits for ever, and the waits of seals and hand-overs end.
+func (m *Manager) deadLetter(ev any) {
+	dl, ok := ev.(*actor.DeadLetterEvent)
+	if !ok {
+		return
+	}
+	switch msg := dl.Message.(type) {
+	case appendReq:
+		m.m.deadLetters.Inc()
+		// Not on the sender's goroutine: it may hold a topic's routeMu.
+		go msg.settle(unitRef{}, 0, api.Errorf(api.CodeUnavailable, "%d records reached a stopped bucket (%s); resend", len(msg.records), dl.PID.Id))
+	case sealReq:
+		go msg.done(0, fmt.Errorf("bucket %s has stopped", dl.PID.Id))
+	case handoverMsg:
+		go msg.done()
+	}
 }
 
 // Store is the node's log store.
@@ -196,8 +220,7 @@ func (m *Manager) startLocked(name routing.TopicName, rec meta.TopicRecord, rev 
 		}
 		t.policies.Store(rec.Policies)
 	}
-	c := &controller{t: t, rec: rec, rev: rev}
-	pid, err := m.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return c }), "topic/"+name.Tenant+"/"+name.Namespace+"/"+name.Name)
+	pid, err := m.system.Root.SpawnNamed(newControllerProps(t, rec, rev), "topic/"+name.Tenant+"/"+name.Namespace+"/"+name.Name)
 	if err != nil {
 		return nil, api.Errorf(api.CodeInternal, "start controller of %s: %v", name, err)
 	}

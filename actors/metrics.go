@@ -20,6 +20,9 @@ type metrics struct {
 	// handover or opening did not complete in time.
 	handedOver      prometheus.Counter
 	handoffFailures prometheus.Counter
+	// deadLetters counts appends that reached a stopped bucket (answered
+	// UNAVAILABLE).
+	deadLetters prometheus.Counter
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -55,6 +58,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		handoffFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_layout_handoff_failures_total",
 			Help: "Layout changes whose sealed buckets did not hand over in time; the new segments were opened anyway and the error logged."}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_produce_stopped_bucket_total",
+			Help: "Appends that reached a bucket after it stopped (a restart, a retired segment, shutdown), answered UNAVAILABLE."}),
 		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_operations_total",
 			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
@@ -89,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
-			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures,
+			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -372,3 +372,68 @@ func TestSealedAtBeforeTheFirstState(t *testing.T) {
 		t.Fatalf("sealedAt after the split = %d, want %d", got, seg.SealedEpoch)
 	}
 }
+
+// TestControllerRestartReloadsFromTheStore crashes a topic's controller
+// in the middle of a split, after the layout was written to the store: the
+// restarted controller serves the layout the store holds, not the one it
+// had in memory, and the topic goes on taking and serving appends; a plain
+// crash afterwards leaves it serving changes too.
+func TestControllerRestartReloadsFromTheStore(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/restarted"
+	topic := createTestTopic(t, m, uri, 1, 1)
+	before := produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("before")})[0]
+	if before.Err() != nil {
+		t.Fatal(before.Err())
+	}
+	crash := func(stage string) {
+		if stage == "persisted" {
+			changeStage.Store(nil)
+			panic("crash after the compare-and-swap")
+		}
+	}
+	changeStage.Store(&crash)
+	defer changeStage.Store(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := m.Change(ctx, uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	cancel()
+	if err == nil {
+		t.Fatal("the crashed change answered success")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for topic.Epoch() != 2 || len(topic.Layout().Active()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart the topic serves epoch %d with %d active segments, want the store's epoch 2 with 2",
+				topic.Epoch(), len(topic.Layout().Active()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var res api.Result
+	for {
+		res = produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("after")})[0]
+		if res.Err() == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if res.Err() != nil || res.Segment == 0 {
+		t.Fatalf("append after the restart: %+v, want it in a child of segment 0", res)
+	}
+	if got, err := topic.Read(0, 0, before.Offset, 1, 1<<20); err != nil || len(got) != 1 || string(got[0].Payload) != "before" {
+		t.Fatalf("the record from before reads back as %v, %v", got, err)
+	}
+	m.system.Root.Send(topic.pid, controllerCrash{})
+	for {
+		_, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) {
+			return l.Split(l.Active()[0].ID, nil)
+		})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("split after a crash: %v", err)
+		}
+	}
+	if topic.Epoch() != 3 {
+		t.Fatalf("epoch %d after the second split, want 3", topic.Epoch())
+	}
+}
