@@ -277,8 +277,12 @@ func (m *Manager) Topic(uri string) (*Topic, error) {
 func (m *Manager) TopicByName(name routing.TopicName) (*Topic, error) {
 	m.mu.RLock()
 	t, ok := m.topics[name.String()]
+	closed := m.closed
 	m.mu.RUnlock()
-	if !ok {
+	switch {
+	case closed:
+		return nil, api.Errorf(api.CodeUnavailable, "the server is shutting down")
+	case !ok:
 		return nil, api.Errorf(api.CodeTopicNotFound, "topic %s does not exist", name)
 	}
 	return t, nil

@@ -196,6 +196,9 @@ func (f *fastProduce) close() {
 	f.stopping = true
 	conn := f.conn
 	f.mu.Unlock()
+	// Once the server has answered a PING, it has routed every reply
+	// written before it to its client.
+	_ = conn.Flush(5 * time.Second)
 	conn.Close()
 	<-f.stopped
 }
@@ -211,8 +214,10 @@ func (f *fastProduce) publish(subject, hdr, data []byte) {
 func (f *fastProduce) Message(m natsio.Msg) {
 	switch {
 	case bytes.HasPrefix(m.Subject, []byte(api.ProducePrefix+".")):
+		f.n.produceInflight.add(1)
 		f.produceOne(m)
 	case bytes.HasPrefix(m.Subject, []byte(api.ProduceBatchPrefix+".")):
+		f.n.produceInflight.add(1)
 		f.flushPending() // a batch must not overtake the requests before it
 		f.produceBatch(m)
 	case bytes.HasPrefix(m.Subject, []byte("$SRV.")):
@@ -267,6 +272,7 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 	}
 	if err != nil {
 		f.fail(ep, m.Subject, m.Reply, err)
+		f.n.produceInflight.done(1)
 		return nil, h, false
 	}
 	return t, h, true
@@ -303,16 +309,19 @@ func (f *fastProduce) produceBatch(m natsio.Msg) {
 	recs, err := api.DecodeRecords(m.Data)
 	if err != nil {
 		f.fail(&f.batch, m.Subject, m.Reply, api.Errorf(api.CodeBadRequest, "%v", err))
+		f.n.produceInflight.done(1)
 		return
 	}
 	if err := t.Validate(recs); err != nil {
 		f.fail(&f.batch, m.Subject, m.Reply, err)
+		f.n.produceInflight.done(1)
 		return
 	}
 	size := int64(len(m.Data))
 	f.inflight.Add(size)
 	subject, reply := m.Subject, m.Reply
 	t.ProduceAt(recs, h.epoch, func(res []api.Result) {
+		defer f.n.produceInflight.done(1)
 		f.inflight.Add(-size)
 		f.batch.nanos.Add(int64(time.Since(start)))
 		if len(reply) == 0 {
@@ -388,6 +397,7 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 	}
 	f.inflight.Add(-bytes)
 	f.one.nanos.Add(int64(time.Since(b.start)) * int64(len(members)))
+	defer f.n.produceInflight.done(len(members))
 	if err != nil {
 		for _, i := range members {
 			f.fail(&f.one, b.subject, b.replies[i], err)

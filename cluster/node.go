@@ -53,6 +53,8 @@ type Node struct {
 	registry *prometheus.Registry
 	produceM *produceMetrics
 	fast     *fastProduce // the produce front-end with the embedded server
+	// produceInflight counts produce requests taken and not answered.
+	produceInflight *inflight
 	dirLock  *os.File     // the data directory's LOCK, held while the node runs
 }
 
@@ -62,7 +64,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
+	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), produceInflight: newInflight()}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -227,13 +229,23 @@ func (n *Node) MetricsAddr() string {
 // Topics is the node's topic manager (for tests and tools in-process).
 func (n *Node) Topics() *actors.Manager { return n.topics }
 
+// shutdownAnswerTimeout bounds how long Close waits for the produce
+// requests under way to be answered.
+const shutdownAnswerTimeout = 10 * time.Second
+
 // Close stops serving, flushes and closes every log, and stops NATS.
 func (n *Node) Close() error {
+	// Stop taking requests, then answer every produce request taken
+	// (with its result, or UNAVAILABLE from the stopping topics) before
+	// the logs close.
 	if n.fast != nil {
 		n.fast.stopTaking()
 	}
 	for _, s := range n.services {
 		_ = s.Stop()
+	}
+	if left := n.produceInflight.wait(shutdownAnswerTimeout); left > 0 {
+		n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)
 	}
 	n.services = nil
 	n.reads.stop()
@@ -264,6 +276,8 @@ func (n *Node) Close() error {
 		n.system.Shutdown()
 	}
 	if n.nc != nil {
+		// The replies written so far reach the server before the close.
+		_ = n.nc.FlushTimeout(5 * time.Second)
 		_ = n.nc.Drain()
 		n.nc.Close()
 	}

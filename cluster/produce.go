@@ -85,12 +85,14 @@ func (p produceReplier) err(err error) {
 func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		r := newReplier(n.nc, req)
+		n.produceInflight.add(1)
 		t, err := n.topicOf(req.Subject(), prefix)
 		if err != nil {
 			if r.reply == "" {
 				n.produceM.noReply.Inc()
 			}
 			produceReplier{n: n, r: r, subject: req.Subject()}.err(err)
+			n.produceInflight.done(1)
 			return
 		}
 		serve(r, req, t)
@@ -109,9 +111,11 @@ func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
 	rec, epoch, err := recordFromHeaders(req.Headers(), req.Data())
 	if err != nil {
 		pr.err(err)
+		n.produceInflight.done(1)
 		return
 	}
 	t.ProduceAt([]api.Record{rec}, epoch, func(res []api.Result) {
+		defer n.produceInflight.done(1)
 		if err := res[0].Err(); err != nil {
 			pr.err(err)
 			return
@@ -207,20 +211,22 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 		n.produceM.noReply.Inc()
 	}
 	recs, err := api.DecodeRecords(req.Data())
-	if err != nil {
-		pr.err(api.Errorf(api.CodeBadRequest, "%v", err))
-		return
+	if err == nil {
+		err = t.Validate(recs)
+	} else {
+		err = api.Errorf(api.CodeBadRequest, "%v", err)
 	}
-	if err := t.Validate(recs); err != nil {
-		pr.err(err)
-		return
+	var epoch uint64
+	if err == nil {
+		epoch, err = parseEpochHeader(req.Headers().Get(api.HeaderEpoch))
 	}
-	epoch, err := parseEpochHeader(req.Headers().Get(api.HeaderEpoch))
 	if err != nil {
 		pr.err(err)
+		n.produceInflight.done(1)
 		return
 	}
 	t.ProduceAt(recs, epoch, func(res []api.Result) {
+		defer n.produceInflight.done(1)
 		if r.reply == "" {
 			for i := range res {
 				if err := res[i].Err(); err != nil {

@@ -211,12 +211,16 @@ func (c *Conn) Subscribe(subject, queue string, h Handler) (uint64, error) {
 	return sid, nil
 }
 
-// Unsubscribe ends a subscription.
+// Unsubscribe ends a subscription. Messages the server sent before it
+// took the UNSUB are still delivered: the handler goes only once the
+// server has answered a PING sent after it.
 func (c *Conn) Unsubscribe(sid uint64) error {
-	c.subMu.Lock()
-	delete(c.subs, sid)
-	c.subMu.Unlock()
-	return c.out.appendRaw([]byte("UNSUB " + strconv.FormatUint(sid, 10) + "\r\n"))
+	c.out.pongs.push(func() {
+		c.subMu.Lock()
+		delete(c.subs, sid)
+		c.subMu.Unlock()
+	})
+	return c.out.appendRaw([]byte("UNSUB " + strconv.FormatUint(sid, 10) + "\r\nPING\r\n"))
 }
 
 // Publish queues a message (with the raw header block hdr when it is not
@@ -237,7 +241,7 @@ func (c *Conn) WriteFrames(frames []byte) error { return c.out.writeFrames(frame
 // the connection, and the server has answered a PING sent after it.
 func (c *Conn) Flush(timeout time.Duration) error {
 	pong := make(chan struct{})
-	c.out.pongs.push(pong)
+	c.out.pongs.push(func() { close(pong) })
 	if err := c.out.appendRaw([]byte("PING\r\n")); err != nil {
 		return err
 	}

@@ -333,3 +333,32 @@ func TestWriteFramesFromManyGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsubscribeDeliversWhatTheServerSentBefore: messages the server sent
+// before it took an UNSUB still reach the handler (the shutdown of the
+// produce front-end answers every request it was sent).
+func TestUnsubscribeDeliversWhatTheServerSentBefore(t *testing.T) {
+	ns := startServer(t, nil)
+	const n = 5000
+	rec := newRecorder(n)
+	c := subscribed(t, dialers["tcp"](t, ns), Options{}, "u", "", rec)
+	nc := natsClient(t, ns)
+	var sid uint64 = 1
+	for i := range n {
+		if err := nc.Publish("u", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil { // the server has routed all of them
+		t.Fatal(err)
+	}
+	if err := c.Unsubscribe(sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := rec.wait(t); len(msgs) != n {
+		t.Fatalf("%d of %d messages delivered", len(msgs), n)
+	}
+}

@@ -209,24 +209,27 @@ func (w *writer) drain(timeout time.Duration) {
 	}
 }
 
-// pongQueue holds the Flush calls waiting for a PONG, oldest first.
+// pongQueue holds what waits for the PONG of a PING sent (a Flush, the
+// end of an Unsubscribe), oldest first; each PONG runs the oldest.
 type pongQueue struct {
 	mu      sync.Mutex
-	waiting []chan struct{}
+	waiting []func()
 }
 
-func (q *pongQueue) push(ch chan struct{}) {
+func (q *pongQueue) push(f func()) {
 	q.mu.Lock()
-	q.waiting = append(q.waiting, ch)
+	q.waiting = append(q.waiting, f)
 	q.mu.Unlock()
 }
 
 func (q *pongQueue) pop() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if len(q.waiting) == 0 {
+		q.mu.Unlock()
 		return
 	}
-	close(q.waiting[0])
+	f := q.waiting[0]
 	q.waiting = q.waiting[1:]
+	q.mu.Unlock()
+	f()
 }
