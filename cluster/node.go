@@ -55,7 +55,7 @@ type Node struct {
 	fast     *fastProduce // the produce front-end with the embedded server
 	// produceInflight counts produce requests taken and not answered.
 	produceInflight *inflight
-	dirLock  *os.File     // the data directory's LOCK, held while the node runs
+	dirLock         *os.File // the data directory's LOCK, held while the node runs
 }
 
 // Start starts a node and returns once it serves requests.
