@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -73,9 +75,11 @@ type Manager struct {
 	m      *metrics
 
 	mu sync.RWMutex
-	// topics holds every loaded topic by URI.
-	topics map[string]*Topic
-	closed bool
+	// topics holds every loaded topic by URI; quarantined the topics set
+	// aside (see quarantine), with why.
+	topics      map[string]*Topic
+	quarantined map[string]string
+	closed      bool
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.
@@ -87,7 +91,7 @@ func NewManager(cfg Config) *Manager {
 		cfg.Defaults = DefaultDefaults
 	}
 	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
-		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}}
+		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}, quarantined: map[string]string{}}
 	m.store = NewLogStore(cfg.DataDir, m.m.repaired)
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)
@@ -120,25 +124,49 @@ func (m *Manager) deadLetter(ev any) {
 func (m *Manager) Store() *LogStore { return m.store }
 
 // Recover loads every topic of the metadata store and starts its actors.
+// A topic whose record does not read or validate, or that does not start,
+// is quarantined (the others are served); a store that cannot be listed,
+// or topic logs on disk the store has no record of (ErrOrphanLogs), fail
+// the start.
 func (m *Manager) Recover(ctx context.Context) error {
 	uris, err := m.meta.AllTopics(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("list the topics of the metadata store: %w", err)
 	}
+	type found struct {
+		name routing.TopicName
+		rec  meta.TopicRecord
+		rev  uint64
+	}
+	var good []found
+	known := map[string]string{}
 	for _, uri := range uris {
 		name, err := routing.ParseTopic(uri)
 		if err != nil {
-			return err
+			m.quarantine(uri, err)
+			continue
 		}
 		rec, rev, err := m.meta.Topic(ctx, name)
-		if err != nil {
+		switch {
+		case errors.Is(err, meta.ErrCorrupt):
+			known[uri] = ""
+			m.quarantine(uri, err)
+			continue
+		case err != nil:
 			return fmt.Errorf("recover %s: %w", uri, err)
 		}
-		if _, err := m.start(ctx, name, rec, rev); err != nil {
-			return fmt.Errorf("recover %s: %w", uri, err)
+		known[uri] = rec.Incarnation
+		good = append(good, found{name, rec, rev})
+	}
+	if err := m.checkDisk(known); err != nil {
+		return err
+	}
+	for _, f := range good {
+		if _, err := m.start(ctx, f.name, f.rec, f.rev); err != nil {
+			m.quarantine(f.name.String(), fmt.Errorf("start: %w", err))
 		}
 	}
-	m.log.Info("topics recovered", "count", len(uris))
+	m.log.Info("topics recovered", "count", len(good), "quarantined", len(uris)-len(good))
 	return nil
 }
 
@@ -176,7 +204,8 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 	if err != nil {
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
-	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()}}
+	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()},
+		Incarnation: newIncarnation()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -211,6 +240,7 @@ func (m *Manager) start(ctx context.Context, name routing.TopicName, rec meta.To
 
 func (m *Manager) startLocked(name routing.TopicName, rec meta.TopicRecord, rev uint64, nsPolicies *api.Policies) (*Topic, error) {
 	t := &Topic{name: name, uri: name.String(), mgr: m, ready: make(chan struct{})}
+	m.store.SetIncarnation(name, rec.Incarnation)
 	if err := t.applyPolicies(rec.Policies, nsPolicies); err != nil {
 		// Stored policies that no longer resolve (the broker defaults
 		// changed): serve with the broker defaults until they are fixed.
@@ -278,10 +308,13 @@ func (m *Manager) TopicByName(name routing.TopicName) (*Topic, error) {
 	m.mu.RLock()
 	t, ok := m.topics[name.String()]
 	closed := m.closed
+	reason, quarantined := m.quarantined[name.String()]
 	m.mu.RUnlock()
 	switch {
 	case closed:
 		return nil, api.Errorf(api.CodeUnavailable, "the server is shutting down")
+	case quarantined:
+		return nil, quarantinedError(name.String(), reason)
 	case !ok:
 		return nil, api.Errorf(api.CodeTopicNotFound, "topic %s does not exist", name)
 	}
@@ -295,6 +328,11 @@ func (m *Manager) Topics(ns routing.NamespaceName) []string {
 	var out []string
 	for uri, t := range m.topics {
 		if t.name.NamespaceName() == ns {
+			out = append(out, uri)
+		}
+	}
+	for uri := range m.quarantined {
+		if name, err := routing.ParseTopic(uri); err == nil && name.NamespaceName() == ns {
 			out = append(out, uri)
 		}
 	}
@@ -332,11 +370,28 @@ func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topolog
 	return r.desc, r.err
 }
 
-// DeleteTopic stops a topic, deletes its logs and its metadata.
+// DeleteTopic stops a topic, deletes its logs and its metadata. A
+// quarantined topic is deleted too: its record and every file under its
+// name.
 func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
+	name, err := parseScalable(uri)
+	if err != nil {
+		return err
+	}
+	m.mu.RLock()
+	_, quarantined := m.quarantined[name.String()]
+	m.mu.RUnlock()
+	if quarantined {
+		return m.deleteQuarantined(ctx, name)
+	}
 	t, err := m.Topic(uri)
 	if err != nil {
 		return err
+	}
+	// A crash from here until the logs are gone leaves the marker: the
+	// next start finishes the delete instead of refusing the directory.
+	if err := writeMarker(m.store.NameDir(t.name)); err != nil {
+		return api.Errorf(api.CodeInternal, "delete %s: %v", uri, err)
 	}
 	m.mu.Lock()
 	delete(m.topics, t.uri)
@@ -358,6 +413,36 @@ func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
 	m.m.scalingOps.DeletePartialMatch(prometheus.Labels{"topic": uri})
 	m.m.suppressed.DeletePartialMatch(prometheus.Labels{"topic": uri})
 	return nil
+}
+
+// deleteQuarantined deletes the record of a quarantined topic and every
+// file under its name.
+func (m *Manager) deleteQuarantined(ctx context.Context, name routing.TopicName) error {
+	dir := m.store.NameDir(name)
+	if err := writeMarker(dir); err != nil {
+		return api.Errorf(api.CodeInternal, "delete %s: %v", name, err)
+	}
+	if err := m.meta.DeleteTopic(ctx, name); err != nil {
+		return metaError(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return api.Errorf(api.CodeInternal, "remove the files of %s: %v", name, err)
+	}
+	m.mu.Lock()
+	delete(m.quarantined, name.String())
+	n := len(m.quarantined)
+	m.mu.Unlock()
+	m.m.quarantined.Set(float64(n))
+	m.log.Info("quarantined topic deleted", "topic", name.String())
+	return nil
+}
+
+// writeMarker puts the deletingMarker in a topic's name directory.
+func writeMarker(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, deletingMarker), nil, 0o644)
 }
 
 // CrashBucket makes one bucket actor panic (supervision tests and chaos).

@@ -23,6 +23,8 @@ type metrics struct {
 	// deadLetters counts appends that reached a stopped bucket (answered
 	// UNAVAILABLE).
 	deadLetters prometheus.Counter
+	// quarantined is the number of topics set aside (see quarantine).
+	quarantined prometheus.Gauge
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -61,6 +63,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_produce_stopped_bucket_total",
 			Help: "Appends that reached a bucket after it stopped (a restart, a retired segment, shutdown), answered UNAVAILABLE."}),
+		quarantined: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "braid_topics_quarantined",
+			Help: "Topics not served because their metadata record does not read or validate (each logged at error level, answered TOPIC_QUARANTINED)."}),
 		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_operations_total",
 			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
@@ -95,7 +100,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
-			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters,
+			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -25,11 +25,15 @@ func (k UnitKey) String() string {
 // LogStore owns the open bucket logs of this node and the append signals of
 // each topic. It is safe for concurrent use.
 //
-// Layout on disk: <dir>/<tenant>/<namespace>/<topic>/seg-<id>/b-<n>/.
+// Layout on disk: <dir>/<tenant>/<namespace>/<topic>/<incarnation>/seg-<id>/b-<n>/
+// (topics created before incarnations: without the <incarnation> level).
 type LogStore struct {
 	dir string
 
 	mu sync.Mutex
+	// incarnations holds the incarnation of every topic known here, by
+	// URI ("" for a topic from before incarnations).
+	incarnations map[string]string
 	// logs holds every open log; a log is opened on first use.
 	logs map[UnitKey]*wal.Log
 	// signals holds, per topic URI, the channel closed at the next append.
@@ -41,16 +45,39 @@ type LogStore struct {
 // NewLogStore returns a store rooted at dir. onRepair, when not nil, is told
 // of every log that Open repaired.
 func NewLogStore(dir string, onRepair func(wal.RepairReport)) *LogStore {
-	return &LogStore{dir: dir, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, repairs: onRepair}
+	return &LogStore{dir: dir, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, repairs: onRepair,
+		incarnations: map[string]string{}}
 }
 
-// TopicDir is the directory of a topic's logs.
-func (s *LogStore) TopicDir(t routing.TopicName) string {
+// SetIncarnation says which incarnation of topic t is served here: its
+// logs are in the directory of that name under the topic's.
+func (s *LogStore) SetIncarnation(t routing.TopicName, incarnation string) {
+	s.mu.Lock()
+	s.incarnations[t.String()] = incarnation
+	s.mu.Unlock()
+}
+
+// NameDir is the directory of everything stored under a topic's name,
+// every incarnation of it.
+func (s *LogStore) NameDir(t routing.TopicName) string {
 	return filepath.Join(s.dir, t.Tenant, t.Namespace, t.Name)
 }
 
-func (s *LogStore) unitDir(k UnitKey) string {
-	return filepath.Join(s.TopicDir(k.Topic), fmt.Sprintf("seg-%d", k.Segment), fmt.Sprintf("b-%d", k.Bucket))
+// TopicDir is the directory of a topic's logs: its incarnation's.
+func (s *LogStore) TopicDir(t routing.TopicName) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.topicDirLocked(t)
+}
+
+// topicDirLocked is TopicDir for a caller holding mu.
+func (s *LogStore) topicDirLocked(t routing.TopicName) string {
+	return filepath.Join(s.NameDir(t), s.incarnations[t.String()])
+}
+
+// unitDirLocked is the directory of a unit's log; the caller holds mu.
+func (s *LogStore) unitDirLocked(k UnitKey) string {
+	return filepath.Join(s.topicDirLocked(k.Topic), fmt.Sprintf("seg-%d", k.Segment), fmt.Sprintf("b-%d", k.Bucket))
 }
 
 // Log returns the open log of a unit, opening (and repairing) it on first use.
@@ -60,7 +87,7 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	if l, ok := s.logs[k]; ok {
 		return l, nil
 	}
-	l, err := wal.Open(s.unitDir(k), opts)
+	l, err := wal.Open(s.unitDirLocked(k), opts)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
@@ -126,10 +153,19 @@ func (s *LogStore) RemoveSegment(t routing.TopicName, seg topology.SegmentID) er
 	return os.RemoveAll(filepath.Join(s.TopicDir(t), fmt.Sprintf("seg-%d", seg)))
 }
 
-// RemoveTopic closes and deletes every log of a topic.
+// RemoveTopic closes and deletes every log of a topic: its incarnation's
+// directory, and its name's directory once nothing else is left in it.
 func (s *LogStore) RemoveTopic(t routing.TopicName) error {
 	s.closeWhere(func(k UnitKey) bool { return k.Topic == t })
-	return os.RemoveAll(s.TopicDir(t))
+	if err := os.RemoveAll(s.TopicDir(t)); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(s.NameDir(t), deletingMarker))
+	_ = os.Remove(s.NameDir(t)) // fails, as it should, if an older incarnation's files are there
+	s.mu.Lock()
+	delete(s.incarnations, t.String())
+	s.mu.Unlock()
+	return nil
 }
 
 // Close closes every log (each syncs first).

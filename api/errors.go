@@ -33,6 +33,9 @@ var (
 	CodePayloadTooLarge  = Code{413, "PAYLOAD_TOO_LARGE"}
 	CodeSegmentSealed    = Code{460, "SEGMENT_SEALED"} // append to a sealed segment; refresh the layout and resend
 	CodeTopicDeleted     = Code{461, "TOPIC_DELETED"}
+	// CodeTopicQuarantined: the topic's record did not read or validate
+	// (or it did not start); it is not served until repaired or deleted.
+	CodeTopicQuarantined = Code{462, "TOPIC_QUARANTINED"}
 	CodeInternal         = Code{500, "INTERNAL"}
 	CodeUnavailable      = Code{503, "UNAVAILABLE"} // the server is starting or stopping
 	CodeTimeout          = Code{504, "TIMEOUT"}
@@ -49,7 +52,7 @@ var Codes = []Code{
 	CodeBadRequest, CodeInvalidName, CodeInvalidArgument, CodeInvalidPolicy,
 	CodeNotFound, CodeTenantNotFound, CodeNamespaceMissing, CodeTopicNotFound,
 	CodeSegmentNotFound, CodeAlreadyExists, CodeLayoutRefused, CodeConsumerUnknown,
-	CodeNotOwner, CodePayloadTooLarge, CodeSegmentSealed, CodeTopicDeleted,
+	CodeNotOwner, CodePayloadTooLarge, CodeSegmentSealed, CodeTopicDeleted, CodeTopicQuarantined,
 	CodeSegmentGone, CodeOffsetGone,
 	CodeInternal, CodeUnavailable, CodeTimeout,
 }

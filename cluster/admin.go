@@ -215,7 +215,9 @@ func (n *Node) topicDelete(ctx context.Context, body []byte) (any, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	if err := n.deleteSubscriptions(req.Topic); err != nil {
+	// A quarantined topic has no subscriptions running: its delete is
+	// the manager's alone.
+	if err := n.deleteSubscriptions(req.Topic); err != nil && !errors.Is(err, &api.Error{Code: api.CodeTopicQuarantined}) {
 		return nil, err
 	}
 	if err := n.topics.DeleteTopic(ctx, req.Topic); err != nil {

@@ -185,11 +185,11 @@ func (n *Node) startNATS() (string, error) {
 // first start, as Pulsar does.
 func (n *Node) bootstrap(ctx context.Context) error {
 	if err := n.meta.CreateTenant(ctx, "public"); err != nil && !errors.Is(err, meta.ErrExists) {
-		return err
+		return fmt.Errorf("metadata store: create the tenant public: %w (is the store damaged?)", err)
 	}
 	err := n.meta.CreateNamespace(ctx, meta.NamespaceRecord{Tenant: "public", Namespace: "default"})
 	if err != nil && !errors.Is(err, meta.ErrExists) {
-		return err
+		return fmt.Errorf("metadata store: create the namespace public/default: %w (is the store damaged?)", err)
 	}
 	return nil
 }

@@ -46,7 +46,36 @@ var (
 	// ErrConflict is returned by a compare-and-swap whose revision is stale:
 	// someone else changed the record since it was read.
 	ErrConflict = errors.New("braid/meta: revision conflict")
+	// ErrCorrupt is returned (wrapped, with the key) when a stored record
+	// does not decode or does not validate; and by a write of a record
+	// that does not validate, which is then not written.
+	ErrCorrupt = errors.New("braid/meta: invalid record")
+	// ErrTimeout is returned (wrapped) when the store does not answer a
+	// read or a listing within OpTimeout.
+	ErrTimeout = errors.New("braid/meta: the metadata store did not answer in time")
 )
+
+// OpTimeout bounds every operation on the store whose context has no
+// deadline of its own: a damaged store must fail a read, not hang it.
+const OpTimeout = 10 * time.Second
+
+// opTimeout is OpTimeout, but for tests.
+var opTimeout = OpTimeout
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, opTimeout)
+}
+
+// timedOut marks err as ErrTimeout when ctx ran out.
+func timedOut(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
+}
 
 // DefaultBucket is the KV bucket name.
 const DefaultBucket = "braid-meta"
@@ -76,6 +105,43 @@ type TopicRecord struct {
 	// the epochs that segments not yet deleted were created or sealed in:
 	// cooldowns run from a segment's creation, retention from its seal.
 	EpochTimes map[uint64]int64 `json:"epoch_times,omitempty"`
+	// Incarnation tells this topic from an earlier one of the same name:
+	// its logs live in a directory of that name (empty for topics created
+	// before incarnations, whose logs sit in the topic's directory).
+	Incarnation string `json:"incarnation,omitempty"`
+}
+
+// Validate checks a topic record as stored under name: the name it
+// carries, its layout (already checked by decoding) and its policies.
+func (r TopicRecord) Validate(name routing.TopicName) error {
+	if r.Topic != "" && r.Topic != name.String() {
+		return fmt.Errorf("record of %s names topic %q", name, r.Topic)
+	}
+	if len(r.Layout.Segments) == 0 {
+		return fmt.Errorf("record of %s has no segments", name)
+	}
+	if err := r.Layout.Validate(); err != nil {
+		return fmt.Errorf("record of %s: %w", name, err)
+	}
+	if err := r.Policies.Validate(); err != nil {
+		return fmt.Errorf("record of %s: %w", name, err)
+	}
+	if r.Incarnation != "" && !validIncarnation(r.Incarnation) {
+		return fmt.Errorf("record of %s: incarnation %q is not a token of letters and digits", name, r.Incarnation)
+	}
+	return nil
+}
+
+func validIncarnation(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // SubscriptionRecord registers a subscription of a topic.
@@ -124,15 +190,17 @@ func topicKey(t routing.TopicName, buckets int) string {
 }
 
 func (s *Store) get(ctx context.Context, key string, v any) (uint64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
 	e, err := s.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return 0, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("braid/meta: get %s: %w", key, err)
+		return 0, timedOut(ctx, fmt.Errorf("braid/meta: get %s: %w", key, err))
 	}
 	if err := json.Unmarshal(e.Value(), v); err != nil {
-		return 0, fmt.Errorf("braid/meta: decode %s: %w", key, err)
+		return 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
 	return e.Revision(), nil
 }
@@ -142,12 +210,14 @@ func (s *Store) create(ctx context.Context, key string, v any) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
 	rev, err := s.kv.Create(ctx, key, b)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, fmt.Errorf("%w: %s", ErrExists, key)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("braid/meta: create %s: %w", key, err)
+		return 0, timedOut(ctx, fmt.Errorf("braid/meta: create %s: %w", key, err))
 	}
 	return rev, nil
 }
@@ -157,28 +227,42 @@ func (s *Store) update(ctx context.Context, key string, v any, rev uint64) (uint
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
 	next, err := s.kv.Update(ctx, key, b, rev)
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, rev)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("braid/meta: update %s: %w", key, err)
+		return 0, timedOut(ctx, fmt.Errorf("braid/meta: update %s: %w", key, err))
 	}
 	return next, nil
 }
 
+// keys lists the keys matching filter, within OpTimeout (a damaged store
+// can leave a listing waiting for ever).
 func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
 	lister, err := s.kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
-		return nil, fmt.Errorf("braid/meta: list %s: %w", filter, err)
+		return nil, timedOut(ctx, fmt.Errorf("braid/meta: list %s: %w", filter, err))
 	}
 	defer lister.Stop()
 	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
+	ch := lister.Keys()
+	for {
+		select {
+		case k, ok := <-ch:
+			if !ok {
+				sort.Strings(keys)
+				return keys, nil
+			}
+			keys = append(keys, k)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: listing %s stopped after %d keys: %v", ErrTimeout, filter, len(keys), ctx.Err())
+		}
 	}
-	sort.Strings(keys)
-	return keys, nil
 }
 
 // CreateTenant creates a tenant; ErrExists if it exists.
@@ -249,6 +333,9 @@ func (s *Store) CreateTopic(ctx context.Context, name routing.TopicName, r Topic
 	}
 	r.Topic = name.String()
 	r.Created = time.Now().UTC()
+	if err := r.Validate(name); err != nil {
+		return 0, fmt.Errorf("%w: not written: %v", ErrCorrupt, err)
+	}
 	return s.create(ctx, topicKey(name, ns.TopicBuckets), r)
 }
 
@@ -259,7 +346,13 @@ func (s *Store) Topic(ctx context.Context, name routing.TopicName) (TopicRecord,
 		return TopicRecord{}, 0, err
 	}
 	var r TopicRecord
-	rev, err := s.get(ctx, topicKey(name, ns.TopicBuckets), &r)
+	key := topicKey(name, ns.TopicBuckets)
+	rev, err := s.get(ctx, key, &r)
+	if err == nil {
+		if verr := r.Validate(name); verr != nil {
+			return r, rev, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, verr)
+		}
+	}
 	return r, rev, err
 }
 
@@ -269,6 +362,9 @@ func (s *Store) UpdateTopic(ctx context.Context, name routing.TopicName, r Topic
 	ns, err := s.Namespace(ctx, name.NamespaceName())
 	if err != nil {
 		return 0, err
+	}
+	if err := r.Validate(name); err != nil {
+		return 0, fmt.Errorf("%w: not written: %v", ErrCorrupt, err)
 	}
 	return s.update(ctx, topicKey(name, ns.TopicBuckets), r, rev)
 }

@@ -171,3 +171,46 @@ func TestNamespaceCompareAndSwapAndEpochTimes(t *testing.T) {
 		t.Fatalf("epoch times after a round trip: %v, %v", tr.EpochTimes, err)
 	}
 }
+
+// TestReadsOfAStoreThatStopsAnsweringFail: with the server gone, a read,
+// a write and a listing each fail within the store's timeout, saying so,
+// instead of waiting for ever.
+func TestReadsOfAStoreThatStopsAnsweringFail(t *testing.T) {
+	opTimeout = 300 * time.Millisecond
+	defer func() { opTimeout = OpTimeout }()
+	dir := t.TempDir()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := Open(context.Background(), js, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTenant(context.Background(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	for name, op := range map[string]func() error{
+		"read":    func() error { _, err := s.Tenant(context.Background(), "t"); return err },
+		"write":   func() error { return s.CreateTenant(context.Background(), "u") },
+		"listing": func() error { _, err := s.Tenants(context.Background()); return err },
+	} {
+		start := time.Now()
+		err := op()
+		if err == nil || time.Since(start) > 5*time.Second {
+			t.Fatalf("%s of a store that is gone: %v after %s", name, err, time.Since(start))
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package actors
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+)
+
+// What a start finds on disk beside the metadata store, and how a topic
+// that cannot be served is set aside.
+//
+// A topic's logs live under <topics dir>/<tenant>/<namespace>/<name>/, in a
+// directory named by the incarnation its record carries (a new random id
+// each time a topic is created), so a topic created again under an old
+// name never serves the files an earlier one left. A directory of a name
+// the store has no record of means the store lost or never had the topic:
+// unless the node was deleting it (the deletingMarker it writes before the
+// record goes), the start is refused, since serving without the record
+// would let the name be created again over data the store forgot.
+
+// deletingMarker is the file a topic's directory holds while its delete is
+// under way: a directory without a record that holds it is the rest of a
+// delete a crash cut short, and is removed at start.
+const deletingMarker = "DELETING"
+
+// newIncarnation returns a fresh incarnation id.
+func newIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ErrOrphanLogs is returned (wrapped) by Recover when the topics directory
+// holds the logs of topics the metadata store has no record of.
+var ErrOrphanLogs = errors.New("braid/actors: topic logs without a metadata record")
+
+// checkDisk compares the topic directories on disk with the records the
+// store holds (known, by URI, with their incarnations): it removes what a
+// cut-short delete left, reports leftovers of earlier incarnations, and
+// refuses (ErrOrphanLogs) directories of names without a record.
+func (m *Manager) checkDisk(known map[string]string) error {
+	var orphans []string
+	tenants, _ := os.ReadDir(m.cfg.DataDir)
+	for _, te := range tenants {
+		if !te.IsDir() {
+			continue
+		}
+		nss, _ := os.ReadDir(filepath.Join(m.cfg.DataDir, te.Name()))
+		for _, ne := range nss {
+			if !ne.IsDir() {
+				continue
+			}
+			names, _ := os.ReadDir(filepath.Join(m.cfg.DataDir, te.Name(), ne.Name()))
+			for _, na := range names {
+				if !na.IsDir() {
+					continue
+				}
+				name := routing.TopicName{Scheme: routing.SchemeScalable, Tenant: te.Name(), Namespace: ne.Name(), Name: na.Name()}
+				dir := filepath.Join(m.cfg.DataDir, te.Name(), ne.Name(), na.Name())
+				inc, ok := known[name.String()]
+				switch {
+				case !ok && fileExists(filepath.Join(dir, deletingMarker)):
+					m.log.Warn("removing the logs of a topic whose delete was cut short", "topic", name.String(), "dir", dir)
+					if err := os.RemoveAll(dir); err != nil {
+						return fmt.Errorf("remove %s: %w", dir, err)
+					}
+				case !ok:
+					orphans = append(orphans, dir)
+				default:
+					m.reportLeftovers(name, dir, inc)
+				}
+			}
+		}
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	sort.Strings(orphans)
+	shown := orphans
+	if len(shown) > 10 {
+		shown = shown[:10]
+	}
+	return fmt.Errorf("%w: the metadata store has no record of the %d topics whose logs are in %s (the store may be lost or damaged): "+
+		"restore it, or move these directories away to start without them; refusing to start so that no topic is created again over them",
+		ErrOrphanLogs, len(orphans), strings.Join(shown, ", "))
+}
+
+// reportLeftovers logs what a topic's name directory holds beside its
+// incarnation's: files of an earlier topic of the same name, not served.
+func (m *Manager) reportLeftovers(name routing.TopicName, dir, inc string) {
+	if inc == "" {
+		return // a topic from before incarnations: its logs are dir itself
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		if e.Name() != inc && e.Name() != deletingMarker {
+			left = append(left, e.Name())
+		}
+	}
+	if len(left) > 0 {
+		m.log.Warn("the topic's directory holds files of an earlier topic of the same name; they are not served",
+			"topic", name.String(), "dir", dir, "incarnation", inc, "others", left)
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// quarantine sets a topic aside that cannot be served (its record does not
+// read or validate, or it does not start): it is logged and counted, and
+// every request naming it is answered TOPIC_QUARANTINED with the reason,
+// while the other topics are served.
+func (m *Manager) quarantine(uri string, err error) {
+	m.log.Error("topic quarantined: it cannot be served until its record is repaired or it is deleted", "topic", uri, "err", err)
+	m.mu.Lock()
+	m.quarantined[uri] = err.Error()
+	n := len(m.quarantined)
+	m.mu.Unlock()
+	m.m.quarantined.Set(float64(n))
+}
+
+// quarantinedError is the error of requests naming a quarantined topic.
+func quarantinedError(uri, reason string) error {
+	return api.Errorf(api.CodeTopicQuarantined, "topic %s is quarantined: %s", uri, reason)
+}
