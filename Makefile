@@ -27,6 +27,7 @@ lint:
 ## bench: micro-benchmarks of every package, then the programs under benchmarks/
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./wal/
+	$(GO) run ./benchmarks/walcompare
 	$(GO) test -run '^$$' -bench . -benchmem ./routing/ ./topology/ ./scaling/
 	$(GO) run ./benchmarks/sidebyside
 	$(GO) run ./benchmarks/plain

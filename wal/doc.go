@@ -15,6 +15,16 @@
 // framing (a uvarint size before each frame) and its truncation protocol
 // (".START" and ".END" replacement files).
 //
+// Why a log of Braid's own, measured: tidwall/wal keeps each log's tail
+// file in a growing in-memory slice, fsyncs under its exclusive lock (no
+// write overlaps a sync), has no checksums (a flipped byte is read back as
+// data) and fails Open on a torn tail. `go run ./benchmarks/walcompare`
+// appends the same encoded records through both in one run, alternating
+// round by round; on the project's machine (3 rounds, the median ratio):
+// with a sync per append, 1.02x-1.20x tidwall's rate at 100 B (batches of
+// 1, 16 and 256 records) and 1.05x-2.18x at 1 KiB; without syncs 0.92x
+// (single 100 B records) to 4.97x (1 KiB batches of 256).
+//
 // The package does not own group commit (the bucket actor collects its
 // mailbox and calls Append once per batch), retention policy (a storage
 // worker decides what TruncateHead drops), metrics or logging (Open reports
