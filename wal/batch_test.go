@@ -196,15 +196,26 @@ func TestScanFrameIndex(t *testing.T) {
 	}{
 		{"torn", file[:len(file)-1], math.MaxUint64, last.first},
 		{"torn header", file[:last.pos+5], math.MaxUint64, last.first},
-		{"past limit", file, last.first + 1, last.first},
 		{"garbage after", append(bytes.Clone(file), 0x7f, 1, 2), math.MaxUint64, off},
 	} {
 		got := scanFrameIndex(bytes.NewReader(tt.data), int64(len(tt.data)), 100, tt.limit)
-		if got.next != tt.next || !errors.Is(got.stopped, ErrCorrupt) {
-			t.Errorf("%s: index ends at %d (stopped: %v), want %d", tt.name, got.next, got.stopped, tt.next)
+		if got.next != tt.next || !errors.Is(got.stopped, ErrCorrupt) || len(got.holes) != 0 {
+			t.Errorf("%s: index ends at %d (stopped: %v, holes %+v), want %d", tt.name, got.next, got.stopped, got.holes, tt.next)
 		}
 	}
-	if got := scanFrameIndex(bytes.NewReader(file), int64(len(file)), 99, math.MaxUint64); got.next != 99 || got.stopped == nil {
-		t.Errorf("out of sequence: index ends at %d (stopped: %v)", got.next, got.stopped)
+	// In an older file (a limit), what the frames do not reach is a hole.
+	got = scanFrameIndex(bytes.NewReader(file), int64(len(file)), 100, last.first+1)
+	if got.stopped != nil || got.next != last.first+1 || len(got.holes) != 1 ||
+		got.holes[0] != (Hole{From: last.first, To: last.first + 1, Pos: last.pos, Bytes: int64(len(file)) - last.pos, Reason: got.holes[0].Reason}) {
+		t.Errorf("past limit: index ends at %d (stopped: %v), holes %+v", got.next, got.stopped, got.holes)
+	}
+	got = scanFrameIndex(bytes.NewReader(file), int64(len(file)), 100, off+5)
+	if got.stopped != nil || got.next != off+5 || len(got.holes) != 1 || got.holes[0].From != off || got.holes[0].Bytes != 0 {
+		t.Errorf("short file: index ends at %d (stopped: %v), holes %+v", got.next, got.stopped, got.holes)
+	}
+	// Frames that skip offsets, with nothing between: a hole of no bytes.
+	got = scanFrameIndex(bytes.NewReader(file), int64(len(file)), 99, math.MaxUint64)
+	if got.stopped != nil || got.next != off || len(got.holes) != 1 || got.holes[0].From != 99 || got.holes[0].To != 100 || got.holes[0].Bytes != 0 {
+		t.Errorf("skipped offsets: index ends at %d (stopped: %v), holes %+v", got.next, got.stopped, got.holes)
 	}
 }

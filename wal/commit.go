@@ -57,7 +57,7 @@ func (l *Log) StartCommit() *PendingCommit {
 	}
 	// What the fsync will cover: a prefix of the tail's frames, which
 	// later writes only append to.
-	p := &PendingCommit{l: l, target: frameIndex{frames: l.tail.frames, end: l.tail.size, next: l.tail.next}, file: l.tail.file}
+	p := &PendingCommit{l: l, target: l.tail.index(), file: l.tail.file}
 	p.job = l.prepareSyncLocked()
 	// syncMu, taken before writeMu is released, keeps the descriptor open
 	// until Wait, and makes a pass that comes next wait for this one.

@@ -128,21 +128,54 @@
 // truncation that a crash interrupted: a "<first>.START" file (TruncateHead)
 // replaces every file before it, an "<first>.END" file (TruncateTail)
 // replaces its namesake and every file after it. Then it walks the last file
-// and keeps exactly its valid prefix: the entries whose framing is complete,
-// whose size is not zero and whose frame passes the version, CRC, record and
-// sequence checks. It truncates the file after the last valid frame, fsyncs
-// the file and the directory, and reports the dropped bytes in Repair. A torn
-// write, a zero-filled tail (the zeros written ahead of the tail, or a crash
-// after the file size was extended but before the data reached the disk),
-// garbage and a corrupted last frame all end up there; a cut of nothing but
-// zeros is reported as RepairReport.ZeroBytes, as no record was in it. A frame is dropped whole: the append it belongs to was not
-// acknowledged (an append larger than one frame may keep its first frames,
-// as it was not acknowledged either).
+// frame by frame, checking the version, CRC, records and sequence of each.
+// At the first frame that does not check out it looks for a whole frame
+// after it (below); if there is none, the rest is what a crash left, and it
+// truncates the file there, fsyncs the file and the directory, and reports
+// the dropped bytes in Repair. A torn write, a zero-filled tail (the zeros
+// written ahead of the tail, or a crash after the file size was extended but
+// before the data reached the disk), garbage and a corrupted last frame all
+// end up there; a cut of nothing but zeros is reported as
+// RepairReport.ZeroBytes, as no record was in it. A frame is dropped whole:
+// the append it belongs to was not acknowledged (an append larger than one
+// frame may keep its first frames, as it was not acknowledged either).
 //
-// Damage in an earlier file is not repaired (it would lose acknowledged
-// data silently); it is detected on read: Read returns an error wrapping
-// ErrCorrupt for every record of a frame that does not check out, or that
-// the file's frames do not reach.
+// # Holes
+//
+// Damage with whole frames after it is not a crash: a crash only tears what
+// was written last. It is a flipped bit, a bad sector, a file someone wrote
+// to. Cutting there would drop every acknowledged record after it, so the
+// log keeps the frames on both sides and reads the offsets between as a
+// Hole: Read and ReadRange return a *HoleError (errors.Is ErrHole) that
+// names the lost offsets [From, To), the file, and the damaged bytes, so
+// that a reader can report it and go on at To. Nothing is rewritten; the
+// damaged bytes stay, and every Open finds them again.
+//
+// The next whole frame is the first position after the damage where a
+// frame of this version starts whose CRC, records and sizes check out, whose
+// first offset is at or after where the records before the damage end, and
+// whose distance from that offset is no more than the damaged bytes could
+// hold (so that a frame stored inside a record's payload is not taken for
+// one of the log's). Holes are found where files are read whole: in the
+// last file at Open, and in an older file when it is first read (its frames
+// are indexed by their headers; a frame whose header holds but whose CRC
+// fails is a hole as it is read, and an older file whose frames end before
+// the next file starts has a hole at its end). Options.OnHole hears of each
+// once; Log.Holes lists them.
+//
+// A truncation keeps the part of a hole it does not cut; a TruncateHead that
+// cuts inside a hole writes a file whose frames start after it (read as a
+// hole of no bytes), and a TruncateTail inside a hole is refused.
+//
+// After a power loss (not a kill: the kernel keeps what a killed process
+// wrote) the writes of the last, unacknowledged, appends may reach the disk
+// out of order; a lost one followed by a kept one reads as a hole of
+// records that were never acknowledged, with records after it that were
+// not either.
+//
+// A frame of another version with a good CRC is never cut or skipped: Open
+// refuses the log (the last file) or reads stop there (an older file), with
+// ErrUnsupportedVersion.
 //
 // # Memory
 //

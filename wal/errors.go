@@ -3,9 +3,11 @@ package wal
 import "errors"
 
 var (
-	// ErrCorrupt is returned (wrapped) by DecodeRecord, Read and ReadRange
-	// when a frame is empty, truncated, has an inconsistent length, fails
-	// its CRC or is missing from its file; by Open when the directory holds
+	// ErrCorrupt is returned (wrapped) by DecodeRecord when a frame is
+	// empty, truncated, has an inconsistent length or fails its CRC (Read
+	// and ReadRange report a stored frame that does so as a hole, ErrHole);
+	// by Read and ReadRange when a frame is missing from the last file; by
+	// Open when the directory holds
 	// both a ".START" and an ".END" file; by the truncations when the frame
 	// they must cut does not check out; and by AppendEncoded when it is
 	// handed a frame that is not valid.

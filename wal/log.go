@@ -58,6 +58,9 @@ type Log struct {
 	readMu sync.Mutex
 	older  []*olderFile // most recently used first, at most olderFilesCached
 	recent [2]*batch    // the frames read last, checked; recent[0] is the newest
+	// holes are the lost offsets found so far (see Hole), by offset, and
+	// emptyHoles the damaged runs that lost no record.
+	holes, emptyHoles []Hole
 
 	// mu guards view. Writers change it holding writeMu as well, so a writer
 	// may read it holding writeMu alone.
@@ -98,7 +101,13 @@ type tailFile struct {
 	// alloc is 0 (nothing written ahead).
 	alloc  int64
 	frames []frameRef
+	holes  []Hole // the holes Open found in it (see Hole)
 	next   uint64 // offset after its last record written or being written
+}
+
+// index returns the index of what was written to the tail.
+func (t *tailFile) index() frameIndex {
+	return frameIndex{frames: t.frames, holes: t.holes, end: t.size, next: t.next}
 }
 
 // plannedFrame is one frame of the append being written: records [from, to)
@@ -180,10 +189,11 @@ func open(dir string, opts Options) (*Log, error) {
 		dir:    dir,
 		opts:   opts,
 		repair: report,
-		tail:   tailFile{first: last.first, file: f, size: index.end, frames: index.frames, next: index.next},
+		tail:   tailFile{first: last.first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next},
 		// The first file may just have been created.
 		dirUnsynced: true,
 	}
+	l.addHolesLocked(index.holes)
 	for _, f := range files {
 		l.files = append(l.files, f.first)
 	}
@@ -457,7 +467,7 @@ func (l *Log) rollLocked(first uint64) error {
 // publishTailLocked makes what was written to the tail visible to readers.
 func (l *Log) publishTailLocked() {
 	l.mu.Lock()
-	l.view.tail = frameIndex{frames: l.tail.frames, end: l.tail.size, next: l.tail.next}
+	l.view.tail = l.tail.index()
 	l.view.next = l.tail.next
 	l.mu.Unlock()
 }

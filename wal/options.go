@@ -91,6 +91,11 @@ type Options struct {
 	// leaves them, and Open cuts them (RepairReport.ZeroBytes). Default
 	// 1 MiB; negative turns it off.
 	Preallocate int
+	// OnHole, if set, is called once for every Hole the log finds: at Open
+	// in the last file, and later in an older file as it is first read (or
+	// a frame fails its check on read). It is called with the log's read
+	// lock held, so it must not call the Log; log and count the hole.
+	OnHole func(Hole)
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -25,8 +25,9 @@ type olderFile struct {
 }
 
 // Read returns the record at off. The error wraps ErrNotFound outside
-// [FirstOffset, NextOffset), ErrCorrupt or ErrUnsupportedVersion when the
-// stored frame does not check out, ErrClosed after Close.
+// [FirstOffset, NextOffset), is a *HoleError (ErrHole) for an offset whose
+// record was lost to damage (see Hole), wraps ErrUnsupportedVersion for a
+// frame of another release and ErrClosed after Close.
 func (l *Log) Read(off uint64) (Record, error) {
 	l.readMu.Lock()
 	v := l.viewLocked()
@@ -55,8 +56,9 @@ func (l *Log) Read(off uint64) (Record, error) {
 // no limit. From == NextOffset returns no record and no error (nothing new
 // yet).
 //
-// It returns the good records before a corrupt or unreadable one; the
-// error comes from the call that starts at that offset.
+// It returns the good records before a lost or unreadable one; the error
+// (a *HoleError for a hole, which the caller may skip) comes from the call
+// that starts at that offset.
 func (l *Log) ReadRange(from uint64, maxRecords int, maxBytes int) ([]Record, error) {
 	l.readMu.Lock()
 	v := l.viewLocked()
@@ -164,6 +166,9 @@ func (l *Log) batchAtLocked(v *view, off uint64) (*batch, error) {
 			return b, nil
 		}
 	}
+	if h := holeIn(l.holes, off); h != nil {
+		return nil, &HoleError{Hole: *h}
+	}
 	// The last file whose first offset is at or below off.
 	i, found := slices.BinarySearch(v.files, off)
 	if !found {
@@ -181,14 +186,17 @@ func (l *Log) batchAtLocked(v *view, off uint64) (*batch, error) {
 		index, file = &o.index, o.file
 	}
 	name := func() string { return filepath.Join(l.dir, segmentName(v.files[i])) } // for errors
+	if h := index.holeAt(off); h != nil {
+		return nil, &HoleError{Hole: *h}
+	}
 	ref, end, count, ok := index.find(off)
 	if !ok {
-		detail := ""
 		if index.stopped != nil {
-			detail = ": " + index.stopped.Error()
+			return nil, fmt.Errorf("braid/wal: offset %d is missing from %s, whose frames end before offset %d: %w",
+				off, name(), index.next, index.stopped)
 		}
-		return nil, fmt.Errorf("%w: offset %d is missing from %s, whose frames end before offset %d%s",
-			ErrCorrupt, off, name(), index.next, detail)
+		return nil, fmt.Errorf("%w: offset %d is missing from %s, whose frames end before offset %d",
+			ErrCorrupt, off, name(), index.next)
 	}
 	// Read into the buffer of the frame cached longest, which goes.
 	b := l.recent[1]
@@ -199,22 +207,32 @@ func (l *Log) batchAtLocked(v *view, off uint64) (*batch, error) {
 		b = &batch{entry: make([]byte, max(need, min(2*need, maxBatchRecordBytes+entryHeaderLen)))}
 	}
 	entry := b.entry[:end-ref.pos]
+	// A frame that does not check out is lost, as the index says where it
+	// starts and ends (whole frames bound it, or the file's name and the
+	// next one's): a hole of its records, found on read.
+	lost := func(reason string) (*batch, error) {
+		h := Hole{From: ref.first, To: ref.first + count, File: name(), Pos: ref.pos, Bytes: end - ref.pos, Reason: reason}
+		l.addHolesLocked([]Hole{h})
+		return nil, &HoleError{Hole: h}
+	}
 	if _, err := file.ReadAt(entry, ref.pos); err != nil {
 		if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("%w: file ends before its frame of offset %d", ErrCorrupt, off)
+			return lost("the file ends inside the frame")
 		}
 		return nil, fmt.Errorf("braid/wal: reading offset %d from %s: %w", off, name(), err)
 	}
 	size, n := binary.Uvarint(entry)
 	if n <= 0 || size != uint64(len(entry)-n) {
-		return nil, fmt.Errorf("%w: bad size prefix of the frame of offset %d in %s", ErrCorrupt, off, name())
+		return lost("bad size prefix")
 	}
 	if err := b.parse(entry[n:]); err != nil {
-		return nil, fmt.Errorf("%w (offset %d in %s)", err, off, name())
+		if errors.Is(err, ErrUnsupportedVersion) {
+			return nil, fmt.Errorf("%w (offset %d in %s)", err, off, name())
+		}
+		return lost(err.Error())
 	}
 	if b.first != ref.first || uint64(b.count()) != count {
-		return nil, fmt.Errorf("%w: the frame of offset %d in %s holds [%d, %d), want [%d, %d)",
-			ErrCorrupt, off, name(), b.first, b.last(), ref.first, ref.first+count)
+		return lost(fmt.Sprintf("the frame holds [%d, %d), want [%d, %d)", b.first, b.last(), ref.first, ref.first+count))
 	}
 	if len(entry) <= maxCachedFrameBytes {
 		l.recent[1], l.recent[0] = l.recent[0], b
@@ -242,7 +260,8 @@ func (l *Log) olderFileLocked(first, limit uint64) (*olderFile, error) {
 		f.Close()
 		return nil, err
 	}
-	o := &olderFile{first: first, file: f, index: scanFrameIndex(f, info.Size(), first, limit)}
+	o := &olderFile{first: first, file: f, index: scanFrameIndex(f, info.Size(), first, limit).withFile(f.Name())}
+	l.addHolesLocked(o.index.holes)
 	if len(l.older) == olderFilesCached {
 		l.older[len(l.older)-1].file.Close()
 		l.older = l.older[:len(l.older)-1]

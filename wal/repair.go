@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 )
@@ -25,8 +26,12 @@ type RepairReport struct {
 	// that a crash left behind, or zero fill left by the file system. No
 	// record was in them; DroppedBytes and DroppedRecords are then 0.
 	ZeroBytes int64
-	// File is the path of the file that was cut.
+	// File is the path of the file that was cut, or that holds Holes.
 	File string
+	// Holes is how many runs of lost records Open found in the file, with
+	// whole frames after each (see Hole; Log.Holes lists them). They are
+	// not cut.
+	Holes int
 }
 
 // frameState classifies a stored frame during repair.
@@ -61,8 +66,11 @@ func classifyBatch(frame []byte, want uint64) (*batch, frameState) {
 }
 
 // validPrefix returns the index of the longest prefix of data, a file whose
-// first offset is first, made of whole entries whose frames are valid and in
-// sequence. A zero size ends the prefix: no frame is empty, and a crash can
+// first offset is first, made of whole entries whose frames are valid and
+// in sequence, or follow a hole. At an entry that is not, it looks for the
+// next whole frame after it (see resync): the offsets between are a hole,
+// and the prefix goes on from that frame; if there is none, the prefix ends
+// there. A zero size is such an entry: no frame is empty, and a crash can
 // leave a zero-filled tail. unsupported reports that the prefix ends at a
 // frame of another version.
 func validPrefix(data []byte, first uint64) (x frameIndex, unsupported bool) {
@@ -70,22 +78,50 @@ func validPrefix(data []byte, first uint64) (x frameIndex, unsupported bool) {
 	for int(x.end) < len(data) {
 		n := int(x.end)
 		size, sizeLen := binary.Uvarint(data[n:])
-		if sizeLen <= 0 || size == 0 || size > uint64(len(data)-n-sizeLen) {
+		reason := ""
+		switch {
+		case sizeLen <= 0:
+			reason = "bad size prefix"
+		case size == 0:
+			reason = "zero size"
+		case size > uint64(len(data)-n-sizeLen):
+			reason = fmt.Sprintf("frame of %d bytes runs past the end of the file", size)
+		default:
+			end := n + sizeLen + int(size)
+			b, state := classifyBatch(data[n+sizeLen:end], x.next)
+			switch state {
+			case frameUnsupported:
+				return x, true
+			case frameValid:
+				x.frames = append(x.frames, frameRef{first: x.next, pos: x.end})
+				x.next = b.last()
+				x.end = int64(end)
+				continue
+			}
+			reason = describeBadFrame(data[n+sizeLen:end], x.next)
+		}
+		at, next, ok := resync(data[n:], x.next, math.MaxUint64)
+		if !ok {
 			return x, false
 		}
-		end := n + sizeLen + int(size)
-		b, state := classifyBatch(data[n+sizeLen:end], x.next)
-		switch state {
-		case frameCorrupt:
-			return x, false
-		case frameUnsupported:
-			return x, true
-		}
-		x.frames = append(x.frames, frameRef{first: x.next, pos: x.end})
-		x.next = b.last()
-		x.end = int64(end)
+		x.addHole(next, x.end+int64(at), fmt.Sprintf("entry at byte %d: %s", n, reason))
 	}
 	return x, false
+}
+
+// describeBadFrame says why a whole entry's frame failed classifyBatch.
+func describeBadFrame(frame []byte, want uint64) string {
+	b, err := parseBatch(frame)
+	switch {
+	case err != nil:
+		return err.Error()
+	case b.first != want:
+		return fmt.Sprintf("first offset %d, want %d", b.first, want)
+	}
+	if err := b.decodeBodies(); err != nil {
+		return err.Error()
+	}
+	return "not a frame"
 }
 
 // countDropped is the best-effort DroppedRecords of a dropped tail.
@@ -134,8 +170,12 @@ func repairTail(path string, first uint64) (RepairReport, frameIndex, error) {
 		return RepairReport{}, frameIndex{}, err
 	}
 	index, unsupported := validPrefix(data, first)
+	index = index.withFile(path)
 	valid := int(index.end)
 	if valid == len(data) {
+		if len(index.holes) > 0 {
+			return RepairReport{File: path, Holes: len(index.holes)}, index, nil
+		}
 		return RepairReport{}, index, nil
 	}
 	if unsupported {
@@ -150,7 +190,7 @@ func repairTail(path string, first uint64) (RepairReport, frameIndex, error) {
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return RepairReport{}, frameIndex{}, err
 	}
-	report := RepairReport{File: path}
+	report := RepairReport{File: path, Holes: len(index.holes)}
 	if allZero(data[valid:]) {
 		report.ZeroBytes = int64(len(data) - valid)
 	} else {

@@ -287,40 +287,35 @@ func TestRepairGarbageTail(t *testing.T) {
 	}
 }
 
-// TestRepairCorruptLastFile flips bits in batches of the last file: the
-// valid prefix is kept, the damaged batch and everything after it go.
+// TestRepairCorruptLastFile flips bits in the last frame of the last file,
+// which no whole frame follows: it is cut, as a torn write would be. (A
+// damaged frame with whole frames after it is a hole: holes_test.go.)
 func TestRepairCorruptLastFile(t *testing.T) {
 	b := buildLog(t, 40)
 	last := readFile(t, filepath.Join(b.dir, b.lastFile))
-	for victim, batch := range b.lastBatches {
-		dropped := 0
-		for _, later := range b.lastBatches[victim:] {
-			dropped += later.count
-		}
-		// A flip in the CRC, in the first offset and in the last record.
-		for _, at := range []int{batch.start + 3, batch.start + 7, batch.end - 1} {
-			data := bytes.Clone(last)
-			data[at] ^= 0x10
-			dir := b.withLastFile(t, data)
-			report := expectedReport(filepath.Join(dir, b.lastFile), len(data)-batch.start, dropped)
-			checkRepaired(t, dir, b.recs, batch.first, report)
-			if t.Failed() {
-				t.Fatalf("bit flip at byte %d (batch %d of the last file)", at, victim)
-			}
+	batch := b.lastBatches[len(b.lastBatches)-1]
+	// A flip in the CRC, in the first offset and in the last record.
+	for _, at := range []int{batch.start + 3, batch.start + 7, batch.end - 1} {
+		data := bytes.Clone(last)
+		data[at] ^= 0x10
+		dir := b.withLastFile(t, data)
+		report := expectedReport(filepath.Join(dir, b.lastFile), len(data)-batch.start, batch.count)
+		checkRepaired(t, dir, b.recs, batch.first, report)
+		if t.Failed() {
+			t.Fatalf("bit flip at byte %d of the last frame", at)
 		}
 	}
 }
 
-// TestRepairRewrittenFrameOutOfSequence: a frame whose CRC is good but
-// whose first offset does not follow the one before it is not part of the
-// valid prefix.
+// TestRepairRewrittenFrameOutOfSequence: a last frame whose CRC is good but
+// whose first offset goes back is not part of the valid prefix.
 func TestRepairRewrittenFrameOutOfSequence(t *testing.T) {
 	b := buildLog(t, 40)
 	last := readFile(t, filepath.Join(b.dir, b.lastFile))
 	victim := b.lastBatches[len(b.lastBatches)-1]
 	data := bytes.Clone(last)
 	frame := data[victim.header-batchHeaderLen : victim.end]
-	binary.LittleEndian.PutUint64(frame[5:13], victim.first+1)
+	binary.LittleEndian.PutUint64(frame[5:13], victim.first-1)
 	fixCRC(frame)
 	dir := b.withLastFile(t, data)
 	report := expectedReport(filepath.Join(dir, b.lastFile), victim.end-victim.start, victim.count)
@@ -581,9 +576,14 @@ func TestCorruptionInOlderFileIsDetected(t *testing.T) {
 	checkCorrupt := func(t *testing.T, l *Log, from, to uint64) {
 		t.Helper()
 		for off := from; off < to; off++ {
-			if _, err := l.Read(off); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("Read(%d) of a damaged record: %v, want ErrCorrupt", off, err)
+			_, err := l.Read(off)
+			var hole *HoleError
+			if !errors.As(err, &hole) || !errors.Is(err, ErrHole) || hole.From != from || hole.To != to {
+				t.Fatalf("Read(%d) of a damaged record: %v, want the hole [%d, %d)", off, err, from, to)
 			}
+		}
+		if holes := l.Holes(); len(holes) != 1 || holes[0].From != from || holes[0].To != to {
+			t.Fatalf("Holes() = %+v, want [%d, %d)", holes, from, to)
 		}
 	}
 
@@ -601,17 +601,21 @@ func TestCorruptionInOlderFileIsDetected(t *testing.T) {
 		if err != nil || uint64(len(recs)) != batch0 {
 			t.Fatalf("ReadRange(0) = %d records, %v; want the %d before the damage", len(recs), err, batch0)
 		}
-		if _, err := l.ReadRange(batch0, 10, 0); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("ReadRange at the damage: %v, want ErrCorrupt", err)
+		if _, err := l.ReadRange(batch0, 10, 0); !errors.Is(err, ErrHole) {
+			t.Fatalf("ReadRange at the damage: %v, want ErrHole", err)
+		}
+		if recs, err := l.ReadRange(batch1, 10, 0); err != nil || len(recs) == 0 || !sameRecord(recs[0], b.recs[batch1]) {
+			t.Fatalf("ReadRange after the damage: %d records, %v", len(recs), err)
 		}
 	})
 	t.Run("size prefix beyond file", func(t *testing.T) {
 		data := bytes.Clone(firstData)
 		data[len(entries[0])] = 0x7f // the second entry claims 127 bytes
+		batch1 := batch0 + uint64(entryRecords(t, entries[1]))
 		l := openDamaged(t, data)
 		checkRange(t, l, 0, batch0)
-		checkCorrupt(t, l, batch0, secondStart)
-		checkRange(t, l, secondStart, uint64(len(b.recs)))
+		checkCorrupt(t, l, batch0, batch1)
+		checkRange(t, l, batch1, uint64(len(b.recs)))
 	})
 	t.Run("lost batch", func(t *testing.T) {
 		// The file lost its last batch: its frames end before the next
@@ -635,7 +639,7 @@ func TestCorruptionInOlderFileIsDetected(t *testing.T) {
 				if err == nil && !sameRecord(got, b.recs[off]) {
 					t.Fatalf("round %d: Read(%d) served damaged data", round, off)
 				}
-				if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
+				if err != nil && !errors.Is(err, ErrHole) && !errors.Is(err, ErrUnsupportedVersion) {
 					t.Fatalf("round %d: Read(%d): %v", round, off, err)
 				}
 			}

@@ -84,6 +84,7 @@ func (l *Log) TruncateHead(before uint64) error {
 	l.view.files = files
 	l.publishTailViewLocked()
 	l.mu.Unlock()
+	l.clipHolesLocked(before, math.MaxUint64)
 	l.dropReadCachesLocked()
 	return l.afterTruncateLocked()
 }
@@ -150,6 +151,7 @@ func (l *Log) TruncateTail(from uint64) error {
 	l.view.next = from
 	l.publishTailViewLocked()
 	l.mu.Unlock()
+	l.clipHolesLocked(0, from)
 	l.dropReadCachesLocked()
 	return l.afterTruncateLocked()
 }
@@ -165,7 +167,7 @@ func (l *Log) afterTruncateLocked() error {
 
 // publishTailViewLocked copies the tail into the view; the caller holds mu.
 func (l *Log) publishTailViewLocked() {
-	l.view.tail = frameIndex{frames: l.tail.frames, end: l.tail.size, next: l.tail.next}
+	l.view.tail = l.tail.index()
 	l.view.tailFile = l.tail.file
 }
 
@@ -173,11 +175,13 @@ func (l *Log) publishTailViewLocked() {
 // just put in place with content, the tail. The caller holds writeMu and
 // readMu.
 func (l *Log) replaceTailLocked(first uint64, content []byte) error {
-	index := scanFrameIndex(bytes.NewReader(content), int64(len(content)), first, math.MaxUint64)
+	path := filepath.Join(l.dir, segmentName(first))
+	index := scanFrameIndex(bytes.NewReader(content), int64(len(content)), first, math.MaxUint64).withFile(path)
 	if index.stopped != nil || index.end != int64(len(content)) {
 		return fmt.Errorf("the replacement file does not index: %v", index.stopped)
 	}
-	f, err := os.OpenFile(filepath.Join(l.dir, segmentName(first)), os.O_RDWR, 0)
+	l.addHolesLocked(index.holes)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
@@ -187,7 +191,7 @@ func (l *Log) replaceTailLocked(first uint64, content []byte) error {
 	}
 	l.syncMu.Lock()
 	old := l.tail.file
-	l.tail = tailFile{first: first, file: f, size: index.end, frames: index.frames, next: index.next}
+	l.tail = tailFile{first: first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next}
 	l.preallocated.Store(0)
 	// What was written to the old tail is either in the replacement, which
 	// was fsynced, or dropped.
@@ -224,7 +228,7 @@ func (l *Log) readFileLocked(i int) ([]byte, frameIndex, error) {
 		if _, err := l.tail.file.ReadAt(data, 0); err != nil {
 			return nil, frameIndex{}, err
 		}
-		return data, frameIndex{frames: l.tail.frames, end: l.tail.size, next: l.tail.next}, nil
+		return data, l.tail.index(), nil
 	}
 	data, err := os.ReadFile(filepath.Join(l.dir, segmentName(l.files[i])))
 	if err != nil {
@@ -240,6 +244,14 @@ func (l *Log) readFileLocked(i int) ([]byte, frameIndex, error) {
 func cutFront(data []byte, index frameIndex, before uint64) ([]byte, error) {
 	if before == index.next {
 		return nil, nil
+	}
+	if h := index.holeAt(before); h != nil {
+		// The file starts after the hole, and reads [before, h.To) as a hole
+		// of no bytes.
+		if i := slices.IndexFunc(index.frames, func(f frameRef) bool { return f.first == h.To }); i >= 0 {
+			return data[index.frames[i].pos:], nil
+		}
+		return nil, nil // the hole runs to the next file
 	}
 	ref, end, _, ok := index.find(before)
 	if !ok {
@@ -264,6 +276,9 @@ func cutFront(data []byte, index frameIndex, before uint64) ([]byte, error) {
 // offset from: its frames before the one that holds from, and that one cut
 // to end before from.
 func cutBack(data []byte, index frameIndex, from uint64) ([]byte, error) {
+	if h := index.holeAt(from); h != nil {
+		return nil, fmt.Errorf("%w: cannot cut at offset %d, which is lost", &HoleError{Hole: *h}, from)
+	}
 	ref, end, _, ok := index.find(from)
 	if !ok {
 		return nil, fmt.Errorf("%w: offset %d is not in the file's frames (they end before %d)", ErrCorrupt, from, index.next)
