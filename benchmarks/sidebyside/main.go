@@ -3,7 +3,16 @@
 // run, and prints them side by side with ratios, then measures the
 // producer-visible pause of a split under load.
 //
-//	go run ./benchmarks/sidebyside [-messages 1000000] [-messages-1k 1000000] [-sync-messages 20000]
+// The machine is shared and noisy, so one run of each system says little.
+// Every row is measured in -rounds rounds; a round runs the systems in
+// turn (Braid, JetStream, Braid, JetStream), each on a new node or server
+// in a new data directory with a new topic or stream, so that rounds are
+// independent and a slow stretch of the machine falls on both systems
+// alike. A ratio is computed per round, from that round's pair, and the
+// program prints the median of a row's per-round ratios and their spread
+// (min-max).
+//
+//	go run ./benchmarks/sidebyside [-rounds 3] [-messages 1000000] [-messages-1k 1000000] [-sync-messages 20000]
 //	    [-sizes 100,1024] [-replay=true] [-split=true]
 package main
 
@@ -23,6 +32,25 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// The columns of a row, in the order a round runs them: the systems
+// alternate, and each ratio's two cells run close together.
+const (
+	braidAlways = "braid always"
+	jsDefault   = "jetstream default sync"
+	braidNone   = "braid none"
+	jsAlways    = "jetstream sync always"
+)
+
+var cols = []string{braidAlways, braidNone, jsDefault, jsAlways}
+
+// ratios are the per-round ratios reported for each row; the first is the
+// headline (what this program has always compared).
+var ratios = []ratio{
+	{braidAlways, jsDefault, "Braid fsyncs before the ack, JetStream does not: not like for like"},
+	{braidAlways, jsAlways, "both fsync before the ack"},
+	{braidNone, jsDefault, "neither fsyncs before the ack"},
+}
+
 func main() {
 	messages := flag.Int("messages", 1_000_000, "messages per 100 B produce run and per replay")
 	bigMessages := flag.Int("messages-1k", 1_000_000, "messages per 1 KiB produce run")
@@ -32,6 +60,7 @@ func main() {
 	sizesFlag := flag.String("sizes", "100,1024", "payload sizes of the produce rows, comma-separated (empty: none)")
 	doReplay := flag.Bool("replay", true, "measure the replay row")
 	doSplit := flag.Bool("split", true, "measure the split under load")
+	rounds := flag.Int("rounds", 3, "rounds per row (Braid and JetStream alternating, each on a new node or server)")
 	flag.Parse()
 	var sizes []int
 	for _, f := range strings.FieldsFunc(*sizesFlag, func(r rune) bool { return r == ',' }) {
@@ -41,85 +70,83 @@ func main() {
 		}
 		sizes = append(sizes, n)
 	}
+	if *rounds < 1 {
+		log.Fatalf("-rounds: %d, want at least 1", *rounds)
+	}
 	ctx := context.Background()
 
 	gomaxprocs := runtime.GOMAXPROCS(0)
-	fmt.Printf("machine: %d CPUs, %s/%s, %s; Braid runs with GOMAXPROCS=%d, JetStream with the better of %d and %d\n\n",
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; Braid runs with GOMAXPROCS=%d, JetStream with the better of %d and %d (per run)\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), gomaxprocs, gomaxprocs, 2*gomaxprocs)
-	type row struct {
-		name  string
-		cells map[string]workload.Result
+	fmt.Println("durability:")
+	fmt.Println("  braid always           acknowledges a produce batch after its fsync (Braid's default)")
+	fmt.Println("  braid none             acknowledges after the write, before any fsync")
+	fmt.Println("  jetstream default sync file store with its defaults: acknowledges after the write, fsyncs on a 2-minute")
+	fmt.Println("                         interval (sync_interval), longer than any run here")
+	fmt.Printf("  jetstream sync always  file store with sync always: fsyncs every write before the ack (%d messages per run)\n", *syncMessages)
+	fmt.Printf("headline ratio: %s / %s (%s)\n", ratios[0].num, ratios[0].den, ratios[0].note)
+	fmt.Printf("%d rounds per row; a round runs %s, %s, %s, %s, each on a new node or server\n",
+		*rounds, braidAlways, jsDefault, braidNone, jsAlways)
+	fmt.Println("in a new data directory; ratios are per round, then the median and the spread (min-max) of the rounds.")
+	if *rounds < 3 {
+		fmt.Printf("note: only %d round(s): the spread says little\n", *rounds)
 	}
-	cols := []string{"braid always", "braid none", "jetstream default sync", "jetstream sync always"}
-	var rows []row
+	fmt.Println()
+
+	var rows []rowResult
 	for _, size := range sizes {
 		n := *messages
 		if size > 100 {
 			n = *bigMessages
 		}
-		r := row{name: fmt.Sprintf("produce %d B, %d keys", size, *keys), cells: map[string]workload.Result{}}
-		for _, dur := range []string{"always", "none"} {
-			res, err := braidProduce(ctx, dur, workload.Spec{Messages: n, Size: size, Keys: *keys})
-			check(err)
-			r.cells["braid "+dur] = res
+		spec := workload.Spec{Messages: n, Size: size, Keys: *keys}
+		syncSpec := workload.Spec{Messages: min(n, *syncMessages), Size: size, Keys: *keys}
+		r := row{
+			name:   fmt.Sprintf("produce %d B, %d keys", size, *keys),
+			detail: fmt.Sprintf("%d messages per run, %d with JetStream sync always", n, syncSpec.Messages),
+			cells: []cell{
+				{braidAlways, func() (workload.Result, error) { return braidProduce(ctx, "always", spec) }},
+				{jsDefault, func() (workload.Result, error) {
+					return bestOfProcs(func(procs int) (workload.Result, error) { return jsProduce(ctx, false, procs, spec) })
+				}},
+				{braidNone, func() (workload.Result, error) { return braidProduce(ctx, "none", spec) }},
+				{jsAlways, func() (workload.Result, error) {
+					return bestOfProcs(func(procs int) (workload.Result, error) { return jsProduce(ctx, true, procs, syncSpec) })
+				}},
+			},
 		}
-		for _, always := range []bool{false, true} {
-			m := n
-			name := "jetstream default sync"
-			if always {
-				m, name = min(n, *syncMessages), "jetstream sync always"
-			}
-			spec := workload.Spec{Messages: m, Size: size, Keys: *keys}
-			r.cells[name] = bestOfProcs(r.name+", "+name, func(procs int) (workload.Result, error) {
-				return jsProduce(ctx, always, procs, spec)
-			})
-		}
-		rows = append(rows, r)
+		rows = append(rows, r.measure(*rounds))
 	}
 	if *doReplay {
 		// Replay: write n messages, then read them all back.
-		replay := row{name: fmt.Sprintf("replay %d x 100 B", *messages), cells: map[string]workload.Result{}}
-		res, err := braidReplay(ctx, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
-		check(err)
-		replay.cells["braid always"] = res
-		replay.cells["jetstream default sync"] = bestOfProcs(replay.name+", jetstream", func(procs int) (workload.Result, error) {
-			return jsReplay(ctx, procs, workload.Spec{Messages: *messages, Size: 100, Keys: *keys})
-		})
-		rows = append(rows, replay)
+		spec := workload.Spec{Messages: *messages, Size: 100, Keys: *keys}
+		r := row{
+			name:   fmt.Sprintf("replay %d x 100 B", *messages),
+			detail: "write the messages, then time reading them all back: one Braid stream consumer (acking each), one JetStream ordered consumer",
+			cells: []cell{
+				{braidAlways, func() (workload.Result, error) { return braidReplay(ctx, spec) }},
+				{jsDefault, func() (workload.Result, error) {
+					return bestOfProcs(func(procs int) (workload.Result, error) { return jsReplay(ctx, procs, spec) })
+				}},
+			},
+		}
+		rows = append(rows, r.measure(*rounds))
 	}
 
-	fmt.Printf("%-28s", "workload (msg/s; p50/p99)")
-	for _, c := range cols {
-		fmt.Printf(" | %-26s", c)
-	}
-	fmt.Printf(" | %s\n", "braid always / jetstream default")
-	fmt.Println(strings.Repeat("-", 28+4*29+36))
-	for _, r := range rows {
-		fmt.Printf("%-28s", r.name)
-		for _, c := range cols {
-			cell := "-"
-			if res, ok := r.cells[c]; ok {
-				cell = fmt.Sprintf("%.0f", res.Rate())
-				if res.P99 > 0 {
-					cell += fmt.Sprintf(" (%s/%s)", short(res.P50), short(res.P99))
-				}
-				if res.Errors > 0 {
-					cell += fmt.Sprintf(" %d ERR", res.Errors)
-				}
-			}
-			fmt.Printf(" | %-26s", cell)
-		}
-		a, j := r.cells["braid always"], r.cells["jetstream default sync"]
-		fmt.Printf(" | %.2fx\n", a.Rate()/j.Rate())
+	if len(rows) > 0 {
+		printMedians(rows)
+		fmt.Println()
+		printSummary(rows)
 	}
 
 	if !*doSplit {
 		return
 	}
 	fmt.Println()
+	runtime.GC()
 	split, err := splitUnderLoad(ctx, *splitRate)
 	check(err)
-	fmt.Printf("split under load (%d msg/s, 4 s, braid always): %s\n", *splitRate, split)
+	fmt.Printf("split under load (%d msg/s, 4 s, braid always, one run): %s\n", *splitRate, split)
 }
 
 func short(d time.Duration) string {
@@ -173,22 +200,27 @@ func braidReplay(ctx context.Context, spec workload.Spec) (res workload.Result, 
 }
 
 // bestOfProcs runs a JetStream measurement with GOMAXPROCS at the process's
-// (the CPUs, as nats-server runs) and at twice that, prints both, and keeps
-// the faster: the ratios compare Braid with JetStream at its better setting.
-func bestOfProcs(what string, run func(procs int) (workload.Result, error)) workload.Result {
+// (the CPUs, as nats-server runs) and at twice that, each on its own
+// server, and keeps the faster: the ratios compare Braid with JetStream at
+// its better setting. The result's Note gives both rates.
+func bestOfProcs(run func(procs int) (workload.Result, error)) (workload.Result, error) {
 	var best workload.Result
 	var rates []string
+	bestProcs := 0
 	base := runtime.GOMAXPROCS(0)
 	for _, procs := range []int{base, 2 * base} {
+		runtime.GC()
 		res, err := run(procs)
-		check(err)
-		rates = append(rates, fmt.Sprintf("GOMAXPROCS=%d %.0f msg/s", procs, res.Rate()))
-		if res.Rate() > best.Rate() {
-			best = res
+		if err != nil {
+			return workload.Result{}, err
+		}
+		rates = append(rates, fmt.Sprintf("%d: %.0f", procs, res.Rate()))
+		if bestProcs == 0 || res.Rate() > best.Rate() {
+			best, bestProcs = res, procs
 		}
 	}
-	fmt.Printf("%s: %s\n", what, strings.Join(rates, ", "))
-	return best
+	best.Note = fmt.Sprintf("(GOMAXPROCS %s; kept %d)", strings.Join(rates, ", "), bestProcs)
+	return best, nil
 }
 
 func jsProduce(ctx context.Context, syncAlways bool, procs int, spec workload.Spec) (workload.Result, error) {
