@@ -92,7 +92,7 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
 		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}, quarantined: map[string]string{}}
-	m.store = NewLogStore(cfg.DataDir, m.m.repaired)
+	m.store = NewLogStore(cfg.DataDir, LogEvents{Repaired: m.repaired, Hole: m.hole})
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)
 	}

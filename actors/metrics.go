@@ -25,6 +25,10 @@ type metrics struct {
 	deadLetters prometheus.Counter
 	// quarantined is the number of topics set aside (see quarantine).
 	quarantined prometheus.Gauge
+	// holes and lostRecords count the runs of records lost to damage in
+	// bucket logs (wal.Hole) and the offsets they span.
+	holes       prometheus.Counter
+	lostRecords prometheus.Counter
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -66,6 +70,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		quarantined: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "braid_topics_quarantined",
 			Help: "Topics not served because their metadata record does not read or validate (each logged at error level, answered TOPIC_QUARANTINED)."}),
+		holes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_wal_holes_total",
+			Help: "Runs of records lost to damage in a bucket log with whole records after them, found at open or on read (each logged at error level; readers skip them with OFFSETS_LOST)."}),
+		lostRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_wal_lost_records_total", Help: "Offsets in the holes counted by braid_wal_holes_total."}),
 		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_operations_total",
 			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
@@ -100,13 +109,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
-			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined,
+			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m
 }
 
 func (m *metrics) repaired(r wal.RepairReport) {
-	m.repairs.Inc()
-	m.repairedBytes.Add(float64(r.DroppedBytes))
+	if r.DroppedBytes > 0 || r.ZeroBytes > 0 {
+		m.repairs.Inc()
+		m.repairedBytes.Add(float64(r.DroppedBytes))
+	}
 }

@@ -38,14 +38,24 @@ type LogStore struct {
 	logs map[UnitKey]*wal.Log
 	// signals holds, per topic URI, the channel closed at the next append.
 	signals map[string]chan struct{}
-	// repairs counts bytes dropped by torn-tail repair at open.
-	repairs func(wal.RepairReport)
+	events  LogEvents
 }
 
-// NewLogStore returns a store rooted at dir. onRepair, when not nil, is told
-// of every log that Open repaired.
-func NewLogStore(dir string, onRepair func(wal.RepairReport)) *LogStore {
-	return &LogStore{dir: dir, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, repairs: onRepair,
+// LogEvents is what a LogStore reports of the logs it opens; either may be
+// nil.
+type LogEvents struct {
+	// Repaired hears of every log whose tail Open cut, or in which it found
+	// holes.
+	Repaired func(UnitKey, wal.RepairReport)
+	// Hole hears of every run of records lost to damage (wal.Hole), once
+	// per log opened: at open, or as a read finds it in an older file. It
+	// is called with the log's read lock held and must not use the log.
+	Hole func(UnitKey, wal.Hole)
+}
+
+// NewLogStore returns a store rooted at dir that reports to events.
+func NewLogStore(dir string, events LogEvents) *LogStore {
+	return &LogStore{dir: dir, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, events: events,
 		incarnations: map[string]string{}}
 }
 
@@ -87,12 +97,15 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	if l, ok := s.logs[k]; ok {
 		return l, nil
 	}
+	if hole := s.events.Hole; hole != nil {
+		opts.OnHole = func(h wal.Hole) { hole(k, h) }
+	}
 	l, err := wal.Open(s.unitDirLocked(k), opts)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
-	if r := l.Repair(); r.DroppedBytes > 0 && s.repairs != nil {
-		s.repairs(r)
+	if r := l.Repair(); r != (wal.RepairReport{}) && s.events.Repaired != nil {
+		s.events.Repaired(k, r)
 	}
 	s.logs[k] = l
 	return l, nil

@@ -45,6 +45,10 @@ var (
 var (
 	CodeSegmentGone = Code{470, "SEGMENT_GONE"} // the segment was deleted by retention
 	CodeOffsetGone  = Code{471, "OFFSET_GONE"}  // the offset is below the unit's first retained offset
+	// CodeOffsetsLost: the records at the offset were lost to damage in the
+	// unit's log (a hole: whole records after it were kept); the reply names
+	// the lost range, and reading goes on after it.
+	CodeOffsetsLost = Code{472, "OFFSETS_LOST"}
 )
 
 // Codes is the whole table, in number order.
@@ -53,7 +57,7 @@ var Codes = []Code{
 	CodeNotFound, CodeTenantNotFound, CodeNamespaceMissing, CodeTopicNotFound,
 	CodeSegmentNotFound, CodeAlreadyExists, CodeLayoutRefused, CodeConsumerUnknown,
 	CodeNotOwner, CodePayloadTooLarge, CodeSegmentSealed, CodeTopicDeleted, CodeTopicQuarantined,
-	CodeSegmentGone, CodeOffsetGone,
+	CodeSegmentGone, CodeOffsetGone, CodeOffsetsLost,
 	CodeInternal, CodeUnavailable, CodeTimeout,
 }
 
@@ -92,6 +96,7 @@ var (
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
 	ErrSegmentGone     = &Error{Code: CodeSegmentGone}
 	ErrOffsetGone      = &Error{Code: CodeOffsetGone}
+	ErrOffsetsLost     = &Error{Code: CodeOffsetsLost}
 )
 
 // Errorf builds an Error with a formatted message.

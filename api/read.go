@@ -1,6 +1,9 @@
 package api
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Direct reads, for checkpoint consumers: no subscription, no server-side
 // state. The client follows the layout itself (topic.describe and the layout
@@ -13,16 +16,24 @@ import "encoding/binary"
 //
 //	| version (1B) = 1 | uvarint epoch | uvarint unitCount | unit * unitCount
 //	| uvarint count | message * count |                  (message as in the fetch reply; deliveries = 0)
-//	unit = | uvarint segment | uvarint bucket | uvarint code (0 = ok) | uvarint first | uvarint next | sealed (1B: 0 or 1) |
+//	unit = | uvarint segment | uvarint bucket | uvarint code (0 = ok) | uvarint first | uvarint next | flags (1B) |
+//	       [ uvarint lostFrom | uvarint lostTo ]    (when flags bit 1 is set)
+//	       [ uvarint len | message (UTF-8) ]        (when flags bit 2 is set)
+//	flags: bit 0 (1) sealed, bit 1 (2) a lost range follows, bit 2 (4) a
+//	message follows (what went wrong, with a code); no other bit is set
 //
 // There is one unit entry per requested unit, in request order. first and
 // next are the unit's first retained offset and next offset after the read;
-// sealed = 1 says next is final (the layout at epoch shows the segment
-// sealed, so nothing more will be appended). code is SEGMENT_GONE when the
-// segment was deleted by retention, OFFSET_GONE when the requested offset is
-// below first (retention removed it), SEGMENT_NOT_FOUND when the layout has
-// no such segment; no message of that unit is returned then. Messages come
-// in offset order per unit.
+// sealed says next is final (the layout at epoch shows the segment sealed,
+// so nothing more will be appended). code is SEGMENT_GONE when the segment
+// was deleted by retention, OFFSET_GONE when the requested offset is below
+// first (retention removed it), OFFSETS_LOST when the records at the
+// requested offset were lost to damage in the unit's log (the lost range
+// [lostFrom, lostTo) follows; read on from lostTo), SEGMENT_NOT_FOUND when
+// the layout has no such segment; no message of that unit is returned then.
+// A read that reaches a lost range stops before it; the next read, from its
+// start, reports it. Messages come in offset order per unit. (Replies
+// without a lost range are what earlier releases sent: flags 0 or 1.)
 
 // Read verbs.
 const (
@@ -61,7 +72,8 @@ type ReadRequest struct {
 }
 
 // UnitStatusJSON is one unit of a ReadReplyJSON: UnitStatus with the
-// code's symbol beside its number (both omitted when the unit is fine).
+// code's symbol beside its number, and the message after it ("SYMBOL" or
+// "SYMBOL: message"; both omitted when the unit is fine).
 type UnitStatusJSON struct {
 	Segment uint64 `json:"segment"`
 	Bucket  int    `json:"bucket"`
@@ -70,6 +82,9 @@ type UnitStatusJSON struct {
 	First   uint64 `json:"first"`
 	Next    uint64 `json:"next"`
 	Sealed  bool   `json:"sealed"`
+	// LostFrom and LostTo: see UnitStatus.
+	LostFrom uint64 `json:"lost_from,omitempty"`
+	LostTo   uint64 `json:"lost_to,omitempty"`
 }
 
 // ReadReplyJSON is the reply of a read.fetch with "format":"json":
@@ -89,6 +104,12 @@ type UnitStatus struct {
 	First   uint64
 	Next    uint64
 	Sealed  bool
+	// LostFrom and LostTo are set with OFFSETS_LOST: the offsets lost to
+	// damage, [LostFrom, LostTo); read on from LostTo.
+	LostFrom, LostTo uint64
+	// Message says what went wrong, with some codes (OFFSETS_LOST,
+	// INTERNAL, UNAVAILABLE).
+	Message string
 }
 
 // ReadReply is the decoded read reply.
@@ -97,6 +118,13 @@ type ReadReply struct {
 	Units    []UnitStatus
 	Messages []Message
 }
+
+// The flags of a unit in the read reply.
+const (
+	unitSealed  = 1 << 0
+	unitLost    = 1 << 1
+	unitMessage = 1 << 2
+)
 
 // AppendReadReply encodes a read reply.
 func AppendReadReply(dst []byte, r *ReadReply) []byte {
@@ -109,11 +137,25 @@ func AppendReadReply(dst []byte, r *ReadReply) []byte {
 		dst = binary.AppendUvarint(dst, uint64(u.Code))
 		dst = binary.AppendUvarint(dst, u.First)
 		dst = binary.AppendUvarint(dst, u.Next)
-		sealed := byte(0)
+		flags := byte(0)
 		if u.Sealed {
-			sealed = 1
+			flags |= unitSealed
 		}
-		dst = append(dst, sealed)
+		if u.LostTo > u.LostFrom {
+			flags |= unitLost
+		}
+		if u.Message != "" {
+			flags |= unitMessage
+		}
+		dst = append(dst, flags)
+		if flags&unitLost != 0 {
+			dst = binary.AppendUvarint(dst, u.LostFrom)
+			dst = binary.AppendUvarint(dst, u.LostTo)
+		}
+		if flags&unitMessage != 0 {
+			dst = binary.AppendUvarint(dst, uint64(len(u.Message)))
+			dst = append(dst, u.Message...)
+		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.Messages)))
 	for i := range r.Messages {
@@ -139,12 +181,23 @@ func DecodeReadReply(b []byte) (ReadReply, error) {
 		u.Code = int(d.uvarint("code"))
 		u.First = d.uvarint("first")
 		u.Next = d.uvarint("next")
-		switch s := d.byteValue("sealed"); {
+		switch f := d.byteValue("flags"); {
 		case d.err != nil:
-		case s > 1:
-			d.fail("sealed flag is not 0 or 1")
+		case f&^(unitSealed|unitLost|unitMessage) != 0:
+			d.fail(fmt.Sprintf("unknown unit flags %#x", f))
 		default:
-			u.Sealed = s == 1
+			u.Sealed = f&unitSealed != 0
+			if f&unitLost != 0 {
+				u.LostFrom, u.LostTo = d.uvarint("lost from"), d.uvarint("lost to")
+				if d.err == nil && u.LostTo <= u.LostFrom {
+					d.fail("empty lost range")
+				}
+			}
+			if f&unitMessage != 0 {
+				if u.Message = string(d.bytes("message")); d.err == nil && u.Message == "" {
+					d.fail("empty message")
+				}
+			}
 		}
 		r.Units = append(r.Units, u)
 	}

@@ -11,6 +11,9 @@ func TestReadReplyRoundTrip(t *testing.T) {
 		Units: []UnitStatus{
 			{Segment: 3, Bucket: 1, First: 2, Next: 40, Sealed: true},
 			{Segment: 4, Bucket: 0, Code: CodeOffsetGone.Number, First: 9, Next: 12},
+			{Segment: 5, Bucket: 2, Code: CodeOffsetsLost.Number, First: 0, Next: 90, Sealed: true, LostFrom: 10, LostTo: 20,
+				Message: "offsets [10, 20) lost"},
+			{Segment: 6, Code: CodeInternal.Number, Message: "disk on fire"},
 		},
 		Messages: []Message{{Segment: 3, Bucket: 1, Offset: 2, Time: 5, Key: []byte("k"), Payload: []byte("v"),
 			Headers: []Header{{Name: "h", Value: []byte("x")}}}},
@@ -29,9 +32,19 @@ func TestReadReplyRoundTrip(t *testing.T) {
 		}
 	}
 	bad := AppendReadReply(nil, &ReadReply{Units: []UnitStatus{{Sealed: true}}})
-	bad[len(bad)-2] = 2 // the sealed flag
+	bad[len(bad)-2] = 4 // the flags
 	if _, err := DecodeReadReply(bad); err == nil {
-		t.Fatal("sealed flag 2 accepted")
+		t.Fatal("unit flag 4 accepted")
+	}
+	bad = AppendReadReply(nil, &ReadReply{Units: []UnitStatus{{LostFrom: 3, LostTo: 4}}})
+	bad[len(bad)-2] = 3 // lost to = lost from
+	if _, err := DecodeReadReply(bad); err == nil {
+		t.Fatal("an empty lost range accepted")
+	}
+	// A reply without a lost range is what earlier releases sent.
+	old := AppendReadReply(nil, &ReadReply{Units: []UnitStatus{{Segment: 1, Next: 2, Sealed: true}}})
+	if want := []byte{FormatVersion, 0, 1, 1, 0, 0, 0, 2, 1, 0}; !reflect.DeepEqual(old, want) {
+		t.Fatalf("encoding % x, want % x", old, want)
 	}
 }
 

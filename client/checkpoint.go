@@ -31,8 +31,9 @@ import (
 // Data that retention removed before the consumer read it (a deleted
 // segment, offsets below a unit's first retained one) makes Next fail with a
 // *SegmentGoneError naming it, every time, until the application restores
-// another checkpoint, or, with WithSkipGone, is skipped and reported. The
-// consumer never jumps over data silently.
+// another checkpoint, or, with WithSkipGone, is skipped and reported. So are
+// records the server lost to damage in its log (OFFSETS_LOST; the error's
+// Lost is set). The consumer never jumps over data silently.
 //
 // A CheckpointConsumer is safe for concurrent use; Next calls are served one
 // at a time.
@@ -86,7 +87,7 @@ type CheckpointMessage struct {
 }
 
 // ErrDataGone is matched by every *SegmentGoneError (errors.Is).
-var ErrDataGone = errors.New("braid/client: data removed by retention before it was read")
+var ErrDataGone = errors.New("braid/client: data removed or lost before it was read")
 
 // SegmentGoneError says that retention removed data a CheckpointConsumer had
 // not read: a whole segment (Bucket -1), or the offsets of one unit from
@@ -96,10 +97,18 @@ type SegmentGoneError struct {
 	Segment uint64
 	Bucket  int    // -1: the segment was deleted
 	Offset  uint64 // the next offset the consumer was to read
-	First   uint64 // the first offset still retained
+	First   uint64 // the first offset still retained (with Lost: after the lost ones)
+	// Lost says the records were not removed by retention but lost to
+	// damage in the server's log (the server logged and counted it);
+	// [Offset, First) is what the consumer did not get.
+	Lost bool
 }
 
 func (e *SegmentGoneError) Error() string {
+	if e.Lost {
+		return fmt.Sprintf("braid/client: offsets %d to %d of segment %d bucket %d of %s were lost to damage in the server's log",
+			e.Offset, e.First-1, e.Segment, e.Bucket, e.Topic)
+	}
 	if e.Bucket < 0 {
 		return fmt.Sprintf("braid/client: segment %d of %s was deleted by retention before it was read to its end", e.Segment, e.Topic)
 	}
@@ -501,8 +510,11 @@ func (c *CheckpointConsumer) apply(ctx context.Context, r readResult) error {
 			stale = true
 		case api.CodeSegmentNotFound.Number:
 			stale = true
-		case api.CodeOffsetGone.Number:
+		case api.CodeOffsetGone.Number, api.CodeOffsetsLost.Number:
 			e := &SegmentGoneError{Topic: c.topic, Segment: st.Segment, Bucket: st.Bucket, Offset: r.req.Units[i].Offset, First: st.First}
+			if st.Code == api.CodeOffsetsLost.Number {
+				e.First, e.Lost = st.LostTo, true
+			}
 			if c.cfg.skipGone == nil {
 				gone = errors.Join(gone, e)
 				continue
@@ -513,7 +525,7 @@ func (c *CheckpointConsumer) apply(ctx context.Context, r readResult) error {
 		default:
 			c.mu.Unlock()
 			code, _ := api.CodeByNumber(st.Code)
-			return fmt.Errorf("read segment %d bucket %d of %s: %w", st.Segment, st.Bucket, c.topic, &api.Error{Code: code})
+			return fmt.Errorf("read segment %d bucket %d of %s: %w", st.Segment, st.Bucket, c.topic, &api.Error{Code: code, Message: st.Message})
 		}
 	}
 	for i := range r.reply.Messages {

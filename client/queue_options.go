@@ -139,8 +139,8 @@ func WithStartTime(t time.Time) CheckpointOption {
 
 // WithSkipGone makes a CheckpointConsumer skip ahead over data that
 // retention removed before it was read (a deleted segment, offsets below a
-// unit's first retained one) instead of failing Next with a
-// *SegmentGoneError. report, when not nil, is told of every skip, from the
+// unit's first retained one), or that the server lost to damage, instead of
+// failing Next with a *SegmentGoneError. report, when not nil, is told of every skip, from the
 // goroutine calling Next.
 func WithSkipGone(report func(*SegmentGoneError)) CheckpointOption {
 	return checkpointOption(func(c *checkpointConfig) {

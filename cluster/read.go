@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -88,9 +91,13 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 func readReplyJSON(r *api.ReadReply) api.ReadReplyJSON {
 	out := api.ReadReplyJSON{Epoch: r.Epoch, Units: make([]api.UnitStatusJSON, len(r.Units)), Messages: fetchJSON(r.Messages).Messages}
 	for i, u := range r.Units {
-		j := api.UnitStatusJSON{Segment: u.Segment, Bucket: u.Bucket, Code: u.Code, First: u.First, Next: u.Next, Sealed: u.Sealed}
+		j := api.UnitStatusJSON{Segment: u.Segment, Bucket: u.Bucket, Code: u.Code, First: u.First, Next: u.Next, Sealed: u.Sealed,
+			LostFrom: u.LostFrom, LostTo: u.LostTo}
 		if c, ok := api.CodeByNumber(u.Code); ok && u.Code != 0 {
 			j.Error = c.Symbol
+			if u.Message != "" {
+				j.Error += ": " + u.Message
+			}
 		}
 		out.Units[i] = j
 	}
@@ -155,8 +162,9 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *ap
 		ru := units[i]
 		recs, err := t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
 		if err != nil {
-			if len(reply.Messages) == 0 && from[i] == ru.Offset {
-				reply.Units[i].Code = api.AsError(err).Code.Number
+			if from[i] == ru.Offset {
+				// Nothing of the unit was read: its status says why.
+				unitError(&reply.Units[i], err)
 			}
 			return false, err
 		}
@@ -178,6 +186,20 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *ap
 		return taken == n && taken == len(recs) && from[i] < reply.Units[i].Next, nil
 	})
 	return reply
+}
+
+// unitError sets the status of a unit whose read failed: OFFSETS_LOST with
+// the lost range for a hole in its log, else the error's code, and its text.
+func unitError(st *api.UnitStatus, err error) {
+	var hole *wal.HoleError
+	if errors.As(err, &hole) {
+		st.Code, st.LostFrom, st.LostTo = api.CodeOffsetsLost.Number, hole.From, hole.To
+		st.Message = fmt.Sprintf("offsets [%d, %d) of segment %d bucket %d were lost to damage in its log; read on from %d",
+			hole.From, hole.To, st.Segment, st.Bucket, hole.To)
+		return
+	}
+	e := api.AsError(err)
+	st.Code, st.Message = e.Code.Number, e.Message
 }
 
 // readOffsets serves braid.v1.read.offsets.<t>.<ns>.<topic>.

@@ -47,6 +47,7 @@ func (g *group) onAck(m *Ack) {
 	}
 
 	for u, cursor := range advance {
+		cursor = g.units[u].pastLost(cursor)
 		if cursor > max(g.units[u].acked, g.batch.cursors[u]) {
 			g.batch.cursors[u] = cursor
 		}
@@ -108,6 +109,7 @@ func (g *group) flushOrFail(restart bool) {
 				us.acked = c.Acked
 				us.delivered = max(us.delivered, us.acked)
 				us.counts.trim(us.acked)
+				us.trimLost()
 			}
 		}
 		g.dirty = true

@@ -312,6 +312,10 @@ func (g *group) readUnit(u topology.Unit, n, maxBytes int, out *[]api.Message, b
 	n = int(min(uint64(n), next-us.delivered))
 	recs, err := g.cfg.Source.Read(u.Segment, u.Bucket, us.delivered, n, max(maxBytes-*bytes, 1))
 	if len(recs) == 0 {
+		if h, ok := holeAt(err, us.delivered); ok {
+			g.skipLost(u, us, h)
+			return us.delivered < next, nil
+		}
 		return false, err
 	}
 	taken := 0

@@ -1,8 +1,10 @@
 package consumers
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -212,4 +214,44 @@ func (s *testSource) truncate(seg topology.SegmentID, bucket int, before uint64)
 	if err := l.TruncateHead(before); err != nil && !errors.Is(err, wal.ErrNotFound) {
 		s.t.Fatal(err)
 	}
+}
+
+// damage flips a byte of the stored record whose payload is marker, in the
+// log of one unit, as a bad sector would: the log is closed and opened
+// again, and reads the frame holding the record as a hole (wal.Hole).
+func (s *testSource) damage(seg topology.SegmentID, bucket int, marker string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := topology.Unit{Segment: seg, Bucket: bucket}
+	l, err := s.logLocked(seg, bucket)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	dir := l.Dir()
+	if err := l.Close(); err != nil {
+		s.t.Fatal(err)
+	}
+	delete(s.logs, u)
+	files, err := filepath.Glob(filepath.Join(dir, "[0-9]*"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if i := bytes.Index(data, []byte(marker)); i >= 0 {
+			data[i] ^= 0x20
+			if err := os.WriteFile(f, data, 0o640); err != nil {
+				s.t.Fatal(err)
+			}
+			if l, err = s.logLocked(seg, bucket); err != nil || len(l.Holes()) == 0 {
+				s.t.Fatalf("damaged %s: holes %v, %v", f, l.Holes(), err)
+			}
+			return
+		}
+	}
+	s.t.Fatalf("no record %q in %s", marker, dir)
 }

@@ -60,6 +60,9 @@ type unitState struct {
 	restoredUntil uint64
 	// counts remembers earlier deliveries of the offsets past acked.
 	counts deliveryCounts
+	// lost are the runs of offsets past acked that delivery skipped, as
+	// their records were lost to damage (lost.go), in offset order.
+	lost []lostRun
 }
 
 // consumerState is one live consumer.

@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -17,7 +18,12 @@ import (
 // open log (also with an error, so the caller can close it) and the number
 // of records it holds.
 func openAndReplay(dir string, durability wal.Durability, logger *slog.Logger, apply func([]byte) error) (*wal.Log, int, error) {
-	l, err := wal.Open(dir, wal.Options{Durability: durability})
+	l, err := wal.Open(dir, wal.Options{Durability: durability, OnHole: func(h wal.Hole) {
+		// The state changes in it are lost: acks among them are
+		// delivered again (at least once), as after a crash before them.
+		logger.Error("consumer group log: records lost to damage; replaying without them", "dir", dir,
+			"from", h.From, "to", h.To, "file", h.File, "pos", h.Pos, "bytes", h.Bytes, "reason", h.Reason)
+	}})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -27,6 +33,11 @@ func openAndReplay(dir string, durability wal.Durability, logger *slog.Logger, a
 	from, next := l.FirstOffset(), l.NextOffset()
 	for from < next {
 		recs, err := l.ReadRange(from, 512, 0)
+		var hole *wal.HoleError
+		if errors.As(err, &hole) {
+			from = hole.To
+			continue
+		}
 		if err != nil {
 			return l, 0, fmt.Errorf("replaying %s at offset %d: %w", dir, from, err)
 		}

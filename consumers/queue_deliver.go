@@ -271,6 +271,10 @@ func (q *queueGroup) take(c *consumerState, unit topology.Unit, n, maxBytes int,
 			continue
 		}
 		recs, err := q.cfg.Source.Read(unit.Segment, unit.Bucket, off, 1, max(maxBytes-*bytes, 1))
+		if h, ok := holeAt(err, off); ok {
+			q.skipLostEntry(unit, u, off, e, h)
+			continue
+		}
 		if err != nil || len(recs) == 0 {
 			return false, err
 		}
@@ -292,6 +296,10 @@ func (q *queueGroup) take(c *consumerState, unit topology.Unit, n, maxBytes int,
 	from := u.read()
 	recs, err := q.cfg.Source.Read(unit.Segment, unit.Bucket, from, min(n-taken, int(limit-from)), max(maxBytes-*bytes, 1))
 	if len(recs) == 0 {
+		if h, ok := holeAt(err, from); ok {
+			q.skipLost(unit, u, h, limit)
+			return u.read() < next, nil
+		}
 		return false, err
 	}
 	for i := range recs {
@@ -319,6 +327,10 @@ func queueMessage(unit topology.Unit, off uint64, deliveries uint32, rec *wal.Re
 // to the dead-letter topic; it is acknowledged once that append is durable.
 func (q *queueGroup) deadLetter(unit topology.Unit, u *queueUnit, off uint64, e *queueEntry, now int64) {
 	recs, err := q.cfg.Source.Read(unit.Segment, unit.Bucket, off, 1, 0)
+	if h, ok := holeAt(err, off); ok {
+		q.skipLostEntry(unit, u, off, e, h)
+		return
+	}
 	if err != nil || len(recs) == 0 {
 		q.logger.Warn("reading a message for the dead-letter topic", "segment", unit.Segment, "bucket", unit.Bucket, "offset", off, "err", err)
 		u.setState(e, entryDelayed, now+deadLetterRetry.Milliseconds())
