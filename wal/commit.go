@@ -2,7 +2,6 @@ package wal
 
 import (
 	"fmt"
-	"os"
 )
 
 // Write writes recs as one batch, as Append does, without waiting for them
@@ -37,7 +36,7 @@ type PendingCommit struct {
 	job    syncJob
 	wait   func() error // the tail file's fsync; nil when the job has no file
 	target frameIndex
-	file   *os.File
+	file   File
 }
 
 // StartCommit begins a Commit: it submits the fsync of what was written
@@ -65,7 +64,7 @@ func (l *Log) StartCommit() *PendingCommit {
 	l.writeMu.Unlock()
 	if l.syncErr == nil && p.job.file != nil {
 		ioSyncs.Add(1)
-		p.wait = startFsync(p.job.file)
+		p.wait = startSync(p.job.file)
 	}
 	return p
 }

@@ -70,8 +70,8 @@ func parseSegmentName(name string) (segmentFile, bool) {
 
 // listSegmentFiles returns the files of dir that are part of the log, in
 // name order: by first offset, a plain file before its ".END" and ".START".
-func listSegmentFiles(dir string) ([]segmentFile, error) {
-	entries, err := os.ReadDir(dir)
+func listSegmentFiles(fsys FS, dir string) ([]segmentFile, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +92,8 @@ func listSegmentFiles(dir string) ([]segmentFile, error) {
 // ".START" file replaces every file before it, an ".END" file replaces its
 // plain namesake and every file after it. It returns the plain files that
 // remain, in offset order.
-func finishTruncation(dir string) ([]segmentFile, error) {
-	files, err := listSegmentFiles(dir)
+func finishTruncation(fsys FS, dir string) ([]segmentFile, error) {
+	files, err := listSegmentFiles(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -112,27 +112,27 @@ func finishTruncation(dir string) ([]segmentFile, error) {
 	var keep []segmentFile
 	switch {
 	case start >= 0:
-		if err := removeFiles(dir, files[:start]); err != nil {
+		if err := removeFiles(fsys, dir, files[:start]); err != nil {
 			return nil, err
 		}
 		keep = append(keep, files[start+1:]...)
-		if err := promote(dir, files[start]); err != nil {
+		if err := promote(fsys, dir, files[start]); err != nil {
 			return nil, err
 		}
 		keep = append([]segmentFile{{name: segmentName(files[start].first), first: files[start].first}}, keep...)
 	case end >= 0:
-		if err := removeFiles(dir, files[end+1:]); err != nil {
+		if err := removeFiles(fsys, dir, files[end+1:]); err != nil {
 			return nil, err
 		}
 		keep = slices.DeleteFunc(slices.Clone(files[:end]), func(f segmentFile) bool { return f.first == files[end].first })
-		if err := promote(dir, files[end]); err != nil {
+		if err := promote(fsys, dir, files[end]); err != nil {
 			return nil, err
 		}
 		keep = append(keep, segmentFile{name: segmentName(files[end].first), first: files[end].first})
 	default:
 		return files, nil
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(fsys, dir); err != nil {
 		return nil, err
 	}
 	return keep, nil
@@ -140,13 +140,13 @@ func finishTruncation(dir string) ([]segmentFile, error) {
 
 // promote renames a ".START" or ".END" file to its plain name, replacing
 // the file of that name if there is one.
-func promote(dir string, f segmentFile) error {
-	return os.Rename(filepath.Join(dir, f.name), filepath.Join(dir, segmentName(f.first)))
+func promote(fsys FS, dir string, f segmentFile) error {
+	return fsys.Rename(filepath.Join(dir, f.name), filepath.Join(dir, segmentName(f.first)))
 }
 
-func removeFiles(dir string, files []segmentFile) error {
+func removeFiles(fsys FS, dir string, files []segmentFile) error {
 	for _, f := range files {
-		if err := os.Remove(filepath.Join(dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -155,10 +155,10 @@ func removeFiles(dir string, files []segmentFile) error {
 
 // writeReplacement writes the replacement file of a truncation durably:
 // through a fsynced ".TEMP" file renamed to name, and an fsync of dir.
-func writeReplacement(dir, name string, data []byte) error {
+func writeReplacement(fsys FS, dir, name string, data []byte) error {
 	path := filepath.Join(dir, name)
 	temp := path + tempSuffix
-	f, err := os.OpenFile(temp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	f, err := fsys.OpenFile(temp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
 	if err != nil {
 		return err
 	}
@@ -170,19 +170,19 @@ func writeReplacement(dir, name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(temp, path)
+		err = fsys.Rename(temp, path)
 	}
 	if err != nil {
-		os.Remove(temp)
+		fsys.Remove(temp)
 		return err
 	}
-	return syncDir(dir)
+	return syncDir(fsys, dir)
 }
 
 // removeStaleTemps deletes the temporary files of a truncation that
 // crashed before its rename.
-func removeStaleTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
+func removeStaleTemps(fsys FS, dir string) error {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func removeStaleTemps(dir string) error {
 		if f, ok := parseSegmentName(name); !ok || f.kind == plainFile {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -203,10 +203,10 @@ func removeStaleTemps(dir string) error {
 
 // mkdirDurable creates dir and its missing parents, and fsyncs the parent
 // of every directory it created, so that the new entries survive a crash.
-func mkdirDurable(dir string) error {
+func mkdirDurable(fsys FS, dir string) error {
 	var missing []string
 	for p := dir; ; p = filepath.Dir(p) {
-		if _, err := os.Stat(p); err == nil {
+		if _, err := fsys.Stat(p); err == nil {
 			break
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -216,11 +216,11 @@ func mkdirDurable(dir string) error {
 			break
 		}
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := fsys.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
 	for _, p := range missing {
-		if err := syncDir(filepath.Dir(p)); err != nil {
+		if err := syncDir(fsys, filepath.Dir(p)); err != nil {
 			return err
 		}
 	}
@@ -228,14 +228,4 @@ func mkdirDurable(dir string) error {
 }
 
 // syncDir makes creations, renames and removals in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
-}
+func syncDir(fsys FS, dir string) error { return fsys.SyncDir(dir) }

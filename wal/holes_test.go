@@ -180,7 +180,7 @@ func TestHoleMidFile(t *testing.T) {
 // of it, after the file left the cache too, report the same hole.
 func TestHoleFoundOnRead(t *testing.T) {
 	b := buildLog(t, 40)
-	files, err := listSegmentFiles(b.dir)
+	files, err := listSegmentFiles(OSFS, b.dir)
 	if err != nil || len(files) < 4 {
 		t.Fatalf("want 4 files or more: %v", err)
 	}

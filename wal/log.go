@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -22,6 +21,7 @@ const maxKeptBatchBytes = 1 << 20
 // for the format, durability and repair. Safe for concurrent use.
 type Log struct {
 	dir    string // absolute
+	fs     FS
 	opts   Options
 	repair RepairReport
 
@@ -87,15 +87,15 @@ type view struct {
 	// copy of view stays valid while the writer appends.
 	files    []uint64
 	tail     frameIndex // the tail's frames that Read may serve
-	tailFile *os.File   // the writer's descriptor of the tail
+	tailFile File       // the writer's descriptor of the tail
 	closed   bool
 }
 
 // tailFile is the file appends go to.
 type tailFile struct {
-	first uint64   // offset of its first record, its name
-	file  *os.File // read-write; readers read through it too
-	size  int64    // bytes written or being written
+	first uint64 // offset of its first record, its name
+	file  File   // read-write; readers read through it too
+	size  int64  // bytes written or being written
 	// alloc is how far the file extends: [size, alloc) are the zeros
 	// written ahead (Options.Preallocate). Invariant: size <= alloc, or
 	// alloc is 0 (nothing written ahead).
@@ -147,19 +147,20 @@ func Open(dir string, opts Options) (*Log, error) {
 }
 
 func open(dir string, opts Options) (*Log, error) {
-	if err := mkdirDurable(dir); err != nil {
+	fsys := opts.FS
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, err
 	}
-	if err := removeStaleTemps(dir); err != nil {
+	if err := removeStaleTemps(fsys, dir); err != nil {
 		return nil, err
 	}
-	files, err := finishTruncation(dir)
+	files, err := finishTruncation(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
 		files = []segmentFile{{name: segmentName(0)}}
-		f, err := os.OpenFile(filepath.Join(dir, files[0].name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+		f, err := fsys.OpenFile(filepath.Join(dir, files[0].name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
 		if err != nil {
 			return nil, err
 		}
@@ -167,26 +168,27 @@ func open(dir string, opts Options) (*Log, error) {
 			return nil, err
 		}
 	} else if len(files) > 1 {
-		if err := refuseOldFormat(filepath.Join(dir, files[0].name)); err != nil {
+		if err := refuseOldFormat(fsys, filepath.Join(dir, files[0].name)); err != nil {
 			return nil, err
 		}
 	}
 	last := files[len(files)-1]
 	path := filepath.Join(dir, last.name)
-	report, index, err := repairTail(path, last.first)
+	report, index, err := repairTail(fsys, path, last.first)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
-	if end, err := f.Seek(0, io.SeekEnd); err != nil || end != index.end {
+	if info, err := f.Stat(); err != nil || info.Size() != index.end {
 		f.Close()
-		return nil, errors.Join(err, fmt.Errorf("%s is %d bytes after repair, want %d", path, end, index.end))
+		return nil, errors.Join(err, fmt.Errorf("%s is not %d bytes after repair", path, index.end))
 	}
 	l := &Log{
 		dir:    dir,
+		fs:     fsys,
 		opts:   opts,
 		repair: report,
 		tail:   tailFile{first: last.first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next},
@@ -432,7 +434,7 @@ func (l *Log) rollLocked(first uint64) error {
 		err = l.trimLocked()
 	}
 	if err == nil && l.unsynced {
-		if err = (syncJob{file: l.tail.file}).run(); err != nil {
+		if err = (syncJob{file: l.tail.file, fs: l.fs}).run(); err != nil {
 			l.syncErr = err
 		}
 	}
@@ -441,7 +443,7 @@ func (l *Log) rollLocked(first uint64) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(l.dir, segmentName(first)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+	f, err := l.fs.OpenFile(filepath.Join(l.dir, segmentName(first)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
 	if err != nil {
 		return err
 	}
@@ -474,15 +476,16 @@ func (l *Log) publishTailLocked() {
 
 // syncJob is one fsync pass: what prepareSyncLocked found to sync.
 type syncJob struct {
-	file *os.File // nil: the tail is in sync
-	dir  string   // "": the directory is in sync
+	file File   // nil: the tail is in sync
+	dir  string // "": the directory is in sync
+	fs   FS
 }
 
 // prepareSyncLocked returns the fsync pass that covers everything written
 // so far and marks it as synced; the caller runs it holding syncMu and
 // must treat its failure as fatal (failLocked).
 func (l *Log) prepareSyncLocked() syncJob {
-	var job syncJob
+	job := syncJob{fs: l.fs}
 	if l.unsynced {
 		job.file = l.tail.file
 		l.unsynced = false
@@ -498,12 +501,12 @@ func (l *Log) prepareSyncLocked() syncJob {
 func (job syncJob) run() error {
 	if job.file != nil {
 		ioSyncs.Add(1)
-		if err := fsyncFile(job.file); err != nil {
+		if err := job.file.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", job.file.Name(), err)
 		}
 	}
 	if job.dir != "" {
-		if err := syncDir(job.dir); err != nil {
+		if err := syncDir(job.fs, job.dir); err != nil {
 			return fmt.Errorf("fsync %s: %w", job.dir, err)
 		}
 	}
@@ -620,7 +623,7 @@ func (l *Log) finishSyncHeld(job syncJob, wait func() error) error {
 		}
 	}
 	if job.dir != "" {
-		if err := syncDir(job.dir); err != nil {
+		if err := syncDir(l.fs, job.dir); err != nil {
 			l.syncErr = fmt.Errorf("fsync %s: %w", job.dir, err)
 			return l.syncErr
 		}
@@ -690,7 +693,7 @@ func (l *Log) Close() error {
 // SizeBytes returns the total size of the log's files on disk, less the
 // zeros written ahead of the tail (Options.Preallocate).
 func (l *Log) SizeBytes() int64 {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return 0
 	}

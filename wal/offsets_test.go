@@ -180,7 +180,7 @@ func TestTruncationsInsideBatches(t *testing.T) {
 // starting at first and the last one ending at next.
 func checkFilesLayout(t *testing.T, dir string, first, next uint64) {
 	t.Helper()
-	files, err := listSegmentFiles(dir)
+	files, err := listSegmentFiles(OSFS, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,8 +248,8 @@ func TestTruncationCrashStates(t *testing.T) {
 				t.Fatal(err)
 			}
 			closeLog(t, l)
-			oldFiles, _ := listSegmentFiles(before)
-			newFiles, _ := listSegmentFiles(after)
+			oldFiles, _ := listSegmentFiles(OSFS, before)
+			newFiles, _ := listSegmentFiles(OSFS, after)
 			// The replacement: the file whose contents changed.
 			var replacement segmentFile
 			for _, f := range newFiles {

@@ -96,11 +96,16 @@ type Options struct {
 	// a frame fails its check on read). It is called with the log's read
 	// lock held, so it must not call the Log; log and count the hole.
 	OnHole func(Hole)
+	// FS is the file system the log's files are in; default OSFS.
+	FS FS
 }
 
 func (o Options) withDefaults() (Options, error) {
 	if int(o.Durability) >= len(durabilityNames) {
 		return o, fmt.Errorf("braid/wal: invalid durability %d", uint8(o.Durability))
+	}
+	if o.FS == nil {
+		o.FS = OSFS
 	}
 	if o.SyncInterval <= 0 {
 		o.SyncInterval = DefaultSyncInterval

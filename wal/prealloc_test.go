@@ -10,7 +10,7 @@ import (
 // first offset.
 func fileSizes(t *testing.T, dir string) map[uint64]int64 {
 	t.Helper()
-	files, err := listSegmentFiles(dir)
+	files, err := listSegmentFiles(OSFS, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ const maxCachedFrameBytes = 1 << 20
 // olderFile is a file before the tail, open for reading.
 type olderFile struct {
 	first uint64
-	file  *os.File
+	file  File
 	index frameIndex
 }
 
@@ -251,7 +251,7 @@ func (l *Log) olderFileLocked(first, limit uint64) (*olderFile, error) {
 			return o, nil
 		}
 	}
-	f, err := os.Open(filepath.Join(l.dir, segmentName(first)))
+	f, err := l.fs.OpenFile(filepath.Join(l.dir, segmentName(first)), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -164,8 +164,8 @@ func recordsClaimed(frame []byte, size uint64) int {
 // first, after its last valid frame, makes the cut durable, and returns the
 // index of what is left. Only the last file can be torn by a crash (see
 // the package doc).
-func repairTail(path string, first uint64) (RepairReport, frameIndex, error) {
-	data, err := os.ReadFile(path)
+func repairTail(fsys FS, path string, first uint64) (RepairReport, frameIndex, error) {
+	data, err := readWholeFile(fsys, path)
 	if err != nil {
 		return RepairReport{}, frameIndex{}, err
 	}
@@ -184,10 +184,10 @@ func repairTail(path string, first uint64) (RepairReport, frameIndex, error) {
 		return RepairReport{}, frameIndex{}, fmt.Errorf("%s at byte %d: %w (entry starts %s)",
 			path, valid, checkBatchVersion(data[valid+sizeLen]), hex.EncodeToString(head))
 	}
-	if err := cutFile(path, int64(valid)); err != nil {
+	if err := cutFile(fsys, path, int64(valid)); err != nil {
 		return RepairReport{}, frameIndex{}, err
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := syncDir(fsys, filepath.Dir(path)); err != nil {
 		return RepairReport{}, frameIndex{}, err
 	}
 	report := RepairReport{File: path, Holes: len(index.holes)}
@@ -214,15 +214,15 @@ func allZero(b []byte) bool {
 // one-record-per-entry format of earlier releases. Repair checks the last
 // file; this checks the first, so that such a log is refused at Open
 // rather than misread.
-func refuseOldFormat(path string) error {
-	f, err := os.Open(path)
+func refuseOldFormat(fsys FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	var head [binary.MaxVarintLen64]byte
-	n, err := io.ReadFull(f, head[:])
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+	n, err := f.ReadAt(head[:], 0)
+	if err != nil && err != io.EOF {
 		return err
 	}
 	size, sizeLen := binary.Uvarint(head[:n])
@@ -239,8 +239,8 @@ func refuseOldFormat(path string) error {
 	return nil
 }
 
-func cutFile(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func cutFile(fsys FS, path string, size int64) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func buildLog(t testing.TB, n int) builtLog {
 	}
 	closeLog(t, l)
 
-	files, err := listSegmentFiles(dir)
+	files, err := listSegmentFiles(OSFS, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func expectedReport(path string, dropped int, records int) RepairReport {
 // records, and nothing else.
 func TestRepairCutAtEveryByte(t *testing.T) {
 	b := buildLog(t, 40)
-	if files, _ := listSegmentFiles(b.dir); len(files) < 3 {
+	if files, _ := listSegmentFiles(OSFS, b.dir); len(files) < 3 {
 		t.Fatalf("want several files, got %d", len(files))
 	}
 	if len(b.lastBatches) < 3 {
@@ -370,7 +370,7 @@ func TestRepairNewRollFile(t *testing.T) {
 // scans must be the one the log then appends to.
 func TestRepairFinishesTruncation(t *testing.T) {
 	b := buildLog(t, 40)
-	files, _ := listSegmentFiles(b.dir)
+	files, _ := listSegmentFiles(OSFS, b.dir)
 	middle, afterMiddle := files[1], files[2].first // records [middle.first, afterMiddle)
 	middleData := readFile(t, filepath.Join(b.dir, middle.name))
 	middleEntries := splitEntries(t, middleData)
@@ -545,7 +545,7 @@ func TestOpenRefusesPerRecordLogs(t *testing.T) {
 // the damage, never panic, and records elsewhere stay readable.
 func TestCorruptionInOlderFileIsDetected(t *testing.T) {
 	b := buildLog(t, 40)
-	files, _ := listSegmentFiles(b.dir)
+	files, _ := listSegmentFiles(OSFS, b.dir)
 	first := files[0]
 	firstData := readFile(t, filepath.Join(b.dir, first.name))
 	entries := splitEntries(t, firstData)

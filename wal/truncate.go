@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -48,7 +47,7 @@ func (l *Log) TruncateHead(before uint64) error {
 		if content, err = cutFront(data, index, before); err != nil {
 			return fmt.Errorf("braid/wal: truncate head to %d in %s: %w", before, l.dir, err)
 		}
-		if err := writeReplacement(l.dir, segmentName(before)+startSuffix, content); err != nil {
+		if err := writeReplacement(l.fs, l.dir, segmentName(before)+startSuffix, content); err != nil {
 			return l.failLocked(fmt.Errorf("truncate head to %d: %w", before, err))
 		}
 		keepFrom = i + 1
@@ -58,10 +57,10 @@ func (l *Log) TruncateHead(before uint64) error {
 	defer l.readMu.Unlock()
 	// The old files must be gone for good before the replacement takes
 	// their place: a crash in between leaves the ".START" file to finish.
-	err := removeFiles(l.dir, l.segmentFilesLocked(0, keepFrom))
+	err := removeFiles(l.fs, l.dir, l.segmentFilesLocked(0, keepFrom))
 	if rewrite && err == nil {
-		if err = syncDir(l.dir); err == nil {
-			err = promote(l.dir, segmentFile{name: segmentName(before) + startSuffix, first: before})
+		if err = syncDir(l.fs, l.dir); err == nil {
+			err = promote(l.fs, l.dir, segmentFile{name: segmentName(before) + startSuffix, first: before})
 		}
 	}
 	if err != nil {
@@ -123,16 +122,16 @@ func (l *Log) TruncateTail(from uint64) error {
 		return fmt.Errorf("braid/wal: truncate tail to %d in %s: %w", from, l.dir, err)
 	}
 	first := l.files[i]
-	if err := writeReplacement(l.dir, segmentName(first)+endSuffix, content); err != nil {
+	if err := writeReplacement(l.fs, l.dir, segmentName(first)+endSuffix, content); err != nil {
 		return l.failLocked(fmt.Errorf("truncate tail to %d: %w", from, err))
 	}
 
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
-	err = removeFiles(l.dir, l.segmentFilesLocked(i+1, len(l.files)))
+	err = removeFiles(l.fs, l.dir, l.segmentFilesLocked(i+1, len(l.files)))
 	if err == nil {
-		if err = syncDir(l.dir); err == nil {
-			err = promote(l.dir, segmentFile{name: segmentName(first) + endSuffix, first: first})
+		if err = syncDir(l.fs, l.dir); err == nil {
+			err = promote(l.fs, l.dir, segmentFile{name: segmentName(first) + endSuffix, first: first})
 		}
 	}
 	if err == nil {
@@ -181,12 +180,8 @@ func (l *Log) replaceTailLocked(first uint64, content []byte) error {
 		return fmt.Errorf("the replacement file does not index: %v", index.stopped)
 	}
 	l.addHolesLocked(index.holes)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		f.Close()
 		return err
 	}
 	l.syncMu.Lock()
@@ -230,7 +225,7 @@ func (l *Log) readFileLocked(i int) ([]byte, frameIndex, error) {
 		}
 		return data, l.tail.index(), nil
 	}
-	data, err := os.ReadFile(filepath.Join(l.dir, segmentName(l.files[i])))
+	data, err := readWholeFile(l.fs, filepath.Join(l.dir, segmentName(l.files[i])))
 	if err != nil {
 		return nil, frameIndex{}, err
 	}

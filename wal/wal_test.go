@@ -207,7 +207,7 @@ func TestReadRangeLimits(t *testing.T) {
 	for i := 0; i < len(want); i += 7 {
 		mustAppend(t, l, want[i:min(i+7, len(want))]...)
 	}
-	if files, _ := listSegmentFiles(l.Dir()); len(files) < 3 {
+	if files, _ := listSegmentFiles(OSFS, l.Dir()); len(files) < 3 {
 		t.Fatalf("want several files, got %d", len(files))
 	}
 	frameLen := func(i int) int { return encodedLen(want[i]) }
@@ -377,7 +377,7 @@ func TestRollBySize(t *testing.T) {
 	var openTail uint64
 	check := func(l *Log, round, segBytes int) {
 		t.Helper()
-		files, err := listSegmentFiles(dir)
+		files, err := listSegmentFiles(OSFS, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -457,7 +457,7 @@ func TestRollExactBoundary(t *testing.T) {
 			mustAppend(t, l, recs...)
 			want = append(want, recs...)
 		}
-		files, _ := listSegmentFiles(dir)
+		files, _ := listSegmentFiles(OSFS, dir)
 		for _, f := range files[:len(files)-1] {
 			size := fileSize(t, filepath.Join(dir, f.name))
 			if batch == 1 && size != int64(3*entry) {
@@ -488,7 +488,7 @@ func TestLargeAppendIsCutIntoFrames(t *testing.T) {
 	l.writeMu.Lock()
 	frames := len(l.tail.frames)
 	l.writeMu.Unlock()
-	if files, _ := listSegmentFiles(dir); len(files) < 3 || frames < 2 {
+	if files, _ := listSegmentFiles(OSFS, dir); len(files) < 3 || frames < 2 {
 		t.Fatalf("one append of %d records: %d files, %d frames in the last", len(want), len(files), frames)
 	}
 	checkContents(t, l, want, 0, uint64(len(want)))
