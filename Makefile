@@ -3,7 +3,7 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean
+.PHONY: all build run test lint bench fmt clean crash-test
 
 all: build
 
@@ -17,6 +17,11 @@ run:
 ## test: lint, then every test and spec with the race detector
 test: lint
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+
+## crash-test: SIGKILL a real `braid serve` 60 times (BRAID_CRASH_KILLS) under a producer and a consumer,
+## then check every acknowledged message and consumer ack (`make test` runs the same test with 6 kills)
+crash-test:
+	BRAID_CRASH_KILLS=$${BRAID_CRASH_KILLS:-60} $(GO) test -race=false -count=1 -v -timeout 60m ./crashtest/
 
 ## lint: gofmt check and go vet
 lint:
