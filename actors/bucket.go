@@ -104,7 +104,8 @@ type bucketActor struct {
 	m     *metrics
 	meter *bucketMeter
 
-	wal *wal.Log
+	// w is the log the bucket writes to (reopened after a failed write).
+	w *unitWriter
 	// sealedAt is the layout epoch of the seal; 0 while accepting appends.
 	sealedAt uint64
 	// held are the appends that reached the bucket after its seal, in
@@ -163,12 +164,12 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			// restarts it and the open is tried again.
 			panic(err)
 		}
-		b.wal = l
+		b.w = newUnitWriter(b.key, l, b.store, b.opts, b.log, b.m)
 		topicName := b.key.Topic.String()
 		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName), b.m.appendedBytes.WithLabelValues(topicName)
 		if b.opts.Durability == wal.DurabilityAlways {
 			topic := b.key.Topic.String()
-			b.commit = startCommitter(b.key, l, b.log, func() { b.store.Signal(topic) })
+			b.commit = startCommitter(b.key, b.w, b.log, func() { b.store.Signal(topic) })
 			b.commit.account = func(reqs []appendReq) { b.account(reqs) }
 		}
 		if b.topic != nil {
@@ -202,7 +203,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			b.sealedAt = msg.epoch
 		}
 		b.updateLane()
-		msg.done(b.wal.NextOffset(), nil)
+		msg.done(b.w.current().NextOffset(), nil)
 	case handoverMsg:
 		held := b.held
 		b.held = nil
@@ -411,13 +412,18 @@ func (b *bucketActor) flush() {
 		}
 		recs = b.batch
 	}
-	first, err := b.wal.Write(recs...)
+	var first uint64
+	l, err := b.w.writable()
+	if err == nil {
+		if first, err = l.Write(recs...); err != nil {
+			err = b.w.failed(l, err)
+		}
+	}
 	clear(b.batch) // drop the references to the request buffers
 	b.disposeLaned(queue)
 	if err != nil {
-		b.log.Error("append failed", "unit", b.key.String(), "records", len(recs), "err", err)
 		for i := range queue {
-			queue[i].settle(b.unit, 0, api.Errorf(api.CodeInternal, "append to %s: %v", b.key, err))
+			queue[i].settle(b.unit, 0, err)
 		}
 		return
 	}

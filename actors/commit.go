@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/wal"
 )
 
@@ -18,7 +17,7 @@ import (
 // no hop between goroutines on the way.
 type committer struct {
 	key       UnitKey
-	log       *wal.Log
+	w         *unitWriter
 	logger    *slog.Logger
 	onDurable func() // called after each acknowledged batch
 	// account, when set before the first submit, is told of each batch
@@ -45,8 +44,8 @@ type writtenBatch struct {
 	first uint64
 }
 
-func startCommitter(key UnitKey, log *wal.Log, logger *slog.Logger, onDurable func()) *committer {
-	c := &committer{key: key, log: log, logger: logger, onDurable: onDurable, done: make(chan struct{})}
+func startCommitter(key UnitKey, w *unitWriter, logger *slog.Logger, onDurable func()) *committer {
+	c := &committer{key: key, w: w, logger: logger, onDurable: onDurable, done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
 	go c.run()
 	return c
@@ -121,26 +120,33 @@ func (c *committer) run() {
 			durable = nil
 			continue
 		}
-		written, err := c.write(reqs)
+		l, err := c.w.writable()
 		if err != nil {
 			c.ack(durable)
 			durable = nil
-			c.fail(reqs, err)
+			c.refuse(reqs, err)
 			continue
 		}
-		pending := c.log.StartCommit()
+		written, err := c.write(l, reqs)
+		if err != nil {
+			c.ack(durable)
+			durable = nil
+			c.refuse(reqs, c.w.failed(l, err))
+			continue
+		}
+		pending := l.StartCommit()
 		c.ack(durable)
 		durable = nil
 		if _, err := pending.Wait(); err != nil {
-			c.fail(reqs, err)
+			c.refuse(reqs, c.w.failed(l, err))
 			continue
 		}
 		durable = &written
 	}
 }
 
-// write writes reqs as one batch.
-func (c *committer) write(reqs []appendReq) (writtenBatch, error) {
+// write writes reqs to l as one batch.
+func (c *committer) write(l *wal.Log, reqs []appendReq) (writtenBatch, error) {
 	recs := reqs[0].records
 	if len(reqs) > 1 {
 		c.batch = c.batch[:0]
@@ -149,7 +155,7 @@ func (c *committer) write(reqs []appendReq) (writtenBatch, error) {
 		}
 		recs = c.batch
 	}
-	first, err := c.log.Write(recs...)
+	first, err := l.Write(recs...)
 	clear(c.batch) // drop the references to the request buffers
 	if err == nil && c.account != nil {
 		c.account(reqs)
@@ -167,14 +173,10 @@ func (c *committer) ack(b *writtenBatch) {
 	}
 }
 
-func (c *committer) fail(reqs []appendReq, err error) {
-	n := 0
+// refuse answers reqs with err (the unitWriter logged the failure).
+func (c *committer) refuse(reqs []appendReq, err error) {
 	for i := range reqs {
-		n += len(reqs[i].records)
-	}
-	c.logger.Error("append failed", "unit", c.key.String(), "records", n, "err", err)
-	for i := range reqs {
-		reqs[i].settle(c.unit(), 0, api.Errorf(api.CodeInternal, "append to %s: %v", c.key, err))
+		reqs[i].settle(c.unit(), 0, err)
 	}
 }
 

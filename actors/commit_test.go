@@ -24,7 +24,7 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var acked []uint64
 	durable := 0
-	c := startCommitter(UnitKey{}, l, slog.New(slog.NewTextHandler(io.Discard, nil)), func() {
+	c := startCommitter(UnitKey{}, testWriter(l), slog.New(slog.NewTextHandler(io.Discard, nil)), func() {
 		mu.Lock()
 		durable++
 		mu.Unlock()
@@ -73,12 +73,12 @@ func TestCommitterFailsWhatCannotBeMadeDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Close() // the write finds the log closed
-	c := startCommitter(UnitKey{}, l, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := startCommitter(UnitKey{}, testWriter(l), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	got := make(chan error, 1)
 	c.submit([]appendReq{{records: make([]wal.Record, 1), sink: sinkFunc(func(_ unitRef, _ uint64, err error) { got <- err })}})
 	c.close()
-	if err := <-got; !errors.Is(err, &api.Error{Code: api.CodeInternal}) {
-		t.Fatalf("append whose commit failed: %v, want INTERNAL", err)
+	if err := <-got; !errors.Is(err, &api.Error{Code: api.CodeUnavailable}) {
+		t.Fatalf("append whose commit failed: %v, want UNAVAILABLE", err)
 	}
 }
 
@@ -87,3 +87,8 @@ type sinkFunc func(u unitRef, first uint64, err error)
 
 func (f sinkFunc) landed(u unitRef, _ []int, first uint64, err error) { f(u, first, err) }
 func (f sinkFunc) splitInto(int)                                      {}
+
+// testWriter is a unitWriter over l that never reopens it (no store).
+func testWriter(l *wal.Log) *unitWriter {
+	return newUnitWriter(UnitKey{}, l, nil, wal.Options{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(nil))
+}

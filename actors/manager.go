@@ -51,7 +51,10 @@ const MaxKeyBytes = 4096
 // Config assembles a Manager.
 type Config struct {
 	// DataDir is where bucket logs live.
-	DataDir  string
+	DataDir string
+	// FS is the file system bucket logs are written through; nil is the
+	// operating system's (wal.OSFS). Tests put a full disk here.
+	FS       wal.FS
 	System   *actor.ActorSystem
 	Meta     *meta.Store
 	Defaults Defaults
@@ -92,7 +95,7 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
 		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}, quarantined: map[string]string{}}
-	m.store = NewLogStore(cfg.DataDir, LogEvents{Repaired: m.repaired, Hole: m.hole})
+	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)
 	}

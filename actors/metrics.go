@@ -29,6 +29,10 @@ type metrics struct {
 	// bucket logs (wal.Hole) and the offsets they span.
 	holes       prometheus.Counter
 	lostRecords prometheus.Counter
+	// walWriteFailures counts bucket logs failed by a write or fsync, by
+	// cause; walReopens their reopens, by result (see unitWriter).
+	walWriteFailures *prometheus.CounterVec
+	walReopens       *prometheus.CounterVec
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -75,6 +79,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Runs of records lost to damage in a bucket log with whole records after them, found at open or on read (each logged at error level; readers skip them with OFFSETS_LOST)."}),
 		lostRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_wal_lost_records_total", Help: "Offsets in the holes counted by braid_wal_holes_total."}),
+		walWriteFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_wal_write_failures_total",
+			Help: "Bucket logs failed by a write or fsync (each logged at error level; appends are answered UNAVAILABLE until the log reopens), by reason (no_space, quota, read_only, io, closed, other)."},
+			[]string{"reason"}),
+		walReopens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_wal_reopens_total", Help: "Reopens of failed bucket logs (at most one a second per log), by result (ok, failed)."},
+			[]string{"result"}),
 		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_operations_total",
 			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
@@ -110,6 +121,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
+			m.walWriteFailures, m.walReopens,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

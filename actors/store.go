@@ -29,6 +29,7 @@ func (k UnitKey) String() string {
 // (topics created before incarnations: without the <incarnation> level).
 type LogStore struct {
 	dir string
+	fs  wal.FS // nil: wal.OSFS
 
 	mu sync.Mutex
 	// incarnations holds the incarnation of every topic known here, by
@@ -54,8 +55,9 @@ type LogEvents struct {
 }
 
 // NewLogStore returns a store rooted at dir that reports to events.
-func NewLogStore(dir string, events LogEvents) *LogStore {
-	return &LogStore{dir: dir, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, events: events,
+// fsys is the file system the logs are written through (nil: wal.OSFS).
+func NewLogStore(dir string, fsys wal.FS, events LogEvents) *LogStore {
+	return &LogStore{dir: dir, fs: fsys, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, events: events,
 		incarnations: map[string]string{}}
 }
 
@@ -96,6 +98,9 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	defer s.mu.Unlock()
 	if l, ok := s.logs[k]; ok {
 		return l, nil
+	}
+	if s.fs != nil {
+		opts.FS = s.fs
 	}
 	if hole := s.events.Hole; hole != nil {
 		opts.OnHole = func(h wal.Hole) { hole(k, h) }

@@ -38,6 +38,9 @@ type Config struct {
 	MicroProduce bool
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger
+	// LogFS is the file system bucket logs are written through; nil is
+	// the operating system's. For tests (a disk that fills up).
+	LogFS wal.FS
 }
 
 // Default values.

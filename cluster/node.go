@@ -122,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	defaults.SyncInterval = cfg.SyncInterval
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
 	n.topics = actors.NewManager(actors.Config{
-		DataDir: filepath.Join(cfg.DataDir, "topics"), System: n.system, Meta: n.meta, Defaults: defaults,
+		DataDir: filepath.Join(cfg.DataDir, "topics"), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 	})
 	if err := n.topics.Recover(ctx); err != nil {

@@ -16,6 +16,8 @@ import (
 type Full struct {
 	wal.FS
 	full atomic.Bool
+	// syncFails makes every sync fail with EIO (SetSyncFails).
+	syncFails atomic.Bool
 	// refused counts the writes refused, for tests.
 	refused atomic.Int64
 }
@@ -25,6 +27,11 @@ func NewFull(fsys wal.FS) *Full { return &Full{FS: fsys} }
 
 // SetFull says whether the disk is full.
 func (f *Full) SetFull(full bool) { f.full.Store(full) }
+
+// SetSyncFails says whether every sync fails with EIO, the writes before
+// it having gone through: a disk whose cache could not be written back
+// (the data may or may not be there after).
+func (f *Full) SetSyncFails(fail bool) { f.syncFails.Store(fail) }
 
 // Refused is how many writes were refused with ENOSPC.
 func (f *Full) Refused() int64 { return f.refused.Load() }
@@ -92,6 +99,10 @@ func (f *fullFile) Truncate(size int64) error {
 }
 
 func (f *fullFile) Sync() error {
+	if f.fs.syncFails.Load() {
+		f.fs.refused.Add(1)
+		return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.EIO}
+	}
 	if f.lost.Swap(false) {
 		return f.fs.enospc("sync", f.Name())
 	}
