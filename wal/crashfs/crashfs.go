@@ -11,7 +11,7 @@
 // write and sync boundary of it.
 //
 // Full wraps a file system and fails writes with ENOSPC while it is told
-// the disk is full.
+// the disk is full, and syncs with EIO while it is told they fail.
 package crashfs
 
 import (
