@@ -16,9 +16,9 @@ import (
 // openAndReplay opens the log in dir, repairs its tail (and logs what it
 // cut), and hands every record payload to apply, in order. It returns the
 // open log (also with an error, so the caller can close it) and the number
-// of records it holds.
-func openAndReplay(dir string, durability wal.Durability, logger *slog.Logger, apply func([]byte) error) (*wal.Log, int, error) {
-	l, err := wal.Open(dir, wal.Options{Durability: durability, OnHole: func(h wal.Hole) {
+// of records it holds. fsys is the file system (nil: wal.OSFS).
+func openAndReplay(dir string, durability wal.Durability, fsys wal.FS, logger *slog.Logger, apply func([]byte) error) (*wal.Log, int, error) {
+	l, err := wal.Open(dir, wal.Options{Durability: durability, FS: fsys, OnHole: func(h wal.Hole) {
 		// The state changes in it are lost: acks among them are
 		// delivered again (at least once), as after a crash before them.
 		logger.Error("consumer group log: records lost to damage; replaying without them", "dir", dir,
@@ -78,7 +78,7 @@ func compactLog(l *wal.Log, snapshot []byte) (int, error) {
 // replayLog opens the group's log and hands every record payload to apply,
 // in order, counting the records.
 func (b *groupBase) replayLog(apply func([]byte) error) error {
-	l, records, err := openAndReplay(b.cfg.Dir, b.cfg.Durability, b.logger, apply)
+	l, records, err := openAndReplay(b.cfg.Dir, b.cfg.Durability, nil, b.logger, apply)
 	b.log, b.records = l, records
 	return err
 }
