@@ -223,6 +223,10 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			}
 		}
 		b.updateLane()
+	case drainReq:
+		b.flush()
+		b.drain()
+		ctx.Respond(drainResp{})
 	case crashMsg:
 		panic("braid/actors: crash requested for " + b.key.String())
 	case *actor.Restarting:

@@ -157,6 +157,20 @@ func (c *controller) Receive(ctx actor.Context) {
 		ctx.Respond(&changeResp{desc: desc, err: err})
 	case *policiesReq:
 		ctx.Respond(&policiesResp{err: c.setPolicies(msg)})
+	case passivateReq:
+		// No change runs meanwhile (this actor runs one message at a
+		// time): publish the last snapshot, passivated, so that nothing
+		// is routed to the buckets any more, and have them answer what
+		// they hold.
+		if c.scaler != nil {
+			c.scaler.stop()
+			c.scaler = nil
+		}
+		st := *c.t.state.Load()
+		st.passivated = true
+		st.changed = make(chan struct{})
+		c.t.publishQuiesced(&st)
+		ctx.Respond(&passivateResp{err: drainBuckets(ctx.ActorSystem().Root, &st)})
 	case retireMsg:
 		if pid, ok := c.segments[msg.seg]; ok {
 			ctx.Stop(pid)
@@ -305,7 +319,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	c.t.mgr.m.scalingOps.WithLabelValues(c.t.uri, req.op, req.reason).Inc()
 	c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
 	desc := Describe(c.t.uri, next)
-	c.t.mgr.publishLayout(c.t, desc)
+	c.t.mgr.publishLayout(c.t.name, desc)
 	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "reason", req.reason, "epoch", next.Epoch,
 		"sealed", retiring, "created", created, "deleted", deleted, "spawn", spawned.Sub(began),
 		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed), "handover", handedOver.Sub(published))

@@ -66,6 +66,16 @@ type Config struct {
 	// (consumer counts for scaling, drained segments for retention); nil
 	// means a topic has none.
 	Subscriptions SubscriptionsView
+	// IdleTimeout is how long a topic stays active unused before it is
+	// passivated (its actors stopped, its logs closed); 0 means
+	// DefaultIdleTimeout, negative never.
+	IdleTimeout time.Duration
+	// InUse reports whether something else holds a topic active (its
+	// consumer groups); nil means nothing does.
+	InUse func(topic string) bool
+	// MaxOpenLogs bounds the bucket logs open at once (0: from the
+	// process's file limit, see DefaultMaxOpenLogs).
+	MaxOpenLogs int
 }
 
 // Manager runs the topics of this node. It is safe for concurrent use.
@@ -83,6 +93,11 @@ type Manager struct {
 	topics      map[string]*Topic
 	quarantined map[string]string
 	closed      bool
+	// activating and passivating hold, by URI, the topics being started
+	// or stopped, with a channel closed when that is done.
+	activating  map[string]chan struct{}
+	passivating map[string]chan struct{}
+	stopSweeper chan struct{}
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.
@@ -94,8 +109,16 @@ func NewManager(cfg Config) *Manager {
 		cfg.Defaults = DefaultDefaults
 	}
 	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
-		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}, quarantined: map[string]string{}}
+		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}, quarantined: map[string]string{},
+		activating: map[string]chan struct{}{}, passivating: map[string]chan struct{}{}}
+	if m.cfg.IdleTimeout == 0 {
+		m.cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if m.cfg.MaxOpenLogs == 0 {
+		m.cfg.MaxOpenLogs = DefaultMaxOpenLogs()
+	}
 	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
+	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)
 	}
@@ -126,54 +149,32 @@ func (m *Manager) deadLetter(ev any) {
 // Store is the node's log store.
 func (m *Manager) Store() *LogStore { return m.store }
 
-// Recover loads every topic of the metadata store and starts its actors.
-// A topic whose record does not read or validate, or that does not start,
-// is quarantined (the others are served); a store that cannot be listed,
-// or topic logs on disk the store has no record of (ErrOrphanLogs), fail
-// the start.
+// Recover checks the topic directories on disk against the metadata
+// store and starts the sweeper that passivates idle topics. It starts no
+// topic: topics activate on first use (see activation.go), so a start
+// costs the same however many idle topics the store holds. A directory
+// whose record is missing fails the start (ErrOrphanLogs); one whose record
+// does not read or validate quarantines that topic; a store that cannot be
+// read fails it.
 func (m *Manager) Recover(ctx context.Context) error {
-	uris, err := m.meta.AllTopics(ctx)
+	checked, err := m.checkDisk(ctx)
 	if err != nil {
-		return fmt.Errorf("list the topics of the metadata store: %w", err)
-	}
-	type found struct {
-		name routing.TopicName
-		rec  meta.TopicRecord
-		rev  uint64
-	}
-	var good []found
-	known := map[string]string{}
-	for _, uri := range uris {
-		name, err := routing.ParseTopic(uri)
-		if err != nil {
-			m.quarantine(uri, err)
-			continue
-		}
-		rec, rev, err := m.meta.Topic(ctx, name)
-		switch {
-		case errors.Is(err, meta.ErrCorrupt):
-			known[uri] = ""
-			m.quarantine(uri, err)
-			continue
-		case err != nil:
-			return fmt.Errorf("recover %s: %w", uri, err)
-		}
-		known[uri] = rec.Incarnation
-		good = append(good, found{name, rec, rev})
-	}
-	if err := m.checkDisk(known); err != nil {
 		return err
 	}
-	for _, f := range good {
-		if _, err := m.start(ctx, f.name, f.rec, f.rev); err != nil {
-			m.quarantine(f.name.String(), fmt.Errorf("start: %w", err))
-		}
+	if m.cfg.IdleTimeout > 0 {
+		m.stopSweeper = make(chan struct{})
+		go m.runSweeper(m.cfg.IdleTimeout, m.stopSweeper)
 	}
-	m.log.Info("topics recovered", "count", len(good), "quarantined", len(uris)-len(good))
+	m.mu.RLock()
+	quarantined := len(m.quarantined)
+	m.mu.RUnlock()
+	m.log.Info("topics recovered: they activate on first use", "with_logs", checked, "quarantined", quarantined,
+		"idle_timeout", m.cfg.IdleTimeout, "max_open_logs", m.cfg.MaxOpenLogs)
 	return nil
 }
 
-// CreateTopic creates a topic and starts it.
+// CreateTopic creates a topic. It is not started: it activates on first
+// use, so creating many topics costs their records only.
 func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (api.TopicDescription, error) {
 	name, err := parseScalable(req.Topic)
 	if err != nil {
@@ -209,12 +210,13 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 	}
 	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()},
 		Incarnation: newIncarnation()}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+	m.mu.RLock()
+	closed := m.closed
+	m.mu.RUnlock()
+	if closed {
 		return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "server is stopping")
 	}
-	rev, err := m.meta.CreateTopic(ctx, name, rec)
+	_, err = m.meta.CreateTopic(ctx, name, rec)
 	if errors.Is(err, meta.ErrExists) {
 		return api.TopicDescription{}, api.Errorf(api.CodeAlreadyExists, "topic %s exists", name)
 	}
@@ -222,27 +224,36 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 		return api.TopicDescription{}, metaError(err)
 	}
 	rec.Topic = name.String()
-	t, err := m.startLocked(name, rec, rev, ns.Policies)
+	d, err := m.describeRecord(name, rec, ns.Policies)
 	if err != nil {
 		return api.TopicDescription{}, err
 	}
-	d := t.Describe()
-	m.publishLayout(t, d)
+	m.publishLayout(name, d)
 	return d, nil
 }
 
-func (m *Manager) start(ctx context.Context, name routing.TopicName, rec meta.TopicRecord, rev uint64) (*Topic, error) {
-	ns, err := m.namespace(ctx, name.NamespaceName())
-	if err != nil {
-		return nil, err
+// describeRecord is the description of a topic from its record, as its
+// Describe would answer once active.
+func (m *Manager) describeRecord(name routing.TopicName, rec meta.TopicRecord, nsPolicies *api.Policies) (api.TopicDescription, error) {
+	t := &Topic{name: name, uri: name.String(), mgr: m}
+	if err := t.applyPolicies(rec.Policies, nsPolicies); err != nil {
+		return api.TopicDescription{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.startLocked(name, rec, rev, ns.Policies)
+	d := Describe(t.uri, rec.Layout)
+	if p := rec.Policies; !p.Empty() {
+		d.Policies = p
+	}
+	eff := t.effectivePolicies()
+	d.EffectivePolicies = &eff
+	return d, nil
 }
 
-func (m *Manager) startLocked(name routing.TopicName, rec meta.TopicRecord, rev uint64, nsPolicies *api.Policies) (*Topic, error) {
+// spawnTopic starts a topic's controller, which starts its segments, and
+// returns once it published its first snapshot. The caller makes it
+// known (m.topics).
+func (m *Manager) spawnTopic(name routing.TopicName, rec meta.TopicRecord, rev uint64, nsPolicies *api.Policies) (*Topic, error) {
 	t := &Topic{name: name, uri: name.String(), mgr: m, ready: make(chan struct{})}
+	t.touch()
 	m.store.SetIncarnation(name, rec.Incarnation)
 	if err := t.applyPolicies(rec.Policies, nsPolicies); err != nil {
 		// Stored policies that no longer resolve (the broker defaults
@@ -263,9 +274,9 @@ func (m *Manager) startLocked(name routing.TopicName, rec meta.TopicRecord, rev 
 	select {
 	case <-t.ready:
 	case <-time.After(10 * time.Second):
+		_ = m.system.Root.StopFuture(pid).Wait()
 		return nil, api.Errorf(api.CodeInternal, "controller of %s did not start", name)
 	}
-	m.topics[t.uri] = t
 	return t, nil
 }
 
@@ -297,7 +308,7 @@ func (m *Manager) namespace(ctx context.Context, ns routing.NamespaceName) (meta
 	return rec, metaError(err)
 }
 
-// Topic returns a loaded topic.
+// Topic returns a topic, activating it when it is not active.
 func (m *Manager) Topic(uri string) (*Topic, error) {
 	name, err := parseScalable(uri)
 	if err != nil {
@@ -306,25 +317,53 @@ func (m *Manager) Topic(uri string) (*Topic, error) {
 	return m.TopicByName(name)
 }
 
-// TopicByName returns a loaded topic by its parsed name.
+// TopicByName returns a topic by its parsed name, activating it when it
+// is not active (reading its record from the store; TOPIC_NOT_FOUND when
+// there is none).
 func (m *Manager) TopicByName(name routing.TopicName) (*Topic, error) {
-	m.mu.RLock()
-	t, ok := m.topics[name.String()]
-	closed := m.closed
-	reason, quarantined := m.quarantined[name.String()]
-	m.mu.RUnlock()
-	switch {
-	case closed:
-		return nil, api.Errorf(api.CodeUnavailable, "the server is shutting down")
-	case quarantined:
-		return nil, quarantinedError(name.String(), reason)
-	case !ok:
-		return nil, api.Errorf(api.CodeTopicNotFound, "topic %s does not exist", name)
+	uri := name.String()
+	for {
+		m.mu.RLock()
+		t, ok := m.topics[uri]
+		closed := m.closed
+		reason, quarantined := m.quarantined[uri]
+		wait := m.activating[uri]
+		if wait == nil {
+			wait = m.passivating[uri]
+		}
+		m.mu.RUnlock()
+		switch {
+		case closed:
+			return nil, api.Errorf(api.CodeUnavailable, "the server is shutting down")
+		case quarantined:
+			return nil, quarantinedError(uri, reason)
+		case ok:
+			t.touch()
+			return t, nil
+		case wait != nil:
+			<-wait
+			continue
+		}
+		t, err := m.activate(name)
+		if err != nil || t != nil {
+			if t != nil {
+				t.touch()
+			}
+			return t, err
+		}
 	}
-	return t, nil
 }
 
-// Topics lists the loaded topic URIs of a namespace, sorted.
+// Active returns the topic if it is active here, without activating it.
+func (m *Manager) Active(uri string) (*Topic, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, ok := m.topics[uri]
+	return t, ok
+}
+
+// Topics lists the active and quarantined topic URIs of a namespace,
+// sorted (the store lists them all).
 func (m *Manager) Topics(ns routing.NamespaceName) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -343,7 +382,7 @@ func (m *Manager) Topics(ns routing.NamespaceName) []string {
 	return out
 }
 
-// All returns every loaded topic, sorted by URI.
+// All returns every active topic, sorted by URI.
 func (m *Manager) All() []*Topic {
 	m.mu.RLock()
 	out := make([]*Topic, 0, len(m.topics))
@@ -397,7 +436,10 @@ func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
 		return api.Errorf(api.CodeInternal, "delete %s: %v", uri, err)
 	}
 	m.mu.Lock()
-	delete(m.topics, t.uri)
+	if m.topics[t.uri] == t {
+		delete(m.topics, t.uri)
+	}
+	m.m.activeTopics.Set(float64(len(m.topics)))
 	m.mu.Unlock()
 	if err := m.system.Root.StopFuture(t.pid).Wait(); err != nil {
 		m.log.Warn("stop controller", "topic", uri, "err", err)
@@ -412,9 +454,7 @@ func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
 	if err := m.store.RemoveTopic(t.name); err != nil {
 		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", uri, err)
 	}
-	m.m.activeSegs.DeleteLabelValues(uri)
-	m.m.scalingOps.DeletePartialMatch(prometheus.Labels{"topic": uri})
-	m.m.suppressed.DeletePartialMatch(prometheus.Labels{"topic": uri})
+	m.forgetSeries(uri)
 	return nil
 }
 
@@ -462,16 +502,16 @@ func (m *Manager) CrashBucket(uri string, seg topology.SegmentID, bucket int) er
 	return nil
 }
 
-func (m *Manager) publishLayout(t *Topic, d api.TopicDescription) {
+func (m *Manager) publishLayout(name routing.TopicName, d api.TopicDescription) {
 	if m.cfg.Publish == nil {
 		return
 	}
 	b, err := json.Marshal(d)
 	if err == nil {
-		err = m.cfg.Publish(api.TopicSubject(api.LayoutPrefix, t.name.Tenant, t.name.Namespace, t.name.Name), b)
+		err = m.cfg.Publish(api.TopicSubject(api.LayoutPrefix, name.Tenant, name.Namespace, name.Name), b)
 	}
 	if err != nil {
-		m.log.Warn("layout push failed", "topic", t.uri, "err", err)
+		m.log.Warn("layout push failed", "topic", name.String(), "err", err)
 	}
 }
 
@@ -479,6 +519,10 @@ func (m *Manager) publishLayout(t *Topic, d api.TopicDescription) {
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
+	if m.stopSweeper != nil {
+		close(m.stopSweeper)
+		m.stopSweeper = nil
+	}
 	topics := make([]*Topic, 0, len(m.topics))
 	for _, t := range m.topics {
 		topics = append(topics, t)

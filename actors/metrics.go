@@ -33,6 +33,13 @@ type metrics struct {
 	// cause; walReopens their reopens, by result (see unitWriter).
 	walWriteFailures *prometheus.CounterVec
 	walReopens       *prometheus.CounterVec
+	// Activation (activation.go): topics active, activations by result
+	// and their latency, passivations, activations refused by the open
+	// logs budget.
+	activeTopics      prometheus.Gauge
+	activations       *prometheus.CounterVec
+	activationSeconds prometheus.Histogram
+	passivations      prometheus.Counter
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -83,6 +90,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_wal_write_failures_total",
 			Help: "Bucket logs failed by a write or fsync (each logged at error level; appends are answered UNAVAILABLE until the log reopens), by reason (no_space, quota, read_only, io, closed, other)."},
 			[]string{"reason"}),
+		activeTopics: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "braid_topics_active", Help: "Topics active on this node (their actors running, their logs open); the others activate on first use."}),
+		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_topic_activations_total", Help: "Topic activations on first use, by result (ok, failed, refused: over the open logs budget)."},
+			[]string{"result"}),
+		activationSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "braid_topic_activation_seconds", Help: "Time to activate a topic: read its record, start its actors, open its logs.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
+		passivations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_topic_passivations_total", Help: "Topics passivated: idle past the idle timeout, or the least recently used when the open logs budget was reached."}),
 		walReopens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_wal_reopens_total", Help: "Reopens of failed bucket logs (at most one a second per log), by result (ok, failed)."},
 			[]string{"result"}),
@@ -121,7 +138,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
-			m.walWriteFailures, m.walReopens,
+			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m
@@ -132,4 +149,18 @@ func (m *metrics) repaired(r wal.RepairReport) {
 		m.repairs.Inc()
 		m.repairedBytes.Add(float64(r.DroppedBytes))
 	}
+}
+
+// registerStore registers the series read from the log store: the logs
+// open and the budget they are kept under.
+func (m *metrics) registerStore(reg prometheus.Registerer, s *LogStore, budget int) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_wal_open_logs", Help: "Bucket logs open on this node."},
+			func() float64 { return float64(s.OpenLogs()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_wal_open_logs_limit",
+			Help: "The most bucket logs open at once (--max-open-logs; by default a share of the process's file limit)."},
+			func() float64 { return float64(budget) }))
 }

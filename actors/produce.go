@@ -49,6 +49,7 @@ func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
 // records of the key in flight to the segment it believes in, which a seal
 // will refuse; taking this one would let it overtake them.
 func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Result)) {
+	t.touch()
 	if err := t.Validate(recs); err != nil {
 		done(errResults(len(recs), err))
 		return
@@ -78,9 +79,25 @@ func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Resul
 	// snapshot under the write lock, so once it holds it, every append
 	// routed by the older snapshot is in its bucket's mailbox (see
 	// controller.change).
-	t.routeMu.RLock()
-	p.dispatch(idx)
-	t.routeMu.RUnlock()
+	for {
+		t := p.t
+		t.routeMu.RLock()
+		if !t.state.Load().passivated {
+			p.dispatch(idx)
+			t.routeMu.RUnlock()
+			break
+		}
+		// The topic stopped for idleness: send to it as it is now.
+		t.routeMu.RUnlock()
+		nt, err := t.again()
+		if err != nil {
+			for _, i := range idx {
+				p.results[i] = errResult(err)
+			}
+			break
+		}
+		p.t = nt
+	}
 	p.finish()
 }
 

@@ -28,6 +28,7 @@ type ProduceSink interface {
 // order given. The records must stay unchanged until sink has been told
 // of them. It never blocks.
 func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink) {
+	t.touch()
 	now := time.Now().UnixMilli()
 	e := &eachCall{t: t, sink: sink}
 	maxPayload := int(t.maxPayload.Load())
@@ -51,8 +52,20 @@ func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink
 		}
 	}()
 	t.routeMu.RLock()
-	defer t.routeMu.RUnlock()
 	st := t.state.Load()
+	if st.passivated {
+		// The topic stopped for idleness: send to it as it is now.
+		t.routeMu.RUnlock()
+		if nt, err := t.again(); err != nil {
+			for i := range recs {
+				refused = append(refused, refusal{i, err})
+			}
+		} else {
+			nt.ProduceEach(recs, epochs, sink)
+		}
+		return
+	}
+	defer t.routeMu.RUnlock()
 	for i := range recs {
 		r := &recs[i]
 		if err := validRecord(r, maxPayload); err != nil {

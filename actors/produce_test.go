@@ -23,6 +23,13 @@ import (
 // actor system, in a temp directory.
 func newTestManager(t *testing.T) *Manager {
 	t.Helper()
+	return newTestManagerWith(t, nil)
+}
+
+// newTestManagerWith is newTestManager with the config changed by
+// configure (nil: as it is).
+func newTestManagerWith(t *testing.T, configure func(*Config)) *Manager {
+	t.Helper()
 	dir := t.TempDir()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir + "/nats", NoSigs: true, NoLog: true})
 	if err != nil {
@@ -51,8 +58,12 @@ func newTestManager(t *testing.T) *Manager {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
-	m := NewManager(Config{DataDir: dir + "/topics", System: system, Meta: store,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := Config{DataDir: dir + "/topics", System: system, Meta: store,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if configure != nil {
+		configure(&cfg)
+	}
+	m := NewManager(cfg)
 	t.Cleanup(func() {
 		_ = m.Close()
 		system.Shutdown()

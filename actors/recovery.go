@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
 )
 
@@ -42,12 +44,16 @@ func newIncarnation() string {
 // holds the logs of topics the metadata store has no record of.
 var ErrOrphanLogs = errors.New("braid/actors: topic logs without a metadata record")
 
-// checkDisk compares the topic directories on disk with the records the
-// store holds (known, by URI, with their incarnations): it removes what a
-// cut-short delete left, reports leftovers of earlier incarnations, and
-// refuses (ErrOrphanLogs) directories of names without a record.
-func (m *Manager) checkDisk(known map[string]string) error {
+// checkDisk compares the topic directories on disk with the records of the
+// store: it removes what a cut-short delete left, reports leftovers of
+// earlier incarnations, quarantines a topic whose record does not read or
+// validate, and refuses (ErrOrphanLogs) directories of names without a
+// record. Only topics that ever opened a log have a directory, so this
+// reads the records of those, never the whole store. It returns how many
+// topic directories it found.
+func (m *Manager) checkDisk(ctx context.Context) (int, error) {
 	var orphans []string
+	checked := 0
 	tenants, _ := os.ReadDir(m.cfg.DataDir)
 	for _, te := range tenants {
 		if !te.IsDir() {
@@ -63,32 +69,37 @@ func (m *Manager) checkDisk(known map[string]string) error {
 				if !na.IsDir() {
 					continue
 				}
+				checked++
 				name := routing.TopicName{Scheme: routing.SchemeScalable, Tenant: te.Name(), Namespace: ne.Name(), Name: na.Name()}
 				dir := filepath.Join(m.cfg.DataDir, te.Name(), ne.Name(), na.Name())
-				inc, ok := known[name.String()]
+				rec, _, err := m.meta.Topic(ctx, name)
 				switch {
-				case !ok && fileExists(filepath.Join(dir, deletingMarker)):
+				case errors.Is(err, meta.ErrNotFound) && fileExists(filepath.Join(dir, deletingMarker)):
 					m.log.Warn("removing the logs of a topic whose delete was cut short", "topic", name.String(), "dir", dir)
 					if err := os.RemoveAll(dir); err != nil {
-						return fmt.Errorf("remove %s: %w", dir, err)
+						return checked, fmt.Errorf("remove %s: %w", dir, err)
 					}
-				case !ok:
+				case errors.Is(err, meta.ErrNotFound):
 					orphans = append(orphans, dir)
+				case errors.Is(err, meta.ErrCorrupt):
+					m.quarantine(name.String(), err)
+				case err != nil:
+					return checked, fmt.Errorf("read the record of %s: %w", name, err)
 				default:
-					m.reportLeftovers(name, dir, inc)
+					m.reportLeftovers(name, dir, rec.Incarnation)
 				}
 			}
 		}
 	}
 	if len(orphans) == 0 {
-		return nil
+		return checked, nil
 	}
 	sort.Strings(orphans)
 	shown := orphans
 	if len(shown) > 10 {
 		shown = shown[:10]
 	}
-	return fmt.Errorf("%w: the metadata store has no record of the %d topics whose logs are in %s (the store may be lost or damaged): "+
+	return checked, fmt.Errorf("%w: the metadata store has no record of the %d topics whose logs are in %s (the store may be lost or damaged): "+
 		"restore it, or move these directories away to start without them; refusing to start so that no topic is created again over them",
 		ErrOrphanLogs, len(orphans), strings.Join(shown, ", "))
 }

@@ -35,8 +35,10 @@ type LogStore struct {
 	// incarnations holds the incarnation of every topic known here, by
 	// URI ("" for a topic from before incarnations).
 	incarnations map[string]string
-	// logs holds every open log; a log is opened on first use.
-	logs map[UnitKey]*wal.Log
+	// logs holds every open log; a log is opened on first use. byTopic
+	// holds the keys of logs by topic.
+	logs    map[UnitKey]*wal.Log
+	byTopic map[routing.TopicName]map[UnitKey]bool
 	// signals holds, per topic URI, the channel closed at the next append.
 	signals map[string]chan struct{}
 	events  LogEvents
@@ -57,7 +59,7 @@ type LogEvents struct {
 // NewLogStore returns a store rooted at dir that reports to events.
 // fsys is the file system the logs are written through (nil: wal.OSFS).
 func NewLogStore(dir string, fsys wal.FS, events LogEvents) *LogStore {
-	return &LogStore{dir: dir, fs: fsys, logs: map[UnitKey]*wal.Log{}, signals: map[string]chan struct{}{}, events: events,
+	return &LogStore{dir: dir, fs: fsys, logs: map[UnitKey]*wal.Log{}, byTopic: map[routing.TopicName]map[UnitKey]bool{}, signals: map[string]chan struct{}{}, events: events,
 		incarnations: map[string]string{}}
 }
 
@@ -113,6 +115,10 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 		s.events.Repaired(k, r)
 	}
 	s.logs[k] = l
+	if s.byTopic[k.Topic] == nil {
+		s.byTopic[k.Topic] = map[UnitKey]bool{}
+	}
+	s.byTopic[k.Topic][k] = true
 	return l, nil
 }
 
@@ -122,7 +128,7 @@ func (s *LogStore) Reopen(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	s.mu.Lock()
 	if l, ok := s.logs[k]; ok {
 		_ = l.Close()
-		delete(s.logs, k)
+		s.forgetLocked(k)
 	}
 	s.mu.Unlock()
 	return s.Log(k, opts)
@@ -157,10 +163,10 @@ func (s *LogStore) Appended(topic string) <-chan struct{} {
 func (s *LogStore) CloseSegment(t routing.TopicName, seg topology.SegmentID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, l := range s.logs {
-		if k.Topic == t && k.Segment == seg {
-			_ = l.Close()
-			delete(s.logs, k)
+	for k := range s.byTopic[t] {
+		if k.Segment == seg {
+			_ = s.logs[k].Close()
+			s.forgetLocked(k)
 		}
 	}
 }
@@ -200,8 +206,40 @@ func (s *LogStore) closeWhere(match func(UnitKey) bool) error {
 			if err := l.Close(); err != nil && first == nil {
 				first = fmt.Errorf("close log %s: %w", k, err)
 			}
-			delete(s.logs, k)
+			s.forgetLocked(k)
 		}
+	}
+	return first
+}
+
+// forgetLocked drops a closed log from the maps; the caller holds mu.
+func (s *LogStore) forgetLocked(k UnitKey) {
+	delete(s.logs, k)
+	if keys := s.byTopic[k.Topic]; keys != nil {
+		delete(keys, k)
+		if len(keys) == 0 {
+			delete(s.byTopic, k.Topic)
+		}
+	}
+}
+
+// OpenLogs is the number of logs open.
+func (s *LogStore) OpenLogs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.logs)
+}
+
+// CloseTopic closes the logs of a topic (they reopen on demand).
+func (s *LogStore) CloseTopic(t routing.TopicName) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	for k := range s.byTopic[t] {
+		if err := s.logs[k].Close(); err != nil && first == nil {
+			first = fmt.Errorf("close log %s: %w", k, err)
+		}
+		s.forgetLocked(k)
 	}
 	return first
 }

@@ -33,6 +33,9 @@ type topicState struct {
 	// changed is closed when this snapshot is replaced.
 	changed chan struct{}
 	deleted bool
+	// passivated is set on the last snapshot of a topic being stopped
+	// for idleness: look the topic up again (see activation.go).
+	passivated bool
 }
 
 // Topic is the node-local handle of one topic. It implements the
@@ -68,6 +71,8 @@ type Topic struct {
 	// holding it exclusively, so that afterwards no append routed by the
 	// older snapshot is still on its way.
 	routeMu sync.RWMutex
+	// lastUse is when the topic was last used (unix ns; see touch).
+	lastUse atomic.Int64
 }
 
 // publishQuiesced publishes st once no produce call is routing by the
@@ -180,6 +185,7 @@ func (t *Topic) Bounds(seg topology.SegmentID, bucket int) (first, next uint64, 
 // Read reads records of a unit from an offset. What it returns from an
 // active segment counts as that segment's out-load.
 func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]wal.Record, error) {
+	t.touch()
 	l, err := t.unitLog(seg, bucket)
 	if err != nil {
 		return nil, err
@@ -202,6 +208,15 @@ func (t *Topic) Changed() <-chan struct{} { return t.state.Load().changed }
 
 func (t *Topic) unitLog(seg topology.SegmentID, bucket int) (*wal.Log, error) {
 	st := t.state.Load()
+	if st.passivated {
+		// A handle from before the topic stopped for idleness: read
+		// through the topic as it is now, not reopen its logs here.
+		nt, err := t.again()
+		if err != nil {
+			return nil, err
+		}
+		return nt.unitLog(seg, bucket)
+	}
 	s, ok := st.layout.Segment(seg)
 	if !ok || s.State == topology.StateDeleted {
 		return nil, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", t.uri, seg)

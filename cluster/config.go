@@ -38,6 +38,13 @@ type Config struct {
 	MicroProduce bool
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger
+	// TopicIdleTimeout is how long a topic stays active unused before its
+	// actors stop and its logs close (it activates again on its next
+	// request); 0 is actors.DefaultIdleTimeout, negative never.
+	TopicIdleTimeout time.Duration
+	// MaxOpenLogs bounds the bucket logs open at once; 0 is half the
+	// process's file limit (actors.DefaultMaxOpenLogs).
+	MaxOpenLogs int
 	// LogFS is the file system bucket logs are written through; nil is
 	// the operating system's. For tests (a disk that fills up).
 	LogFS wal.FS

@@ -16,7 +16,18 @@ import (
 // The consumer manager starts after the topics (their controllers may ask
 // before), hence the atomic pointer.
 type subscriptionsView struct {
-	subs atomic.Pointer[consumers.Manager]
+	subs   atomic.Pointer[consumers.Manager]
+	queues atomic.Pointer[consumers.QueueManager]
+}
+
+// running reports whether a stream or queue group of topic is running,
+// which keeps the topic active.
+func (v *subscriptionsView) running(topic string) bool {
+	if s := v.subs.Load(); s != nil && s.Running(topic) {
+		return true
+	}
+	q := v.queues.Load()
+	return q != nil && q.Running(topic)
 }
 
 // TopicSubscriptions asks every subscription of t on this node's disk for

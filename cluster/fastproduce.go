@@ -239,7 +239,7 @@ func (f *fastProduce) flushPending() {
 
 // topic resolves the topic of a produce subject, through the cache.
 func (f *fastProduce) topic(subject []byte, prefix string) (*actors.Topic, error) {
-	if t, ok := f.topics[string(subject)]; ok && !t.Deleted() {
+	if t, ok := f.topics[string(subject)]; ok && t.Live() {
 		return t, nil
 	}
 	s := string(subject)

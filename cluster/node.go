@@ -124,6 +124,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.topics = actors.NewManager(actors.Config{
 		DataDir: filepath.Join(cfg.DataDir, "topics"), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err
@@ -132,6 +133,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.subsView.subs.Store(n.subs)
+	n.subsView.queues.Store(n.queues)
 	n.registerConsumerMetrics()
 	n.produceM = newProduceMetrics(n.registry)
 	if err := n.addServices(); err != nil {

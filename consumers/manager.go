@@ -433,3 +433,16 @@ func validateName(kind, name string) error {
 	}
 	return nil
 }
+
+// Running reports whether a group of topic is running here: while one
+// is, the topic must stay active (its groups read through it).
+func (m *Manager) Running(topic string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for k := range m.groups {
+		if k.topic == topic {
+			return true
+		}
+	}
+	return false
+}

@@ -252,3 +252,6 @@ func (q *QueueManager) DeleteTopic(topic string) error { return q.m.DeleteTopic(
 // Close stops every group after the requests already sent to it, flushing
 // what is pending.
 func (q *QueueManager) Close() error { return q.m.Close() }
+
+// Running reports whether a queue group of topic is running here.
+func (q *QueueManager) Running(topic string) bool { return q.m.Running(topic) }

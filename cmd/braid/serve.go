@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/cluster"
 )
 
@@ -21,6 +22,8 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cluster.DefaultMetricsListen, "host:port serving /metrics (\"off\" to disable)")
 	fs.StringVar(&cfg.Durability, "durability", "always", "default durability of logs: always (fsync before ack), interval, none")
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload", 1<<20, "default max payload of one message, in bytes")
+	fs.DurationVar(&cfg.TopicIdleTimeout, "topic-idle-timeout", actors.DefaultIdleTimeout, "stop the actors and close the logs of a topic unused this long (it activates again on its next request; negative: never)")
+	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", 0, "most bucket logs open at once (0: half the process's file limit)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	_ = fs.Parse(args)
 

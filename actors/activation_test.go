@@ -1,0 +1,247 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/topology"
+)
+
+// readAll reads every record of the topic's active units through a fresh
+// handle and returns the payloads per unit, in offset order.
+func readAll(t *testing.T, m *Manager, uri string) map[unitRef][]string {
+	t.Helper()
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[unitRef][]string{}
+	for _, s := range topic.Layout().Active() {
+		for b := range s.Buckets {
+			for from := uint64(0); ; {
+				recs, err := topic.Read(s.ID, b, from, 1000, 0)
+				if err != nil {
+					t.Fatalf("read %d/%d from %d: %v", s.ID, b, from, err)
+				}
+				if len(recs) == 0 {
+					break
+				}
+				for _, r := range recs {
+					out[unitRef{s.ID, b}] = append(out[unitRef{s.ID, b}], string(r.Payload))
+				}
+				from += uint64(len(recs))
+			}
+		}
+	}
+	return out
+}
+
+// TestPassivationIsInvisibleToProducers passivates a topic over and over
+// while a producer keeps 64 requests in flight through the handle it got
+// at the start (as the produce front-end caches it): every request is
+// answered with success, and every key's records are stored once, in
+// order.
+func TestPassivationIsInvisibleToProducers(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/passive"
+	topic := createTestTopic(t, m, uri, 2, 4)
+	const keys = 16
+	var (
+		acked   atomic.Int64
+		failed  atomic.Int64
+		errMu   sync.Mutex
+		firstEr error
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		window := make(chan struct{}, 64)
+		var inflight sync.WaitGroup
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				inflight.Wait()
+				return
+			case window <- struct{}{}:
+			}
+			k := i % keys
+			rec := api.Record{Key: []byte(fmt.Sprintf("k%02d", k)), Payload: []byte(fmt.Sprintf("k%02d-%07d", k, i/keys))}
+			inflight.Add(1)
+			topic.Produce([]api.Record{rec}, func(res []api.Result) {
+				if err := res[0].Err(); err != nil {
+					failed.Add(1)
+					errMu.Lock()
+					if firstEr == nil {
+						firstEr = err
+					}
+					errMu.Unlock()
+				} else {
+					acked.Add(1)
+				}
+				<-window
+				inflight.Done()
+			})
+		}
+	}()
+	passivations := 0
+	for range 20 {
+		// Let the producer get some through the topic as it is now.
+		target := acked.Load() + 200
+		deadline := time.Now().Add(10 * time.Second)
+		for acked.Load() < target && failed.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // polling, with the deadline above
+		}
+		if cur, ok := m.Active(uri); ok && m.passivate(cur, 0) {
+			passivations++
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d of %d produce requests failed across %d passivations; first: %v", failed.Load(), acked.Load()+failed.Load(), passivations, firstEr)
+	}
+	if passivations < 10 {
+		t.Fatalf("only %d passivations happened", passivations)
+	}
+	next := map[string]int{}
+	total := 0
+	for u, payloads := range readAll(t, m, uri) {
+		for _, p := range payloads {
+			var k, seq int
+			if _, err := fmt.Sscanf(p, "k%02d-%07d", &k, &seq); err != nil {
+				t.Fatalf("unit %v holds %q", u, p)
+			}
+			key := fmt.Sprintf("k%02d", k)
+			if seq != next[key] {
+				t.Fatalf("key %s: record %d where %d was due (lost, duplicated or reordered)", key, seq, next[key])
+			}
+			next[key]++
+			total++
+		}
+	}
+	if int64(total) != acked.Load() {
+		t.Fatalf("stored %d records, %d were acknowledged", total, acked.Load())
+	}
+	t.Logf("%d records over %d passivations", total, passivations)
+}
+
+// TestIdleTopicsPassivateAndComeBack lets a topic go idle: its actors stop
+// and its logs close, and the next request activates it again, with
+// everything it held.
+func TestIdleTopicsPassivateAndComeBack(t *testing.T) {
+	m := newTestManagerWith(t, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+	if err := m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const uri = "topic://t/n/idle"
+	topic := createTestTopic(t, m, uri, 1, 2)
+	for i := range 10 {
+		if r := produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte(fmt.Sprint(i))}); r[0].Err() != nil {
+			t.Fatal(r[0].Err())
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, active := m.Active(uri); !active && m.store.OpenLogs() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, active := m.Active(uri)
+			t.Fatalf("the idle topic is still active (%v) with %d logs open", active, m.store.OpenLogs())
+		}
+		time.Sleep(10 * time.Millisecond) // polling, with the deadline above
+	}
+	if topic.Live() {
+		t.Fatal("the passivated handle says it is live")
+	}
+	r := produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("10")})
+	if r[0].Err() != nil || r[0].Offset != 10 {
+		t.Fatalf("produce after the passivation: %+v, want offset 10", r[0])
+	}
+	got := 0
+	for _, p := range readAll(t, m, uri) {
+		got += len(p)
+	}
+	if got != 11 {
+		t.Fatalf("the topic holds %d records after coming back, want 11", got)
+	}
+}
+
+// TestOpenLogsBudget keeps the node under a budget of 8 open logs with
+// topics of 4: an activation over it passivates the least recently used
+// topic; when every active topic is held, it is refused with UNAVAILABLE
+// saying why, the active topics keep working, and the refused topic's data
+// is there once room is made.
+func TestOpenLogsBudget(t *testing.T) {
+	var held sync.Map
+	m := newTestManagerWith(t, func(c *Config) {
+		c.MaxOpenLogs = 8
+		c.InUse = func(uri string) bool { _, ok := held.Load(uri); return ok }
+	})
+	uri := func(s string) string { return "topic://t/n/" + s }
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri(name), Segments: 1, Buckets: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce := func(name string) error {
+		topic, err := m.Topic(uri(name))
+		if err != nil {
+			return err
+		}
+		recs := make([]api.Record, 8)
+		for i := range recs {
+			recs[i] = api.Record{Key: []byte(fmt.Sprint(i)), Payload: []byte(name)}
+		}
+		for _, r := range produceSync(t, topic, recs...) {
+			if r.Err() != nil {
+				return r.Err()
+			}
+		}
+		return nil
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if err := produce(name); err != nil {
+			t.Fatalf("produce to %s: %v", name, err)
+		}
+		if open := m.store.OpenLogs(); open > 8 {
+			t.Fatalf("%d logs open, over the budget of 8", open)
+		}
+	}
+	if _, active := m.Active(uri("a")); active {
+		t.Fatal("the least recently used topic was not passivated to make room")
+	}
+	held.Store(uri("b"), true)
+	held.Store(uri("c"), true)
+	err := produce("a")
+	if !errors.Is(err, &api.Error{Code: api.CodeUnavailable}) || !strings.Contains(err.Error(), "budget") {
+		t.Fatalf("activation over a budget held by topics in use: %v, want UNAVAILABLE naming the budget", err)
+	}
+	for _, name := range []string{"b", "c"} {
+		if err := produce(name); err != nil {
+			t.Fatalf("an active topic failed while the budget was full: %v", err)
+		}
+	}
+	held.Delete(uri("b"))
+	if err := produce("a"); err != nil {
+		t.Fatalf("produce once room could be made: %v", err)
+	}
+	units := readAll(t, m, uri("a"))
+	n := 0
+	for _, p := range units {
+		n += len(p)
+	}
+	if n != 16 {
+		t.Fatalf("topic a holds %d records, want 16", n)
+	}
+	_ = topology.SegmentID(0)
+}

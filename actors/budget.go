@@ -1,0 +1,80 @@
+package actors
+
+import (
+	"sort"
+	"syscall"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+)
+
+// The open logs budget. Every open bucket log holds a file descriptor (two
+// while it rolls), and a process out of descriptors fails in every part at
+// once: logs, sockets, the metrics listener. So the node keeps its logs
+// under a budget well inside the process's limit: an activation that would
+// go over it first passivates the least recently used topics that nothing
+// holds (their clients see only the next request's latency), and when
+// that is not enough it is refused with UNAVAILABLE, saying why; the
+// topics already active, and everything stored, are not touched.
+
+// DefaultMaxOpenLogs is the open logs budget from the process's file
+// limit: half of it, leaving the rest to consumer group logs, sockets and
+// the embedded NATS server; at least 64.
+func DefaultMaxOpenLogs() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
+		return 4096
+	}
+	return max(int(min(lim.Cur, 1<<30))/2, 64)
+}
+
+// maxEvictions bounds the topics one activation may passivate to make room.
+const maxEvictions = 16
+
+// admitActivation makes room in the open logs budget for the logs of
+// rec's active segments, or refuses.
+func (m *Manager) admitActivation(rec meta.TopicRecord) error {
+	need := 0
+	for _, s := range rec.Layout.Active() {
+		need += s.Buckets
+	}
+	limit := m.cfg.MaxOpenLogs
+	if need > limit {
+		return api.Errorf(api.CodeUnavailable, "topic %s needs %d logs, over the node's open logs budget of %d (--max-open-logs)", rec.Topic, need, limit)
+	}
+	for range maxEvictions {
+		open := m.store.OpenLogs()
+		if open+need <= limit {
+			return nil
+		}
+		if !m.evictLRU() {
+			break
+		}
+	}
+	open := m.store.OpenLogs()
+	if open+need <= limit {
+		return nil
+	}
+	m.log.Error("topic activation refused: the open logs budget is used up by topics in use", "topic", rec.Topic,
+		"open_logs", open, "needed", need, "limit", limit)
+	return api.Errorf(api.CodeUnavailable, "topic %s cannot be activated: %d bucket logs are open and it needs %d, over the node's budget of %d "+
+		"(--max-open-logs, or the process's file limit); the topics in use hold them, retry later", rec.Topic, open, need, limit)
+}
+
+// evictLRU passivates the least recently used active topic that nothing
+// holds; it reports whether it did.
+func (m *Manager) evictLRU() bool {
+	m.mu.RLock()
+	candidates := make([]*Topic, 0, len(m.topics))
+	for _, t := range m.topics {
+		candidates = append(candidates, t)
+	}
+	m.mu.RUnlock()
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].lastUse.Load() < candidates[j].lastUse.Load() })
+	for _, t := range candidates {
+		if m.passivate(t, 0) {
+			return true
+		}
+	}
+	return false
+}
