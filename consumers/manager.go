@@ -101,6 +101,13 @@ type Manager struct {
 	// deleting holds the topics DeleteTopic is removing: no group of theirs
 	// may start meanwhile (it would write a log being removed).
 	deleting map[string]bool
+	// use holds when each group was last sent a request, and the longest
+	// session timeout its consumers asked for; parked holds the groups
+	// being passivated for idleness, with a channel closed once they
+	// stopped (see idle.go).
+	use      map[groupKey]*groupUse
+	parked   map[groupKey]chan struct{}
+	stopIdle chan struct{}
 
 	// reassigned counts units that left their owner, in every group.
 	reassigned atomic.Uint64
@@ -125,6 +132,8 @@ func NewManager(system *actor.ActorSystem, dataDir string, logger *slog.Logger, 
 		opts:     o,
 		groups:   make(map[groupKey]*actor.PID),
 		deleting: make(map[string]bool),
+		use:      make(map[groupKey]*groupUse),
+		parked:   make(map[groupKey]chan struct{}),
 	}
 }
 
@@ -136,14 +145,20 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		return nil, err
 	}
 	key := groupKey{topic: src.Topic(), subscription: subscription}
-	m.mu.RLock()
-	pid, closed := m.groups[key], m.closed
-	m.mu.RUnlock()
-	if closed {
-		return nil, errClosed
-	}
-	if pid != nil {
-		return pid, nil
+	for {
+		m.mu.RLock()
+		pid, closed, parked := m.groups[key], m.closed, m.parked[key]
+		m.mu.RUnlock()
+		if closed {
+			return nil, errClosed
+		}
+		if pid != nil {
+			return pid, nil
+		}
+		if parked == nil {
+			break
+		}
+		<-parked // the group is stopping for idleness: spawn it after
 	}
 
 	m.mu.Lock()
@@ -153,6 +168,9 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 	}
 	if pid := m.groups[key]; pid != nil {
 		return pid, nil
+	}
+	if m.parked[key] != nil {
+		return nil, api.Errorf(api.CodeUnavailable, "subscription %q of %s is stopping; retry", subscription, key.topic)
 	}
 	if m.deleting[key.topic] {
 		return nil, api.Errorf(api.CodeTopicDeleted, "topic %s is being deleted", key.topic)
@@ -169,9 +187,10 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		Reassigned:            &m.reassigned,
 		Queue:                 m.opts.queue,
 	}
-	pid = m.system.Root.SpawnPrefix(m.opts.queue.props(cfg), "consumer-group-"+subscription+"-")
+	pid := m.system.Root.SpawnPrefix(m.opts.queue.props(cfg), "consumer-group-"+subscription+"-")
 	m.logger.Debug("consumer group spawned", "topic", key.topic, "subscription", subscription, "pid", pid.Id)
 	m.groups[key] = pid
+	m.use[key] = newGroupUse()
 	return pid, nil
 }
 
@@ -189,6 +208,7 @@ func (m *Manager) forget(key groupKey, pid *actor.PID) {
 	defer m.mu.Unlock()
 	if cur := m.groups[key]; cur != nil && cur.Equal(pid) {
 		delete(m.groups, key)
+		delete(m.use, key)
 	}
 }
 
@@ -197,22 +217,39 @@ func (m *Manager) forget(key groupKey, pid *actor.PID) {
 // has left the map before its poison pill was sent, so a request either is
 // queued ahead of the pill or is refused, never dropped unanswered.
 func (m *Manager) send(src Source, subscription string, msg any, fail func(error)) {
-	pid, err := m.Group(src, subscription)
-	if err != nil {
-		fail(err)
-		return
+	m.sendAs(src, subscription, msg, fail, 0)
+}
+
+// sendAs is send for a request whose consumer asked for session (0: not
+// a join).
+func (m *Manager) sendAs(src Source, subscription string, msg any, fail func(error), session time.Duration) {
+	key := groupKey{topic: src.Topic(), subscription: subscription}
+	for {
+		pid, err := m.Group(src, subscription)
+		if err != nil {
+			fail(err)
+			return
+		}
+		m.mu.RLock()
+		if m.closed {
+			m.mu.RUnlock()
+			fail(errClosed)
+			return
+		}
+		if cur := m.groups[key]; cur != nil && cur.Equal(pid) {
+			m.use[key].touch(session)
+			m.system.Root.Send(pid, msg)
+			m.mu.RUnlock()
+			return
+		}
+		parked := m.parked[key]
+		m.mu.RUnlock()
+		if parked == nil {
+			fail(api.Errorf(api.CodeUnavailable, "subscription %q of %s is stopping; retry", subscription, src.Topic()))
+			return
+		}
+		<-parked // stopped for idleness: send to it anew
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
-		fail(errClosed)
-		return
-	}
-	if cur := m.groups[groupKey{topic: src.Topic(), subscription: subscription}]; cur == nil || !cur.Equal(pid) {
-		fail(api.Errorf(api.CodeUnavailable, "subscription %q of %s is stopping; retry", subscription, src.Topic()))
-		return
-	}
-	m.system.Root.Send(pid, msg)
 }
 
 // Join validates req and adds its consumer to the subscription, creating
@@ -236,7 +273,7 @@ func (m *Manager) Join(src Source, req api.JoinRequest, reply func(api.JoinReply
 		}
 		timeout = d
 	}
-	m.send(src, req.Subscription, &Join{Consumer: req.Consumer, Start: req.Start, SessionTimeout: timeout, Reply: reply}, fail)
+	m.sendAs(src, req.Subscription, &Join{Consumer: req.Consumer, Start: req.Start, SessionTimeout: timeout, Reply: reply}, fail, timeout)
 }
 
 // Fetch validates req and asks the group for messages. The cluster layer
@@ -363,6 +400,10 @@ func (m *Manager) Subscriptions(topic string) []string {
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
+	if m.stopIdle != nil {
+		close(m.stopIdle)
+		m.stopIdle = nil
+	}
 	keys := slices.Collect(maps.Keys(m.groups))
 	futures := m.poisonLocked(keys)
 	m.mu.Unlock()
@@ -377,6 +418,7 @@ func (m *Manager) poisonLocked(keys []groupKey) map[string]*actor.Future {
 	for _, key := range keys {
 		pid := m.groups[key]
 		delete(m.groups, key)
+		delete(m.use, key)
 		futures[pid.Id] = m.system.Root.PoisonFuture(pid)
 	}
 	return futures

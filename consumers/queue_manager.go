@@ -94,7 +94,11 @@ func (q *QueueManager) Join(src Source, req api.QueueJoinRequest, reply func(api
 		return
 	}
 	j.Reply = reply
-	q.m.send(src, req.Subscription, j, fail)
+	session := j.SessionTimeout
+	if session == 0 {
+		session = q.m.opts.sessionTimeout
+	}
+	q.m.sendAs(src, req.Subscription, j, fail, session)
 }
 
 func parseQueueJoin(req api.QueueJoinRequest) (*queueJoin, error) {
