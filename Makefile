@@ -39,6 +39,7 @@ bench:
 	$(GO) run ./benchmarks/elastic
 	$(GO) run ./benchmarks/consumers
 	$(GO) run ./benchmarks/fsync
+	$(GO) run ./benchmarks/manytopics -topics 1000 -produce-topics 200 -messages 20000
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
