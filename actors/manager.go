@@ -76,6 +76,12 @@ type Config struct {
 	// MaxOpenLogs bounds the bucket logs open at once (0: from the
 	// process's file limit, see DefaultMaxOpenLogs).
 	MaxOpenLogs int
+	// SharedSync makes the commits of every bucket log of the node
+	// durable in shared rounds (wal.SharedSync) instead of each on its
+	// own. Off by default: on this project's machine it did not raise the
+	// rate of load spread over many topics (bound by CPU, not fsyncs) and
+	// cost one topic a third of its rate.
+	SharedSync bool
 }
 
 // Manager runs the topics of this node. It is safe for concurrent use.
@@ -118,6 +124,9 @@ func NewManager(cfg Config) *Manager {
 		m.cfg.MaxOpenLogs = DefaultMaxOpenLogs()
 	}
 	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
+	if cfg.SharedSync {
+		m.store.shared = wal.NewSharedSync()
+	}
 	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)

@@ -30,6 +30,9 @@ func (k UnitKey) String() string {
 type LogStore struct {
 	dir string
 	fs  wal.FS // nil: wal.OSFS
+	// shared makes the commits of every log durable together (nil: each
+	// on its own); see wal.SharedSync.
+	shared *wal.SharedSync
 
 	mu sync.Mutex
 	// incarnations holds the incarnation of every topic known here, by
@@ -104,6 +107,7 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	if s.fs != nil {
 		opts.FS = s.fs
 	}
+	opts.SharedSync = s.shared
 	if hole := s.events.Hole; hole != nil {
 		opts.OnHole = func(h wal.Hole) { hole(k, h) }
 	}

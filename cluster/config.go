@@ -45,6 +45,10 @@ type Config struct {
 	// MaxOpenLogs bounds the bucket logs open at once; 0 is half the
 	// process's file limit (actors.DefaultMaxOpenLogs).
 	MaxOpenLogs int
+	// SharedSync makes the node's bucket log commits durable in shared
+	// rounds (one syncfs) instead of one fdatasync each; see
+	// actors.Config.SharedSync.
+	SharedSync bool
 	// LogFS is the file system bucket logs are written through; nil is
 	// the operating system's. For tests (a disk that fills up).
 	LogFS wal.FS

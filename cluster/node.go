@@ -55,7 +55,9 @@ type Node struct {
 	fast     *fastProduce // the produce front-end with the embedded server
 	// produceInflight counts produce requests taken and not answered.
 	produceInflight *inflight
-	dirLock         *os.File // the data directory's LOCK, held while the node runs
+	// adminSlots bounds the admin requests served at once.
+	adminSlots chan struct{}
+	dirLock    *os.File // the data directory's LOCK, held while the node runs
 }
 
 // Start starts a node and returns once it serves requests.
@@ -64,7 +66,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), produceInflight: newInflight()}
+	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), produceInflight: newInflight(),
+		adminSlots: make(chan struct{}, adminConcurrency)}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -124,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.topics = actors.NewManager(actors.Config{
 		DataDir: filepath.Join(cfg.DataDir, "topics"), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
-		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, SharedSync: cfg.SharedSync,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err

@@ -64,7 +64,11 @@ func (l *Log) StartCommit() *PendingCommit {
 	l.writeMu.Unlock()
 	if l.syncErr == nil && p.job.file != nil {
 		ioSyncs.Add(1)
-		p.wait = startSync(p.job.file)
+		if l.opts.SharedSync != nil {
+			p.wait = l.opts.SharedSync.start(p.job.file)
+		} else {
+			p.wait = startSync(p.job.file)
+		}
 	}
 	return p
 }

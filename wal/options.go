@@ -98,6 +98,10 @@ type Options struct {
 	OnHole func(Hole)
 	// FS is the file system the log's files are in; default OSFS.
 	FS FS
+	// SharedSync, if set, makes this log's commits (Commit, StartCommit)
+	// durable together with those of the other logs that share it (see
+	// SharedSync); nil syncs each commit on its own.
+	SharedSync *SharedSync
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -68,7 +68,9 @@ func main() {
 	logLevel := flag.String("log-level", "warn", "the server's --log-level")
 	bin := flag.String("braid", "", "a braid binary to run (default: go build ./cmd/braid)")
 	seed := flag.Int64("seed", 1, "seed of the random choice of produce topics")
+	serveArgs := flag.String("serve-args", "", "more braid serve flags, space-separated (e.g. --shared-sync)")
 	flag.Parse()
+	extraServeArgs = strings.Fields(*serveArgs)
 	cfg := config{sizes: ints("topics", *sizesFlag), produceTopics: *produceTopics, messages: *messages, size: *size,
 		conc: *conc, topicBuckets: *topicBuckets, rounds: *rounds, timeout: *timeout, idle: *idle,
 		settleWindow: 2 * time.Second, settleBy: *settleBy, readyBy: *readyBy, stopBy: *stopBy, logLevel: *logLevel, seed: *seed}

@@ -51,6 +51,9 @@ type server struct {
 	runs    int
 }
 
+// extraServeArgs are more braid serve flags (-serve-args).
+var extraServeArgs []string
+
 func newServer(bin, dir, logLevel string) (*server, error) {
 	natsAddr, err := freeAddr()
 	if err != nil {
@@ -93,8 +96,9 @@ func (s *server) start() error {
 	}
 	s.runs++
 	fmt.Fprintf(s.log, "=== run %d at %s\n", s.runs, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(s.bin, "serve", "--data-dir", s.dataDir, "--nats-listen", s.natsAddr,
-		"--metrics-listen", s.metricsAddr, "--log-level", s.logLevel)
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--nats-listen", s.natsAddr,
+		"--metrics-listen", s.metricsAddr, "--log-level", s.logLevel}, extraServeArgs...)
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	errc := make(chan error, 1)

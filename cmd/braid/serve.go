@@ -24,6 +24,7 @@ func serve(args []string) error {
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload", 1<<20, "default max payload of one message, in bytes")
 	fs.DurationVar(&cfg.TopicIdleTimeout, "topic-idle-timeout", actors.DefaultIdleTimeout, "stop the actors and close the logs of a topic unused this long (it activates again on its next request; negative: never)")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", 0, "most bucket logs open at once (0: half the process's file limit)")
+	fs.BoolVar(&cfg.SharedSync, "shared-sync", false, "make bucket log commits durable in rounds shared by all logs (one syncfs) instead of one fdatasync each (experimental)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	_ = fs.Parse(args)
 
