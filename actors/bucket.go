@@ -135,6 +135,10 @@ type bucketActor struct {
 	// braid_bytes_appended_total, looked up at start (the committer
 	// counts through them too).
 	appendedMsgs, appendedBytes prometheus.Counter
+	// The namespace's series of braid_namespace_messages_appended_total
+	// and braid_namespace_bytes_appended_total, which outlive the topic's
+	// passivation.
+	nsMsgs, nsBytes prometheus.Counter
 }
 
 // newBucketProps makes the props of a bucket actor. A bucket restarted by
@@ -167,6 +171,8 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.w = newUnitWriter(b.key, l, b.store, b.opts, b.log, b.m)
 		topicName := b.key.Topic.String()
 		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName), b.m.appendedBytes.WithLabelValues(topicName)
+		ns := b.key.Topic.Tenant + "/" + b.key.Topic.Namespace
+		b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
 		if b.opts.Durability == wal.DurabilityAlways {
 			topic := b.key.Topic.String()
 			b.commit = startCommitter(b.key, b.w, b.log, func() { b.store.Signal(topic) })
@@ -450,6 +456,8 @@ func (b *bucketActor) account(reqs []appendReq) int {
 	}
 	b.appendedMsgs.Add(float64(n))
 	b.appendedBytes.Add(float64(payloadBytes))
+	b.nsMsgs.Add(float64(n))
+	b.nsBytes.Add(float64(payloadBytes))
 	if b.meter != nil {
 		b.meter.appended(reqs, n, payloadBytes)
 	}

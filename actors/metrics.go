@@ -9,12 +9,17 @@ import (
 type metrics struct {
 	appendedMsgs  *prometheus.CounterVec
 	appendedBytes *prometheus.CounterVec
-	restarts      prometheus.Counter
-	repairs       prometheus.Counter
-	repairedBytes prometheus.Counter
-	layoutChanges *prometheus.CounterVec
-	activeSegs    *prometheus.GaugeVec
-	produceErrors *prometheus.CounterVec
+	// nsAppendedMsgs and nsAppendedBytes are the same per namespace
+	// ("tenant/namespace"): always there, while the per-topic series
+	// exist only for active topics.
+	nsAppendedMsgs  *prometheus.CounterVec
+	nsAppendedBytes *prometheus.CounterVec
+	restarts        prometheus.Counter
+	repairs         prometheus.Counter
+	repairedBytes   prometheus.Counter
+	layoutChanges   *prometheus.CounterVec
+	activeSegs      *prometheus.GaugeVec
+	produceErrors   *prometheus.CounterVec
 	// handedOver counts records that reached a segment after its seal
 	// and went to its successor; handoffFailures layout changes whose
 	// handover or opening did not complete in time.
@@ -57,6 +62,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_messages_appended_total", Help: "Messages made durable, per topic."}, []string{"topic"}),
 		appendedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_bytes_appended_total", Help: "Key and payload bytes made durable, per topic."}, []string{"topic"}),
+		nsAppendedMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_namespace_messages_appended_total", Help: "Messages made durable, per namespace (tenant/namespace), whether their topics are active or not."},
+			[]string{"namespace"}),
+		nsAppendedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_namespace_bytes_appended_total", Help: "Key and payload bytes made durable, per namespace (tenant/namespace)."},
+			[]string{"namespace"}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_bucket_restarts_total", Help: "Bucket actors restarted by their supervisor."}),
 		repairs: prometheus.NewCounter(prometheus.CounterOpts{
@@ -136,7 +147,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		func() float64 { return float64(wal.Counts().Syncs) })
 	if reg != nil {
 		reg.MustRegister(walWrites, walSyncs)
-		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.restarts, m.repairs, m.repairedBytes,
+		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)

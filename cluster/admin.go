@@ -38,17 +38,29 @@ func (n *Node) adminOps() map[string]adminOp {
 	}
 }
 
+// adminConcurrency bounds the admin requests served at once. They are
+// served beside each other (a NATS subscription hands its messages over
+// one at a time, and an admin request waits on the metadata store), so
+// that creating many topics runs at the store's rate, not at one round
+// trip's; what must be ordered is (the controllers, the store's
+// compare-and-swap).
+const adminConcurrency = 64
+
 func (n *Node) adminHandler(op adminOp) micro.HandlerFunc {
 	return func(req micro.Request) {
-		r := newReplier(n.nc, req)
-		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-		defer cancel()
-		out, err := op(ctx, req.Data())
-		if err != nil {
-			r.err(err)
-			return
-		}
-		r.json(out)
+		n.adminSlots <- struct{}{}
+		go func() {
+			defer func() { <-n.adminSlots }()
+			r := newReplier(n.nc, req)
+			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+			defer cancel()
+			out, err := op(ctx, req.Data())
+			if err != nil {
+				r.err(err)
+				return
+			}
+			r.json(out)
+		}()
 	}
 }
 
