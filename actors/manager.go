@@ -371,26 +371,6 @@ func (m *Manager) Active(uri string) (*Topic, bool) {
 	return t, ok
 }
 
-// Topics lists the active and quarantined topic URIs of a namespace,
-// sorted (the store lists them all).
-func (m *Manager) Topics(ns routing.NamespaceName) []string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	var out []string
-	for uri, t := range m.topics {
-		if t.name.NamespaceName() == ns {
-			out = append(out, uri)
-		}
-	}
-	for uri := range m.quarantined {
-		if name, err := routing.ParseTopic(uri); err == nil && name.NamespaceName() == ns {
-			out = append(out, uri)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // All returns every active topic, sorted by URI.
 func (m *Manager) All() []*Topic {
 	m.mu.RLock()

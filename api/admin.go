@@ -38,14 +38,34 @@ type TopicRequest struct {
 	Topic string `json:"topic"`
 }
 
-// TopicListRequest is the body of topic.list.
+// Page sizes of topic.list.
+const (
+	TopicListDefaultLimit = 1000
+	TopicListMaxLimit     = 10000
+)
+
+// TopicListRequest is the body of topic.list: one page of the topics of a
+// namespace, sorted by name.
 type TopicListRequest struct {
 	Namespace string `json:"namespace"`
+	// Limit is the most topics in the reply, in [1, TopicListMaxLimit];
+	// 0 is TopicListDefaultLimit.
+	Limit int `json:"limit,omitempty"`
+	// Cursor is the Next of the previous page (empty: the first page).
+	// It is opaque.
+	Cursor string `json:"cursor,omitempty"`
 }
 
-// TopicListReply lists topic URIs, sorted.
+// TopicListReply is one page of topic URIs, sorted.
 type TopicListReply struct {
 	Topics []string `json:"topics"`
+	// Next is the cursor of the next page; empty when this is the last.
+	Next string `json:"next,omitempty"`
+	// Count is the number of topics of the whole namespace, kept apart
+	// from the records: it can be off by a few after crashes of the
+	// server in a topic create or delete, and does not count topics
+	// created before counts were kept.
+	Count int64 `json:"count"`
 }
 
 // NameListReply lists tenant or namespace names, sorted.

@@ -87,9 +87,32 @@ func (a *Admin) DescribeTopic(ctx context.Context, uri string) (api.TopicDescrip
 
 // ListTopics returns the topic URIs of namespace ns ("tenant/namespace"), sorted.
 func (a *Admin) ListTopics(ctx context.Context, ns string) ([]string, error) {
-	var reply api.TopicListReply
-	err := a.call(ctx, api.AdminTopicList, api.TopicListRequest{Namespace: ns}, &reply)
-	return reply.Topics, err
+	var all []string
+	err := a.ListTopicPages(ctx, ns, 0, func(page []string, _ int64) error {
+		all = append(all, page...)
+		return nil
+	})
+	return all, err
+}
+
+// ListTopicPages lists the topics of a namespace a page of up to limit at
+// a time (0: the server's default), calling each with the page and the
+// namespace's topic count, until the last page or an error from each.
+func (a *Admin) ListTopicPages(ctx context.Context, ns string, limit int, each func(page []string, count int64) error) error {
+	req := api.TopicListRequest{Namespace: ns, Limit: limit}
+	for {
+		var reply api.TopicListReply
+		if err := a.call(ctx, api.AdminTopicList, req, &reply); err != nil {
+			return err
+		}
+		if err := each(reply.Topics, reply.Count); err != nil {
+			return err
+		}
+		if reply.Next == "" {
+			return nil
+		}
+		req.Cursor = reply.Next
+	}
 }
 
 // Split seals an active segment and creates two children that tile its

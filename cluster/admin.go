@@ -172,10 +172,28 @@ func (n *Node) topicList(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidName, "%v", err)
 	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = api.TopicListDefaultLimit
+	}
+	if limit < 1 || limit > api.TopicListMaxLimit {
+		return nil, api.Errorf(api.CodeInvalidArgument, "limit must be in [1, %d], got %d", api.TopicListMaxLimit, req.Limit)
+	}
 	if _, err := n.meta.Namespace(ctx, ns); err != nil {
 		return nil, api.Errorf(api.CodeNamespaceMissing, "namespace %s does not exist", ns)
 	}
-	return api.TopicListReply{Topics: nonNil(n.topics.Topics(ns))}, nil
+	topics, next, err := n.meta.TopicsPage(ctx, ns, req.Cursor, limit)
+	if errors.Is(err, meta.ErrBadPage) {
+		return nil, api.Errorf(api.CodeInvalidArgument, "%v", err)
+	}
+	if err != nil {
+		return nil, metaErr(err, "topics of "+ns.String())
+	}
+	count, err := n.meta.TopicCount(ctx, ns)
+	if err != nil {
+		return nil, metaErr(err, "topic count of "+ns.String())
+	}
+	return api.TopicListReply{Topics: nonNil(topics), Next: next, Count: count}, nil
 }
 
 func (n *Node) topicSplit(ctx context.Context, body []byte) (any, error) {

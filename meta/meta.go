@@ -14,6 +14,13 @@
 //	ns.<tenant>.<namespace>                           NamespaceRecord
 //	topic.<tenant>.<namespace>.<bucket>.<topic>       TopicRecord; bucket = routing.TopicBucket(name, topic_buckets)
 //	sub.<tenant>.<namespace>.<topic>.<subscription>   SubscriptionRecord
+//	count.<tenant>.<namespace>.<shard>                countRecord: one shard of the namespace's topic count; shard = routing.TopicBucket(name, countShards)
+//
+// The topic count of a namespace is the sum of its count shards (missing
+// ones are 0): CreateTopic adds one and DeleteTopic takes one away, by
+// compare and swap, so that topic.list can answer the count without
+// listing (list.go). Sharding spreads concurrent creates over countShards
+// records instead of racing on one.
 //
 // This package sits between routing and actors in DESIGN.md §6's list: it
 // imports api, topology and routing and NATS, and is imported by actors,
@@ -189,6 +196,11 @@ func topicKey(t routing.TopicName, buckets int) string {
 	return fmt.Sprintf("topic.%s.%s.%d.%s", t.Tenant, t.Namespace, routing.TopicBucket(t, buckets), t.Name)
 }
 
+// countKey is the key of one shard of a namespace's topic count.
+func countKey(ns routing.NamespaceName, shard int) string {
+	return fmt.Sprintf("count.%s.%s.%d", ns.Tenant, ns.Namespace, shard)
+}
+
 func (s *Store) get(ctx context.Context, key string, v any) (uint64, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -325,7 +337,13 @@ func (s *Store) Namespaces(ctx context.Context, tenant string) ([]string, error)
 }
 
 // CreateTopic creates a topic in an existing namespace and returns the
-// record's revision.
+// record's revision. It then adds the topic to the namespace's count.
+//
+// The record and the count are two writes: a crash (or a store that stops
+// answering) between them leaves the topic created and not counted, so
+// TopicCount is one short for each such crash, for good. That is accepted:
+// the count is for display and sizing, the listing is the truth. A failed
+// count update does not fail the create, whose record is written.
 func (s *Store) CreateTopic(ctx context.Context, name routing.TopicName, r TopicRecord) (uint64, error) {
 	ns, err := s.Namespace(ctx, name.NamespaceName())
 	if err != nil {
@@ -336,7 +354,12 @@ func (s *Store) CreateTopic(ctx context.Context, name routing.TopicName, r Topic
 	if err := r.Validate(name); err != nil {
 		return 0, fmt.Errorf("%w: not written: %v", ErrCorrupt, err)
 	}
-	return s.create(ctx, topicKey(name, ns.TopicBuckets), r)
+	rev, err := s.create(ctx, topicKey(name, ns.TopicBuckets), r)
+	if err != nil {
+		return 0, err
+	}
+	_ = s.addCount(ctx, name, 1) // on failure the count is one short, as after a crash here
+	return rev, nil
 }
 
 // Topic reads a topic and its revision; ErrNotFound if absent.
@@ -369,7 +392,17 @@ func (s *Store) UpdateTopic(ctx context.Context, name routing.TopicName, r Topic
 	return s.update(ctx, topicKey(name, ns.TopicBuckets), r, rev)
 }
 
-// DeleteTopic removes a topic and its subscription records.
+// DeleteTopic removes a topic and its subscription records; a topic that
+// is not there is not an error. It then takes the topic off the
+// namespace's count.
+//
+// The record is purged at the revision just read (a layout update in
+// between is read again and the delete retried), so of two deletes of the
+// same topic only the one that removed the record takes it off the count,
+// and deleting a deleted topic changes nothing. A crash (or a store that
+// stops answering) between the purge and the count update leaves the
+// count one too high for good, as a crash in CreateTopic leaves it one
+// short: see there.
 func (s *Store) DeleteTopic(ctx context.Context, name routing.TopicName) error {
 	ns, err := s.Namespace(ctx, name.NamespaceName())
 	if err != nil {
@@ -384,9 +417,13 @@ func (s *Store) DeleteTopic(ctx context.Context, name routing.TopicName) error {
 			return fmt.Errorf("braid/meta: delete subscription %s: %w", sub, err)
 		}
 	}
-	if err := s.kv.Purge(ctx, topicKey(name, ns.TopicBuckets)); err != nil {
+	if err := s.purgeTopic(ctx, topicKey(name, ns.TopicBuckets)); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
 		return fmt.Errorf("braid/meta: delete %s: %w", name, err)
 	}
+	_ = s.addCount(ctx, name, -1) // on failure the count is one too high, as after a crash here
 	return nil
 }
 

@@ -109,14 +109,12 @@ func topicCmd(args []string) error {
 		if err := need(1, "TENANT/NAMESPACE"); err != nil {
 			return err
 		}
-		topics, err := adm.ListTopics(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		for _, t := range topics {
-			fmt.Println(t)
-		}
-		return nil
+		return adm.ListTopicPages(ctx, pos[0], 0, func(page []string, _ int64) error {
+			for _, t := range page {
+				fmt.Println(t)
+			}
+			return nil
+		})
 	case "split":
 		if err := need(2, "URI SEGMENT"); err != nil {
 			return err
