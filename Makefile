@@ -3,7 +3,7 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec
 
 all: build
 
@@ -22,6 +22,10 @@ test: lint
 ## then check every acknowledged message and consumer ack (`make test` runs the same test with 6 kills)
 crash-test:
 	BRAID_CRASH_KILLS=$${BRAID_CRASH_KILLS:-60} $(GO) test -race=false -count=1 -v -timeout 60m ./crashtest/
+
+## many-topics-spec: the many-topics spec at full size (20,000 topics; `make test` runs 2,000)
+many-topics-spec:
+	BRAID_SPEC_TOPICS=$${BRAID_SPEC_TOPICS:-20000} $(GO) test -count=1 -v -timeout 60m ./specs/ -ginkgo.focus 'Many topics'
 
 ## lint: gofmt check and go vet
 lint:
