@@ -45,7 +45,8 @@ const (
 )
 
 // TopicListRequest is the body of topic.list: one page of the topics of a
-// namespace, sorted by name.
+// namespace, in a stable order (by the namespace's topic bucket, then by
+// name), each topic once.
 type TopicListRequest struct {
 	Namespace string `json:"namespace"`
 	// Limit is the most topics in the reply, in [1, TopicListMaxLimit];
@@ -56,7 +57,7 @@ type TopicListRequest struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-// TopicListReply is one page of topic URIs, sorted.
+// TopicListReply is one page of topic URIs (see TopicListRequest).
 type TopicListReply struct {
 	Topics []string `json:"topics"`
 	// Next is the cursor of the next page; empty when this is the last.

@@ -85,7 +85,8 @@ func (a *Admin) DescribeTopic(ctx context.Context, uri string) (api.TopicDescrip
 	return d, err
 }
 
-// ListTopics returns the topic URIs of namespace ns ("tenant/namespace"), sorted.
+// ListTopics returns the topic URIs of namespace ns ("tenant/namespace"), in
+// the order topic.list pages them (by topic bucket, then by name).
 func (a *Admin) ListTopics(ctx context.Context, ns string) ([]string, error) {
 	var all []string
 	err := a.ListTopicPages(ctx, ns, 0, func(page []string, _ int64) error {

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
 )
 
 // TestTopicListPagesOverTheWire: topic.list pages through a namespace of
-// many topic buckets in name order, each page with the namespace's count,
-// the default limit takes them all, and the count follows a delete and
-// survives a restart.
+// many topic buckets in page order (by topic bucket, then by name), each
+// topic once, each page with the namespace's count, the default limit
+// takes them all, and the count follows a delete and survives a restart.
 func TestTopicListPagesOverTheWire(t *testing.T) {
 	dir := t.TempDir()
 	n, nc := startNode(t, dir)
@@ -25,7 +26,21 @@ func TestTopicListPagesOverTheWire(t *testing.T) {
 		want = append(want, uri)
 	}
 	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: "topic://public/default/elsewhere"}, nil)
-	sort.Strings(want)
+	// Page order: by topic bucket of the namespace's 4, then by name.
+	bucket := func(uri string) int {
+		name, err := routing.ParseTopic(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return routing.TopicBucket(name, 4)
+	}
+	sort.Slice(want, func(i, j int) bool {
+		bi, bj := bucket(want[i]), bucket(want[j])
+		return bi < bj || bi == bj && want[i] < want[j]
+	})
+	cursor := func(uri string) string {
+		return fmt.Sprintf("%d.%s", bucket(uri), uri[strings.LastIndexByte(uri, '/')+1:])
+	}
 
 	page := func(limit int, cursor string) api.TopicListReply {
 		t.Helper()
@@ -73,10 +88,14 @@ func TestTopicListPagesOverTheWire(t *testing.T) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		t.Fatal(err)
 	}
-	if string(raw["count"]) != "23" || string(raw["next"]) != `"t1"` || string(raw["topics"]) != `["topic://public/wide/t0","topic://public/wide/t1"]` {
+	if string(raw["count"]) != "23" || string(raw["next"]) != `"`+cursor(want[1])+`"` || string(raw["topics"]) != `["`+want[0]+`","`+want[1]+`"]` {
 		t.Fatalf("reply %s", data)
 	}
-	data, _, e = request(t, nc, api.AdminSubject(api.AdminTopicList), []byte(`{"namespace":"public/wide","limit":2,"cursor":"t9"}`), nil)
+	data, _, e = request(t, nc, api.AdminSubject(api.AdminTopicList), []byte(`{"namespace":"public/wide","limit":2,"cursor":"`+cursor(want[1])+`"}`), nil)
+	if e != nil || !strings.HasPrefix(string(data), `{"topics":["`+want[2]+`","`+want[3]+`"],"next":"`+cursor(want[3])+`"`) {
+		t.Fatalf("the second page: %s, %v", data, e)
+	}
+	data, _, e = request(t, nc, api.AdminSubject(api.AdminTopicList), []byte(`{"namespace":"public/wide","limit":2,"cursor":"`+cursor(want[len(want)-1])+`"}`), nil)
 	if e != nil || string(data) != `{"topics":[],"count":23}` {
 		t.Fatalf("after the last: %s, %v", data, e)
 	}
@@ -113,6 +132,9 @@ func TestTopicListRefusesBadPages(t *testing.T) {
 		{`{"namespace":"public/default","limit":-1}`, api.CodeInvalidArgument},
 		{`{"namespace":"public/default","limit":10001}`, api.CodeInvalidArgument},
 		{`{"namespace":"public/default","cursor":"a.b"}`, api.CodeInvalidArgument},
+		{`{"namespace":"public/default","cursor":"orders"}`, api.CodeInvalidArgument},
+		{`{"namespace":"public/default","cursor":"1.orders"}`, api.CodeInvalidArgument}, // one topic bucket
+		{`{"namespace":"public/default","cursor":"0.a b"}`, api.CodeInvalidArgument},
 		{`{"namespace":"public/default","cursor":"*"}`, api.CodeInvalidArgument},
 		{`{"namespace":"public/default","cursor":"` + strings.Repeat("x", 1000) + `"}`, api.CodeInvalidArgument},
 		{`{"namespace":"public/default","limit":"ten"}`, api.CodeBadRequest},
@@ -128,5 +150,10 @@ func TestTopicListRefusesBadPages(t *testing.T) {
 	mustAdmin(t, nc, api.AdminTopicList, api.TopicListRequest{Namespace: "public/default", Limit: 1}, &r)
 	if len(r.Topics) != 1 || r.Next != "" || r.Count != 1 {
 		t.Fatalf("a good page after the refusals: %+v", r)
+	}
+	r = api.TopicListReply{}
+	mustAdmin(t, nc, api.AdminTopicList, api.TopicListRequest{Namespace: "public/default", Cursor: "0.orders"}, &r)
+	if len(r.Topics) != 0 || r.Next != "" || r.Count != 1 {
+		t.Fatalf("the page after the only topic: %+v", r)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -122,21 +123,31 @@ func (s *Store) TopicCount(ctx context.Context, ns routing.NamespaceName) (int64
 	}
 }
 
-// TopicsPage lists at most limit topic URIs of a namespace, sorted by
-// name, starting after cursor ("" is the start). next is the cursor of the
-// following page, "" when there are no more topics. The cursor is opaque
-// to callers (today it is the last name of the page, so a name given as
-// a cursor starts the listing after it); one that is not a valid cursor
-// is ErrBadPage. ErrNotFound if the namespace does not exist.
+// TopicsPage lists at most limit topic URIs of a namespace, starting
+// after cursor ("" is the start). next is the cursor of the following
+// page, "" when no topic follows. The cursor is opaque to callers; one
+// that is not a valid cursor of the namespace is ErrBadPage, as is a limit
+// below one. ErrNotFound if the namespace does not exist.
 //
-// Topic keys are spread over the namespace's topic buckets by a hash of
-// their name, so no key order helps: every page reads every key of the
-// namespace once (names only, no records) and keeps the limit+1 smallest
-// names after the cursor in a heap. A page costs O(N) keys sent by the
-// store and O(N log limit) time, and O(limit) memory of its own whatever
-// N is. The keys are listed a group of topic buckets at a time (see
-// pageFilters), which bounds what the NATS client buffers of a listing
-// that outruns the heap to about a group's keys.
+// Pages come in a stable order, not sorted by name: by topic bucket (the
+// hash of its name that spreads a namespace's topic keys, see
+// routing.TopicBucket), then by name within a bucket. Paging from "" to
+// the end lists each topic once. A page with a next cursor holds limit
+// topics; the cursor is the last one's bucket and name, so a page starts
+// in the bucket where the previous one stopped.
+//
+// A page lists the keys (names only, no records) of the buckets it
+// visits, one listing a bucket: from the cursor's bucket on, until it
+// holds limit topics and knows whether one follows. In a namespace of N
+// topics over B buckets that is about max(limit, N/B) keys, not N. But
+// each listing also costs a scan of the store, however few keys it sends
+// (see listWhole): when the listings a page would still take cost more
+// than one of every key of the namespace (a small namespace, or one of
+// few topics a bucket), the page lists every key of the namespace once
+// instead. A namespace of one topic bucket lists all of its N keys for
+// every page: a namespace meant for many topics should be created with
+// more topic buckets (N/limit or more). A page keeps at most limit+1
+// names in memory, whatever the store sends.
 //
 // Pages are not a snapshot: a topic created or deleted while a caller
 // pages through may or may not be listed; every other topic is listed
@@ -155,80 +166,120 @@ func (s *Store) TopicsPage(ctx context.Context, ns routing.NamespaceName, cursor
 	if err != nil {
 		return nil, "", err
 	}
-	// smallest holds the smallest limit+1 names after the cursor, the
-	// greatest on top: one more than the page tells whether there is a
-	// next page.
-	smallest := make(nameHeap, 0, min(limit+1, 4096))
-	for _, filters := range pageFilters(ns, rec.TopicBuckets) {
-		err := s.listNames(ctx, filters, func(name string) {
+	buckets := max(rec.TopicBuckets, 1)
+	if after.bucket >= buckets {
+		return nil, "", fmt.Errorf("%w: cursor %q: bucket %d of a namespace of %d", ErrBadPage, cursor, after.bucket, buckets)
+	}
+	prefix := "topic." + ns.Tenant + "." + ns.Namespace + "."
+	// smallest holds the first limit+1 topics after the cursor, the last
+	// on top: one more than the page tells whether a topic follows.
+	smallest := make(positionHeap, 0, min(limit+1, 4096))
+	listed, seen := 0, 0 // buckets listed, and the keys they hold
+	values := -1         // keys in the store, once read
+	listings, read := 0, 0
+	if pageStats != nil {
+		defer func() { pageStats(listings, read) }()
+	}
+	for from := after.bucket; from < buckets && len(smallest) <= limit; {
+		filter, to := prefix+strconv.Itoa(from)+".*", from+1
+		if listed > 0 {
+			if values < 0 {
+				st, err := s.kv.Status(ctx)
+				if err != nil {
+					return nil, "", timedOut(ctx, fmt.Errorf("braid/meta: status: %w", err))
+				}
+				values = int(min(st.Values(), 1<<40))
+			}
+			if listWhole(limit+1-len(smallest), buckets-from, buckets, listed, seen, values) {
+				filter, to = prefix+"*.*", buckets
+			}
+		}
+		listings++
+		err := s.listNames(ctx, filter, func(bucket, name string) {
+			read++
+			b, err := strconv.Atoi(bucket)
+			if err != nil || b < from || b >= to {
+				return // a bucket listed before (or not a bucket)
+			}
+			p := position{b, name}
+			if p != after {
+				// The cursor's own topic is not counted: its
+				// bucket was not listed by chance.
+				seen++
+			}
 			switch {
-			case name <= after:
+			case !after.less(p):
 			case len(smallest) <= limit:
-				heap.Push(&smallest, name)
-			case name < smallest[0]:
-				smallest[0] = name
+				heap.Push(&smallest, p)
+			case p.less(smallest[0]):
+				smallest[0] = p
 				heap.Fix(&smallest, 0)
 			}
 		})
 		if err != nil {
 			return nil, "", err
 		}
+		listed += to - from
+		from = to
 	}
 	more := len(smallest) > limit
 	if more {
 		heap.Pop(&smallest)
 	}
-	names := []string(smallest)
-	sort.Strings(names)
-	uris = make([]string, len(names))
-	for i, name := range names {
-		uris[i] = routing.TopicName{Scheme: routing.SchemeScalable, Tenant: ns.Tenant, Namespace: ns.Namespace, Name: name}.String()
+	page := []position(smallest)
+	sort.Slice(page, func(i, j int) bool { return page[i].less(page[j]) })
+	uris = make([]string, len(page))
+	for i, p := range page {
+		uris[i] = routing.TopicName{Scheme: routing.SchemeScalable, Tenant: ns.Tenant, Namespace: ns.Namespace, Name: p.name}.String()
 	}
 	if more {
-		next = encodeCursor(names[len(names)-1])
+		next = encodeCursor(page[len(page)-1])
 	}
 	return uris, next, nil
 }
 
-// Listing a namespace's topic keys by groups of topic buckets: at most
-// pageListings listings, of at most pageFiltersPerListing bucket filters
-// each (a consumer's creation grows faster than its filters: 17 ms for
-// 256, 1.8 s for 4096).
+// pageStats, when tests set it, is called after each page with the
+// listings it took and the keys they sent.
+var pageStats func(listings, keys int)
+
+// The costs listWhole weighs, in the time the store takes
+// to send a key (about 4 µs). Measured with a server in the same process,
+// 2 CPUs: a listing of one filter that matches keys costs about 1 ms of
+// its own and a scan of the store, about 4 ms at 20,000 keys in the store
+// and 15-20 ms at 80,000, whatever it matches (a filter that matches none
+// costs 0.3-1.5 ms). One listing of several filters (a filter a bucket)
+// is no way out: with deleted records in the store (every count update
+// deletes one), 32 filters took 197 ms where 32 listings took 63 ms.
 const (
-	pageListings          = 16
-	pageFiltersPerListing = 256
+	listCostListing = 250 // a listing's own cost
+	listCostScan    = 20  // keys in the store scanned in the time of one sent
 )
 
-// pageFilters is the filters of the listings of a page of ns, whose topics
-// are in buckets topic buckets: bucket b in listing b % pageListings. Each
-// listing sends about 1/pageListings of the keys: what the NATS client
-// holds of a listing it delivers faster than the page takes it in is at
-// most that (and at most the server's flow-control window, 32 MiB on the
-// wire). Measured at a million topics in 16 buckets, a server in another
-// process, 2 CPUs: a page in 16 listings took 4.6-8 s and 10-19 MiB more
-// client heap at its peak, in one listing 3.1-5 s and 35-125 MiB (as
-// much as reading every name into memory). A namespace of one bucket, or
-// of more than pageListings*pageFiltersPerListing, is listed in one.
-func pageFilters(ns routing.NamespaceName, buckets int) [][]string {
-	prefix := "topic." + ns.Tenant + "." + ns.Namespace + "."
-	if buckets <= 1 || buckets > pageListings*pageFiltersPerListing {
-		return [][]string{{prefix + "*.*"}}
-	}
-	groups := make([][]string, min(buckets, pageListings))
-	for b := range buckets {
-		g := b % len(groups)
-		groups[g] = append(groups[g], prefix+strconv.Itoa(b)+".*")
-	}
-	return groups
+// listWhole tells a page to list every key of its namespace (of buckets
+// buckets) at once rather than its next bucket alone: need is how many
+// more topics the page wants, rest how many buckets are left from the
+// next; the page's listings so far took listed buckets (one at least),
+// holding seen keys besides the cursor's; the store holds values keys. It
+// does when the bucket listings the page would still take, at the
+// density seen so far, cost more than one listing of every key.
+func listWhole(need, rest, buckets, listed, seen, values int) bool {
+	// Keys a bucket; none seen yet counts as half a key, so that empty
+	// buckets make the estimate fall.
+	density := max(float64(seen), 0.5) / float64(listed)
+	scan := float64(values) / listCostScan
+	// A bucket's listing scans the store only if the bucket has keys.
+	visit := listCostListing + (1-math.Exp(-density))*scan + density
+	visits := min(float64(rest), math.Ceil(float64(need)/density))
+	return listCostListing+scan+density*float64(buckets) < visits*visit
 }
 
-// listNames calls visit with the topic name of every key matching
-// filters, within ctx (which must have a deadline), and fails if the
-// listing is cut short.
-func (s *Store) listNames(ctx context.Context, filters []string, visit func(name string)) error {
-	lister, err := s.kv.ListKeysFiltered(ctx, filters...)
+// listNames calls visit with the bucket and the topic name of every key
+// matching filter (a filter of topic keys), within ctx (which must have a
+// deadline), and fails if the listing is cut short.
+func (s *Store) listNames(ctx context.Context, filter string, visit func(bucket, name string)) error {
+	lister, err := s.kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
-		return timedOut(ctx, fmt.Errorf("braid/meta: list %s: %w", filters[0], err))
+		return timedOut(ctx, fmt.Errorf("braid/meta: list %s: %w", filter, err))
 	}
 	defer lister.Stop()
 	seen := 0
@@ -240,40 +291,66 @@ func (s *Store) listNames(ctx context.Context, filters []string, visit func(name
 				// The lister also ends its channel when ctx ends:
 				// that is a cut listing, not the whole of it.
 				if ctx.Err() != nil {
-					return fmt.Errorf("%w: listing %s stopped after %d keys: %v", ErrTimeout, filters[0], seen, ctx.Err())
+					return fmt.Errorf("%w: listing %s stopped after %d keys: %v", ErrTimeout, filter, seen, ctx.Err())
 				}
 				return nil
 			}
 			seen++
-			visit(k[strings.LastIndexByte(k, '.')+1:])
+			j := strings.LastIndexByte(k, '.')
+			rest := k[:max(j, 0)]
+			visit(rest[strings.LastIndexByte(rest, '.')+1:], k[j+1:])
 		case <-ctx.Done():
-			return fmt.Errorf("%w: listing %s stopped after %d keys: %v", ErrTimeout, filters[0], seen, ctx.Err())
+			return fmt.Errorf("%w: listing %s stopped after %d keys: %v", ErrTimeout, filter, seen, ctx.Err())
 		}
 	}
 }
 
-// encodeCursor is the cursor of the page after name.
-func encodeCursor(name string) string { return name }
-
-// decodeCursor is the name a cursor starts after ("" before every name).
-func decodeCursor(cursor string) (string, error) {
-	if cursor == "" {
-		return "", nil
-	}
-	if err := routing.ValidateName(cursor); err != nil {
-		return "", fmt.Errorf("%w: cursor: %v", ErrBadPage, err)
-	}
-	return cursor, nil
+// position is where a topic comes in a namespace's pages: by bucket, then
+// by name.
+type position struct {
+	bucket int
+	name   string
 }
 
-// nameHeap is a max-heap of names.
-type nameHeap []string
+func (p position) less(q position) bool {
+	return p.bucket < q.bucket || p.bucket == q.bucket && p.name < q.name
+}
 
-func (h nameHeap) Len() int           { return len(h) }
-func (h nameHeap) Less(i, j int) bool { return h[i] > h[j] }
-func (h nameHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *nameHeap) Push(x any)        { *h = append(*h, x.(string)) }
-func (h *nameHeap) Pop() any {
+// encodeCursor is the cursor of the page after p: "<bucket>.<name>"
+// (names have no dots).
+func encodeCursor(p position) string { return strconv.Itoa(p.bucket) + "." + p.name }
+
+// decodeCursor is the position a cursor starts after: {0, ""} (before
+// every topic) for "". Whether its bucket is one of the namespace's is the
+// caller's check.
+func decodeCursor(cursor string) (position, error) {
+	if cursor == "" {
+		return position{}, nil
+	}
+	bucket, name, ok := strings.Cut(cursor, ".")
+	if !ok {
+		return position{}, fmt.Errorf("%w: cursor %q: no bucket", ErrBadPage, cursor)
+	}
+	// Decimal digits, no sign, no leading zero, below 1<<20 (more than
+	// any namespace has): what encodeCursor writes.
+	b, err := strconv.Atoi(bucket)
+	if err != nil || b < 0 || b >= 1<<20 || strconv.Itoa(b) != bucket {
+		return position{}, fmt.Errorf("%w: cursor %q: bad bucket", ErrBadPage, cursor)
+	}
+	if err := routing.ValidateName(name); err != nil {
+		return position{}, fmt.Errorf("%w: cursor: %v", ErrBadPage, err)
+	}
+	return position{b, name}, nil
+}
+
+// positionHeap is a max-heap of positions.
+type positionHeap []position
+
+func (h positionHeap) Len() int           { return len(h) }
+func (h positionHeap) Less(i, j int) bool { return h[j].less(h[i]) }
+func (h positionHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *positionHeap) Push(x any)        { *h = append(*h, x.(position)) }
+func (h *positionHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
