@@ -245,3 +245,89 @@ func TestOpenLogsBudget(t *testing.T) {
 	}
 	_ = topology.SegmentID(0)
 }
+
+// TestAReadOpeningALogBeforeItsBucketStartsKeepsIt opens a unit's log for
+// a read before the unit's bucket has started (activation returns once the
+// controller is up; its buckets start on their own goroutines): the
+// bucket's start must take that log, not close it under the read.
+func TestAReadOpeningALogBeforeItsBucketStartsKeepsIt(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/early"
+	topic := createTestTopic(t, m, uri, 1, 1)
+	if r := produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("x")}); r[0].Err() != nil {
+		t.Fatal(r[0].Err())
+	}
+	cur, _ := m.Active(uri)
+	if !m.passivate(cur, 0) {
+		t.Fatal("could not passivate the topic")
+	}
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	hook := func(UnitKey) {
+		<-release
+		started <- struct{}{}
+	}
+	bucketStarting.Store(&hook)
+	defer bucketStarting.Store(nil)
+	again, err := m.Topic(uri) // activates; its bucket waits in the hook
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := m.store.Log(UnitKey{Topic: again.name, Segment: 0, Bucket: 0}, *again.opts.Load())
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-started
+	// The bucket has run its start; give it the turn of its mailbox it
+	// needs to finish it.
+	if r := produceSync(t, again, api.Record{Key: []byte("k"), Payload: []byte("y")}); r[0].Err() != nil {
+		t.Fatal(r[0].Err())
+	}
+	if recs, err := held.ReadRange(0, 10, 0); err != nil || len(recs) != 2 {
+		t.Fatalf("the log a read held across its bucket's start: %d records, %v; want 2", len(recs), err)
+	}
+}
+
+// TestReadsThatActivateATopicDoNotFail reads a passivated topic from many
+// goroutines at once, over and over: the reads activate it, and its buckets
+// start while they read, which must not close the logs under them.
+func TestReadsThatActivateATopicDoNotFail(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/readers"
+	topic := createTestTopic(t, m, uri, 1, 4)
+	recs := make([]api.Record, 40)
+	for i := range recs {
+		recs[i] = api.Record{Key: []byte(fmt.Sprint(i)), Payload: []byte("x")}
+	}
+	for _, r := range produceSync(t, topic, recs...) {
+		if r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+	}
+	for round := range 30 {
+		cur, ok := m.Active(uri)
+		if !ok || !m.passivate(cur, 0) {
+			t.Fatalf("round %d: could not passivate the topic", round)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for b := range 4 {
+					if _, err := topic.Read(topology.SegmentID(0), b, 0, 100, 0); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: a read that activated the topic failed: %v", round, err)
+		}
+	}
+}

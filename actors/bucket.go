@@ -106,6 +106,9 @@ type bucketActor struct {
 
 	// w is the log the bucket writes to (reopened after a failed write).
 	w *unitWriter
+	// restarted is set on every incarnation after the first (a
+	// supervisor restart).
+	restarted bool
 	// sealedAt is the layout epoch of the seal; 0 while accepting appends.
 	sealedAt uint64
 	// held are the appends that reached the bucket after its seal, in
@@ -150,9 +153,11 @@ type bucketActor struct {
 // directly already in its mailbox ahead of the ones handed over.
 func newBucketProps(key UnitKey, topic *Topic, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
 	gate *atomic.Bool, lane *bucketLane) *actor.Props {
+	incarnations := 0
 	return actor.PropsFromProducer(func() actor.Actor {
+		incarnations++
 		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m,
-			meter: meter, gate: gate, lane: lane}
+			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1}
 	})
 }
 
@@ -162,7 +167,14 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		if hook := bucketStarting.Load(); hook != nil {
 			(*hook)(b.key)
 		}
-		l, err := b.store.Reopen(b.key, b.opts)
+		// A first start takes the log as the store has it: a reader may
+		// have opened it already (a read that activated the topic), and
+		// closing it under that read would fail it. A restart, or a log
+		// that failed, opens it again (repairing its tail).
+		l, err := b.store.Log(b.key, b.opts)
+		if err == nil && (b.restarted || l.Err() != nil) {
+			l, err = b.store.Reopen(b.key, b.opts)
+		}
 		if err != nil {
 			// Without its log the bucket cannot serve; the supervisor
 			// restarts it and the open is tried again.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -194,6 +195,13 @@ func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBy
 		return nil, nil
 	}
 	recs, err := l.ReadRange(from, max, maxBytes)
+	if errors.Is(err, wal.ErrClosed) {
+		// The log was opened again under the read (its bucket reopened
+		// it after a failed write): read the one the store has now.
+		if l, err = t.unitLog(seg, bucket); err == nil {
+			recs, err = l.ReadRange(from, max, maxBytes)
+		}
+	}
 	if m := t.state.Load().meters[seg]; m != nil && len(recs) > 0 {
 		m.read(recs)
 	}

@@ -102,7 +102,7 @@ var _ = Describe("Many topics in one namespace", Ordered, func() {
 				return err
 			}
 			if len(r.Messages) != 1 || string(r.Messages[0].Payload) != "payload of "+name(i) {
-				return fmt.Errorf("%s holds %d messages after the restart, want its one", name(i), len(r.Messages))
+				return fmt.Errorf("%s holds %d messages after the restart, want its one (unit %+v)", name(i), len(r.Messages), r.Units)
 			}
 			got.Add(1)
 			return nil

@@ -536,6 +536,14 @@ func (l *Log) writableLocked() error {
 	return l.failed
 }
 
+// Err reports whether the log takes writes: nil, ErrClosed, or the
+// failure that failed it (wrapping ErrFailed; see ErrFailed).
+func (l *Log) Err() error {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	return l.writableLocked()
+}
+
 // failLocked makes err sticky (see ErrFailed) and returns it wrapped.
 func (l *Log) failLocked(err error) error {
 	if l.failed == nil {
