@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -162,6 +163,25 @@ type SubscriptionRecord struct {
 // Store is the metadata store. It is safe for concurrent use.
 type Store struct {
 	kv jetstream.KeyValue
+	// buckets caches the topic_buckets of every namespace read: it is set
+	// at the namespace's creation and never changes (its topics' keys
+	// depend on it), and namespaces are not deleted, so the topic
+	// operations need not read the namespace record each time.
+	buckets sync.Map // routing.NamespaceName -> int
+}
+
+// topicBuckets is the topic_buckets of ns (ErrNotFound if ns does not
+// exist), from the cache or its record.
+func (s *Store) topicBuckets(ctx context.Context, ns routing.NamespaceName) (int, error) {
+	if b, ok := s.buckets.Load(ns); ok {
+		return b.(int), nil
+	}
+	rec, err := s.Namespace(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	s.buckets.Store(ns, rec.TopicBuckets)
+	return rec.TopicBuckets, nil
 }
 
 // Open creates or binds the KV bucket. replicas is the JetStream replica
@@ -345,7 +365,7 @@ func (s *Store) Namespaces(ctx context.Context, tenant string) ([]string, error)
 // the count is for display and sizing, the listing is the truth. A failed
 // count update does not fail the create, whose record is written.
 func (s *Store) CreateTopic(ctx context.Context, name routing.TopicName, r TopicRecord) (uint64, error) {
-	ns, err := s.Namespace(ctx, name.NamespaceName())
+	buckets, err := s.topicBuckets(ctx, name.NamespaceName())
 	if err != nil {
 		return 0, err
 	}
@@ -354,7 +374,7 @@ func (s *Store) CreateTopic(ctx context.Context, name routing.TopicName, r Topic
 	if err := r.Validate(name); err != nil {
 		return 0, fmt.Errorf("%w: not written: %v", ErrCorrupt, err)
 	}
-	rev, err := s.create(ctx, topicKey(name, ns.TopicBuckets), r)
+	rev, err := s.create(ctx, topicKey(name, buckets), r)
 	if err != nil {
 		return 0, err
 	}
@@ -364,12 +384,12 @@ func (s *Store) CreateTopic(ctx context.Context, name routing.TopicName, r Topic
 
 // Topic reads a topic and its revision; ErrNotFound if absent.
 func (s *Store) Topic(ctx context.Context, name routing.TopicName) (TopicRecord, uint64, error) {
-	ns, err := s.Namespace(ctx, name.NamespaceName())
+	buckets, err := s.topicBuckets(ctx, name.NamespaceName())
 	if err != nil {
 		return TopicRecord{}, 0, err
 	}
 	var r TopicRecord
-	key := topicKey(name, ns.TopicBuckets)
+	key := topicKey(name, buckets)
 	rev, err := s.get(ctx, key, &r)
 	if err == nil {
 		if verr := r.Validate(name); verr != nil {
@@ -382,14 +402,14 @@ func (s *Store) Topic(ctx context.Context, name routing.TopicName) (TopicRecord,
 // UpdateTopic writes r if the stored revision is still rev (compare and
 // swap) and returns the new revision; ErrConflict otherwise.
 func (s *Store) UpdateTopic(ctx context.Context, name routing.TopicName, r TopicRecord, rev uint64) (uint64, error) {
-	ns, err := s.Namespace(ctx, name.NamespaceName())
+	buckets, err := s.topicBuckets(ctx, name.NamespaceName())
 	if err != nil {
 		return 0, err
 	}
 	if err := r.Validate(name); err != nil {
 		return 0, fmt.Errorf("%w: not written: %v", ErrCorrupt, err)
 	}
-	return s.update(ctx, topicKey(name, ns.TopicBuckets), r, rev)
+	return s.update(ctx, topicKey(name, buckets), r, rev)
 }
 
 // DeleteTopic removes a topic and its subscription records; a topic that
@@ -404,7 +424,7 @@ func (s *Store) UpdateTopic(ctx context.Context, name routing.TopicName, r Topic
 // count one too high for good, as a crash in CreateTopic leaves it one
 // short: see there.
 func (s *Store) DeleteTopic(ctx context.Context, name routing.TopicName) error {
-	ns, err := s.Namespace(ctx, name.NamespaceName())
+	buckets, err := s.topicBuckets(ctx, name.NamespaceName())
 	if err != nil {
 		return err
 	}
@@ -417,7 +437,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name routing.TopicName) error {
 			return fmt.Errorf("braid/meta: delete subscription %s: %w", sub, err)
 		}
 	}
-	if err := s.purgeTopic(ctx, topicKey(name, ns.TopicBuckets)); err != nil {
+	if err := s.purgeTopic(ctx, topicKey(name, buckets)); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
