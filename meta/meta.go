@@ -287,6 +287,11 @@ func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
 		select {
 		case k, ok := <-ch:
 			if !ok {
+				// The lister also ends its channel when ctx ends: that
+				// is a cut listing, not the whole of it.
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("%w: listing %s stopped after %d keys: %v", ErrTimeout, filter, len(keys), ctx.Err())
+				}
 				sort.Strings(keys)
 				return keys, nil
 			}

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -213,4 +214,31 @@ func TestReadsOfAStoreThatStopsAnsweringFail(t *testing.T) {
 			t.Fatalf("%s of a store that is gone: %v after %s", name, err, time.Since(start))
 		}
 	}
+}
+
+// TestACutListingIsAnError lists a namespace of thousands of topics with
+// deadlines short enough to end the listing part way: the listing is then
+// an error (ErrTimeout), never a part of the keys passed off as all of
+// them.
+func TestACutListingIsAnError(t *testing.T) {
+	s := openStore(t)
+	ns := listNamespace(t, s, "cut", 1)
+	names := make([]string, 3000)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%05d", i)
+	}
+	createTopics(t, s, ns, names)
+	cut := 0
+	for _, d := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		got, err := s.Topics(ctx, ns)
+		cancel()
+		switch {
+		case err != nil:
+			cut++
+		case len(got) != len(names):
+			t.Fatalf("a listing within %s returned %d of the %d topics and no error", d, len(got), len(names))
+		}
+	}
+	t.Logf("%d of 5 listings cut by their deadline", cut)
 }
