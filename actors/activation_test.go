@@ -243,7 +243,6 @@ func TestOpenLogsBudget(t *testing.T) {
 	if n != 16 {
 		t.Fatalf("topic a holds %d records, want 16", n)
 	}
-	_ = topology.SegmentID(0)
 }
 
 // TestAReadOpeningALogBeforeItsBucketStartsKeepsIt opens a unit's log for

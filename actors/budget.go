@@ -42,39 +42,40 @@ func (m *Manager) admitActivation(rec meta.TopicRecord) error {
 	if need > limit {
 		return api.Errorf(api.CodeUnavailable, "topic %s needs %d logs, over the node's open logs budget of %d (--max-open-logs)", rec.Topic, need, limit)
 	}
-	for range maxEvictions {
+	var lru []*Topic // the active topics, least recently used first, once needed
+	evicted := 0
+	for {
 		open := m.store.OpenLogs()
 		if open+need <= limit {
 			return nil
 		}
-		if !m.evictLRU() {
-			break
+		if lru == nil {
+			lru = m.leastRecentlyUsed()
 		}
+		// Passivate the next topic nothing holds (passivate refuses the
+		// others).
+		for len(lru) > 0 && evicted < maxEvictions && !m.passivate(lru[0], 0) {
+			lru = lru[1:]
+		}
+		if len(lru) == 0 || evicted == maxEvictions {
+			m.log.Error("topic activation refused: the open logs budget is used up by topics in use", "topic", rec.Topic,
+				"open_logs", open, "needed", need, "limit", limit)
+			return api.Errorf(api.CodeUnavailable, "topic %s cannot be activated: %d bucket logs are open and it needs %d, over the node's budget of %d "+
+				"(--max-open-logs, or the process's file limit); the topics in use hold them, retry later", rec.Topic, open, need, limit)
+		}
+		lru = lru[1:]
+		evicted++
 	}
-	open := m.store.OpenLogs()
-	if open+need <= limit {
-		return nil
-	}
-	m.log.Error("topic activation refused: the open logs budget is used up by topics in use", "topic", rec.Topic,
-		"open_logs", open, "needed", need, "limit", limit)
-	return api.Errorf(api.CodeUnavailable, "topic %s cannot be activated: %d bucket logs are open and it needs %d, over the node's budget of %d "+
-		"(--max-open-logs, or the process's file limit); the topics in use hold them, retry later", rec.Topic, open, need, limit)
 }
 
-// evictLRU passivates the least recently used active topic that nothing
-// holds; it reports whether it did.
-func (m *Manager) evictLRU() bool {
+// leastRecentlyUsed returns the active topics, least recently used first.
+func (m *Manager) leastRecentlyUsed() []*Topic {
 	m.mu.RLock()
-	candidates := make([]*Topic, 0, len(m.topics))
+	out := make([]*Topic, 0, len(m.topics))
 	for _, t := range m.topics {
-		candidates = append(candidates, t)
+		out = append(out, t)
 	}
 	m.mu.RUnlock()
-	sort.Slice(candidates, func(i, j int) bool { return candidates[i].lastUse.Load() < candidates[j].lastUse.Load() })
-	for _, t := range candidates {
-		if m.passivate(t, 0) {
-			return true
-		}
-	}
-	return false
+	sort.Slice(out, func(i, j int) bool { return out[i].lastUse.Load() < out[j].lastUse.Load() })
+	return out
 }

@@ -184,7 +184,7 @@ func (s *LogStore) RemoveSegment(t routing.TopicName, seg topology.SegmentID) er
 // RemoveTopic closes and deletes every log of a topic: its incarnation's
 // directory, and its name's directory once nothing else is left in it.
 func (s *LogStore) RemoveTopic(t routing.TopicName) error {
-	s.closeWhere(func(k UnitKey) bool { return k.Topic == t })
+	_ = s.CloseTopic(t)
 	if err := os.RemoveAll(s.TopicDir(t)); err != nil {
 		return err
 	}

@@ -130,35 +130,36 @@ func (w *unitWriter) unavailableLocked() error {
 		describeCause(w.cause), reopenEvery)
 }
 
+// causes are the usual causes of a failed write: the error, how a reply
+// names it, and its reason label in braid_wal_write_failures_total.
+var causes = []struct {
+	err          error
+	words, label string
+}{
+	{syscall.ENOSPC, "no space left on device", "no_space"},
+	{syscall.EDQUOT, "disk quota exceeded", "quota"},
+	{syscall.EROFS, "read-only file system", "read_only"},
+	{syscall.EIO, "I/O error", "io"},
+	{wal.ErrClosed, "", "closed"},
+}
+
 // describeCause names the cause of a failed write in plain words, with
 // the error itself when it is none of the usual ones.
 func describeCause(err error) string {
-	switch {
-	case errors.Is(err, syscall.ENOSPC):
-		return "no space left on device"
-	case errors.Is(err, syscall.EDQUOT):
-		return "disk quota exceeded"
-	case errors.Is(err, syscall.EROFS):
-		return "read-only file system"
-	case errors.Is(err, syscall.EIO):
-		return "I/O error"
+	for _, c := range causes {
+		if c.words != "" && errors.Is(err, c.err) {
+			return c.words
+		}
 	}
 	return err.Error()
 }
 
 // causeLabel is the reason label of braid_wal_write_failures_total.
 func causeLabel(err error) string {
-	switch {
-	case errors.Is(err, syscall.ENOSPC):
-		return "no_space"
-	case errors.Is(err, syscall.EDQUOT):
-		return "quota"
-	case errors.Is(err, syscall.EROFS):
-		return "read_only"
-	case errors.Is(err, syscall.EIO):
-		return "io"
-	case errors.Is(err, wal.ErrClosed):
-		return "closed"
+	for _, c := range causes {
+		if errors.Is(err, c.err) {
+			return c.label
+		}
 	}
 	return "other"
 }

@@ -137,12 +137,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.subsView.subs.Store(n.subs)
 	n.subsView.queues.Store(n.queues)
-	idle := cfg.TopicIdleTimeout
-	if idle == 0 {
-		idle = actors.DefaultIdleTimeout
-	}
-	n.subs.StartIdleSweeper(idle)
-	n.queues.StartIdleSweeper(idle)
+	n.subs.StartIdleSweeper(n.topics.IdleTimeout())
+	n.queues.StartIdleSweeper(n.topics.IdleTimeout())
 	n.registerConsumerMetrics()
 	n.produceM = newProduceMetrics(n.registry)
 	if err := n.addServices(); err != nil {
