@@ -20,10 +20,13 @@
 // write overlaps a sync), has no checksums (a flipped byte is read back as
 // data) and fails Open on a torn tail. `go run ./benchmarks/walcompare`
 // appends the same encoded records through both in one run, alternating
-// round by round; on the project's machine (3 rounds, the median ratio):
-// with a sync per append, 1.02x-1.20x tidwall's rate at 100 B (batches of
-// 1, 16 and 256 records) and 1.05x-2.18x at 1 KiB; without syncs 0.92x
-// (single 100 B records) to 4.97x (1 KiB batches of 256).
+// round by round; on the project's machine (3 rounds, median [min, max]
+// of the per-round ratios), with a sync per append: 1.11x [0.90, 1.22],
+// 1.43x [1.27, 1.75] and 2.01x [1.11, 2.43] tidwall's rate at 100 B in
+// batches of 1, 16 and 256 records, 0.81x [0.81, 1.23], 1.85x [1.38, 2.52]
+// and 1.58x [0.92, 1.96] at 1 KiB; without syncs from 0.86x [0.82, 1.28]
+// (single 100 B records) to 10.33x [3.79, 11.12] (100 B batches of 256).
+// The README has the whole table.
 //
 // The package does not own group commit (the bucket actor collects its
 // mailbox and calls Append once per batch), retention policy (a storage
