@@ -187,7 +187,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
 		if b.opts.Durability == wal.DurabilityAlways {
 			topic := b.key.Topic.String()
-			b.commit = startCommitter(b.key, b.w, b.log, func() { b.store.Signal(topic) })
+			b.commit = newCommitter(b.key, b.w, b.store.groupCommitter(), b.log, func() { b.store.Signal(topic) })
 			b.commit.account = func(reqs []appendReq) { b.account(reqs) }
 		}
 		if b.topic != nil {

@@ -24,7 +24,7 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var acked []uint64
 	durable := 0
-	c := startCommitter(UnitKey{}, testWriter(l), slog.New(slog.NewTextHandler(io.Discard, nil)), func() {
+	c := newCommitter(UnitKey{}, testWriter(l), testGroup(t), slog.New(slog.NewTextHandler(io.Discard, nil)), func() {
 		mu.Lock()
 		durable++
 		mu.Unlock()
@@ -73,7 +73,7 @@ func TestCommitterFailsWhatCannotBeMadeDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Close() // the write finds the log closed
-	c := startCommitter(UnitKey{}, testWriter(l), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := newCommitter(UnitKey{}, testWriter(l), testGroup(t), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	got := make(chan error, 1)
 	c.submit([]appendReq{{records: make([]wal.Record, 1), sink: sinkFunc(func(_ unitRef, _ uint64, err error) { got <- err })}})
 	c.close()
@@ -91,4 +91,14 @@ func (f sinkFunc) splitInto(int)                                      {}
 // testWriter is a unitWriter over l that never reopens it (no store).
 func testWriter(l *wal.Log) *unitWriter {
 	return newUnitWriter(UnitKey{}, l, nil, wal.Options{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(nil))
+}
+
+// testGroup is a groupCommitter syncing by fdatasync.
+func testGroup(t *testing.T) *groupCommitter {
+	g, err := wal.NewCommitGroup(t.TempDir(), wal.SyncEach, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return newGroupCommitter(g, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 }

@@ -76,14 +76,25 @@ type Config struct {
 	// MaxOpenLogs bounds the bucket logs open at once (0: from the
 	// process's file limit, see DefaultMaxOpenLogs).
 	MaxOpenLogs int
-	// SharedSync makes the commits of every bucket log of the node
-	// durable in shared rounds (wal.SharedSync) instead of each on its
-	// own. Off by default: on this project's machine (benchmarks/manytopics
-	// -serve-args --shared-sync, one run against one without) it did not
-	// raise the rate of load spread over 500 topics (bound by CPU, not
-	// fsyncs: 11.6k against 11.8k msg/s) and one topic ran at 30k against
-	// 48k msg/s.
-	SharedSync bool
+	// CommitSync is how the node's rounds of bucket log commits are made
+	// durable (see wal.CommitGroup): one syncfs of the data directory's
+	// file system per round (wal.SyncFS, the default), or an fdatasync
+	// per log, submitted together (wal.SyncEach).
+	CommitSync wal.SyncMode
+	// JournalDir, when set, holds the node's journal: the commits of
+	// bucket logs under DurabilityAlways are made durable by one write
+	// and one fdatasync of the journal per round, not by a sync of each
+	// log (see wal.Journal); Recover replays what a crash left in it.
+	// Empty: no journal, each round syncs the logs' files (CommitSync).
+	JournalDir string
+	// JournalBytes is the size past which the journal rolls to a new file
+	// and checkpoints the old one; 0 is wal.DefaultJournalBytes.
+	JournalBytes int64
+	// HoldReplies, when set, is called by the node's committer before it
+	// acknowledges a round of appends, and the function it returns after:
+	// the front-end may hold the replies meanwhile and send them in one
+	// write.
+	HoldReplies func() (release func())
 }
 
 // Manager runs the topics of this node. It is safe for concurrent use.
@@ -126,9 +137,7 @@ func NewManager(cfg Config) *Manager {
 		m.cfg.MaxOpenLogs = DefaultMaxOpenLogs()
 	}
 	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
-	if cfg.SharedSync {
-		m.store.shared = wal.NewSharedSync()
-	}
+	m.store.syncMode, m.store.logger, m.store.holdReplies = cfg.CommitSync, cfg.Logger, cfg.HoldReplies
 	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)
@@ -172,6 +181,11 @@ func (m *Manager) Store() *LogStore { return m.store }
 // does not read or validate quarantines that topic; a store that cannot be
 // read fails it.
 func (m *Manager) Recover(ctx context.Context) error {
+	if m.cfg.JournalDir != "" {
+		if err := m.openJournal(); err != nil {
+			return err
+		}
+	}
 	checked, err := m.checkDisk(ctx)
 	if err != nil {
 		return err

@@ -173,5 +173,20 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *LogStore, budget i
 			func() float64 { return float64(s.OpenLogs()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_wal_open_logs_limit",
 			Help: "The most bucket logs open at once (--max-open-logs; by default a share of the process's file limit)."},
-			func() float64 { return float64(budget) }))
+			func() float64 { return float64(budget) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_commit_rounds_total",
+			Help: "Rounds of bucket log commits made durable together (one journal write and sync, or one sync of the logs, each)."},
+			func() float64 { return float64(s.commitCounts().Rounds) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_commit_round_logs_total",
+			Help: "Bucket log commits in the rounds counted by braid_commit_rounds_total: their ratio is the logs made durable per round."},
+			func() float64 { return float64(s.commitCounts().Commits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_written_bytes_total",
+			Help: "Bytes written to the node's commit journal."},
+			func() float64 { return float64(s.journalCounts().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_checkpoints_total",
+			Help: "Checkpoints of the commit journal: what it held synced into the bucket logs, its older files removed."},
+			func() float64 { return float64(s.journalCounts().Checkpoints) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_checkpoint_failures_total",
+			Help: "Checkpoints of the commit journal that failed (logged at error level; the next one tries again)."},
+			func() float64 { return float64(s.journalCounts().CheckpointFailures) }))
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
@@ -144,4 +145,25 @@ func (m *Manager) quarantine(uri string, err error) {
 // quarantinedError is the error of requests naming a quarantined topic.
 func quarantinedError(uri, reason string) error {
 	return api.Errorf(api.CodeTopicQuarantined, "topic %s is quarantined: %s", uri, reason)
+}
+
+// openJournal replays what a crash left in the node's journal into the
+// bucket logs and opens the journal for the commits to come.
+func (m *Manager) openJournal() error {
+	t0 := time.Now()
+	rep, err := m.store.OpenJournal(m.cfg.JournalDir, m.cfg.JournalBytes, func(err error) {
+		m.log.Error("journal checkpoint failed; its files stay until one succeeds", "dir", m.cfg.JournalDir, "err", err)
+	})
+	if err != nil {
+		return fmt.Errorf("the journal in %s: %w", m.cfg.JournalDir, err)
+	}
+	if len(rep.Damaged) > 0 {
+		m.log.Error("journal replay stopped early in damaged files: what they held after the damage is not replayed",
+			"files", rep.Damaged, "entries_replayed", rep.Entries)
+	}
+	if rep.Files > 0 {
+		m.log.Info("journal replayed into the bucket logs", "dir", m.cfg.JournalDir, "files", rep.Files,
+			"entries", rep.Entries, "bytes", rep.Bytes, "skipped", rep.Skipped, "took", time.Since(t0))
+	}
+	return nil
 }

@@ -2,9 +2,11 @@ package actors
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
@@ -30,9 +32,18 @@ func (k UnitKey) String() string {
 type LogStore struct {
 	dir string
 	fs  wal.FS // nil: wal.OSFS
-	// shared makes the commits of every log durable together (nil: each
-	// on its own); see wal.SharedSync.
-	shared *wal.SharedSync
+	// syncMode is how the rounds of the node's commits sync (see
+	// wal.CommitGroup); commits makes them, from the first committer on
+	// (commitsOnce), and logger hears what it has to say.
+	syncMode    wal.SyncMode
+	journal     *wal.Journal // nil: no journal (see OpenJournal)
+	commits     *groupCommitter
+	commitGroup atomic.Pointer[wal.CommitGroup]
+	// journalView is journal, for the metrics.
+	journalView atomic.Pointer[wal.Journal]
+	commitsOnce sync.Once
+	logger      *slog.Logger
+	holdReplies func() (release func())
 
 	mu sync.Mutex
 	// incarnations holds the incarnation of every topic known here, by
@@ -65,6 +76,88 @@ func NewLogStore(dir string, fsys wal.FS, events LogEvents) *LogStore {
 	return &LogStore{dir: dir, fs: fsys, logs: map[UnitKey]*wal.Log{}, byTopic: map[routing.TopicName]map[UnitKey]bool{}, signals: map[string]chan struct{}{}, events: events,
 		incarnations: map[string]string{}}
 }
+
+// groupCommitter returns the node's committer of bucket log appends,
+// making it on first use.
+func (s *LogStore) groupCommitter() *groupCommitter {
+	s.commitsOnce.Do(func() {
+		logger := s.logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		mode := s.syncMode
+		if s.fs != nil && s.fs != wal.OSFS {
+			mode = wal.SyncEach // files of other file systems sync one by one anyway
+		}
+		g, err := s.newCommitGroup(mode)
+		if err != nil && mode == wal.SyncFS {
+			logger.Error("bucket log commits: cannot syncfs the data directory; each log's commit is an fdatasync of its own",
+				"dir", s.dir, "err", err)
+			g, err = s.newCommitGroup(wal.SyncEach)
+		}
+		if err != nil {
+			panic(err) // SyncEach opens nothing
+		}
+		s.commitGroup.Store(g)
+		s.commits = newGroupCommitter(g, logger, s.holdReplies)
+	})
+	return s.commits
+}
+
+func (s *LogStore) newCommitGroup(mode wal.SyncMode) (*wal.CommitGroup, error) {
+	if mode == wal.SyncFS {
+		if err := os.MkdirAll(s.dir, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	return wal.NewCommitGroup(s.dir, mode, s.journal)
+}
+
+// JournalReport is what opening a store's journal found.
+type JournalReport = wal.JournalReplay
+
+// OpenJournal replays the journal in dir into the store's logs (what a
+// crash left there) and opens it: from then on, the commits of the
+// store's logs under DurabilityAlways are made durable by one write and
+// one sync of the journal per round (see wal.Journal). Call it before any
+// log is opened. onCheckpointError hears of the checkpoints that fail.
+func (s *LogStore) OpenJournal(dir string, maxBytes int64, onCheckpointError func(error)) (JournalReport, error) {
+	fsys := s.fs
+	if fsys == nil {
+		fsys = wal.OSFS
+	}
+	rep, err := wal.ReplayJournal(dir, s.dir, fsys)
+	if err != nil {
+		return rep, err
+	}
+	j, err := wal.OpenJournal(dir, s.dir, fsys, maxBytes)
+	if err != nil {
+		return rep, err
+	}
+	j.OnCheckpointError(onCheckpointError)
+	s.journal = j
+	s.journalView.Store(j)
+	return rep, nil
+}
+
+// commitCounts are the node's commit rounds so far.
+func (s *LogStore) commitCounts() wal.CommitGroupCounts {
+	if g := s.commitGroup.Load(); g != nil {
+		return g.Counts()
+	}
+	return wal.CommitGroupCounts{}
+}
+
+// journalCounts are what the journal did so far.
+func (s *LogStore) journalCounts() wal.JournalCounts {
+	if j := s.journalView.Load(); j != nil {
+		return j.Counts()
+	}
+	return wal.JournalCounts{}
+}
+
+// Journal returns the store's journal (nil without one).
+func (s *LogStore) Journal() *wal.Journal { return s.journal }
 
 // SetIncarnation says which incarnation of topic t is served here: its
 // logs are in the directory of that name under the topic's.
@@ -107,7 +200,9 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	if s.fs != nil {
 		opts.FS = s.fs
 	}
-	opts.SharedSync = s.shared
+	if s.journal != nil && opts.Durability == wal.DurabilityAlways {
+		opts.Journal = s.journal
+	}
 	if hole := s.events.Hole; hole != nil {
 		opts.OnHole = func(h wal.Hole) { hole(k, h) }
 	}
@@ -198,7 +293,18 @@ func (s *LogStore) RemoveTopic(t routing.TopicName) error {
 
 // Close closes every log (each syncs first).
 func (s *LogStore) Close() error {
-	return s.closeWhere(func(UnitKey) bool { return true })
+	err := s.closeWhere(func(UnitKey) bool { return true })
+	if g := s.commitGroup.Load(); g != nil {
+		_ = g.Close()
+	}
+	if s.journal != nil {
+		// The logs synced their files as they closed: the checkpoint
+		// finds nothing left and removes the journal's files.
+		if jerr := s.journal.Close(); jerr != nil && err == nil {
+			err = fmt.Errorf("close the journal: %w", jerr)
+		}
+	}
+	return err
 }
 
 func (s *LogStore) closeWhere(match func(UnitKey) bool) error {

@@ -25,6 +25,9 @@ type Config struct {
 	// MetricsListen is host:port of the /metrics HTTP endpoint; "" or "off"
 	// disables it. Default 127.0.0.1:9470.
 	MetricsListen string
+	// Pprof serves Go's profiles under /debug/pprof/ on the metrics
+	// listener (off by default: a profile shows what the node is doing).
+	Pprof bool
 	// Durability is the broker default for bucket logs: always, interval, none.
 	Durability string
 	// SyncInterval is the fsync period of the interval mode.
@@ -45,14 +48,19 @@ type Config struct {
 	// MaxOpenLogs bounds the bucket logs open at once; 0 is half the
 	// process's file limit (actors.DefaultMaxOpenLogs).
 	MaxOpenLogs int
-	// SharedSync makes the node's bucket log commits durable in shared
-	// rounds (one syncfs) instead of one fdatasync each; see
-	// actors.Config.SharedSync.
-	SharedSync bool
+	// CommitSync is how the node's rounds of bucket log commits are made
+	// durable: "journal" (the default: one write and one fdatasync of the
+	// node's journal under <data-dir>/journal per round; see wal.Journal),
+	// "syncfs" (one syncfs of the data directory's file system per round)
+	// or "fdatasync" (one per log, submitted together).
+	CommitSync string
 	// LogFS is the file system bucket logs are written through; nil is
 	// the operating system's. For tests (a disk that fills up).
 	LogFS wal.FS
 }
+
+// CommitJournal is the CommitSync that commits through the node's journal.
+const CommitJournal = "journal"
 
 // Default values.
 const (
@@ -79,6 +87,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if _, err := wal.ParseDurability(c.Durability); err != nil {
 		return c, fmt.Errorf("durability: %w", err)
+	}
+	if c.CommitSync == "" {
+		c.CommitSync = CommitJournal
+	}
+	if _, err := wal.ParseSyncMode(c.CommitSync); err != nil && c.CommitSync != CommitJournal {
+		return c, fmt.Errorf("commit sync %q: want journal, syncfs or fdatasync", c.CommitSync)
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = wal.DefaultSyncInterval

@@ -77,6 +77,7 @@ func (n *Node) startFastProduce() error {
 		return err
 	}
 	n.fast = f
+	n.replies.Store(f)
 	go f.supervise()
 	return nil
 }

@@ -15,9 +15,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -53,6 +55,9 @@ type Node struct {
 	registry *prometheus.Registry
 	produceM *produceMetrics
 	fast     *fastProduce // the produce front-end with the embedded server
+	// replies is the front-end whose replies the node's committer holds
+	// while it acknowledges a round (holdReplies); nil without one.
+	replies atomic.Pointer[fastProduce]
 	// produceInflight counts produce requests taken and not answered.
 	produceInflight *inflight
 	// adminSlots bounds the admin requests served at once.
@@ -120,6 +125,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return n.log.With("lib", "protoactor")
 	}))
 	durability, _ := wal.ParseDurability(cfg.Durability)
+	commitSync, _ := wal.ParseSyncMode(cfg.CommitSync) // syncfs for the journal's: for logs it cannot journal
+	journalDir := ""
+	if cfg.CommitSync == CommitJournal {
+		journalDir = filepath.Join(cfg.DataDir, "journal")
+	}
 	defaults := actors.DefaultDefaults
 	defaults.Durability = durability
 	defaults.SyncInterval = cfg.SyncInterval
@@ -127,7 +137,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.topics = actors.NewManager(actors.Config{
 		DataDir: filepath.Join(cfg.DataDir, "topics"), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
-		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, SharedSync: cfg.SharedSync,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err
@@ -147,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.startMetrics(); err != nil {
 		return nil, err
 	}
-	n.log.Info("braid node started", "nats", url, "data_dir", cfg.DataDir, "metrics", n.MetricsAddr(), "durability", cfg.Durability)
+	n.log.Info("braid node started", "nats", url, "data_dir", cfg.DataDir, "metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
 	return n, nil
 }
 
@@ -211,10 +221,35 @@ func (n *Node) startMetrics() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	if n.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	n.metricsL = l
 	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = n.metrics.Serve(l) }()
 	return nil
+}
+
+// holdReplies holds the produce front-end's replies while the node's
+// committer acknowledges a round of appends, so that they go out in one
+// write; it returns the release.
+func (n *Node) holdReplies() func() {
+	f := n.replies.Load()
+	if f == nil {
+		return func() {}
+	}
+	f.mu.Lock()
+	conn := f.conn
+	f.mu.Unlock()
+	if conn == nil {
+		return func() {}
+	}
+	conn.Hold()
+	return conn.Release
 }
 
 // ClientURL is the NATS URL clients use.
@@ -239,6 +274,38 @@ func (n *Node) Topics() *actors.Manager { return n.topics }
 // shutdownAnswerTimeout bounds how long Close waits for the produce
 // requests under way to be answered.
 const shutdownAnswerTimeout = 10 * time.Second
+
+// clientFlushTimeout bounds how long Close waits for the embedded server
+// to write out what it holds for its clients.
+const clientFlushTimeout = 3 * time.Second
+
+// flushClients waits, up to timeout, until the embedded server has written
+// to its clients everything it holds for them (the last replies): its own
+// shutdown gives a client only 100 ms to take them, which a busy machine
+// misses.
+func (n *Node) flushClients(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		connz, err := n.ns.Connz(&server.ConnzOptions{Limit: 1 << 20})
+		if err != nil {
+			return
+		}
+		pending := 0
+		for _, c := range connz.Conns {
+			pending += c.Pending
+		}
+		if pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.log.Warn("stopping NATS with replies its clients have not taken", "bytes", pending, "waited", timeout)
+			return
+		}
+		<-tick.C
+	}
+}
 
 // Close stops serving, flushes and closes every log, and stops NATS.
 func (n *Node) Close() error {
@@ -276,6 +343,7 @@ func (n *Node) Close() error {
 		}
 	}
 	if n.fast != nil {
+		n.replies.Store(nil)
 		n.fast.close() // after the topics answered what they took
 		n.fast = nil
 	}
@@ -289,6 +357,7 @@ func (n *Node) Close() error {
 		n.nc.Close()
 	}
 	if n.ns != nil {
+		n.flushClients(clientFlushTimeout)
 		n.ns.Shutdown()
 		n.ns.WaitForShutdown()
 	}

@@ -43,7 +43,15 @@ type PendingCommit struct {
 // before it (through io_uring on Linux) and returns without waiting, so
 // that the caller can do other work, acknowledge the previous batch say,
 // while the disk works.
-func (l *Log) StartCommit() *PendingCommit {
+func (l *Log) StartCommit() *PendingCommit { return l.startCommit(nil) }
+
+// StartCommitIn begins a Commit whose fsync is part of round r (see
+// CommitGroup): it adds the log's tail file to r, and the fsync starts
+// with r.Start. Wait must be called after r.Start. A log with nothing to
+// sync adds nothing.
+func (l *Log) StartCommitIn(r *Round) *PendingCommit { return l.startCommit(r) }
+
+func (l *Log) startCommit(round *Round) *PendingCommit {
 	l.writeMu.Lock()
 	if err := l.writableLocked(); err != nil {
 		l.writeMu.Unlock()
@@ -54,6 +62,9 @@ func (l *Log) StartCommit() *PendingCommit {
 		l.writeMu.Unlock()
 		return &PendingCommit{next: next, done: true}
 	}
+	if round != nil && l.journaled != nil && l.journaled.journal == round.g.journal {
+		return l.startJournaledCommitLocked(round)
+	}
 	// What the fsync will cover: a prefix of the tail's frames, which
 	// later writes only append to.
 	p := &PendingCommit{l: l, target: l.tail.index(), file: l.tail.file}
@@ -63,10 +74,10 @@ func (l *Log) StartCommit() *PendingCommit {
 	l.syncMu.Lock()
 	l.writeMu.Unlock()
 	if l.syncErr == nil && p.job.file != nil {
-		ioSyncs.Add(1)
-		if l.opts.SharedSync != nil {
-			p.wait = l.opts.SharedSync.start(p.job.file)
+		if round != nil {
+			p.wait = round.add(p.job.file) // counted by the round
 		} else {
+			ioSyncs.Add(1)
 			p.wait = startSync(p.job.file)
 		}
 	}

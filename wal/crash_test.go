@@ -220,9 +220,15 @@ func runWorkload(t *testing.T, mem *crashfs.Mem, opts wal.Options) (acked, attem
 // (attempted).
 func checkRecovered(t *testing.T, mem *crashfs.Mem, opts wal.Options, acked, attempted model) {
 	t.Helper()
+	checkRecoveredIn(t, crashDir, opts, acked, attempted)
+}
+
+// checkRecoveredIn is checkRecovered for the log in dir.
+func checkRecoveredIn(t *testing.T, dir string, opts wal.Options, acked, attempted model) {
+	t.Helper()
 	var holes []wal.Hole
 	opts.OnHole = func(h wal.Hole) { holes = append(holes, h) }
-	l, err := wal.Open(crashDir, opts)
+	l, err := wal.Open(dir, opts)
 	if err != nil {
 		t.Fatalf("open after the crash: %v", err)
 	}

@@ -67,7 +67,7 @@ func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return osFile{File: f, dev: deviceOf(f)}, nil
 }
 
 func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
@@ -89,8 +89,12 @@ func (osFS) SyncDir(name string) error {
 }
 
 // osFile is an *os.File whose Sync is an fdatasync (through io_uring on
-// Linux).
-type osFile struct{ *os.File }
+// Linux). dev is its file system's device (0 when unknown), for
+// CommitGroup.
+type osFile struct {
+	*os.File
+	dev uint64
+}
 
 func (f osFile) Sync() error                { return fsyncFile(f.File) }
 func (f osFile) startSync() func() error    { return startFsync(f.File) }

@@ -37,10 +37,11 @@ type Log struct {
 	buf         []byte   // the entries of the append being written
 	plan        []plannedFrame
 	bodyLens    []int
-	unsynced    bool  // bytes written to tail.file since its last fsync
-	written     int64 // bytes written since Open, for the preallocation step
-	dirUnsynced bool  // files created, renamed or removed since the last fsync of dir
-	failed      error // sticky, wraps ErrFailed; see ErrFailed
+	unsynced    bool          // bytes written to tail.file since its last fsync
+	written     int64         // bytes written since Open, for the preallocation step
+	dirUnsynced bool          // files created, renamed or removed since the last fsync of dir
+	failed      error         // sticky, wraps ErrFailed; see ErrFailed
+	journaled   *journalState // nil unless the log is journaled (Options.Journal)
 
 	// syncMu is held for every fsync of the tail and for every change of
 	// tail.file, so that the interval syncer can fsync without writeMu
@@ -194,6 +195,10 @@ func open(dir string, opts Options) (*Log, error) {
 		tail:   tailFile{first: last.first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next},
 		// The first file may just have been created.
 		dirUnsynced: true,
+	}
+	if l.journaled, err = openJournaled(dir, opts); err != nil {
+		f.Close()
+		return nil, err
 	}
 	l.addHolesLocked(index.holes)
 	for _, f := range files {
@@ -374,8 +379,12 @@ func (l *Log) writeTailLocked(p []byte) error {
 	l.preallocated.Store(max(l.tail.alloc-l.tail.size, 0))
 	ioWrites.Add(1)
 	l.written += int64(len(p))
-	_, err := l.tail.file.WriteAt(p, l.tail.size-int64(len(p)))
-	return err
+	pos := l.tail.size - int64(len(p))
+	if _, err := l.tail.file.WriteAt(p, pos); err != nil {
+		return err
+	}
+	l.journalWriteLocked(p, pos)
+	return nil
 }
 
 // preallocateLocked extends the tail file with zeros when tail.size has
@@ -489,6 +498,7 @@ func (l *Log) prepareSyncLocked() syncJob {
 	if l.unsynced {
 		job.file = l.tail.file
 		l.unsynced = false
+		l.dropJournaledLocked()
 	}
 	if l.dirUnsynced {
 		job.dir = l.dir
@@ -626,7 +636,10 @@ func (l *Log) finishSyncHeld(job syncJob, wait func() error) error {
 	}
 	if wait != nil {
 		if err := wait(); err != nil {
-			l.syncErr = fmt.Errorf("fsync %s: %w", job.file.Name(), err)
+			if job.file != nil {
+				err = fmt.Errorf("fsync %s: %w", job.file.Name(), err)
+			} // else the journal's error names its file
+			l.syncErr = err
 			return l.syncErr
 		}
 	}
@@ -686,6 +699,9 @@ func (l *Log) Close() error {
 		if err := l.syncLocked(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if l.journaled != nil && len(errs) == 0 && l.failed == nil {
+		l.journaled.journal.forget(l) // synced: no checkpoint needs it
 	}
 	l.readMu.Lock()
 	l.dropReadCachesLocked()

@@ -98,10 +98,12 @@ type Options struct {
 	OnHole func(Hole)
 	// FS is the file system the log's files are in; default OSFS.
 	FS FS
-	// SharedSync, if set, makes this log's commits (Commit, StartCommit)
-	// durable together with those of the other logs that share it (see
-	// SharedSync); nil syncs each commit on its own.
-	SharedSync *SharedSync
+	// Journal, if set (with DurabilityAlways), journals the log's writes:
+	// in a round of a CommitGroup with this journal, the log's commits are
+	// made durable by the journal's sync instead of its own (see Journal).
+	// A log not under the journal's root, or on another file system,
+	// syncs its own files as if it had none.
+	Journal *Journal
 }
 
 func (o Options) withDefaults() (Options, error) {

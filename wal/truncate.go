@@ -112,6 +112,10 @@ func (l *Log) TruncateTail(from uint64) error {
 	if from < l.view.first {
 		return fmt.Errorf("%w: truncate tail to %d below first offset %d in %s", ErrNotFound, from, l.view.first, l.dir)
 	}
+	// A replay after a crash must not write back what this cuts.
+	if err := l.raiseJournalGenerationLocked(); err != nil {
+		return err
+	}
 	i := fileHolding(l.files, from)
 	data, index, err := l.readFileLocked(i)
 	if err != nil {

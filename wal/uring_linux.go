@@ -131,6 +131,47 @@ func startFsync(f *os.File) func() error {
 	}
 }
 
+// startFsyncs starts an fdatasync of each file, submitted through the
+// ring together (one system call for as many as it has room for), and
+// returns the waits for them, as startFsync does for one. The caller keeps
+// the files open until the waits have returned.
+func startFsyncs(files []*os.File) []func() error {
+	waits := make([]func() error, len(files))
+	if len(files) == 1 || !ringInUse() {
+		for i, f := range files {
+			waits[i] = startFsync(f)
+		}
+		return waits
+	}
+	fds := make([]int32, len(files))
+	for i, f := range files {
+		fds[i] = -1
+		if rc, err := f.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { fds[i] = int32(fd) })
+		}
+	}
+	for start := 0; start < len(files); start += uringEntries {
+		end := min(start+uringEntries, len(files))
+		dones := ring.submitFsyncs(fds[start:end])
+		for k, done := range dones {
+			f := files[start+k]
+			if done == nil {
+				waits[start+k] = func() error { return fdatasync(f) } // not taken: the plain way
+				continue
+			}
+			waits[start+k] = func() error {
+				res := <-done
+				<-ring.slots
+				if res < 0 {
+					return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-res)}
+				}
+				return nil
+			}
+		}
+	}
+	return waits
+}
+
 // ringInUse reports whether fsyncs go through io_uring: not if the kernel
 // refuses it, nor if the environment sets BRAID_WAL_URING=off.
 func ringInUse() bool {
@@ -191,35 +232,78 @@ func (r *uring) u32(m []byte, off uint32) *uint32 { return (*uint32)(unsafe.Poin
 // submitFsync submits an fsync of fd and returns the channel its result
 // (0 or -errno) arrives on, after which the caller gives its slot back
 // (<-r.slots); nil when the ring did not take it.
-func (r *uring) submitFsync(fd int32) chan int32 {
-	r.slots <- struct{}{}
-	done := make(chan int32, 1)
+func (r *uring) submitFsync(fd int32) chan int32 { return r.submitFsyncs([]int32{fd})[0] }
+
+// submitFsyncs submits an fsync of each fd (at most uringEntries) with one
+// system call and returns the channels their results arrive on, as
+// submitFsync does; an fd below zero, or one the ring did not take, gets
+// nil.
+func (r *uring) submitFsyncs(fds []int32) []chan int32 {
+	dones := make([]chan int32, len(fds))
+	n := 0
+	for _, fd := range fds {
+		if fd >= 0 {
+			r.slots <- struct{}{}
+			n++
+		}
+	}
+	if n == 0 {
+		return dones
+	}
 	r.mu.Lock()
-	r.nextID++
-	id := r.nextID
-	r.waiting[id] = done
 	p := &r.params
 	tail := atomic.LoadUint32(r.u32(r.sq, p.sqOff.tail))
-	idx := tail & atomic.LoadUint32(r.u32(r.sq, p.sqOff.ringMask))
-	sqe := r.sqes[idx*sqeSize : (idx+1)*sqeSize]
-	clear(sqe)
-	sqe[0] = iouringOpFsync
-	*(*int32)(unsafe.Pointer(&sqe[4])) = fd
-	*(*uint32)(unsafe.Pointer(&sqe[28])) = iouringFsyncDatasync
-	*(*uint64)(unsafe.Pointer(&sqe[32])) = id
-	*r.u32(r.sq, p.sqOff.array+idx*4) = idx
-	atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), tail+1)
-	_, _, errno := syscall.Syscall6(sysIOURingEnter, uintptr(r.fd), 1, 0, 0, 0, 0)
-	if errno != 0 && atomic.LoadUint32(r.u32(r.sq, p.sqOff.head)) == tail {
-		// Not submitted: take the entry back.
-		atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), tail)
-		delete(r.waiting, id)
-		r.mu.Unlock()
-		<-r.slots
-		return nil
+	mask := atomic.LoadUint32(r.u32(r.sq, p.sqOff.ringMask))
+	ids := make([]uint64, len(fds))
+	next := tail
+	for i, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		r.nextID++
+		ids[i] = r.nextID
+		dones[i] = make(chan int32, 1)
+		r.waiting[ids[i]] = dones[i]
+		idx := next & mask
+		sqe := r.sqes[idx*sqeSize : (idx+1)*sqeSize]
+		clear(sqe)
+		sqe[0] = iouringOpFsync
+		*(*int32)(unsafe.Pointer(&sqe[4])) = fd
+		*(*uint32)(unsafe.Pointer(&sqe[28])) = iouringFsyncDatasync
+		*(*uint64)(unsafe.Pointer(&sqe[32])) = ids[i]
+		*r.u32(r.sq, p.sqOff.array+idx*4) = idx
+		next++
+	}
+	atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), next)
+	// The kernel may take fewer entries than asked (it says how many);
+	// ask again for the rest, a few times.
+	head := tail
+	for try := 0; try < 3 && head != next; try++ {
+		if _, _, errno := syscall.Syscall6(sysIOURingEnter, uintptr(r.fd), uintptr(next-head), 0, 0, 0, 0); errno != 0 && errno != syscall.EINTR && errno != syscall.EAGAIN && errno != syscall.EBUSY {
+			head = atomic.LoadUint32(r.u32(r.sq, p.sqOff.head))
+			break
+		}
+		head = atomic.LoadUint32(r.u32(r.sq, p.sqOff.head))
+	}
+	if head != next {
+		// The kernel took the entries before head; take the others back.
+		atomic.StoreUint32(r.u32(r.sq, p.sqOff.tail), head)
+		taken := head - tail
+		k := uint32(0)
+		for i := range fds {
+			if dones[i] == nil {
+				continue
+			}
+			if k >= taken {
+				delete(r.waiting, ids[i])
+				dones[i] = nil
+				<-r.slots
+			}
+			k++
+		}
 	}
 	r.mu.Unlock()
-	return done
+	return dones
 }
 
 // reap hands each completion to its waiter; it runs for the life of the

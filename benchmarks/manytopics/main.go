@@ -68,7 +68,7 @@ func main() {
 	logLevel := flag.String("log-level", "warn", "the server's --log-level")
 	bin := flag.String("braid", "", "a braid binary to run (default: go build ./cmd/braid)")
 	seed := flag.Int64("seed", 1, "seed of the random choice of produce topics")
-	serveArgs := flag.String("serve-args", "", "more braid serve flags, space-separated (e.g. --shared-sync)")
+	serveArgs := flag.String("serve-args", "", "more braid serve flags, space-separated (e.g. --commit-sync syncfs)")
 	flag.Parse()
 	extraServeArgs = strings.Fields(*serveArgs)
 	cfg := config{sizes: ints("topics", *sizesFlag), produceTopics: *produceTopics, messages: *messages, size: *size,

@@ -237,6 +237,14 @@ func (c *Conn) Publish(subject, reply, hdr, data []byte) error {
 // It blocks while MaxPending bytes are queued.
 func (c *Conn) WriteFrames(frames []byte) error { return c.out.writeFrames(frames) }
 
+// Hold makes WriteFrames queue what it is given, without writing, until
+// Release: a caller about to answer many requests from one goroutine sends
+// their replies in one write. Holds nest.
+func (c *Conn) Hold() { c.out.hold() }
+
+// Release ends a Hold; the last one writes what was queued meanwhile.
+func (c *Conn) Release() { c.out.release() }
+
 // Flush waits until everything published before it has been written to
 // the connection, and the server has answered a PING sent after it.
 func (c *Conn) Flush(timeout time.Duration) error {

@@ -18,10 +18,12 @@ type writer struct {
 	mu   sync.Mutex
 	room *sync.Cond // broadcast when a write is done
 	// buf is what is queued and not yet written; writing says the run
-	// goroutine holds a batch it is writing. Guarded by mu.
+	// goroutine holds a batch it is writing; holds counts the holds
+	// (Conn.Hold) under way. Guarded by mu.
 	buf     []byte
 	spare   []byte
 	writing bool
+	holds   int
 }
 
 func newWriter(c *Conn, max int) *writer {
@@ -49,7 +51,9 @@ func (w *writer) publish(subject, reply, hdr, data []byte) error {
 // waitRoomLocked waits while MaxPending bytes are queued; it fails once
 // the connection is closed. The caller holds mu.
 func (w *writer) waitRoomLocked() error {
-	for len(w.buf) > w.max && !w.closed() {
+	// Not while held: the holder may be the caller, and writes at its
+	// release.
+	for len(w.buf) > w.max && w.holds == 0 && !w.closed() {
 		w.room.Wait()
 	}
 	if w.closed() {
@@ -93,10 +97,39 @@ func (w *writer) writeFrames(frames []byte) error {
 		return err
 	}
 	w.buf = append(w.buf, frames...)
-	if w.writing {
+	if w.writing || w.holds > 0 {
+		// The write under way is followed by the next; a hold's release
+		// writes what it held.
 		w.mu.Unlock()
-		return nil // the write under way is followed by the next
+		return nil
 	}
+	return w.writeQueuedLocked()
+}
+
+// hold makes writeFrames queue without writing until release.
+func (w *writer) hold() {
+	w.mu.Lock()
+	w.holds++
+	w.mu.Unlock()
+}
+
+// release ends a hold; the last one writes what is queued, from the
+// calling goroutine, unless a write is under way (which is followed by
+// the next).
+func (w *writer) release() {
+	w.mu.Lock()
+	w.holds--
+	if w.holds > 0 || w.writing || len(w.buf) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	_ = w.writeQueuedLocked()
+}
+
+// writeQueuedLocked writes what is queued from the calling goroutine and
+// wakes the writer's if more was queued meanwhile. The caller holds mu,
+// which it lets go of.
+func (w *writer) writeQueuedLocked() error {
 	batch := w.takeLocked()
 	w.mu.Unlock()
 	err := w.writeBatch(batch)

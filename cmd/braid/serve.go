@@ -20,11 +20,12 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.NATSListen, "nats-listen", cluster.DefaultNATSListen, "host:port of the embedded NATS server")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this external NATS (with JetStream) instead of embedding one")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cluster.DefaultMetricsListen, "host:port serving /metrics (\"off\" to disable)")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the metrics listener")
 	fs.StringVar(&cfg.Durability, "durability", "always", "default durability of logs: always (fsync before ack), interval, none")
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload", 1<<20, "default max payload of one message, in bytes")
 	fs.DurationVar(&cfg.TopicIdleTimeout, "topic-idle-timeout", actors.DefaultIdleTimeout, "stop the actors and close the logs of a topic unused this long (it activates again on its next request; negative: never)")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", 0, "most bucket logs open at once (0: half the process's file limit)")
-	fs.BoolVar(&cfg.SharedSync, "shared-sync", false, "make bucket log commits durable in rounds shared by all logs (one syncfs) instead of one fdatasync each (experimental)")
+	fs.StringVar(&cfg.CommitSync, "commit-sync", cluster.CommitJournal, "how a round of bucket log commits is made durable: journal (one write and fdatasync of the node's journal), syncfs (one syncfs of the data directory's file system) or fdatasync (one per log, submitted together)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	_ = fs.Parse(args)
 
