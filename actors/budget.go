@@ -8,25 +8,36 @@ import (
 	"github.com/braidmq/braid/meta"
 )
 
-// The open logs budget. Every open bucket log holds a file descriptor (two
-// while it rolls), and a process out of descriptors fails in every part at
-// once: logs, sockets, the metrics listener. So the node keeps its logs
-// under a budget well inside the process's limit: an activation that would
-// go over it first passivates the least recently used topics that nothing
-// holds (their clients see only the next request's latency), and when
-// that is not enough it is refused with UNAVAILABLE, saying why; the
-// topics already active, and everything stored, are not touched.
+// Two bounds keep a node with many topics inside the process's limits.
+//
+// File descriptors: every bucket log's files are held in one FileCache
+// (wal.FileCache) of --max-open-files descriptors, by default half the
+// process's file limit (the rest is for consumer group logs, sockets and
+// the embedded NATS server): a log whose descriptor the cache closed opens
+// it again on its next use. A process out of descriptors fails in every
+// part at once; this one never gets there, however many logs are active.
+//
+// Active logs: an active log costs memory and its topic's actors, not a
+// descriptor, so the node keeps its logs under a budget, --max-open-logs
+// (by default ten times the descriptors): an activation that would go over
+// it first passivates the least recently used topics that nothing holds
+// (their clients see only the next request's latency), and when that is
+// not enough it is refused with UNAVAILABLE, saying why; the topics
+// already active, and everything stored, are not touched.
 
-// DefaultMaxOpenLogs is the open logs budget from the process's file
-// limit: half of it, leaving the rest to consumer group logs, sockets and
-// the embedded NATS server; at least 64.
-func DefaultMaxOpenLogs() int {
+// DefaultMaxOpenFiles is the descriptors bucket logs may hold, from the
+// process's file limit: half of it; at least 64.
+func DefaultMaxOpenFiles() int {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
 		return 4096
 	}
 	return max(int(min(lim.Cur, 1<<30))/2, 64)
 }
+
+// DefaultMaxOpenLogs is the open logs budget: ten logs for each
+// descriptor they may hold (DefaultMaxOpenFiles).
+func DefaultMaxOpenLogs() int { return 10 * DefaultMaxOpenFiles() }
 
 // maxEvictions bounds the topics one activation may passivate to make room.
 const maxEvictions = 16

@@ -76,6 +76,10 @@ type Config struct {
 	// MaxOpenLogs bounds the bucket logs open at once (0: from the
 	// process's file limit, see DefaultMaxOpenLogs).
 	MaxOpenLogs int
+	// MaxOpenFiles bounds the file descriptors bucket logs hold at once
+	// (0: half the process's file limit, see DefaultMaxOpenFiles); their
+	// files are closed and opened again as needed (wal.FileCache).
+	MaxOpenFiles int
 	// CommitSync is how the node's rounds of bucket log commits are made
 	// durable (see wal.CommitGroup): one syncfs of the data directory's
 	// file system per round (wal.SyncFS, the default), or an fdatasync
@@ -136,8 +140,12 @@ func NewManager(cfg Config) *Manager {
 	if m.cfg.MaxOpenLogs == 0 {
 		m.cfg.MaxOpenLogs = DefaultMaxOpenLogs()
 	}
+	if m.cfg.MaxOpenFiles == 0 {
+		m.cfg.MaxOpenFiles = DefaultMaxOpenFiles()
+	}
 	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
 	m.store.syncMode, m.store.logger, m.store.holdReplies = cfg.CommitSync, cfg.Logger, cfg.HoldReplies
+	m.store.files = wal.NewFileCache(m.cfg.MaxOpenFiles)
 	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)
@@ -198,7 +206,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	quarantined := len(m.quarantined)
 	m.mu.RUnlock()
 	m.log.Info("topics recovered: they activate on first use", "with_logs", checked, "quarantined", quarantined,
-		"idle_timeout", m.cfg.IdleTimeout, "max_open_logs", m.cfg.MaxOpenLogs)
+		"idle_timeout", m.cfg.IdleTimeout, "max_open_logs", m.cfg.MaxOpenLogs, "max_open_files", m.cfg.MaxOpenFiles)
 	return nil
 }
 

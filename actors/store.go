@@ -35,8 +35,10 @@ type LogStore struct {
 	// syncMode is how the rounds of the node's commits sync (see
 	// wal.CommitGroup); commits makes them, from the first committer on
 	// (commitsOnce), and logger hears what it has to say.
-	syncMode    wal.SyncMode
-	journal     *wal.Journal // nil: no journal (see OpenJournal)
+	syncMode wal.SyncMode
+	journal  *wal.Journal // nil: no journal (see OpenJournal)
+	// files holds the logs' descriptors (nil: each log keeps its own).
+	files       *wal.FileCache
 	commits     *groupCommitter
 	commitGroup atomic.Pointer[wal.CommitGroup]
 	// journalView is journal, for the metrics.
@@ -148,6 +150,14 @@ func (s *LogStore) commitCounts() wal.CommitGroupCounts {
 	return wal.CommitGroupCounts{}
 }
 
+// fileCounts are what the descriptor cache did and holds.
+func (s *LogStore) fileCounts() wal.FileCacheCounts {
+	if s.files == nil {
+		return wal.FileCacheCounts{}
+	}
+	return s.files.Counts()
+}
+
 // journalCounts are what the journal did so far.
 func (s *LogStore) journalCounts() wal.JournalCounts {
 	if j := s.journalView.Load(); j != nil {
@@ -203,6 +213,7 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	if s.journal != nil && opts.Durability == wal.DurabilityAlways {
 		opts.Journal = s.journal
 	}
+	opts.Files = s.files
 	if hole := s.events.Hole; hole != nil {
 		opts.OnHole = func(h wal.Hole) { hole(k, h) }
 	}

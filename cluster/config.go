@@ -45,9 +45,12 @@ type Config struct {
 	// actors stop and its logs close (it activates again on its next
 	// request); 0 is actors.DefaultIdleTimeout, negative never.
 	TopicIdleTimeout time.Duration
-	// MaxOpenLogs bounds the bucket logs open at once; 0 is half the
-	// process's file limit (actors.DefaultMaxOpenLogs).
+	// MaxOpenLogs bounds the bucket logs open at once; 0 is ten for each
+	// descriptor of MaxOpenFiles (actors.DefaultMaxOpenLogs).
 	MaxOpenLogs int
+	// MaxOpenFiles bounds the file descriptors bucket logs hold at once;
+	// 0 is half the process's file limit (actors.DefaultMaxOpenFiles).
+	MaxOpenFiles int
 	// CommitSync is how the node's rounds of bucket log commits are made
 	// durable: "journal" (the default: one write and one fdatasync of the
 	// node's journal under <data-dir>/journal per round; see wal.Journal),

@@ -137,7 +137,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.topics = actors.NewManager(actors.Config{
 		DataDir: filepath.Join(cfg.DataDir, "topics"), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
-		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err

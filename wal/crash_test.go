@@ -276,8 +276,18 @@ func equalRecords(a, b wal.Record) bool {
 }
 
 func TestCrashAtEveryOperation(t *testing.T) {
-	for _, pre := range []int{0, -1} { // preallocation on and off
+	// Preallocation on and off; and on with its descriptors in a file
+	// cache of one, so that every use of a file but the last opens it
+	// again.
+	for _, c := range []struct {
+		pre   int
+		files bool
+	}{{0, false}, {-1, false}, {0, true}} {
+		pre := c.pre
 		opts := wal.Options{Durability: wal.DurabilityAlways, SegmentBytes: 1500, Preallocate: pre}
+		if c.files {
+			opts.Files = wal.NewFileCache(1)
+		}
 		mem := crashfs.NewMem()
 		opts.FS = mem
 		acked, _, failed := runWorkload(t, mem, opts)
@@ -299,9 +309,9 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			steps[failed]++
 			checkRecovered(t, mem, opts, acked, attempted)
 			if t.Failed() {
-				t.Fatalf("preallocate %d: crash before operation %d of %d, in %q", pre, k, total, failed)
+				t.Fatalf("preallocate %d, file cache %v: crash before operation %d of %d, in %q", pre, c.files, k, total, failed)
 			}
 		}
-		t.Logf("preallocate %d: %d crash points, by step: %v", pre, total, steps)
+		t.Logf("preallocate %d, file cache %v: %d crash points, by step: %v", pre, c.files, total, steps)
 	}
 }

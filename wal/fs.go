@@ -99,6 +99,7 @@ type osFile struct {
 func (f osFile) Sync() error                { return fsyncFile(f.File) }
 func (f osFile) startSync() func() error    { return startFsync(f.File) }
 func (f osFile) Stat() (fs.FileInfo, error) { return f.File.Stat() }
+func (f osFile) device() uint64             { return f.dev }
 
 // readWholeFile reads a file of fsys.
 func readWholeFile(fsys FS, name string) ([]byte, error) {

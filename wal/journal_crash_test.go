@@ -140,7 +140,9 @@ func runJournalWorkload(t *testing.T, mem *crashfs.Mem) (acked, attempted map[st
 	if r.g, err = wal.NewCommitGroup(journalRoot, wal.SyncEach, r.j); err != nil {
 		t.Fatal(err)
 	}
-	r.opts = wal.Options{Durability: wal.DurabilityAlways, FS: mem, Journal: r.j, SegmentBytes: 1500}
+	// Two descriptors for three logs: their files are closed and opened
+	// again as the rounds go round them.
+	r.opts = wal.Options{Durability: wal.DurabilityAlways, FS: mem, Journal: r.j, SegmentBytes: 1500, Files: wal.NewFileCache(2)}
 	for _, name := range journalLogNames {
 		if r.logs[name], err = wal.Open(filepath.Join(journalRoot, name), r.opts); err != nil {
 			return acked, acked, "open " + name

@@ -179,7 +179,7 @@ func open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	f, err := openLogFile(opts, path, os.O_RDWR, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +452,7 @@ func (l *Log) rollLocked(first uint64) error {
 	if err != nil {
 		return err
 	}
-	f, err := l.fs.OpenFile(filepath.Join(l.dir, segmentName(first)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+	f, err := openLogFile(l.opts, filepath.Join(l.dir, segmentName(first)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, os.O_RDWR, 0o640)
 	if err != nil {
 		return err
 	}

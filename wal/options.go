@@ -98,6 +98,10 @@ type Options struct {
 	OnHole func(Hole)
 	// FS is the file system the log's files are in; default OSFS.
 	FS FS
+	// Files, if set, holds the log's file descriptors in a cache shared
+	// with other logs, which closes them when it needs room and opens
+	// them again on use (see FileCache); nil keeps them open.
+	Files *FileCache
 	// Journal, if set (with DurabilityAlways), journals the log's writes:
 	// in a round of a CommitGroup with this journal, the log's commits are
 	// made durable by the journal's sync instead of its own (see Journal).

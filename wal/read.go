@@ -251,7 +251,7 @@ func (l *Log) olderFileLocked(first, limit uint64) (*olderFile, error) {
 			return o, nil
 		}
 	}
-	f, err := l.fs.OpenFile(filepath.Join(l.dir, segmentName(first)), os.O_RDONLY, 0)
+	f, err := openLogFile(l.opts, filepath.Join(l.dir, segmentName(first)), os.O_RDONLY, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -163,7 +163,7 @@ func (r *Round) add(f File) func() error {
 	if r.started {
 		panic("braid/wal: commit added to a round already started")
 	}
-	if of, ok := f.(osFile); ok && r.g.mode == SyncFS && r.g.dev != 0 && of.dev == r.g.dev {
+	if d, ok := f.(deviceFile); ok && r.g.mode == SyncFS && r.g.dev != 0 && d.device() == r.g.dev {
 		r.shared = append(r.shared, f)
 		return func() error {
 			<-r.done
@@ -220,6 +220,10 @@ func (r *Round) run() {
 		}
 	}
 }
+
+// deviceFile is a file that knows its file system's device (0 when
+// unknown): the operating system's, directly or through a FileCache.
+type deviceFile interface{ device() uint64 }
 
 // startSyncs starts a Sync of each file, those of OSFS together (one
 // io_uring submission on Linux), and returns the waits for them.

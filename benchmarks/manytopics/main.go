@@ -50,6 +50,7 @@ type config struct {
 	readyBy, stopBy        time.Duration
 	logLevel               string
 	seed                   int64
+	goClient               bool
 }
 
 func main() {
@@ -68,12 +69,14 @@ func main() {
 	logLevel := flag.String("log-level", "warn", "the server's --log-level")
 	bin := flag.String("braid", "", "a braid binary to run (default: go build ./cmd/braid)")
 	seed := flag.Int64("seed", 1, "seed of the random choice of produce topics")
+	goClient := flag.Bool("go-client", true, "also produce through the Go client (a producer per topic), in rounds of its own")
 	serveArgs := flag.String("serve-args", "", "more braid serve flags, space-separated (e.g. --commit-sync syncfs)")
 	flag.Parse()
 	extraServeArgs = strings.Fields(*serveArgs)
 	cfg := config{sizes: ints("topics", *sizesFlag), produceTopics: *produceTopics, messages: *messages, size: *size,
 		conc: *conc, topicBuckets: *topicBuckets, rounds: *rounds, timeout: *timeout, idle: *idle,
-		settleWindow: 2 * time.Second, settleBy: *settleBy, readyBy: *readyBy, stopBy: *stopBy, logLevel: *logLevel, seed: *seed}
+		settleWindow: 2 * time.Second, settleBy: *settleBy, readyBy: *readyBy, stopBy: *stopBy, logLevel: *logLevel, seed: *seed,
+		goClient: *goClient}
 	if cfg.produceTopics < 1 || cfg.messages < 1 || cfg.size < 0 || cfg.conc < 1 || cfg.rounds < 1 {
 		fatal("-produce-topics, -messages, -concurrency and -rounds must be positive, -size not negative")
 	}
@@ -163,6 +166,8 @@ type row struct {
 	haveListBefore                   bool
 	many, one                        float64
 	ratio, ratioMin, ratioMax        float64
+	goMany, goOne                    float64 // the same through the Go client
+	goRatio, goRatioMin, goRatioMax  float64
 	haveStats, haveRestart, haveList bool
 	died                             string // the phase in which the server died
 }
@@ -334,10 +339,47 @@ func runSize(cfg config, bin, dir string, n int) (r row) {
 		fmt.Printf("produce: many %.0f msg/s, one %.0f msg/s (medians), many/one %.2fx [%.2f, %.2f] over %d rounds\n",
 			r.many, r.one, r.ratio, r.ratioMin, r.ratioMax, len(ratios))
 	}
+	if cfg.goClient && !s.dead() {
+		produceGoRounds(cfg, s, nc, tenant, ns, many, one, &r)
+	}
 	if !s.dead() {
 		fmt.Printf("after produce: %s\n", readStats(s.pid(), s.metricsAddr))
 	}
 	return r
+}
+
+// produceGoRounds runs the produce rounds through the Go client: many
+// topics, then one, alternating.
+func produceGoRounds(cfg config, s *server, nc *nats.Conn, tenant, ns string, many, one []string, r *row) {
+	manyP, err := newGoProducers(nc, tenant, ns, many)
+	if err != nil {
+		fmt.Printf("Go client: %v\n", err)
+		return
+	}
+	defer manyP.close()
+	oneP, err := newGoProducers(nc, tenant, ns, one)
+	if err != nil {
+		fmt.Printf("Go client: %v\n", err)
+		return
+	}
+	defer oneP.close()
+	var manyRates, oneRates, ratios []float64
+	for round := 1; round <= cfg.rounds && !s.dead(); round++ {
+		m := produceGo(s, manyP, cfg.messages, cfg.size, cfg.conc, cfg.timeout)
+		fmt.Printf("round %d Go client to %d topics: %s\n", round, len(many), m)
+		o := produceGo(s, oneP, cfg.messages, cfg.size, cfg.conc, cfg.timeout)
+		fmt.Printf("round %d Go client to 1 topic:    %s\n", round, o)
+		manyRates, oneRates = append(manyRates, m.rate()), append(oneRates, o.rate())
+		if o.rate() > 0 {
+			ratios = append(ratios, m.rate()/o.rate())
+		}
+	}
+	if len(ratios) > 0 {
+		r.goMany, r.goOne, r.goRatio = medianOf(manyRates), medianOf(oneRates), medianOf(ratios)
+		r.goRatioMin, r.goRatioMax = slices.Min(ratios), slices.Max(ratios)
+		fmt.Printf("Go client produce: many %.0f msg/s, one %.0f msg/s (medians), many/one %.2fx [%.2f, %.2f] over %d rounds\n",
+			r.goMany, r.goOne, r.goRatio, r.goRatioMin, r.goRatioMax, len(ratios))
+	}
 }
 
 // waitReady polls op until it is answered without an error, the server
@@ -411,8 +453,8 @@ func listTopics(nc *nats.Conn, tenant, ns string, n int, when string) (time.Dura
 }
 
 func printTable(rows []row) {
-	fmt.Println("| topics | create/s | RSS/topic | fds | goroutines | threads | metrics scrape (ms, MB, series) | idle CPU % | restart s | post-restart RSS/topic | post-restart fds | list ms (before / after restart) | produce many msg/s | one msg/s | many/one [min, max] |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| topics | create/s | RSS/topic | fds | goroutines | threads | metrics scrape (ms, MB, series) | idle CPU % | restart s | post-restart RSS/topic | post-restart fds | list ms (before / after restart) | produce many msg/s | one msg/s | many/one [min, max] | Go client many / one msg/s | Go client many/one [min, max] |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		c := []string{strconv.Itoa(r.topics), num(r.createRate, r.createRate > 0, "%.0f")}
 		if r.haveStats {
@@ -438,6 +480,11 @@ func printTable(rows []row) {
 			c = append(c, fmt.Sprintf("%.2fx [%.2f, %.2f]", r.ratio, r.ratioMin, r.ratioMax))
 		} else {
 			c = append(c, "-")
+		}
+		if r.goRatio > 0 {
+			c = append(c, fmt.Sprintf("%.0f / %.0f", r.goMany, r.goOne), fmt.Sprintf("%.2fx [%.2f, %.2f]", r.goRatio, r.goRatioMin, r.goRatioMax))
+		} else {
+			c = append(c, "-", "-")
 		}
 		line := "| " + strings.Join(c, " | ") + " |"
 		if r.died != "" {
