@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/braidmq/braid/wal"
 	"github.com/braidmq/braid/wal/crashfs"
@@ -151,5 +152,60 @@ func TestParseSyncMode(t *testing.T) {
 	}
 	if _, err := wal.ParseSyncMode("sometimes"); err == nil {
 		t.Fatal("ParseSyncMode accepted sometimes")
+	}
+}
+
+// TestRoundsOfMoreFilesThanTheRing: rounds of fdatasyncs over more files
+// than the io_uring has slots, two at once, finish (a round that held
+// slots while it waited for more hung for ever).
+func TestRoundsOfMoreFilesThanTheRing(t *testing.T) {
+	dir := t.TempDir()
+	g, err := wal.NewCommitGroup(dir, wal.SyncEach, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const logs = 300
+	all := make([]*wal.Log, logs)
+	for i := range all {
+		if all[i], err = wal.Open(filepath.Join(dir, fmt.Sprint(i)), wal.Options{Durability: wal.DurabilityAlways}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 2)
+	for half := range 2 {
+		go func() {
+			round := g.NewRound()
+			var pending []*wal.PendingCommit
+			for i := half; i < logs; i += 2 {
+				if _, err := all[i].Write(wal.Record{Payload: []byte("x")}); err != nil {
+					done <- err
+					return
+				}
+				pending = append(pending, all[i].StartCommitIn(round))
+			}
+			round.Start()
+			for _, p := range pending {
+				if _, err := p.Wait(); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	timeout := time.After(60 * time.Second)
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			// The logs stay open: closing one would wait for the hung sync.
+			t.Fatal("rounds of 150 fdatasyncs each did not finish in 60s")
+		}
+	}
+	for _, l := range all {
+		l.Close()
 	}
 }

@@ -150,23 +150,19 @@ func startFsyncs(files []*os.File) []func() error {
 			_ = rc.Control(func(fd uintptr) { fds[i] = int32(fd) })
 		}
 	}
-	for start := 0; start < len(files); start += uringEntries {
-		end := min(start+uringEntries, len(files))
-		dones := ring.submitFsyncs(fds[start:end])
-		for k, done := range dones {
-			f := files[start+k]
-			if done == nil {
-				waits[start+k] = func() error { return fdatasync(f) } // not taken: the plain way
-				continue
+	for k, done := range ring.submitFsyncs(fds) {
+		f := files[k]
+		if done == nil {
+			waits[k] = func() error { return fdatasync(f) } // not taken: the plain way
+			continue
+		}
+		waits[k] = func() error {
+			res := <-done
+			<-ring.slots
+			if res < 0 {
+				return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-res)}
 			}
-			waits[start+k] = func() error {
-				res := <-done
-				<-ring.slots
-				if res < 0 {
-					return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-res)}
-				}
-				return nil
-			}
+			return nil
 		}
 	}
 	return waits
@@ -234,18 +230,32 @@ func (r *uring) u32(m []byte, off uint32) *uint32 { return (*uint32)(unsafe.Poin
 // (<-r.slots); nil when the ring did not take it.
 func (r *uring) submitFsync(fd int32) chan int32 { return r.submitFsyncs([]int32{fd})[0] }
 
-// submitFsyncs submits an fsync of each fd (at most uringEntries) with one
-// system call and returns the channels their results arrive on, as
-// submitFsync does; an fd below zero, or one the ring did not take, gets
-// nil.
+// submitFsyncs submits an fsync of each fd with one system call and
+// returns the channels their results arrive on, as submitFsync does; an fd
+// below zero, or one the ring did not take, gets nil. It waits for a free
+// slot of the ring only while it holds none, and takes the others only if
+// they are free: a caller holding slots while it waits for more could wait
+// for ever on another doing the same, and the slots come back only as the
+// caller waits for its results. The fds it has no slot for get nil.
 func (r *uring) submitFsyncs(fds []int32) []chan int32 {
 	dones := make([]chan int32, len(fds))
+	take := make([]bool, len(fds))
 	n := 0
-	for _, fd := range fds {
-		if fd >= 0 {
-			r.slots <- struct{}{}
-			n++
+	for i, fd := range fds {
+		if fd < 0 {
+			continue
 		}
+		if n == 0 {
+			r.slots <- struct{}{}
+		} else {
+			select {
+			case r.slots <- struct{}{}:
+			default:
+				continue
+			}
+		}
+		take[i] = true
+		n++
 	}
 	if n == 0 {
 		return dones
@@ -257,7 +267,7 @@ func (r *uring) submitFsyncs(fds []int32) []chan int32 {
 	ids := make([]uint64, len(fds))
 	next := tail
 	for i, fd := range fds {
-		if fd < 0 {
+		if !take[i] {
 			continue
 		}
 		r.nextID++
