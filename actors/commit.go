@@ -2,7 +2,9 @@ package actors
 
 import (
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/wal"
@@ -54,6 +56,7 @@ type groupCommitter struct {
 	durable []roundEntry
 	written []roundEntry
 	taken   []*committer
+	now     []*committer
 	later   []*committer
 }
 
@@ -115,18 +118,19 @@ func (g *groupCommitter) run() {
 func (g *groupCommitter) round(taken []*committer) {
 	g.written = g.written[:0]
 	g.later = g.later[:0]
+	g.now = g.now[:0]
 	for _, c := range taken {
 		if c.inFlight {
 			g.later = append(g.later, c)
-			continue
+		} else {
+			g.now = append(g.now, c)
 		}
-		g.writeOne(c)
 	}
 	clear(taken)
+	g.writeAll(g.now)
+	clear(g.now)
 	g.finishFlight()
-	for _, c := range g.later {
-		g.writeOne(c)
-	}
+	g.writeAll(g.later)
 	clear(g.later)
 	if len(g.written) > 0 {
 		round := g.sync.NewRound()
@@ -141,26 +145,66 @@ func (g *groupCommitter) round(taken []*committer) {
 	g.acknowledge()
 }
 
+// parallelWrites is the least number of logs a round writes from several
+// goroutines: a write is a system call of a few microseconds, and a round
+// over a thousand logs is milliseconds of them.
+const parallelWrites = 32
+
+// writeAll writes what each of cs holds to its log, for the next round:
+// from this goroutine, or, for many logs, from as many goroutines as
+// there are CPUs (each log from one of them).
+func (g *groupCommitter) writeAll(cs []*committer) {
+	workers := min(runtime.GOMAXPROCS(0), len(cs)/(parallelWrites/2))
+	if len(cs) < parallelWrites || workers < 2 {
+		for _, c := range cs {
+			if e, ok := writeOne(c); ok {
+				g.written = append(g.written, e)
+			}
+		}
+		return
+	}
+	entries := make([]roundEntry, len(cs))
+	written := make([]bool, len(cs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(cs); i = int(next.Add(1) - 1) {
+				entries[i], written[i] = writeOne(cs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range entries {
+		if written[i] {
+			g.written = append(g.written, entries[i])
+		}
+	}
+}
+
 // writeOne writes what c holds to its log as one batch, for the next
-// round. A log that cannot be written answers its appends with why (it
-// may reopen through the store here: writeOne is never called while the
-// round in flight holds this log's commit).
-func (g *groupCommitter) writeOne(c *committer) {
+// round; false when there was nothing, or the log could not be written
+// (its appends are answered with why). The log may reopen through the
+// store here: writeOne is never called while the round in flight holds
+// this log's commit.
+func writeOne(c *committer) (roundEntry, bool) {
 	reqs := c.takeIncoming()
 	if len(reqs) == 0 {
-		return
+		return roundEntry{}, false
 	}
 	l, err := c.w.writable()
 	if err != nil {
 		c.refuse(reqs, err)
-		return
+		return roundEntry{}, false
 	}
 	batch, err := c.write(l, reqs)
 	if err != nil {
 		c.refuse(reqs, c.w.failed(l, err))
-		return
+		return roundEntry{}, false
 	}
-	g.written = append(g.written, roundEntry{c: c, l: l, batch: batch})
+	return roundEntry{c: c, l: l, batch: batch}, true
 }
 
 // finishFlight waits for the round in flight: its batches are durable

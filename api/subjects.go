@@ -7,6 +7,9 @@ const (
 	Prefix             = "braid.v1"
 	ProducePrefix      = Prefix + ".produce"
 	ProduceBatchPrefix = Prefix + ".produce-batch"
+	// ProduceMultiPrefix is followed by one token, the tenant: a request
+	// holds batches for any topics of that tenant (see AppendMultiPart).
+	ProduceMultiPrefix = Prefix + ".produce-multi"
 	AdminPrefix        = Prefix + ".admin"
 	LayoutPrefix       = Prefix + ".layout"
 	ConsumePrefix      = Prefix + ".consume"

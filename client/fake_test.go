@@ -39,7 +39,8 @@ type fakeTopic struct {
 	rr           int
 	sealedCount  int  // appends rejected with SEGMENT_SEALED
 	dropReplies  bool // answer no produce batch
-	dropBatch    int  // answer every produce batch but the one with this number (1 = the first)
+	dropBatch    int  // answer every produce batch but the one with this number (1 = the first), and the rest of its request
+	requests     int  // produce-multi requests received
 	push         bool // publish layout changes
 	batches      int  // produce batches received
 	// sealing lists segments sealed by a change in progress that the
@@ -112,7 +113,7 @@ func newFake(t testing.TB, segments, budget int) (*fakeTopic, *nats.Conn) {
 		}
 	}
 	sub(api.AdminSubject(api.AdminTopicDescribe), f.describe)
-	sub(api.TopicSubject(api.ProduceBatchPrefix, "t", "ns", "x"), f.produce)
+	sub(api.ProduceMultiPrefix+".t", f.produceMulti)
 	for _, verb := range []string{api.ConsumeJoin, api.ConsumeFetch, api.ConsumeAck, api.ConsumeLeave} {
 		sub(api.ConsumeSubject(verb, "t", "ns", "x"), f.consume(verb))
 	}
@@ -177,18 +178,64 @@ func (f *fakeTopic) change(op func(topology.Layout) (topology.Layout, error), la
 	}
 }
 
-func (f *fakeTopic) produce(m *nats.Msg) {
-	recs, err := api.DecodeRecords(m.Data)
+// produceMulti serves the producer's produce-multi requests: each part
+// for the fake's topic is appended as the server would; a part for any
+// other topic is TOPIC_NOT_FOUND. dropReplies, or a part numbered
+// dropBatch, withholds the whole reply.
+func (f *fakeTopic) produceMulti(m *nats.Msg) {
+	parts, err := api.DecodeMulti(m.Data)
 	if err != nil {
 		replyErr(m, api.Errorf(api.CodeBadRequest, "%v", err))
 		return
 	}
 	f.mu.Lock()
-	f.batches++
-	if f.dropReplies || f.batches == f.dropBatch {
+	f.requests++
+	replies := make([]api.MultiReply, len(parts))
+	drop := f.dropReplies
+	for i, part := range parts {
+		if part.Namespace != "ns" || part.Topic != "x" {
+			replies[i].Err = api.Errorf(api.CodeTopicNotFound, "%s/%s", part.Namespace, part.Topic)
+			continue
+		}
+		recs, err := api.DecodeRecords(part.Records)
+		if err != nil {
+			replies[i].Err = api.Errorf(api.CodeBadRequest, "%v", err)
+			continue
+		}
+		f.batches++
+		if f.batches == f.dropBatch {
+			drop = true
+		}
+		if !drop {
+			replies[i].Results = f.appendLocked(recs, part.Epoch)
+		}
+	}
+	if drop {
 		f.mu.Unlock()
 		return
 	}
+	delay := f.produceDelay
+	if delay > 0 {
+		f.unanswered += len(parts)
+		f.maxUnanswered = max(f.maxUnanswered, f.unanswered)
+	}
+	f.mu.Unlock()
+	reply := api.AppendMultiReplies(nil, replies)
+	if delay == 0 {
+		_ = m.Respond(reply)
+		return
+	}
+	time.AfterFunc(delay, func() {
+		f.mu.Lock()
+		f.unanswered -= len(parts)
+		f.mu.Unlock()
+		_ = m.Respond(reply)
+	})
+}
+
+// appendLocked appends a batch routed by layout epoch routed (0: none),
+// as the server does; the caller holds mu.
+func (f *fakeTopic) appendLocked(recs []api.Record, routed uint64) []api.Result {
 	by := f.layout
 	if f.staleBatches > 0 {
 		by = f.stale
@@ -196,7 +243,6 @@ func (f *fakeTopic) produce(m *nats.Msg) {
 	}
 	// As the server does: a keyed record routed by an older layout than
 	// its segment is refused (api.HeaderEpoch).
-	routed, _ := strconv.ParseUint(m.Header.Get(api.HeaderEpoch), 10, 64)
 	results := make([]api.Result, len(recs))
 	for i, r := range recs {
 		u := f.route(by, r)
@@ -222,23 +268,7 @@ func (f *fakeTopic) produce(m *nats.Msg) {
 		})
 		results[i] = api.Result{Segment: u.segment, Bucket: u.bucket, Offset: off}
 	}
-	delay := f.produceDelay
-	if delay > 0 {
-		f.unanswered++
-		f.maxUnanswered = max(f.maxUnanswered, f.unanswered)
-	}
-	f.mu.Unlock()
-	reply := api.AppendResults(nil, results)
-	if delay == 0 {
-		_ = m.Respond(reply)
-		return
-	}
-	time.AfterFunc(delay, func() {
-		f.mu.Lock()
-		f.unanswered--
-		f.mu.Unlock()
-		_ = m.Respond(reply)
-	})
+	return results
 }
 
 func (f *fakeTopic) route(l topology.Layout, r api.Record) unit {

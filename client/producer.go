@@ -60,13 +60,13 @@ const maxReroutes = 16
 //
 // A Producer is safe for concurrent use.
 type Producer struct {
-	nc             *nats.Conn
-	cfg            producerConfig
-	topic          string
-	produceSubject string
-	inboxPrefix    string // a batch's reply arrives on inboxPrefix.<batch id>
-	replySub       *nats.Subscription
-	layoutSub      *nats.Subscription
+	nc                *nats.Conn
+	cfg               producerConfig
+	topic             string
+	tenant, namespace string
+	name              string
+	mux               *produceMux // sends the batches (see produceMux)
+	layoutSub         *nats.Subscription
 
 	// window holds a place per pending record (queued, in flight or being
 	// reported); Send blocks while it is full.
@@ -105,10 +105,13 @@ type Producer struct {
 	// returned yet; idle, when not nil, is closed when it drops to 0.
 	outstanding int
 	idle        chan struct{}
-	flushing    int   // Flush calls waiting: send without lingering
-	closed      bool  // Close was called: Send refuses
-	stopped     bool  // Close abandoned what was left
-	fatal       error // the topic is gone: every Send fails with it
+	// wakeAt is when the sender loop, asleep, wakes by itself (zero while
+	// it runs, or sleeps with no deadline).
+	wakeAt   time.Time
+	flushing int   // Flush calls waiting: send without lingering
+	closed   bool  // Close was called: Send refuses
+	stopped  bool  // Close abandoned what was left
+	fatal    error // the topic is gone: every Send fails with it
 }
 
 // unitQueue is the queue of one unit.
@@ -130,7 +133,7 @@ type batch struct {
 	unit    unit
 	records []*pending
 	timer   *time.Timer // fails the batch with ErrTimeout
-	header  nats.Header // names the layout epoch the batch was routed by
+	epoch   uint64      // the layout epoch the batch was routed by, with WithEpochRouting
 	// answered is set with the outcome (results or err) once known.
 	answered bool
 	results  []api.Result
@@ -164,31 +167,33 @@ func NewProducer(nc *nats.Conn, topicURI string, opts ...ProducerOption) (*Produ
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	p := &Producer{
-		nc:             nc,
-		cfg:            cfg,
-		topic:          topicURI,
-		produceSubject: api.TopicSubject(api.ProduceBatchPrefix, name.Tenant, name.Namespace, name.Name),
-		inboxPrefix:    nc.NewInbox(),
-		window:         newWindow(cfg.maxInFlight),
-		kick:           make(chan struct{}, 1),
-		ctx:            ctx,
-		stop:           stop,
-		senderDone:     make(chan struct{}),
-		units:          make(map[unit]*unitQueue),
-		inFlight:       make(map[uint64]*batch),
-		rejected:       make(map[unit][]*pending),
+		nc:         nc,
+		cfg:        cfg,
+		topic:      topicURI,
+		tenant:     name.Tenant,
+		namespace:  name.Namespace,
+		name:       name.Name,
+		window:     newWindow(cfg.maxInFlight),
+		kick:       make(chan struct{}, 1),
+		ctx:        ctx,
+		stop:       stop,
+		senderDone: make(chan struct{}),
+		units:      make(map[unit]*unitQueue),
+		inFlight:   make(map[uint64]*batch),
+		rejected:   make(map[unit][]*pending),
 	}
 	fail := func(err error) (*Producer, error) {
 		stop()
-		for _, s := range []*nats.Subscription{p.replySub, p.layoutSub} {
-			if s != nil {
-				_ = s.Unsubscribe()
-			}
+		if p.layoutSub != nil {
+			_ = p.layoutSub.Unsubscribe()
+		}
+		if p.mux != nil {
+			p.mux.release()
 		}
 		return nil, err
 	}
-	if p.replySub, err = nc.Subscribe(p.inboxPrefix+".*", p.onReply); err != nil {
-		return fail(fmt.Errorf("braid/client: subscribing to produce replies: %w", err))
+	if p.mux, err = acquireMux(nc); err != nil {
+		return fail(err)
 	}
 	// Subscribe to pushes before describing, so no change falls in between.
 	layoutSubject := api.TopicSubject(api.LayoutPrefix, name.Tenant, name.Namespace, name.Name)
@@ -257,7 +262,14 @@ func (p *Producer) Send(ctx context.Context, rec api.Record, cb func(MessageID, 
 		return err
 	}
 	p.outstanding++
-	wake := p.enqueue(p.router.route(pd), pd)
+	u := p.router.route(pd)
+	wake := p.enqueue(u, pd)
+	if wake && len(p.units[u].records) == 1 && !p.wakeAt.IsZero() && p.cfg.linger > 0 &&
+		!p.wakeAt.After(p.units[u].since.Add(p.cfg.linger)) {
+		// The sender sleeps until before this record's linger ends, and
+		// will then see it: no need to wake it now.
+		wake = false
+	}
 	p.mu.Unlock()
 	if wake {
 		p.wakeSender()
@@ -382,7 +394,7 @@ func (p *Producer) Close(ctx context.Context) error {
 
 	p.stop()
 	<-p.senderDone
-	_ = p.replySub.Unsubscribe()
+	p.mux.release()
 	_ = p.layoutSub.Unsubscribe()
 	return err
 }

@@ -4,11 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
 )
@@ -60,6 +56,13 @@ func (p *Producer) sendLoop() {
 func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer func() {
+		if len(batches) == 0 && wait > 0 {
+			p.wakeAt = now.Add(wait)
+		} else {
+			p.wakeAt = time.Time{}
+		}
+	}()
 	if p.paused || p.stopped {
 		return nil, 0
 	}
@@ -89,7 +92,7 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 		p.lastID++
 		b := &batch{id: p.lastID, unit: u, records: q.records[:n:n]}
 		if p.cfg.epochRouting {
-			b.header = p.router.header
+			b.epoch = p.router.epoch
 		}
 		q.records = q.records[n:]
 		q.bytes -= size
@@ -105,42 +108,15 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 	return batches, wait
 }
 
-// publish encodes and sends one batch; buf is scratch space, returned for
-// reuse (the NATS connection copies what it sends).
+// publish encodes one batch and hands it to the connection's mux, which
+// sends it (see produceMux); buf is scratch space, returned for reuse.
 func (p *Producer) publish(b *batch, buf []byte) []byte {
 	buf = api.AppendBatchHeader(buf, len(b.records))
 	for _, pd := range b.records {
 		buf = api.AppendRecord(buf, &pd.rec)
 	}
-	err := p.nc.PublishMsg(&nats.Msg{
-		Subject: p.produceSubject,
-		Reply:   p.inboxPrefix + "." + strconv.FormatUint(b.id, 36),
-		Header:  b.header,
-		Data:    buf,
-	})
-	if err != nil {
-		p.settle(b.id, nil, fmt.Errorf("braid/client: publishing a produce batch to %s: %w", p.topic, err))
-	}
+	p.mux.send(p, b, slices.Clone(buf))
 	return buf
-}
-
-// onReply handles the reply to a batch.
-func (p *Producer) onReply(m *nats.Msg) {
-	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	id, err := strconv.ParseUint(token, 36, 64)
-	if err != nil {
-		return
-	}
-	if err := replyError(m); err != nil {
-		p.settle(id, nil, err)
-		return
-	}
-	results, err := api.DecodeResults(m.Data)
-	if err != nil {
-		p.settle(id, nil, fmt.Errorf("braid/client: produce-batch reply from %s: %w", p.topic, err))
-		return
-	}
-	p.settle(id, results, nil)
 }
 
 // settle records the outcome of batch id: per-record results, or err for

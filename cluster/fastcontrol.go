@@ -30,12 +30,13 @@ func (f *fastProduce) endpoints() []struct {
 	}{
 		{"produce", api.ProducePrefix + ".*.*.*", &f.one},
 		{"produce-batch", api.ProduceBatchPrefix + ".*.*.*", &f.batch},
+		{"produce-multi", api.ProduceMultiPrefix + ".*", &f.multi},
 	}
 }
 
 func (f *fastProduce) info() micro.Info {
 	info := micro.Info{ServiceIdentity: f.identity(), Type: micro.InfoResponseType,
-		Description: "Braid produce: one message or a batch to a scalable topic"}
+		Description: "Braid produce: one message or a batch to a scalable topic, or batches to many topics of a tenant"}
 	for _, e := range f.endpoints() {
 		info.Endpoints = append(info.Endpoints, micro.EndpointInfo{Name: e.name, Subject: e.subject, QueueGroup: produceQueueGroup})
 	}

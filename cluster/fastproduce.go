@@ -11,6 +11,7 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/cluster/natsio"
 	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nuid"
@@ -32,6 +33,7 @@ type fastProduce struct {
 	started time.Time
 	one     endpointStats
 	batch   endpointStats
+	multi   endpointStats
 	// inflight is the payload bytes taken and not yet answered; past
 	// produceQueueBytes new requests are refused with UNAVAILABLE.
 	inflight atomic.Int64
@@ -103,6 +105,7 @@ func (f *fastProduce) connect() error {
 	subs := []struct{ subject, queue string }{
 		{api.ProducePrefix + ".*.*.*", produceQueueGroup},
 		{api.ProduceBatchPrefix + ".*.*.*", produceQueueGroup},
+		{api.ProduceMultiPrefix + ".*", produceQueueGroup},
 		{"$SRV.*", ""},
 		{"$SRV.*." + produceServiceName, ""},
 		{"$SRV.*." + produceServiceName + "." + f.id, ""},
@@ -217,6 +220,10 @@ func (f *fastProduce) Message(m natsio.Msg) {
 	case bytes.HasPrefix(m.Subject, []byte(api.ProducePrefix+".")):
 		f.n.produceInflight.add(1)
 		f.produceOne(m)
+	case bytes.HasPrefix(m.Subject, []byte(api.ProduceMultiPrefix+".")):
+		f.n.produceInflight.add(1)
+		f.flushPending() // a request must not overtake the requests before it
+		f.produceMulti(m)
 	case bytes.HasPrefix(m.Subject, []byte(api.ProduceBatchPrefix+".")):
 		f.n.produceInflight.add(1)
 		f.flushPending() // a batch must not overtake the requests before it
@@ -335,6 +342,50 @@ func (f *fastProduce) produceBatch(m natsio.Msg) {
 		}
 		f.publish(reply, nil, api.AppendResults(make([]byte, 0, 8+len(res)*8), res))
 	})
+}
+
+// produceMulti serves a produce-multi request (see api.MultiPart): each
+// part goes to its topic as a produce-batch request would.
+func (f *fastProduce) produceMulti(m natsio.Msg) {
+	start := time.Now()
+	f.multi.requests.Add(1)
+	if len(m.Reply) == 0 {
+		f.n.produceM.noReply.Inc()
+	}
+	tenant, err := multiTenant(string(m.Subject))
+	if err == nil && f.inflight.Load() > produceQueueBytes {
+		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
+	}
+	if err == nil {
+		size := int64(len(m.Data))
+		f.inflight.Add(size)
+		subject, reply := m.Subject, m.Reply
+		err = produceMulti(tenant, m.Data, f.topicByName, func(replies []api.MultiReply) {
+			defer f.n.produceInflight.done(1)
+			f.inflight.Add(-size)
+			f.multi.nanos.Add(int64(time.Since(start)))
+			if len(reply) == 0 {
+				for _, err := range multiFailures(replies) {
+					f.fail(&f.multi, subject, reply, err)
+				}
+				return
+			}
+			f.publish(reply, nil, encodeMultiReplies(replies))
+		})
+		if err != nil {
+			f.inflight.Add(-size)
+		}
+	}
+	if err != nil {
+		f.fail(&f.multi, m.Subject, m.Reply, err)
+		f.n.produceInflight.done(1)
+	}
+}
+
+// topicByName resolves a topic through the cache of produce subjects,
+// keyed as its produce-batch subject.
+func (f *fastProduce) topicByName(name routing.TopicName) (*actors.Topic, error) {
+	return f.topic([]byte(api.TopicSubject(api.ProduceBatchPrefix, name.Tenant, name.Namespace, name.Name)), api.ProduceBatchPrefix)
 }
 
 // fail answers a request with err, or counts and logs it when it has no

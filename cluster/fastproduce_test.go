@@ -101,7 +101,7 @@ func TestFastProduceAnswersTheMicroProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info micro.Info
-	if err := json.Unmarshal(m.Data, &info); err != nil || info.ID != id || len(info.Endpoints) != 2 ||
+	if err := json.Unmarshal(m.Data, &info); err != nil || info.ID != id || len(info.Endpoints) != 3 ||
 		info.Endpoints[0].Subject != api.ProducePrefix+".*.*.*" || info.Endpoints[1].Name != "produce-batch" {
 		t.Fatalf("INFO %s: %+v, %v", m.Data, info, err)
 	}
@@ -110,7 +110,7 @@ func TestFastProduceAnswersTheMicroProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st micro.Stats
-	if err := json.Unmarshal(m.Data, &st); err != nil || len(st.Endpoints) != 2 {
+	if err := json.Unmarshal(m.Data, &st); err != nil || len(st.Endpoints) != 3 {
 		t.Fatalf("STATS %s: %v", m.Data, err)
 	}
 	if e := st.Endpoints[0]; e.NumRequests != 4 || e.NumErrors != 1 || e.LastError == "" || e.ProcessingTime <= 0 {

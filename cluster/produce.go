@@ -238,3 +238,31 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 		r.data(api.AppendResults(make([]byte, 0, 8+len(res)*8), res), nil)
 	})
 }
+
+// produceMultiHandler serves braid.v1.produce-multi.<tenant> (see
+// api.MultiPart) on the micro front-end.
+func (n *Node) produceMultiHandler(req micro.Request) {
+	r := newReplier(n.nc, req)
+	pr := produceReplier{n: n, r: r, subject: req.Subject()}
+	n.produceInflight.add(1)
+	if r.reply == "" {
+		n.produceM.noReply.Inc()
+	}
+	tenant, err := multiTenant(req.Subject())
+	if err == nil {
+		err = produceMulti(tenant, req.Data(), n.topics.TopicByName, func(replies []api.MultiReply) {
+			defer n.produceInflight.done(1)
+			if r.reply == "" {
+				for _, err := range multiFailures(replies) {
+					pr.err(err)
+				}
+				return
+			}
+			r.data(encodeMultiReplies(replies), nil)
+		})
+	}
+	if err != nil {
+		pr.err(err)
+		n.produceInflight.done(1)
+	}
+}

@@ -67,7 +67,7 @@ func (n *Node) addServices() error {
 // service: the front-end with an external NATS server.
 func (n *Node) addMicroProduce() error {
 	produce, err := micro.AddService(n.nc, micro.Config{Name: "braid-produce", Version: api.ServiceVersion,
-		Description: "Braid produce: one message or a batch to a scalable topic"})
+		Description: "Braid produce: one message or a batch to a scalable topic, or batches to many topics of a tenant"})
 	if err != nil {
 		return err
 	}
@@ -84,6 +84,10 @@ func (n *Node) addMicroProduce() error {
 	}
 	if err := produce.AddEndpoint("produce-batch", n.produceHandler(api.ProduceBatchPrefix, n.produceBatch),
 		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*"), limits); err != nil {
+		return err
+	}
+	if err := produce.AddEndpoint("produce-multi", micro.HandlerFunc(n.produceMultiHandler),
+		micro.WithEndpointSubject(api.ProduceMultiPrefix+".*"), limits); err != nil {
 		return err
 	}
 

@@ -388,6 +388,12 @@ func (j *Journal) syncLogs(logs map[*Log]struct{}) error {
 	if len(logs) == 0 {
 		return nil
 	}
+	// What the logs hold in memory goes to their files first.
+	for l := range logs {
+		if err := l.flushTail(); err != nil && !errors.Is(err, fs.ErrClosed) {
+			return err
+		}
+	}
 	if j.fsys == OSFS && j.rootDev != 0 {
 		d, err := os.Open(j.root)
 		if err != nil {

@@ -179,9 +179,16 @@ func open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	journaled, err := openJournaled(dir, opts)
+	if err != nil {
+		return nil, err
+	}
 	f, err := openLogFile(opts, path, os.O_RDWR, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
+	}
+	if journaled != nil {
+		f = newBufferedFile(f)
 	}
 	if info, err := f.Stat(); err != nil || info.Size() != index.end {
 		f.Close()
@@ -196,10 +203,7 @@ func open(dir string, opts Options) (*Log, error) {
 		// The first file may just have been created.
 		dirUnsynced: true,
 	}
-	if l.journaled, err = openJournaled(dir, opts); err != nil {
-		f.Close()
-		return nil, err
-	}
+	l.journaled = journaled
 	l.addHolesLocked(index.holes)
 	for _, f := range files {
 		l.files = append(l.files, f.first)
@@ -380,7 +384,11 @@ func (l *Log) writeTailLocked(p []byte) error {
 	ioWrites.Add(1)
 	l.written += int64(len(p))
 	pos := l.tail.size - int64(len(p))
-	if _, err := l.tail.file.WriteAt(p, pos); err != nil {
+	if b, ok := l.tail.file.(*bufferedFile); ok {
+		if err := b.appendAt(p, pos); err != nil {
+			return err
+		}
+	} else if _, err := l.tail.file.WriteAt(p, pos); err != nil {
 		return err
 	}
 	l.journalWriteLocked(p, pos)
@@ -452,7 +460,7 @@ func (l *Log) rollLocked(first uint64) error {
 	if err != nil {
 		return err
 	}
-	f, err := openLogFile(l.opts, filepath.Join(l.dir, segmentName(first)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, os.O_RDWR, 0o640)
+	f, err := l.openTailFile(filepath.Join(l.dir, segmentName(first)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
 	if err != nil {
 		return err
 	}

@@ -184,7 +184,7 @@ func (l *Log) replaceTailLocked(first uint64, content []byte) error {
 		return fmt.Errorf("the replacement file does not index: %v", index.stopped)
 	}
 	l.addHolesLocked(index.holes)
-	f, err := openLogFile(l.opts, path, os.O_RDWR, os.O_RDWR, 0)
+	f, err := l.openTailFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 )
+
+// goProfile is where -go-client-cpuprofile writes ("": nowhere).
+var goProfile string
 
 type config struct {
 	sizes                  []int
@@ -70,6 +74,7 @@ func main() {
 	bin := flag.String("braid", "", "a braid binary to run (default: go build ./cmd/braid)")
 	seed := flag.Int64("seed", 1, "seed of the random choice of produce topics")
 	goClient := flag.Bool("go-client", true, "also produce through the Go client (a producer per topic), in rounds of its own")
+	flag.StringVar(&goProfile, "go-client-cpuprofile", "", "write a CPU profile of this program during the Go client rounds to this file")
 	serveArgs := flag.String("serve-args", "", "more braid serve flags, space-separated (e.g. --commit-sync syncfs)")
 	flag.Parse()
 	extraServeArgs = strings.Fields(*serveArgs)
@@ -363,6 +368,16 @@ func produceGoRounds(cfg config, s *server, nc *nats.Conn, tenant, ns string, ma
 		return
 	}
 	defer oneP.close()
+	if goProfile != "" {
+		f, err := os.Create(goProfile)
+		if err != nil {
+			fatal(err.Error())
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err.Error())
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	var manyRates, oneRates, ratios []float64
 	for round := 1; round <= cfg.rounds && !s.dead(); round++ {
 		m := produceGo(s, manyP, cfg.messages, cfg.size, cfg.conc, cfg.timeout)

@@ -1,0 +1,228 @@
+package client
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/braidmq/braid/api"
+)
+
+// The producers of one NATS connection send their batches through one
+// produceMux, as produce-multi requests (api.MultiPart): a batch goes out
+// at once while fewer than muxInFlight requests of the connection await
+// their replies; past that, batches wait and go out together, batches of
+// any topics of a tenant in one request, as soon as a reply frees a place.
+// So records spread over many topics share requests, as Kafka's producer
+// puts the batches of many partitions in one request to a broker, and
+// records of one topic still go out as fast as the connection answers.
+//
+// Order: the mux publishes in the order batches were handed to it, holding
+// its lock, and the server appends the parts of a request in order and the
+// requests of a connection in order; a unit has one batch in flight (or a
+// pipeline of them, handed in order), so each key's records reach the
+// server in Send order.
+
+// muxInFlight is how many produce-multi requests a connection keeps in
+// flight before batches wait to share one.
+const muxInFlight = 8
+
+// muxes holds the mux of each connection with producers, and how many.
+var muxes = struct {
+	sync.Mutex
+	byConn map[*nats.Conn]*produceMux
+}{byConn: map[*nats.Conn]*produceMux{}}
+
+// produceMux sends the batches of the producers of one connection.
+type produceMux struct {
+	nc      *nats.Conn
+	inbox   string
+	sub     *nats.Subscription
+	maxBody int
+	refs    int // producers using it; guarded by muxes
+
+	mu sync.Mutex
+	// Guarded by mu: queue holds the batches waiting, in order; inFlight
+	// are the requests sent and not answered or timed out, by id; lastID
+	// the last id used.
+	queue    []muxPart
+	inFlight map[uint64]*muxRequest
+	lastID   uint64
+	buf      []byte
+	// parts counts the batches sent, in lastID requests.
+	parts uint64
+}
+
+// muxPart is one batch of one producer.
+type muxPart struct {
+	p       *Producer
+	b       *batch
+	tenant  string
+	epoch   uint64
+	records []byte // the encoded batch
+}
+
+// muxRequest is one produce-multi request in flight.
+type muxRequest struct {
+	parts []muxPart
+	timer *time.Timer
+}
+
+// acquireMux returns the mux of nc, making it for the first producer.
+func acquireMux(nc *nats.Conn) (*produceMux, error) {
+	muxes.Lock()
+	defer muxes.Unlock()
+	if m := muxes.byConn[nc]; m != nil {
+		m.refs++
+		return m, nil
+	}
+	m := &produceMux{nc: nc, inbox: nc.NewInbox(), inFlight: map[uint64]*muxRequest{}, refs: 1,
+		maxBody: max(int(nc.MaxPayload())-(64<<10), 1<<16)}
+	sub, err := nc.Subscribe(m.inbox+".*", m.onReply)
+	if err != nil {
+		return nil, fmt.Errorf("braid/client: subscribing to produce replies: %w", err)
+	}
+	m.sub = sub
+	muxes.byConn[nc] = m
+	return m, nil
+}
+
+// release lets go of the mux; the last producer's release ends it.
+func (m *produceMux) release() {
+	muxes.Lock()
+	m.refs--
+	last := m.refs == 0
+	if last {
+		delete(muxes.byConn, m.nc)
+	}
+	muxes.Unlock()
+	if last {
+		_ = m.sub.Unsubscribe()
+	}
+}
+
+// send hands a batch of p to the mux. records is its encoding, which the
+// mux keeps.
+func (m *produceMux) send(p *Producer, b *batch, records []byte) {
+	m.mu.Lock()
+	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, epoch: b.epoch, records: records})
+	failed := m.publishLocked()
+	m.mu.Unlock()
+	settleFailed(failed)
+}
+
+// publishLocked sends what waits while places are free: the waiting
+// batches of the first one's tenant, in order, in one request up to the
+// largest body. It returns the parts whose publish failed.
+func (m *produceMux) publishLocked() []failedPart {
+	var failed []failedPart
+	for len(m.queue) > 0 && len(m.inFlight) < muxInFlight {
+		tenant := m.queue[0].tenant
+		var parts []muxPart
+		size := 0
+		rest := m.queue[:0]
+		var behind map[*Producer]bool // producers with a batch left to wait
+		for i, part := range m.queue {
+			fits := len(parts) == 0 || size+len(part.records)+64 <= m.maxBody
+			// Batches of another tenant, those that do not fit, and those
+			// of a producer with one of them, keep their place: each
+			// producer's batches go out in order.
+			if part.tenant != tenant || !fits || behind[part.p] {
+				if behind == nil {
+					behind = map[*Producer]bool{}
+				}
+				behind[part.p] = true
+				rest = append(rest, m.queue[i])
+				continue
+			}
+			parts = append(parts, part)
+			size += len(part.records) + 64
+		}
+		clear(m.queue[len(rest):])
+		m.queue = rest
+		m.lastID++
+		id := m.lastID
+		m.buf = api.AppendMultiHeader(m.buf[:0], len(parts))
+		timeout := time.Duration(0)
+		for _, part := range parts {
+			m.buf = api.AppendMultiPart(m.buf, part.p.namespace, part.p.name, part.epoch, part.records)
+			timeout = max(timeout, part.p.cfg.requestTimeout)
+		}
+		req := &muxRequest{parts: parts}
+		m.inFlight[id] = req
+		m.parts += uint64(len(parts))
+		err := m.nc.PublishMsg(&nats.Msg{Subject: api.ProduceMultiPrefix + "." + tenant, Reply: m.inbox + "." + strconv.FormatUint(id, 36), Data: m.buf})
+		if err != nil {
+			delete(m.inFlight, id)
+			for _, part := range parts {
+				failed = append(failed, failedPart{part, fmt.Errorf("braid/client: publishing a produce request to %s: %w", part.p.topic, err)})
+			}
+			continue
+		}
+		// The producers' own timers fail their batches; this one frees
+		// the request's place.
+		req.timer = time.AfterFunc(timeout+time.Second, func() { m.forget(id) })
+	}
+	return failed
+}
+
+// failedPart is a batch whose request could not be sent.
+type failedPart struct {
+	part muxPart
+	err  error
+}
+
+func settleFailed(failed []failedPart) {
+	for _, f := range failed {
+		f.part.p.settle(f.part.b.id, nil, f.err)
+	}
+}
+
+// forget frees the place of a request whose reply never came.
+func (m *produceMux) forget(id uint64) {
+	m.mu.Lock()
+	delete(m.inFlight, id)
+	failed := m.publishLocked()
+	m.mu.Unlock()
+	settleFailed(failed)
+}
+
+// onReply handles the reply to a request: each batch's results go to its
+// producer.
+func (m *produceMux) onReply(msg *nats.Msg) {
+	token := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+	id, err := strconv.ParseUint(token, 36, 64)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	req := m.inFlight[id]
+	delete(m.inFlight, id)
+	failed := m.publishLocked()
+	m.mu.Unlock()
+	settleFailed(failed)
+	if req == nil {
+		return // timed out: the producers failed its batches
+	}
+	req.timer.Stop()
+	replies, err := api.DecodeMultiReplies(msg.Data)
+	if rerr := replyError(msg); rerr != nil {
+		err = rerr
+	} else if err == nil && len(replies) != len(req.parts) {
+		err = fmt.Errorf("%w: %d part replies for %d parts", api.ErrMalformed, len(replies), len(req.parts))
+	}
+	for i, part := range req.parts {
+		switch {
+		case err != nil:
+			part.p.settle(part.b.id, nil, fmt.Errorf("braid/client: produce reply from %s: %w", part.p.topic, err))
+		case replies[i].Err != nil:
+			part.p.settle(part.b.id, nil, replies[i].Err)
+		default:
+			part.p.settle(part.b.id, replies[i].Results, nil)
+		}
+	}
+}

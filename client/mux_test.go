@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/cluster"
+)
+
+// TestProducersShareRequests runs many producers on one connection
+// against a real node: their batches share produce-multi requests (fewer
+// requests than batches), every record is appended, and each producer's
+// records land in its topic's one unit in Send order.
+func TestProducersShareRequests(t *testing.T) {
+	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	nc, err := nats.Connect(node.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const topics, perTopic = 40, 100
+	admin := NewAdmin(nc)
+	producers := make([]*Producer, topics)
+	for i := range producers {
+		uri := fmt.Sprintf("topic://public/default/share%d", i)
+		if _, err := admin.CreateTopic(t.Context(), uri, 1, WithTopicBuckets(1)); err != nil {
+			t.Fatal(err)
+		}
+		if producers[i], err = NewProducer(nc, uri, WithLinger(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mux := producers[0].mux
+	for _, p := range producers {
+		if p.mux != mux {
+			t.Fatal("producers of one connection do not share its mux")
+		}
+	}
+	var mu sync.Mutex
+	offsets := make([][]uint64, topics) // per topic, in Send order
+	for i := range offsets {
+		offsets[i] = make([]uint64, perTopic)
+	}
+	var errs []error
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for n := range perTopic {
+		for i, p := range producers {
+			err := p.Send(ctx, api.Record{Key: []byte("k"), Payload: []byte(fmt.Sprint(n))}, func(id MessageID, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				offsets[i][n] = id.Offset
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range producers {
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, err := range errs {
+		t.Fatal(err)
+	}
+	for i, offs := range offsets {
+		for n, off := range offs {
+			if off != uint64(n) {
+				t.Fatalf("topic %d: record %d at offset %d, want %d (Send order)", i, n, off, n)
+			}
+		}
+	}
+	mux.mu.Lock()
+	requests, parts := mux.lastID, mux.parts
+	mux.mu.Unlock()
+	if parts <= requests {
+		t.Fatalf("%d batches in %d requests: no request carried more than one", parts, requests)
+	}
+	t.Logf("%d batches in %d requests", parts, requests)
+	for _, p := range producers {
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	muxes.Lock()
+	left := muxes.byConn[nc]
+	muxes.Unlock()
+	if left != nil {
+		t.Fatal("the connection's mux outlived its producers")
+	}
+}
