@@ -11,8 +11,8 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/cluster/natsio"
+	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nuid"
 )
