@@ -25,12 +25,15 @@ const maxReroutes = 16
 // owns its key hash, an unkeyed one round robin over every unit. Segments
 // never show in its API.
 //
-// Records are queued per unit and sent as produce-batch requests, many units
-// at once. A unit has one batch in flight at a time, and up to
-// WithUnitPipeline full batches when its queue holds that much: NATS keeps
-// the batches of one connection in order, so the records of one key reach
-// the server in the order Send was called. Replies are processed in send
-// order per unit.
+// Records are queued per unit and sent as batches, many units at once,
+// through the connection's multiplexer: the batches of every producer of a
+// connection that wait at the same time go out together in one
+// produce-multi request (see produceMux). A unit has one batch in flight
+// at a time, and up to WithUnitPipeline full batches when its queue holds
+// that much: NATS keeps the requests of one connection in order, and the
+// server appends a request's batches in order, so the records of one key
+// reach the server in the order Send was called. Replies are processed in
+// send order per unit.
 //
 // Layout changes: the server absorbs them (DESIGN.md §1): a batch that meets
 // a sealed segment is appended to the successors that own its keys, ahead

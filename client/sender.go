@@ -12,11 +12,10 @@ import (
 // The sender half of the Producer: the loop that cuts batches out of the
 // unit queues and publishes them, and the handling of their replies.
 //
-// A batch is a request published with a reply subject of its own,
-// <inbox>.<batch id>, on one subscription shared by every batch; the id
-// correlates the reply. So any number of units have batches in flight at
-// once: each unit one, or up to WithUnitPipeline when it has full batches
-// to send.
+// A batch is handed to the connection's mux (mux.go), which sends it in a
+// produce-multi request and hands its results back by the batch's id
+// (settle). So any number of units have batches in flight at once: each
+// unit one, or up to WithUnitPipeline when it has full batches to send.
 
 // sendLoop publishes the batches that are ready, then sleeps until a Send, a
 // reply, a Flush or the earliest linger deadline wakes it.

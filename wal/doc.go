@@ -28,10 +28,16 @@
 // (single 100 B records) to 10.33x [3.79, 11.12] (100 B batches of 256).
 // The README has the whole table.
 //
-// The package does not own group commit (the bucket actor collects its
-// mailbox and calls Append once per batch), retention policy (a storage
-// worker decides what TruncateHead drops), metrics or logging (Open reports
-// what it repaired through Log.Repair; the caller logs and counts it).
+// Commits of many logs can be made durable together: a CommitGroup's Round
+// takes the commits of many logs (Log.StartCommitIn) and makes them
+// durable with one write and one fdatasync of a Journal, one syncfs, or
+// their fdatasyncs submitted together (see CommitGroup and Journal). Who
+// writes which log when (the node's committer) is the caller's. A
+// FileCache bounds the descriptors many logs hold.
+//
+// The package does not own retention policy (a storage worker decides
+// what TruncateHead drops), metrics or logging (Open reports what it
+// repaired through Log.Repair; the caller logs and counts it).
 //
 // # Offsets
 //
@@ -122,6 +128,13 @@
 // With DurabilityAlways, a record becomes visible to Read and NextOffset only
 // once it is durable; readers never see a record that a crash could take
 // back.
+//
+// A journaled log (Options.Journal) commits in a Round of its journal's
+// CommitGroup by the journal's sync, not its own: its tail is durable in
+// the journal, held in memory until 64 KiB or a sync (bufferedFile), and
+// synced to its own file at a roll, Close, Sync, a truncation or a
+// checkpoint of the journal. ReplayJournal, run before such logs are
+// opened, writes back what the journal holds (see Journal).
 //
 // # Crash repair
 //
