@@ -67,6 +67,25 @@ func (m *segmentMeter) read(recs []wal.Record) {
 
 // take returns what was counted since the previous take and starts again.
 // Only the scaler calls it.
+// quiet reports whether nothing was appended to or read from the segment
+// since the last take, and if so moves the start of the next take's
+// period to now (a period with nothing in it).
+func (m *segmentMeter) quiet(now time.Time) bool {
+	if m.outMsgs.Load() != 0 {
+		return false
+	}
+	for _, b := range m.buckets {
+		b.mu.Lock()
+		busy := b.msgs != 0
+		b.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	m.lastTake = now
+	return true
+}
+
 func (m *segmentMeter) take(now time.Time) scaling.Sample {
 	smp := scaling.Sample{Elapsed: now.Sub(m.lastTake)}
 	m.lastTake = now

@@ -48,9 +48,20 @@ type scaler struct {
 	// per-subscription gauges set, to delete those that go away.
 	segSeries map[topology.SegmentID]bool
 	subSeries map[string]bool
-	quit      chan struct{}
-	done      chan struct{}
+	// A quiet topic is evaluated less: settled says the last evaluation
+	// decided nothing on a topic with no traffic, at layout epoch
+	// settledEpoch; skipped counts the evaluations skipped since.
+	settled      bool
+	settledEpoch uint64
+	skipped      int
+	quit         chan struct{}
+	done         chan struct{}
 }
+
+// maxSkipped is how many evaluations in a row a quiet, settled topic
+// skips: at most this many intervals pass before a decision that only
+// time can change (a cooldown that ends, retention) is taken.
+const maxSkipped = 30
 
 func startScaler(t *Topic) *scaler {
 	s := &scaler{t: t, tracker: scaling.NewTracker(), hotKeys: map[topology.SegmentID]uint64{},
@@ -75,8 +86,34 @@ func (s *scaler) run() {
 			return
 		case <-timer.C:
 		}
-		s.evaluate(time.Now())
+		now := time.Now()
+		if s.skip(now) {
+			continue
+		}
+		s.evaluate(now)
 	}
+}
+
+// skip reports whether this evaluation can be skipped: the topic had no
+// traffic since the last one, which decided nothing with no traffic
+// either, on the same layout, and fewer than maxSkipped were skipped
+// since. A topic with nothing going on then costs a timer and a look at
+// its meters a second, not an evaluation (the subscriptions asked, the
+// load folded in, the decision, the metrics).
+func (s *scaler) skip(now time.Time) bool {
+	st := s.t.state.Load()
+	quiet := true
+	for _, m := range st.meters {
+		if !m.quiet(now) {
+			quiet = false
+		}
+	}
+	if !quiet || !s.settled || st.layout.Epoch != s.settledEpoch || s.skipped >= maxSkipped {
+		s.skipped = 0
+		return false
+	}
+	s.skipped++
+	return true
 }
 
 // evaluate is one evaluation.
@@ -87,9 +124,12 @@ func (s *scaler) evaluate(now time.Time) {
 	}
 	p := s.t.Policy()
 	samples := make(map[topology.SegmentID]scaling.Sample, len(st.meters))
+	traffic := false
 	for id, m := range st.meters {
 		samples[id] = m.take(now)
+		traffic = traffic || samples[id].MsgsIn != 0 || samples[id].MsgsOut != 0
 	}
+	s.settled = false
 	s.tracker.Observe(st.layout, samples, p, now)
 	load := scaling.Load{Segments: s.tracker.Load()}
 	subs, subsErr := s.subscriptions(p)
@@ -119,7 +159,9 @@ func (s *scaler) evaluate(now time.Time) {
 			return scaling.Apply(l, d)
 		})
 	case subsErr == nil:
-		s.retire(st, p, subs, now)
+		if !s.retire(st, p, subs, now) && !traffic && load.Quiet() {
+			s.settled, s.settledEpoch = true, st.layout.Epoch
+		}
 	}
 }
 
@@ -134,8 +176,9 @@ func (s *scaler) subscriptions(p scaling.Policy) ([]SubscriptionInfo, error) {
 	return view.TopicSubscriptions(ctx, s.t)
 }
 
-// retire deletes the sealed segments retention allows.
-func (s *scaler) retire(st *topicState, p scaling.Policy, subs []SubscriptionInfo, now time.Time) {
+// retire deletes the sealed segments retention allows; it reports
+// whether there were any.
+func (s *scaler) retire(st *topicState, p scaling.Policy, subs []SubscriptionInfo, now time.Time) bool {
 	drainedBy := make([]func(topology.SegmentID) bool, len(subs))
 	for i, sub := range subs {
 		drained := sub.Drained
@@ -151,7 +194,7 @@ func (s *scaler) retire(st *topicState, p scaling.Policy, subs []SubscriptionInf
 	}
 	ids := scaling.Expired(st.layout, sealedAt, p.Retention, drainedBy, now)
 	if len(ids) == 0 {
-		return
+		return false
 	}
 	s.apply(st.layout.Epoch, "delete", scaling.ReasonRetention, fmt.Sprintf("segments %v are drained and past retention %s", ids, p.Retention),
 		func(l topology.Layout) (topology.Layout, error) {
@@ -163,6 +206,7 @@ func (s *scaler) retire(st *topicState, p scaling.Policy, subs []SubscriptionInf
 			}
 			return l, nil
 		})
+	return true
 }
 
 // apply sends a change to the controller, refused there if the layout has

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,4 +48,41 @@ func TestScalerLogsEachHotKeyOnce(t *testing.T) {
 func newTestScaler(t *Topic) *scaler {
 	return &scaler{t: t, tracker: scaling.NewTracker(), hotKeys: map[topology.SegmentID]uint64{},
 		segSeries: map[topology.SegmentID]bool{}, subSeries: map[string]bool{}}
+}
+
+// TestQuietTopicsSkipEvaluations: a topic with no traffic whose evaluation
+// decided nothing skips the next ones (up to maxSkipped in a row), and
+// traffic brings the evaluations back at once.
+func TestQuietTopicsSkipEvaluations(t *testing.T) {
+	m := newTestManager(t)
+	topic := createTestTopic(t, m, "topic://t/n/quiet", 1, 2)
+	s := newTestScaler(topic)
+	now := time.Now()
+	tick := func() time.Time { now = now.Add(time.Second); return now }
+	s.evaluate(tick())
+	if !s.settled {
+		t.Fatal("an evaluation of a topic with no traffic that decided nothing did not settle it")
+	}
+	for i := range maxSkipped {
+		if !s.skip(tick()) {
+			t.Fatalf("evaluation %d of a quiet, settled topic was not skipped", i+1)
+		}
+	}
+	if s.skip(tick()) {
+		t.Fatalf("more than %d evaluations in a row were skipped", maxSkipped)
+	}
+	s.evaluate(now)
+	if !s.skip(tick()) {
+		t.Fatal("a quiet topic evaluated again did not skip the next evaluation")
+	}
+	if r := produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("x")}); r[0].Err() != nil {
+		t.Fatal(r[0].Err())
+	}
+	if s.skip(tick()) {
+		t.Fatal("an evaluation after traffic was skipped")
+	}
+	s.evaluate(now)
+	if s.settled {
+		t.Fatal("an evaluation that saw traffic settled the topic")
+	}
 }

@@ -381,3 +381,22 @@ func Apply(l topology.Layout, d Decision) (topology.Layout, error) {
 	}
 	return l, fmt.Errorf("braid/scaling: nothing to apply for a %s decision", d.Kind)
 }
+
+// quietRate is the rate (per second) below which a segment's load is taken
+// as none: moving averages of a stopped load decay towards zero but do not
+// reach it.
+const quietRate = 1e-3
+
+// Quiet reports whether no segment carries any load (every rate, short and
+// long, below quietRate): a topic whose decision then was None keeps it
+// until something moves or time alone changes it (a cooldown, retention).
+func (l Load) Quiet() bool {
+	for _, s := range l.Segments {
+		for _, r := range []Rates{s.Short, s.Long} {
+			if r.MsgIn >= quietRate || r.MsgOut >= quietRate || r.ByteIn >= quietRate || r.ByteOut >= quietRate {
+				return false
+			}
+		}
+	}
+	return true
+}

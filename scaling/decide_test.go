@@ -318,3 +318,17 @@ func TestExpired(t *testing.T) {
 		t.Errorf("unknown seal times: %v", got)
 	}
 }
+
+func TestLoadQuiet(t *testing.T) {
+	if !(Load{}).Quiet() {
+		t.Fatal("no segments is not quiet")
+	}
+	decayed := Load{Segments: map[topology.SegmentID]SegmentLoad{1: {Short: Rates{MsgIn: 2.88e-51}, Long: Rates{ByteOut: 1e-9}}}}
+	if !decayed.Quiet() {
+		t.Fatal("a load decayed to almost nothing is not quiet")
+	}
+	busy := Load{Segments: map[topology.SegmentID]SegmentLoad{1: {}, 2: {Long: Rates{MsgOut: 0.5}}}}
+	if busy.Quiet() {
+		t.Fatal("a segment read at 0.5 msg/s is quiet")
+	}
+}
