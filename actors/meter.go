@@ -68,9 +68,8 @@ func (m *segmentMeter) read(recs []wal.Record) {
 // take returns what was counted since the previous take and starts again.
 // Only the scaler calls it.
 // quiet reports whether nothing was appended to or read from the segment
-// since the last take, and if so moves the start of the next take's
-// period to now (a period with nothing in it).
-func (m *segmentMeter) quiet(now time.Time) bool {
+// since the last take.
+func (m *segmentMeter) quiet() bool {
 	if m.outMsgs.Load() != 0 {
 		return false
 	}
@@ -82,9 +81,12 @@ func (m *segmentMeter) quiet(now time.Time) bool {
 			return false
 		}
 	}
-	m.lastTake = now
 	return true
 }
+
+// skipTake moves the start of the next take's period to now, for a
+// period with nothing in it (quiet).
+func (m *segmentMeter) skipTake(now time.Time) { m.lastTake = now }
 
 func (m *segmentMeter) take(now time.Time) scaling.Sample {
 	smp := scaling.Sample{Elapsed: now.Sub(m.lastTake)}

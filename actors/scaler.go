@@ -49,8 +49,9 @@ type scaler struct {
 	segSeries map[topology.SegmentID]bool
 	subSeries map[string]bool
 	// A quiet topic is evaluated less: settled says the last evaluation
-	// decided nothing on a topic with no traffic, at layout epoch
-	// settledEpoch; skipped counts the evaluations skipped since.
+	// decided nothing on a topic with no traffic and nothing that time
+	// alone could change (atRest), at layout epoch settledEpoch; skipped
+	// counts the evaluations skipped since.
 	settled      bool
 	settledEpoch uint64
 	skipped      int
@@ -102,15 +103,18 @@ func (s *scaler) run() {
 // load folded in, the decision, the metrics).
 func (s *scaler) skip(now time.Time) bool {
 	st := s.t.state.Load()
-	quiet := true
+	quiet := s.settled && st.layout.Epoch == s.settledEpoch && s.skipped < maxSkipped
 	for _, m := range st.meters {
-		if !m.quiet(now) {
-			quiet = false
-		}
+		quiet = quiet && m.quiet()
 	}
-	if !quiet || !s.settled || st.layout.Epoch != s.settledEpoch || s.skipped >= maxSkipped {
+	if !quiet {
 		s.skipped = 0
 		return false
+	}
+	// The period skipped had nothing in it: the next evaluation's starts
+	// now.
+	for _, m := range st.meters {
+		m.skipTake(now)
 	}
 	s.skipped++
 	return true
@@ -159,10 +163,27 @@ func (s *scaler) evaluate(now time.Time) {
 			return scaling.Apply(l, d)
 		})
 	case subsErr == nil:
-		if !s.retire(st, p, subs, now) && !traffic && load.Quiet() {
+		if !s.retire(st, p, subs, now) && !traffic && load.Quiet() && len(d.Suppressed) == 0 && atRest(st.layout, p) {
 			s.settled, s.settledEpoch = true, st.layout.Epoch
 		}
 	}
+}
+
+// atRest reports whether nothing but traffic or consumers can change the
+// layout: no sealed segment waits for retention, and no merge is allowed
+// (the topic has its minimum of segments), so no cooldown or window
+// running out would lead to a change.
+func atRest(l topology.Layout, p scaling.Policy) bool {
+	active := 0
+	for _, seg := range l.Segments {
+		switch seg.State {
+		case topology.StateSealed:
+			return false
+		case topology.StateActive:
+			active++
+		}
+	}
+	return active <= p.MinSegments
 }
 
 // subscriptions asks the view, within about an evaluation interval.

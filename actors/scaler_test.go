@@ -85,4 +85,12 @@ func TestQuietTopicsSkipEvaluations(t *testing.T) {
 	if s.settled {
 		t.Fatal("an evaluation that saw traffic settled the topic")
 	}
+
+	// A quiet topic above its minimum of segments may merge once a
+	// cooldown ends: it is never settled.
+	two := newTestScaler(createTestTopic(t, m, "topic://t/n/quiet2", 2, 2))
+	two.evaluate(tick())
+	if two.settled || two.skip(tick()) {
+		t.Fatal("a quiet topic that could still merge skipped its evaluations")
+	}
 }

@@ -23,6 +23,9 @@ import (
 // before it writes it to its file.
 const bufferedTailBytes = 64 << 10
 
+// keptTailBuffer is the largest buffer a tail keeps once flushed.
+const keptTailBuffer = 4 << 10
+
 // bufferedFile is a File whose writes that extend what it holds in memory
 // (the appends to a log's tail) stay in memory until flush; other writes
 // (the zeros written ahead of the end) go to the file at once.
@@ -81,7 +84,9 @@ func (b *bufferedFile) flushLocked() error {
 	if _, err := b.File.WriteAt(b.buf, b.at); err != nil {
 		return err
 	}
-	if cap(b.buf) > 4*bufferedTailBytes {
+	// Keep a small buffer only: a node has many logs, most of them
+	// written to now and then.
+	if cap(b.buf) > keptTailBuffer {
 		b.buf = nil
 	} else {
 		b.buf = b.buf[:0]
