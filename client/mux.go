@@ -107,12 +107,13 @@ func (m *produceMux) release() {
 
 // send hands a batch of p to the mux. records is its encoding, which the
 // mux keeps.
-func (m *produceMux) send(p *Producer, b *batch, records []byte) {
+// It returns the batches whose request could not be published, for the
+// caller to fail (settleFailed) once it holds no lock of its producer.
+func (m *produceMux) send(p *Producer, b *batch, records []byte) []failedPart {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, epoch: b.epoch, records: records})
-	failed := m.publishLocked()
-	m.mu.Unlock()
-	settleFailed(failed)
+	return m.publishLocked()
 }
 
 // publishLocked sends what waits while places are free: the waiting
@@ -163,9 +164,9 @@ func (m *produceMux) publishLocked() []failedPart {
 			}
 			continue
 		}
-		// The producers' own timers fail their batches; this one frees
-		// the request's place.
-		req.timer = time.AfterFunc(timeout+time.Second, func() { m.forget(id) })
+		// A request unanswered within its producers' timeout fails its
+		// batches with ErrTimeout (never resent: they may have landed).
+		req.timer = time.AfterFunc(timeout, func() { m.expire(id) })
 	}
 	return failed
 }
@@ -182,13 +183,21 @@ func settleFailed(failed []failedPart) {
 	}
 }
 
-// forget frees the place of a request whose reply never came.
-func (m *produceMux) forget(id uint64) {
+// expire fails the batches of a request whose reply did not come in time,
+// and frees its place.
+func (m *produceMux) expire(id uint64) {
 	m.mu.Lock()
+	req := m.inFlight[id]
 	delete(m.inFlight, id)
 	failed := m.publishLocked()
 	m.mu.Unlock()
 	settleFailed(failed)
+	if req == nil {
+		return // answered meanwhile
+	}
+	for _, part := range req.parts {
+		part.p.settle(part.b.id, nil, fmt.Errorf("produce batch to %s: %w", part.p.topic, ErrTimeout))
+	}
 }
 
 // onReply handles the reply to a request: each batch's results go to its

@@ -85,6 +85,12 @@ type Producer struct {
 	// cbMu serializes callbacks, so the application sees one at a time.
 	cbMu sync.Mutex
 
+	// pubMu is held from cutting batches (under mu) until they are handed
+	// to the mux, so that they reach it in the order they were cut: a
+	// unit's batches, and so each key's records, stay in Send order.
+	// Lock order: mu, then pubMu.
+	pubMu sync.Mutex
+
 	mu sync.Mutex
 	// Guarded by mu:
 	router   *router             // the layout records are routed by
@@ -135,8 +141,7 @@ type batch struct {
 	id      uint64
 	unit    unit
 	records []*pending
-	timer   *time.Timer // fails the batch with ErrTimeout
-	epoch   uint64      // the layout epoch the batch was routed by, with WithEpochRouting
+	epoch   uint64 // the layout epoch the batch was routed by, with WithEpochRouting
 	// answered is set with the outcome (results or err) once known.
 	answered bool
 	results  []api.Result
@@ -267,13 +272,29 @@ func (p *Producer) Send(ctx context.Context, rec api.Record, cb func(MessageID, 
 	p.outstanding++
 	u := p.router.route(pd)
 	wake := p.enqueue(u, pd)
-	if wake && len(p.units[u].records) == 1 && !p.wakeAt.IsZero() && p.cfg.linger > 0 &&
-		!p.wakeAt.After(p.units[u].since.Add(p.cfg.linger)) {
+	var now *batch
+	switch {
+	case wake && p.cfg.linger == 0 && !p.paused && !p.stopped:
+		// Nothing to wait for: send it from here, without a hand-over to
+		// the sender. A unit with a batch in flight is not ready: the
+		// reply wakes the sender for it.
+		now, _ = p.cutLocked(u, p.units[u], time.Now())
+		wake = false
+	case wake && len(p.units[u].records) == 1 && !p.wakeAt.IsZero() && p.cfg.linger > 0 &&
+		!p.wakeAt.After(p.units[u].since.Add(p.cfg.linger)):
 		// The sender sleeps until before this record's linger ends, and
 		// will then see it: no need to wake it now.
 		wake = false
 	}
-	p.mu.Unlock()
+	if now == nil {
+		p.mu.Unlock()
+	} else {
+		p.pubMu.Lock() // before mu goes: batches reach the mux in cut order
+		p.mu.Unlock()
+		_, failed := p.publish(now, nil)
+		p.pubMu.Unlock()
+		settleFailed(failed)
+	}
 	if wake {
 		p.wakeSender()
 	}
@@ -366,7 +387,6 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.stopped = true
 	var left []completion
 	for _, b := range p.inFlight {
-		b.timer.Stop()
 		for _, pd := range b.records {
 			left = append(left, completion{p: pd, err: ErrClosed})
 		}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -418,5 +419,51 @@ func TestProducerErrors(t *testing.T) {
 	defer p.Close(context.Background())
 	if _, err := p.SendSync(t.Context(), api.Record{}); !errors.Is(err, ErrNoServer) {
 		t.Fatalf("produce with no server: %v, want ErrNoServer", err)
+	}
+}
+
+// TestSendersOfManyGoroutinesKeepKeyOrder: with no linger, Send hands a
+// batch to the mux itself while the sender loop hands others; goroutines
+// sending keys of their own at once, with small batches pipelined, still
+// see each key appended in Send order.
+func TestSendersOfManyGoroutinesKeepKeyOrder(t *testing.T) {
+	f, nc := newFake(t, 1, 4)
+	p, err := NewProducer(nc, fakeURI, WithBatch(1, 1<<20), WithLinger(0), WithUnitPipeline(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	const goroutines, keys, perKey = 8, 4, 150
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range perKey {
+				for k := range keys {
+					rec := api.Record{Key: []byte(fmt.Sprintf("g%dk%d", g, k)), Payload: []byte(strconv.Itoa(n))}
+					if err := p.Send(t.Context(), rec, nil); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := p.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for key, payloads := range f.keyOrder() {
+		for n, got := range payloads {
+			if got != strconv.Itoa(n) {
+				t.Fatalf("key %s: record %d read as %s (read order %v)", key, n, got, payloads)
+			}
+		}
+		total += len(payloads)
+	}
+	if total != goroutines*keys*perKey {
+		t.Fatalf("%d records appended, want %d", total, goroutines*keys*perKey)
 	}
 }

@@ -26,10 +26,15 @@ func (p *Producer) sendLoop() {
 	var buf []byte
 	for {
 		batches, wait := p.collect(time.Now())
-		for _, b := range batches {
-			buf = p.publish(b, buf[:0])
-		}
 		if len(batches) > 0 {
+			var failed []failedPart
+			for _, b := range batches {
+				var f []failedPart
+				buf, f = p.publish(b, buf[:0])
+				failed = append(failed, f...)
+			}
+			p.pubMu.Unlock() // collect took it
+			settleFailed(failed)
 			continue
 		}
 		var deadline <-chan time.Time
@@ -52,6 +57,10 @@ func (p *Producer) sendLoop() {
 // registers them as in flight. A unit is ready when its queue fills a batch,
 // its oldest record has lingered long enough, or a Flush waits. wait is how
 // long until the next unit becomes ready by lingering (0: none will).
+//
+// With batches, it returns holding pubMu (taken before mu is let go, so
+// that batches reach the mux in the order they were cut); the caller
+// publishes them and lets go of it.
 func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -61,61 +70,71 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 		} else {
 			p.wakeAt = time.Time{}
 		}
+		if len(batches) > 0 {
+			p.pubMu.Lock()
+		}
 	}()
 	if p.paused || p.stopped {
 		return nil, 0
 	}
 	for u, q := range p.units {
-		if len(q.sent) >= p.cfg.unitPipeline || len(q.records) == 0 {
-			continue
+		b, left := p.cutLocked(u, q, now)
+		if b != nil {
+			batches = append(batches, b)
+		} else if left > 0 && (wait == 0 || left < wait) {
+			wait = left
 		}
-		full := len(q.records) >= p.cfg.batchRecords || q.bytes >= p.cfg.batchBytes
-		if len(q.sent) > 0 && !full && p.flushing == 0 {
-			// Pipeline full batches only: a partial one waits for the
-			// batch in flight and gathers what comes meanwhile.
-			continue
-		}
-		if p.flushing == 0 && p.cfg.linger > 0 && !full {
-			if left := q.since.Add(p.cfg.linger).Sub(now); left > 0 {
-				if wait == 0 || left < wait {
-					wait = left
-				}
-				continue
-			}
-		}
-		n, size := 0, 0
-		for n < len(q.records) && n < p.cfg.batchRecords && (n == 0 || size+q.records[n].size <= p.cfg.batchBytes) {
-			size += q.records[n].size
-			n++
-		}
-		p.lastID++
-		b := &batch{id: p.lastID, unit: u, records: q.records[:n:n]}
-		if p.cfg.epochRouting {
-			b.epoch = p.router.epoch
-		}
-		q.records = q.records[n:]
-		q.bytes -= size
-		q.sent = append(q.sent, b)
-		id := b.id
-		b.timer = time.AfterFunc(p.cfg.requestTimeout, func() {
-			p.settle(id, nil, fmt.Errorf("produce batch to %s: %w", p.topic, ErrTimeout))
-		})
-		p.inFlight[id] = b
-		p.unsettled++
-		batches = append(batches, b)
 	}
 	return batches, wait
 }
 
+// cutLocked cuts a batch from unit u's queue q if the unit is idle and
+// ready (see collect) and registers it as in flight; else it returns how
+// long until the unit is ready by lingering (0: not by lingering). p.mu
+// must be held.
+func (p *Producer) cutLocked(u unit, q *unitQueue, now time.Time) (*batch, time.Duration) {
+	if len(q.sent) >= p.cfg.unitPipeline || len(q.records) == 0 {
+		return nil, 0
+	}
+	full := len(q.records) >= p.cfg.batchRecords || q.bytes >= p.cfg.batchBytes
+	if len(q.sent) > 0 && !full && p.flushing == 0 {
+		// Pipeline full batches only: a partial one waits for the batch
+		// in flight and gathers what comes meanwhile.
+		return nil, 0
+	}
+	if p.flushing == 0 && p.cfg.linger > 0 && !full {
+		if left := q.since.Add(p.cfg.linger).Sub(now); left > 0 {
+			return nil, left
+		}
+	}
+	n, size := 0, 0
+	for n < len(q.records) && n < p.cfg.batchRecords && (n == 0 || size+q.records[n].size <= p.cfg.batchBytes) {
+		size += q.records[n].size
+		n++
+	}
+	p.lastID++
+	b := &batch{id: p.lastID, unit: u, records: q.records[:n:n]}
+	if p.cfg.epochRouting {
+		b.epoch = p.router.epoch
+	}
+	q.records = q.records[n:]
+	q.bytes -= size
+	q.sent = append(q.sent, b)
+	p.inFlight[b.id] = b
+	p.unsettled++
+	return b, 0
+}
+
 // publish encodes one batch and hands it to the connection's mux, which
 // sends it (see produceMux); buf is scratch space, returned for reuse.
-func (p *Producer) publish(b *batch, buf []byte) []byte {
+// The caller holds pubMu. It returns the batches that could not be sent,
+// to fail once pubMu is let go.
+func (p *Producer) publish(b *batch, buf []byte) ([]byte, []failedPart) {
 	buf = api.AppendBatchHeader(buf, len(b.records))
 	for _, pd := range b.records {
 		buf = api.AppendRecord(buf, &pd.rec)
 	}
-	p.mux.send(p, b, slices.Clone(buf))
-	return buf
+	return buf, p.mux.send(p, b, slices.Clone(buf))
 }
 
 // settle records the outcome of batch id: per-record results, or err for
@@ -138,7 +157,6 @@ func (p *Producer) settle(id uint64, results []api.Result, err error) {
 		return
 	}
 	delete(p.inFlight, id)
-	b.timer.Stop()
 	b.answered, b.results, b.err = true, results, err
 	q := p.units[b.unit]
 	if q == nil || q.settling {
