@@ -1,0 +1,98 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/braidmq/braid/routing"
+)
+
+// NodeRecord is a node's lease on membership: the node is a member while
+// Expires is in the future. The node renews it (a compare-and-swap on its
+// revision) every few seconds; one that stops renewing is gone once
+// Expires passes.
+type NodeRecord struct {
+	ID string `json:"id"`
+	// Addresses others reach it at: its NATS client URL (embedded) and
+	// its actor address (protoactor remote), when it has them.
+	NATSURL   string `json:"nats_url,omitempty"`
+	ActorAddr string `json:"actor_addr,omitempty"`
+	// Started is when this run of the node took its lease; Renewed and
+	// Expires when it last renewed it and when it lapses (unix ms).
+	Started int64 `json:"started"`
+	Renewed int64 `json:"renewed"`
+	Expires int64 `json:"expires"`
+}
+
+// Live reports whether the lease holds at now.
+func (r NodeRecord) Live(now time.Time) bool { return now.UnixMilli() < r.Expires }
+
+func nodeKey(id string) string { return "node." + id }
+
+// ErrNodeIDInUse is returned by TakeNodeLease when another process holds a
+// live lease on the node id.
+var ErrNodeIDInUse = errors.New("braid/meta: node id in use by a live node")
+
+// TakeNodeLease takes the lease of node rec.ID for a new run of it: it
+// creates the record, or replaces one whose lease has lapsed (a restarted
+// node, whose old run died). A live lease held by another run fails with
+// ErrNodeIDInUse. It returns the revision to renew from.
+func (s *Store) TakeNodeLease(ctx context.Context, rec NodeRecord, now time.Time) (uint64, error) {
+	if err := routing.ValidateName(rec.ID); err != nil {
+		return 0, fmt.Errorf("node id: %w", err)
+	}
+	rev, err := s.create(ctx, nodeKey(rec.ID), rec)
+	if !errors.Is(err, ErrExists) {
+		return rev, err
+	}
+	var old NodeRecord
+	oldRev, err := s.get(ctx, nodeKey(rec.ID), &old)
+	if err != nil {
+		return 0, err
+	}
+	if old.Live(now) {
+		return 0, fmt.Errorf("%w: %s holds it until %s (renewed %s)", ErrNodeIDInUse, rec.ID,
+			time.UnixMilli(old.Expires).UTC().Format(time.RFC3339Nano), time.UnixMilli(old.Renewed).UTC().Format(time.RFC3339Nano))
+	}
+	return s.update(ctx, nodeKey(rec.ID), rec, oldRev)
+}
+
+// RenewNodeLease renews a lease taken at revision rev; ErrConflict means
+// another run took it since (this one must stop serving).
+func (s *Store) RenewNodeLease(ctx context.Context, rec NodeRecord, rev uint64) (uint64, error) {
+	return s.update(ctx, nodeKey(rec.ID), rec, rev)
+}
+
+// ReleaseNodeLease ends a lease held at revision rev at once (a clean
+// stop), so that the others need not wait for it to lapse.
+func (s *Store) ReleaseNodeLease(ctx context.Context, rec NodeRecord, rev uint64) error {
+	rec.Expires = rec.Renewed
+	_, err := s.update(ctx, nodeKey(rec.ID), rec, rev)
+	return err
+}
+
+// Nodes returns every node record, live or not, by id.
+func (s *Store) Nodes(ctx context.Context) ([]NodeRecord, error) {
+	keys, err := s.keys(ctx, "node.*")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeRecord, 0, len(keys))
+	for _, k := range keys {
+		var r NodeRecord
+		if _, err := s.get(ctx, k, &r); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		if r.ID != strings.TrimPrefix(k, "node.") {
+			return nil, fmt.Errorf("%w: %s holds the record of node %q", ErrCorrupt, k, r.ID)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,54 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestNodeLeases: a node takes its lease, renews it by revision, a second
+// run of the same id is refused while it lives and takes it once it
+// lapses, the old run's renewal then conflicts, and a released lease is
+// not live.
+func TestNodeLeases(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.UnixMilli(1_800_000_000_000)
+	rec := NodeRecord{ID: "n1", NATSURL: "nats://127.0.0.1:4222", Started: now.UnixMilli(), Renewed: now.UnixMilli(), Expires: now.Add(6 * time.Second).UnixMilli()}
+	rev, err := s.TakeNodeLease(ctx, rec, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Renewed, rec.Expires = now.Add(2*time.Second).UnixMilli(), now.Add(8*time.Second).UnixMilli()
+	if rev, err = s.RenewNodeLease(ctx, rec, rev); err != nil {
+		t.Fatal(err)
+	}
+	second := rec
+	second.Started = now.Add(3 * time.Second).UnixMilli()
+	if _, err := s.TakeNodeLease(ctx, second, now.Add(3*time.Second)); !errors.Is(err, ErrNodeIDInUse) {
+		t.Fatalf("a second run of a live node: %v, want ErrNodeIDInUse", err)
+	}
+	later := now.Add(9 * time.Second) // the first run's lease lapsed
+	second.Renewed, second.Expires = later.UnixMilli(), later.Add(6*time.Second).UnixMilli()
+	rev2, err := s.TakeNodeLease(ctx, second, later)
+	if err != nil {
+		t.Fatalf("taking a lapsed lease: %v", err)
+	}
+	if _, err := s.RenewNodeLease(ctx, rec, rev); !errors.Is(err, ErrConflict) {
+		t.Fatalf("the old run renewing after another took the lease: %v, want ErrConflict", err)
+	}
+	if _, err := s.TakeNodeLease(ctx, NodeRecord{ID: "bad.id"}, now); err == nil {
+		t.Fatal("a node id with a dot was taken")
+	}
+	nodes, err := s.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].Started != second.Started || !nodes[0].Live(later) {
+		t.Fatalf("Nodes = %+v, %v; want the second run, live", nodes, err)
+	}
+	if err := s.ReleaseNodeLease(ctx, second, rev2); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _ := s.Nodes(ctx); len(nodes) != 1 || nodes[0].Live(later) {
+		t.Fatalf("a released lease is live: %+v", nodes)
+	}
+}
