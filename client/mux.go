@@ -55,6 +55,8 @@ type produceMux struct {
 	buf      []byte
 	// parts counts the batches sent, in lastID requests.
 	parts uint64
+
+	lingerer *lingerer // cuts the batches whose linger ends (linger.go)
 }
 
 // muxPart is one batch of one producer.
@@ -87,6 +89,7 @@ func acquireMux(nc *nats.Conn) (*produceMux, error) {
 		return nil, fmt.Errorf("braid/client: subscribing to produce replies: %w", err)
 	}
 	m.sub = sub
+	m.lingerer = newLingerer(m)
 	muxes.byConn[nc] = m
 	return m, nil
 }
@@ -101,6 +104,7 @@ func (m *produceMux) release() {
 	}
 	muxes.Unlock()
 	if last {
+		m.lingerer.close()
 		_ = m.sub.Unsubscribe()
 	}
 }
@@ -114,6 +118,14 @@ func (m *produceMux) send(p *Producer, b *batch, records []byte) []failedPart {
 	defer m.mu.Unlock()
 	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, epoch: b.epoch, records: records})
 	return m.publishLocked()
+}
+
+// enqueue queues a batch of p without sending it; the caller publishes
+// (publishLocked) once it has queued what it has.
+func (m *produceMux) enqueue(p *Producer, b *batch, records []byte) {
+	m.mu.Lock()
+	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, epoch: b.epoch, records: records})
+	m.mu.Unlock()
 }
 
 // publishLocked sends what waits while places are free: the waiting

@@ -109,3 +109,85 @@ func TestProducersShareRequests(t *testing.T) {
 		t.Fatal("the connection's mux outlived its producers")
 	}
 }
+
+// TestLingerEndsWithoutWakingEachSender sends one record to each of many
+// producers of one connection, half lingering 50 ms and half 5 ms (so an
+// earlier deadline arrives after a later one), and never flushes: every
+// record is appended when its linger ends, cut by the connection's
+// lingerer rather than by each producer's sender.
+func TestLingerEndsWithoutWakingEachSender(t *testing.T) {
+	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	nc, err := nats.Connect(node.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const topics = 60
+	admin := NewAdmin(nc)
+	producers := make([]*Producer, topics)
+	for i := range producers {
+		uri := fmt.Sprintf("topic://public/default/linger%d", i)
+		if _, err := admin.CreateTopic(t.Context(), uri, 1, WithTopicBuckets(1)); err != nil {
+			t.Fatal(err)
+		}
+		linger := 50 * time.Millisecond
+		if i%2 == 1 {
+			linger = 5 * time.Millisecond
+		}
+		if producers[i], err = NewProducer(nc, uri, WithLinger(linger)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each sender has looked and found nothing to do before the sends.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range producers {
+		for {
+			p.mu.Lock()
+			asleep := p.sleeping
+			p.mu.Unlock()
+			if asleep {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a producer's sender never went to sleep")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	done := make(chan error, topics)
+	for _, p := range producers {
+		if err := p.Send(t.Context(), api.Record{Key: []byte("k"), Payload: []byte("v")}, func(_ MessageID, err error) {
+			done <- err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeout := time.After(30 * time.Second)
+	for range topics {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatal("records lingering with no Flush were never sent")
+		}
+	}
+	l := producers[0].mux.lingerer
+	l.mu.Lock()
+	collected := l.collected
+	l.mu.Unlock()
+	if collected < topics {
+		t.Fatalf("the lingerer collected %d producers, want all %d", collected, topics)
+	}
+	for _, p := range producers {
+		if err := p.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

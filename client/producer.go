@@ -116,7 +116,11 @@ type Producer struct {
 	idle        chan struct{}
 	// wakeAt is when the sender loop, asleep, wakes by itself (zero while
 	// it runs, or sleeps with no deadline).
-	wakeAt   time.Time
+	wakeAt time.Time
+	// sleeping says the sender sleeps with no deadline: a Send that starts
+	// a linger then registers the producer with the mux's lingerer
+	// (linger.go) instead of waking it.
+	sleeping bool
 	flushing int   // Flush calls waiting: send without lingering
 	closed   bool  // Close was called: Send refuses
 	stopped  bool  // Close abandoned what was left
@@ -284,6 +288,14 @@ func (p *Producer) Send(ctx context.Context, rec api.Record, cb func(MessageID, 
 		!p.wakeAt.After(p.units[u].since.Add(p.cfg.linger)):
 		// The sender sleeps until before this record's linger ends, and
 		// will then see it: no need to wake it now.
+		wake = false
+	case wake && len(p.units[u].records) == 1 && p.sleeping && p.cfg.linger > 0 && !p.paused && !p.stopped:
+		// The sender sleeps with nothing to wait for: the connection's
+		// lingerer cuts this record's batch when its linger ends (and
+		// whatever else of this producer is ready then).
+		p.sleeping = false
+		p.wakeAt = p.units[u].since.Add(p.cfg.linger)
+		p.mux.lingerer.add(p, p.wakeAt)
 		wake = false
 	}
 	if now == nil {

@@ -70,6 +70,7 @@ func (p *Producer) collect(now time.Time) (batches []*batch, wait time.Duration)
 		} else {
 			p.wakeAt = time.Time{}
 		}
+		p.sleeping = len(batches) == 0 && wait == 0
 		if len(batches) > 0 {
 			p.pubMu.Lock()
 		}
@@ -130,11 +131,17 @@ func (p *Producer) cutLocked(u unit, q *unitQueue, now time.Time) (*batch, time.
 // The caller holds pubMu. It returns the batches that could not be sent,
 // to fail once pubMu is let go.
 func (p *Producer) publish(b *batch, buf []byte) ([]byte, []failedPart) {
+	buf = p.encode(b, buf)
+	return buf, p.mux.send(p, b, slices.Clone(buf))
+}
+
+// encode appends the encoding of batch b to buf.
+func (p *Producer) encode(b *batch, buf []byte) []byte {
 	buf = api.AppendBatchHeader(buf, len(b.records))
 	for _, pd := range b.records {
 		buf = api.AppendRecord(buf, &pd.rec)
 	}
-	return buf, p.mux.send(p, b, slices.Clone(buf))
+	return buf
 }
 
 // settle records the outcome of batch id: per-record results, or err for
@@ -184,12 +191,18 @@ func (p *Producer) settle(id uint64, results []api.Result, err error) {
 		p.unsettled -= len(ready)
 	}
 	q.settling = false
+	// The sender has work only if this unit has records waiting for the
+	// place its batch freed (another unit's readiness did not change; a
+	// layout to apply wakes it from tryApply).
+	wake := len(q.records) > 0 || p.units[b.unit] != q || p.flushing > 0 || p.closed
 	if len(q.records) == 0 && len(q.sent) == 0 && p.units[b.unit] == q {
 		delete(p.units, b.unit)
 	}
 	p.tryApply()
 	p.mu.Unlock()
-	p.wakeSender()
+	if wake {
+		p.wakeSender()
+	}
 }
 
 // outcomeLocked sorts the records of an answered batch into done (returned,

@@ -65,6 +65,7 @@ func produceGo(s *server, g *goProducers, messages, size, concurrency int, timeo
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Duration(messages)*time.Millisecond)
 	defer cancel()
+	mark := cpuMark(s)
 	t0 := time.Now()
 	sent := 0
 	for i := range messages {
@@ -104,6 +105,7 @@ func produceGo(s *server, g *goProducers, messages, size, concurrency int, timeo
 	}
 	wg.Wait()
 	res.elapsed = time.Since(t0)
+	res.serverCPU, res.selfCPU = mark.since(s)
 	res.ok = int(ok.Load())
 	if sent < messages {
 		res.aborted = fmt.Sprintf("stopped after %d of %d messages", sent, messages)

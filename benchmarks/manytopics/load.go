@@ -107,6 +107,9 @@ type poolResult struct {
 	p50, p99 time.Duration
 	errs     *errCounts
 	aborted  string // why the pool stopped early ("" when it did not)
+	// serverCPU and selfCPU are the CPU time the server and this program
+	// spent during the run (zero when unknown).
+	serverCPU, selfCPU time.Duration
 }
 
 func (r poolResult) rate() float64 {
@@ -119,6 +122,10 @@ func (r poolResult) rate() float64 {
 func (r poolResult) String() string {
 	s := fmt.Sprintf("%d ok in %s = %.0f/s, p50 %s p99 %s, errors: %s", r.ok, r.elapsed.Round(time.Millisecond),
 		r.rate(), r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), r.errs)
+	if r.ok > 0 && (r.serverCPU > 0 || r.selfCPU > 0) {
+		s += fmt.Sprintf("; CPU per message: server %.1fus, this program %.1fus",
+			float64(r.serverCPU.Microseconds())/float64(r.ok), float64(r.selfCPU.Microseconds())/float64(r.ok))
+	}
 	if r.aborted != "" {
 		s += "; ABORTED: " + r.aborted
 	}
@@ -133,6 +140,7 @@ func pool(nc *nats.Conn, s *server, n, concurrency int, timeout time.Duration, m
 	lat := make([]time.Duration, n)
 	var next, ok atomic.Int64
 	var wg sync.WaitGroup
+	mark := cpuMark(s)
 	t0 := time.Now()
 	for w := 0; w < min(concurrency, n); w++ {
 		wg.Add(1)
@@ -156,6 +164,7 @@ func pool(nc *nats.Conn, s *server, n, concurrency int, timeout time.Duration, m
 	}
 	wg.Wait()
 	res.elapsed = time.Since(t0)
+	res.serverCPU, res.selfCPU = mark.since(s)
 	res.ok = int(ok.Load())
 	if sent := min(int(next.Load()), n); sent < n {
 		res.aborted = fmt.Sprintf("the server died after %d of %d requests", sent, n)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -93,6 +94,39 @@ func cpuTicks(pid int) (int64, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
 	}
 	return utime + stime, nil
+}
+
+// cpuAt is the CPU time the server and this program had spent at one
+// moment.
+type cpuAt struct {
+	server, self time.Duration
+	ok           bool
+}
+
+func cpuMark(s *server) cpuAt {
+	ticks, err := cpuTicks(s.pid())
+	if err != nil {
+		return cpuAt{}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuAt{}
+	}
+	return cpuAt{
+		server: time.Duration(ticks) * time.Second / clockTicks,
+		self:   time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		ok:     true,
+	}
+}
+
+// since returns the CPU time the server and this program spent since c
+// (zeros when either reading failed).
+func (c cpuAt) since(s *server) (server, self time.Duration) {
+	now := cpuMark(s)
+	if !c.ok || !now.ok {
+		return 0, 0
+	}
+	return now.server - c.server, now.self - c.self
 }
 
 // metricsScrape is one GET of /metrics.
