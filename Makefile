@@ -3,7 +3,7 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec
 
 all: build
 
@@ -13,6 +13,20 @@ build:
 ## run: start the server on the embedded default (embedded NATS, data directory under the repo)
 run:
 	$(GO) run ./cmd/braid serve --data-dir $(DATA_DIR)
+
+## cluster: three nodes on 127.0.0.1 in the foreground (NATS clients on 4222-4224, routes on 6222-6224,
+## /metrics on 9470-9472), data under $(DATA_DIR)/n1..n3; Ctrl-C stops all three
+cluster: build
+	@for i in 1 2 3; do \
+	  ./bin/braid serve --node-id n$$i --data-dir $(DATA_DIR)/n$$i \
+	    --nats-listen 127.0.0.1:$$((4221 + i)) --cluster-listen 127.0.0.1:$$((6221 + i)) \
+	    --routes nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224 \
+	    --metrics-listen 127.0.0.1:$$((9469 + i)) & \
+	done; wait
+
+## cluster-spec: the cluster specs (three real `braid serve` processes; `make test` runs them too)
+cluster-spec:
+	$(GO) test -count=1 -v -timeout 30m ./clustertest/
 
 ## test: lint, then every test and spec with the race detector
 test: lint

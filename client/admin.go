@@ -167,3 +167,11 @@ func describe(ctx context.Context, nc *nats.Conn, timeout time.Duration, uri str
 	}
 	return d, nil
 }
+
+// ListNodes returns the cluster's nodes (live or lapsed, by id) and the
+// id of the node that serves the topics.
+func (a *Admin) ListNodes(ctx context.Context) (api.NodeListReply, error) {
+	var reply api.NodeListReply
+	err := a.call(ctx, api.AdminNodeList, struct{}{}, &reply)
+	return reply, err
+}

@@ -35,6 +35,8 @@ func (n *Node) adminOps() map[string]adminOp {
 		// Elastic topics (elastic.go).
 		api.AdminTopicPolicies:     n.topicPolicies,
 		api.AdminNamespacePolicies: n.namespacePolicies,
+		// The cluster (membership.go).
+		api.AdminNodeList: n.nodeList,
 	}
 }
 

@@ -60,6 +60,27 @@ type Config struct {
 	// LogFS is the file system bucket logs are written through; nil is
 	// the operating system's. For tests (a disk that fills up).
 	LogFS wal.FS
+
+	// NodeID names the node in its cluster (a name: letters, digits, '-'
+	// and '_'). "" uses the one the data directory's node-id file holds,
+	// or makes one (n and 8 hex digits) and writes it there; a data
+	// directory keeps its id, and a different NodeID for it is refused.
+	NodeID string
+	// ClusterListen is host:port of the embedded NATS server's cluster
+	// (route) listener; "" runs the node alone.
+	ClusterListen string
+	// ClusterName is the embedded NATS cluster's name; default "braid".
+	ClusterName string
+	// Routes are the cluster listeners of the other nodes
+	// (nats://host:port); with ClusterListen.
+	Routes []string
+	// MetaReplicas is the metadata store's replicas; 0 is 3 when the
+	// embedded cluster has three or more servers (this one and its
+	// Routes), else 1.
+	MetaReplicas int
+	// LeaseTTL is how long the node's membership lease holds unrenewed; it
+	// renews it every third of that. Default 6s.
+	LeaseTTL time.Duration
 }
 
 // CommitJournal is the CommitSync that commits through the node's journal.
@@ -70,6 +91,8 @@ const (
 	DefaultDataDir       = "./data"
 	DefaultNATSListen    = "127.0.0.1:4222"
 	DefaultMetricsListen = "127.0.0.1:9470"
+	DefaultClusterName   = "braid"
+	DefaultLeaseTTL      = 6 * time.Second
 	// natsMaxPayload is the embedded server's max message size: a produce
 	// batch may carry up to MaxPayloadBytes of payload plus framing.
 	natsMaxPayload = 8 << 20
@@ -108,6 +131,30 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = DefaultClusterName
+	}
+	if c.ClusterListen == "" && len(c.Routes) > 0 {
+		return c, fmt.Errorf("routes %v need a cluster listener (--cluster-listen)", c.Routes)
+	}
+	if c.ClusterListen != "" && c.NATSURL != "" {
+		return c, fmt.Errorf("cluster listen %s: the embedded NATS cluster is not used with an external NATS (--nats-url)", c.ClusterListen)
+	}
+	if c.MetaReplicas < 0 || c.MetaReplicas > 5 {
+		return c, fmt.Errorf("meta replicas %d must be in [0, 5]", c.MetaReplicas)
+	}
+	if c.MetaReplicas == 0 {
+		c.MetaReplicas = 1
+		if c.ClusterListen != "" && 1+len(c.Routes) >= 3 {
+			c.MetaReplicas = 3
+		}
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseTTL < 300*time.Millisecond {
+		return c, fmt.Errorf("lease TTL %s is under 300ms", c.LeaseTTL)
 	}
 	return c, nil
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,11 @@ type Node struct {
 	// adminSlots bounds the admin requests served at once.
 	adminSlots chan struct{}
 	dirLock    *os.File // the data directory's LOCK, held while the node runs
+
+	nodeID   string      // the node's id in its cluster (membership.go)
+	members  *membership // its lease; nil until it joined
+	serving  atomic.Bool // it serves the cluster's topics (the others stand by)
+	stopOnce sync.Once   // stopTaking
 }
 
 // Start starts a node and returns once it serves requests.
@@ -83,6 +89,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if n.nodeID, err = resolveNodeID(cfg.DataDir, cfg.NodeID); err != nil {
 		return nil, err
 	}
 	url := cfg.NATSURL
@@ -115,10 +124,16 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.meta, err = meta.Open(ctx, js, meta.DefaultBucket, 1); err != nil {
+	if n.meta, err = n.openMeta(ctx, js); err != nil {
 		return nil, err
 	}
 	if err := n.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.join(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.claimServing(ctx); err != nil {
 		return nil, err
 	}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -151,13 +166,20 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.queues.StartIdleSweeper(n.topics.IdleTimeout())
 	n.registerConsumerMetrics()
 	n.produceM = newProduceMetrics(n.registry)
-	if err := n.addServices(); err != nil {
+	if n.serving.Load() {
+		if err := n.addServices(); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.addClusterService(); err != nil {
 		return nil, err
 	}
 	if err := n.startMetrics(); err != nil {
 		return nil, err
 	}
-	n.log.Info("braid node started", "nats", url, "data_dir", cfg.DataDir, "metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
+	n.members.start()
+	n.log.Info("braid node started", "node", n.nodeID, "serving", n.serving.Load(), "nats", url, "data_dir", cfg.DataDir,
+		"metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
 	return n, nil
 }
 
@@ -184,6 +206,11 @@ func (n *Node) startNATS() (string, error) {
 		MaxPayload: natsMaxPayload,
 		NoSigs:     true,
 		NoLog:      true,
+	}
+	if n.cfg.ClusterListen != "" {
+		if err := n.clusterOptions(opts); err != nil {
+			return "", err
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -252,6 +279,25 @@ func (n *Node) holdReplies() func() {
 	return conn.Release
 }
 
+// stopTaking stops taking requests: the produce front-end and every
+// service stop (once; a node whose lease another run took stops so too).
+func (n *Node) stopTaking() {
+	n.stopOnce.Do(func() {
+		if n.fast != nil {
+			n.fast.stopTaking()
+		}
+		for _, s := range n.services {
+			_ = s.Stop()
+		}
+	})
+}
+
+// NodeID is the node's id in its cluster.
+func (n *Node) NodeID() string { return n.nodeID }
+
+// Serving reports whether the node serves the cluster's topics.
+func (n *Node) Serving() bool { return n.serving.Load() }
+
 // ClientURL is the NATS URL clients use.
 func (n *Node) ClientURL() string {
 	if n.ns != nil {
@@ -312,14 +358,13 @@ func (n *Node) Close() error {
 	// Stop taking requests, then answer every produce request taken
 	// (with its result, or UNAVAILABLE from the stopping topics) before
 	// the logs close.
-	if n.fast != nil {
-		n.fast.stopTaking()
-	}
-	for _, s := range n.services {
-		_ = s.Stop()
-	}
+	n.stopTaking()
 	if left := n.produceInflight.wait(shutdownAnswerTimeout); left > 0 {
 		n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)
+	}
+	if n.members != nil {
+		n.members.leave()
+		n.members = nil
 	}
 	n.services = nil
 	n.reads.stop()

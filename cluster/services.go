@@ -32,6 +32,9 @@ func (n *Node) addServices() error {
 	}
 	n.services = append(n.services, admin)
 	for op, fn := range n.adminOps() {
+		if op == api.AdminNodeList {
+			continue // every node serves it (addClusterService)
+		}
 		name := strings.ReplaceAll(op, ".", "-")
 		if err := admin.AddEndpoint(name, n.adminHandler(fn), micro.WithEndpointSubject(api.AdminSubject(op))); err != nil {
 			return err
@@ -129,4 +132,21 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 		return nil, api.Errorf(api.CodeInvalidName, "%v", err)
 	}
 	return n.topics.TopicByName(tn)
+}
+
+// addClusterService serves what every node of a cluster answers, standby
+// or not: node.list (so that the cluster can be looked at while the
+// serving node is down).
+func (n *Node) addClusterService() error {
+	svc, err := micro.AddService(n.nc, micro.Config{Name: "braid-cluster", Version: api.ServiceVersion,
+		Description: "Braid cluster: its nodes"})
+	if err != nil {
+		return err
+	}
+	n.services = append(n.services, svc)
+	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeList, ".", "-"), n.adminHandler(n.nodeList),
+		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeList))); err != nil {
+		return err
+	}
+	return n.nc.Flush()
 }

@@ -185,7 +185,7 @@ func (s *Store) topicBuckets(ctx context.Context, ns routing.NamespaceName) (int
 }
 
 // Open creates or binds the KV bucket. replicas is the JetStream replica
-// count (1 on a single node).
+// count (1 on a single node); an existing bucket is brought to it.
 func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*Store, error) {
 	if bucket == "" {
 		bucket = DefaultBucket
@@ -193,17 +193,56 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 	if replicas < 1 {
 		replicas = 1
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "Braid metadata: tenants, namespaces, topic layouts, subscriptions",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	})
+	_, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "Braid metadata: tenants, namespaces, topic layouts, subscriptions",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			err = nil // another node created it meanwhile
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("braid/meta: open bucket %s: %w", bucket, err)
+	}
+	kv, err := settle(ctx, js, bucket, replicas)
 	if err != nil {
 		return nil, fmt.Errorf("braid/meta: open bucket %s: %w", bucket, err)
 	}
 	return &Store{kv: kv}, nil
+}
+
+// settle brings the bucket's stream to replicas and, when replicated, to
+// reads from its leader only, then binds it. A KV bucket allows direct
+// reads, which any replica answers, and a follower may not have applied a
+// write yet: a node that reads what another just wrote (a tenant it
+// names, a layout it must route by) would find nothing, or an older
+// revision.
+func settle(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := info.Config
+	if cfg.Replicas != replicas || (replicas > 1 && cfg.AllowDirect) {
+		cfg.Replicas = replicas
+		if replicas > 1 {
+			cfg.AllowDirect = false
+		}
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("setting %d replicas, direct reads %v: %w", replicas, cfg.AllowDirect, err)
+		}
+	}
+	// Bound after: a bucket's handle picks direct or leader reads when made.
+	return js.KeyValue(ctx, bucket)
 }
 
 func tenantKey(t string) string        { return "tenant." + t }

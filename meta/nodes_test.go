@@ -52,3 +52,28 @@ func TestNodeLeases(t *testing.T) {
 		t.Fatalf("a released lease is live: %+v", nodes)
 	}
 }
+
+// TestServingClaim: the first node to claim the serving role holds it,
+// later claims by others return the holder, and the holder's own claim
+// (a restart) keeps it.
+func TestServingClaim(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.Serving(ctx); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Serving before any claim: %v, want ErrNotFound", err)
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	got, err := s.ClaimServing(ctx, "n1", now)
+	if err != nil || got.Node != "n1" {
+		t.Fatalf("first claim = %+v, %v; want n1", got, err)
+	}
+	for _, id := range []string{"n2", "n1"} {
+		got, err := s.ClaimServing(ctx, id, now.Add(time.Minute))
+		if err != nil || got.Node != "n1" || got.Since != now.UnixMilli() {
+			t.Fatalf("claim by %s = %+v, %v; want n1's first claim", id, got, err)
+		}
+	}
+	if got, err := s.Serving(ctx); err != nil || got.Node != "n1" {
+		t.Fatalf("Serving = %+v, %v", got, err)
+	}
+}

@@ -31,6 +31,8 @@ func main() {
 		err = produceCmd(args)
 	case "consume":
 		err = consumeCmd(args)
+	case "node":
+		err = nodeCmd(args)
 	case "bench":
 		err = benchCmd(args)
 	case "help", "-h", "--help":
@@ -56,6 +58,7 @@ commands:
   produce    send messages (from stdin, one per line, or generated)
   consume    read a topic: stream or queue subscription, or checkpoint consumer
   bench      produce/consume throughput against a running server
+  node       list the cluster's nodes
 
 run 'braid <command> -h' for the flags of a command.
 `)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/braidmq/braid/actors"
@@ -27,8 +28,19 @@ func serve(args []string) error {
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", 0, "most bucket logs open at once (0: ten for each descriptor of --max-open-files)")
 	fs.IntVar(&cfg.MaxOpenFiles, "max-open-files", 0, "most file descriptors bucket logs hold at once; their files close and open again as needed (0: half the process's file limit)")
 	fs.StringVar(&cfg.CommitSync, "commit-sync", cluster.CommitJournal, "how a round of bucket log commits is made durable: journal (one write and fdatasync of the node's journal), syncfs (one syncfs of the data directory's file system) or fdatasync (one per log, submitted together)")
+	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id in its cluster (default: the one its data directory holds, or a new one written there)")
+	fs.StringVar(&cfg.ClusterListen, "cluster-listen", "", "host:port of the embedded NATS server's cluster (route) listener; runs the node in a cluster")
+	fs.StringVar(&cfg.ClusterName, "cluster-name", cluster.DefaultClusterName, "the NATS cluster's name")
+	routes := fs.String("routes", "", "the other nodes' cluster listeners, comma-separated (nats://host:port,...)")
+	fs.IntVar(&cfg.MetaReplicas, "meta-replicas", 0, "replicas of the metadata store (0: 3 when the cluster has three or more servers, else 1)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	_ = fs.Parse(args)
+	for _, r := range strings.Split(*routes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			cfg.Routes = append(cfg.Routes, r)
+		}
+	}
 
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
@@ -41,7 +53,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info("serving; Ctrl-C to stop", "nats", node.ClientURL(), "gomaxprocs", runtime.GOMAXPROCS(0))
+	cfg.Logger.Info("serving; Ctrl-C to stop", "node", node.NodeID(), "serving_topics", node.Serving(), "nats", node.ClientURL(), "gomaxprocs", runtime.GOMAXPROCS(0))
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down: flushing and closing every log")
 	return node.Close()

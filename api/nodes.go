@@ -1,0 +1,30 @@
+package api
+
+// AdminNodeList lists the cluster's nodes: the members with a lease in the
+// metadata store, live or lapsed, and which one serves the topics.
+const AdminNodeList = "node.list"
+
+// NodeInfo is one node in node.list.
+type NodeInfo struct {
+	ID string `json:"id"`
+	// NATSURL is the node's client URL (its embedded NATS server).
+	NATSURL string `json:"nats_url,omitempty"`
+	// Live says its lease holds: the node renewed it within the lease
+	// time. A lapsed node is gone (stopped, killed or cut off).
+	Live bool `json:"live"`
+	// Serving says the node serves the cluster's topics (see the README's
+	// "Running a cluster"); the others serve clients through NATS routes.
+	Serving bool `json:"serving"`
+	// Started, Renewed and Expires are its lease's times (RFC 3339).
+	Started string `json:"started"`
+	Renewed string `json:"renewed"`
+	Expires string `json:"expires"`
+}
+
+// NodeListReply is the reply of node.list.
+type NodeListReply struct {
+	Nodes []NodeInfo `json:"nodes"`
+	// Serving is the id of the node that serves the topics ("" before
+	// the first node has claimed it).
+	Serving string `json:"serving"`
+}

@@ -1,0 +1,257 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/routing"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Membership: every node holds a lease in the metadata store (a key per
+// node, renewed every third of its time by compare-and-swap on its
+// revision); a node whose lease lapsed is gone. One node, the first to
+// start, serves the cluster's topics (meta.ServingRecord): their bucket
+// logs are on its disk. The others run their embedded NATS servers as
+// part of the cluster (clients may connect to any of them: NATS routes
+// carry requests to the serving node), replicate the metadata store, and
+// hold their leases; they take no topics until placement spreads segments
+// over nodes (docs/cluster.md).
+
+// nodeIDFile holds the node's id in its data directory.
+const nodeIDFile = "node-id"
+
+// resolveNodeID returns the node id of the data directory dir: the one its
+// node-id file holds (want must match it, when given), or want (or a new
+// random one), which it writes there.
+func resolveNodeID(dir, want string) (string, error) {
+	path := filepath.Join(dir, nodeIDFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		have := strings.TrimSpace(string(b))
+		if err := routing.ValidateName(have); err != nil {
+			return "", fmt.Errorf("%s holds a bad node id %q: %w", path, have, err)
+		}
+		if want != "" && want != have {
+			return "", fmt.Errorf("node id %q: the data directory %s belongs to node %q (%s); use that id or another directory", want, dir, have, path)
+		}
+		return have, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("reading the node id: %w", err)
+	}
+	id := want
+	if id == "" {
+		var r [4]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return "", err
+		}
+		id = "n" + hex.EncodeToString(r[:])
+	}
+	if err := routing.ValidateName(id); err != nil {
+		return "", fmt.Errorf("node id %q: %w", id, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("writing the node id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("writing the node id: %w", err)
+	}
+	return id, nil
+}
+
+// membership holds the node's lease and renews it.
+type membership struct {
+	n    *Node
+	ttl  time.Duration
+	mu   sync.Mutex
+	rec  meta.NodeRecord
+	rev  uint64
+	lost bool // another run took the lease: this one stopped serving
+	// started says the renewal loop runs (leave waits for it).
+	started bool
+
+	stop chan struct{}
+	done chan struct{}
+
+	renewals, failures prometheus.Counter
+	lostTotal          prometheus.Counter
+}
+
+// join takes the node's lease (refused while another run of the same id
+// holds a live one) and starts renewing it.
+func (n *Node) join(ctx context.Context) error {
+	m := &membership{n: n, ttl: n.cfg.LeaseTTL, stop: make(chan struct{}), done: make(chan struct{}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewals_total",
+			Help: "Renewals of this node's membership lease."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewal_failures_total",
+			Help: "Renewals of this node's membership lease that failed (the store did not answer; the lease may lapse)."}),
+		lostTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_lost_total",
+			Help: "Times another run of this node id took its lease: this run stopped serving."}),
+	}
+	now := time.Now()
+	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.ClientURL(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
+		Expires: now.Add(m.ttl).UnixMilli()}
+	// A run killed a moment ago leaves a lease that holds until it lapses:
+	// wait that long (renewals by a run still alive keep it held).
+	rev, err := n.meta.TakeNodeLease(ctx, m.rec, now)
+	for waitUntil := now.Add(2 * m.ttl); errors.Is(err, meta.ErrNodeIDInUse) && time.Now().Before(waitUntil); {
+		n.log.Warn("the node's lease is still held (by an earlier run, until it lapses, or by another process): waiting", "node", n.nodeID, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(m.ttl / 3):
+		}
+		now = time.Now()
+		m.rec.Started, m.rec.Renewed, m.rec.Expires = now.UnixMilli(), now.UnixMilli(), now.Add(m.ttl).UnixMilli()
+		rev, err = n.meta.TakeNodeLease(ctx, m.rec, now)
+	}
+	if err != nil {
+		if errors.Is(err, meta.ErrNodeIDInUse) {
+			return fmt.Errorf("node id %s is in use by another running braid serve (stop it, or give this one another --node-id and data directory): %w", n.nodeID, err)
+		}
+		return fmt.Errorf("taking the membership lease of node %s: %w", n.nodeID, err)
+	}
+	m.rev = rev
+	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_serving",
+			Help: "1 when this node serves the cluster's topics, 0 on the others."}, func() float64 {
+			if n.serving.Load() {
+				return 1
+			}
+			return 0
+		}))
+	n.members = m
+	return nil
+}
+
+// start starts renewing the lease (once the node serves: losing the lease
+// stops what it serves).
+func (m *membership) start() {
+	m.mu.Lock()
+	m.started = true
+	m.mu.Unlock()
+	go m.renewLoop()
+}
+
+func (m *membership) renewLoop() {
+	defer close(m.done)
+	tick := time.NewTicker(m.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		if !m.renew() {
+			return
+		}
+	}
+}
+
+// renew renews the lease once; false once it is lost for good.
+func (m *membership) renew() bool {
+	m.mu.Lock()
+	rec, rev := m.rec, m.rev
+	m.mu.Unlock()
+	now := time.Now()
+	rec.Renewed, rec.Expires = now.UnixMilli(), now.Add(m.ttl).UnixMilli()
+	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
+	newRev, err := m.n.meta.RenewNodeLease(ctx, rec, rev)
+	cancel()
+	switch {
+	case err == nil:
+		m.mu.Lock()
+		m.rec, m.rev = rec, newRev
+		m.mu.Unlock()
+		m.renewals.Inc()
+		return true
+	case errors.Is(err, meta.ErrConflict):
+		// Another run of this id took the lease after it lapsed (this one
+		// was cut off or stopped): it must not serve beside it.
+		m.lostTotal.Inc()
+		m.mu.Lock()
+		m.lost = true
+		m.mu.Unlock()
+		m.n.log.Error("another run of this node id took its membership lease: this node stops taking requests",
+			"node", rec.ID, "err", err)
+		m.n.stopTaking()
+		return false
+	default:
+		m.failures.Inc()
+		m.n.log.Warn("renewing the membership lease failed; trying again", "node", rec.ID,
+			"expires", time.UnixMilli(m.rec.Expires).UTC().Format(time.RFC3339Nano), "err", err)
+		return true
+	}
+}
+
+// leave stops renewing and releases the lease, so that the others see the
+// node gone at once.
+func (m *membership) leave() {
+	m.mu.Lock()
+	started := m.started
+	m.mu.Unlock()
+	close(m.stop)
+	if started {
+		<-m.done
+	}
+	m.mu.Lock()
+	rec, rev, lost := m.rec, m.rev, m.lost
+	m.mu.Unlock()
+	if lost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.n.meta.ReleaseNodeLease(ctx, rec, rev); err != nil {
+		m.n.log.Warn("releasing the membership lease failed: the others see the node gone when it lapses", "node", rec.ID, "err", err)
+	}
+}
+
+// claimServing claims the serving role, or learns who holds it.
+func (n *Node) claimServing(ctx context.Context) error {
+	rec, err := n.meta.ClaimServing(ctx, n.nodeID, time.Now())
+	if err != nil {
+		return fmt.Errorf("claiming the serving role: %w", err)
+	}
+	n.serving.Store(rec.Node == n.nodeID)
+	if rec.Node != n.nodeID {
+		n.log.Info("standby: another node serves the cluster's topics; this one serves clients through the NATS cluster and takes no topics",
+			"node", n.nodeID, "serving", rec.Node)
+	}
+	return nil
+}
+
+// nodeList answers node.list.
+func (n *Node) nodeList(ctx context.Context, _ []byte) (any, error) {
+	nodes, err := n.meta.Nodes(ctx)
+	if err != nil {
+		return nil, metaErr(err, "nodes")
+	}
+	serving, err := n.meta.Serving(ctx)
+	if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		return nil, metaErr(err, "the serving node")
+	}
+	now := time.Now()
+	ms := func(v int64) string { return time.UnixMilli(v).UTC().Format(time.RFC3339Nano) }
+	reply := api.NodeListReply{Nodes: []api.NodeInfo{}, Serving: serving.Node}
+	for _, r := range nodes {
+		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, NATSURL: r.NATSURL, Live: r.Live(now),
+			Serving: r.ID == serving.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires)})
+	}
+	slices.SortFunc(reply.Nodes, func(a, b api.NodeInfo) int { return strings.Compare(a.ID, b.ID) })
+	return reply, nil
+}

@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/braidmq/braid/meta"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// clusterOptions makes the embedded NATS server a member of the NATS
+// cluster of the node's peers: a route listener on ClusterListen, routes
+// to Routes, and the node id as its server name (JetStream's clustered
+// mode names its peers so).
+func (n *Node) clusterOptions(opts *server.Options) error {
+	host, port, err := splitHostPort(n.cfg.ClusterListen)
+	if err != nil {
+		return fmt.Errorf("cluster listen: %w", err)
+	}
+	if port > 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("the NATS cluster listener cannot listen on %s (--cluster-listen): %w", n.cfg.ClusterListen, err)
+		}
+		l.Close()
+	}
+	opts.ServerName = n.nodeID
+	opts.Cluster = server.ClusterOpts{Name: n.cfg.ClusterName, Host: host, Port: port}
+	for _, r := range n.cfg.Routes {
+		urls := server.RoutesFromStr(r)
+		if len(urls) == 0 {
+			return fmt.Errorf("route %q: want nats://host:port", r)
+		}
+		opts.Routes = append(opts.Routes, urls...)
+	}
+	return nil
+}
+
+// metaOpenRetry is how often the node tries again to open the metadata
+// store while the JetStream cluster forms.
+const metaOpenRetry = 500 * time.Millisecond
+
+// openMeta opens the metadata store with the configured replicas. In a
+// cluster, JetStream answers only once enough servers have joined (a
+// replicated bucket needs its replicas' servers): the node tries again
+// until it does or ctx ends, saying what it waits for.
+func (n *Node) openMeta(ctx context.Context, js jetstream.JetStream) (*meta.Store, error) {
+	if n.cfg.ClusterListen == "" {
+		return meta.Open(ctx, js, meta.DefaultBucket, n.cfg.MetaReplicas)
+	}
+	t0 := time.Now()
+	lastLog := t0
+	for {
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s, err := meta.Open(octx, js, meta.DefaultBucket, n.cfg.MetaReplicas)
+		cancel()
+		if err == nil {
+			n.log.Info("metadata store open", "replicas", n.cfg.MetaReplicas, "waited", time.Since(t0).Round(time.Millisecond))
+			return s, nil
+		}
+		if time.Since(lastLog) >= 5*time.Second {
+			lastLog = time.Now()
+			n.log.Warn("waiting for the NATS cluster to form (the metadata store needs its replicas' servers)",
+				"replicas", n.cfg.MetaReplicas, "routes", n.cfg.Routes, "waited", time.Since(t0).Round(time.Second), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("opening the metadata store (%d replicas) in the NATS cluster: %w (last: %v)", n.cfg.MetaReplicas, ctx.Err(), err)
+		case <-time.After(metaOpenRetry):
+		}
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// startCluster starts three nodes and waits until every one lists the
+// three live, one of them serving; it returns the nodes, a connection to
+// each and the serving node's index.
+func startCluster() ([]*node, []*nats.Conn, int) {
+	GinkgoHelper()
+	nodes := newCluster(3)
+	for _, nd := range nodes {
+		nd.start()
+	}
+	conns := make([]*nats.Conn, len(nodes))
+	for i, nd := range nodes {
+		conns[i] = connect(nd)
+	}
+	serving := -1
+	for _, nc := range conns {
+		Eventually(func(g Gomega) {
+			r, err := nodeList(nc)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).To(ConsistOf("n1", "n2", "n3"))
+			g.Expect(r.Serving).NotTo(BeEmpty())
+			count := 0
+			for i, n := range r.Nodes {
+				if n.Serving {
+					count++
+					serving = i
+				}
+			}
+			g.Expect(count).To(Equal(1), "nodes serving the topics: %+v", r.Nodes)
+		}).WithTimeout(90 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	}
+	return nodes, conns, serving
+}
+
+// keyed records what one reader saw: per key, the sequence numbers in the
+// order read.
+type keyed struct {
+	mu   sync.Mutex
+	seen map[int]int
+	last map[string]int
+	err  error
+}
+
+func newKeyed() *keyed { return &keyed{seen: map[int]int{}, last: map[string]int{}} }
+
+func (k *keyed) add(key string, payload []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	seq, err := strconv.Atoi(string(payload))
+	if err != nil {
+		k.err = fmt.Errorf("payload %q", payload)
+		return
+	}
+	k.seen[seq]++
+	if prev, ok := k.last[key]; ok && prev >= seq && k.err == nil {
+		k.err = fmt.Errorf("key %s: %d read after %d", key, seq, prev)
+	}
+	k.last[key] = seq
+}
+
+// produceGo sends seqs [from, to) through the Go client, keyed over keys
+// keys (the key of seq is seq%keys, so each key's seqs rise), and
+// returns once every one is acknowledged.
+func produceGo(nc *nats.Conn, uri string, from, to, keys int) {
+	GinkgoHelper()
+	p, err := client.NewProducer(nc, uri)
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for seq := from; seq < to; seq++ {
+		rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
+		Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
+			defer GinkgoRecover()
+			Expect(err).NotTo(HaveOccurred())
+		})).To(Succeed())
+	}
+	Expect(p.Close(ctx)).To(Succeed())
+}
+
+// producePlain sends seqs [from, to) as single-message requests of a
+// plain NATS client, one at a time, each acknowledged before the next.
+func producePlain(nc *nats.Conn, uri string, from, to, keys int) {
+	GinkgoHelper()
+	parts := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
+	subject := api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
+	for seq := from; seq < to; seq++ {
+		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(seq%keys)}},
+			Data: []byte(strconv.Itoa(seq))}
+		reply, err := nc.RequestMsg(m, 10*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reply.Header.Get(micro.ErrorCodeHeader)).To(BeEmpty(), "produce %d: %s", seq, reply.Header.Get(micro.ErrorHeader))
+	}
+}
+
+// readAll reads the topic with a stream consumer over nc until n distinct
+// seqs are read, checking per-key order.
+func readAll(nc *nats.Conn, uri, sub string, n int) *keyed {
+	GinkgoHelper()
+	c, err := client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	k := newKeyed()
+	for {
+		k.mu.Lock()
+		got := len(k.seen)
+		k.mu.Unlock()
+		if got >= n {
+			break
+		}
+		m, err := c.Next(ctx)
+		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages", got, n)
+		k.add(string(m.Key), m.Payload)
+		m.Ack()
+	}
+	Expect(c.Close(ctx)).To(Succeed())
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	Expect(k.err).NotTo(HaveOccurred())
+	for seq := range n {
+		Expect(k.seen[seq]).To(Equal(1), "seq %d read %d times", seq, k.seen[seq])
+	}
+	return k
+}
+
+var _ = Describe("A cluster of three nodes", func() {
+	It("forms: every node lists the three live, one serving, and the metadata store has three replicas", func() {
+		_, conns, _ := startCluster()
+		js, err := jetstream.New(conns[1])
+		Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, "KV_braid-meta")
+		Expect(err).NotTo(HaveOccurred())
+		info, err := s.Info(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(info.Config.Replicas).To(Equal(3))
+		Expect(info.Cluster).NotTo(BeNil())
+		Expect(info.Cluster.Replicas).To(HaveLen(2), "the bucket's followers")
+	})
+
+	It("serves any client through any node: Go and plain producers and a consumer on different nodes, every message once, in key order", func() {
+		_, conns, _ := startCluster()
+		const uri = "topic://public/default/anynode"
+		admin := client.NewAdmin(conns[2])
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := admin.CreateTopic(ctx, uri, 2)
+		Expect(err).NotTo(HaveOccurred())
+		const keys = 16
+		produceGo(conns[0], uri, 0, 1000, keys)
+		producePlain(conns[1], uri, 1000, 1200, keys)
+		produceGo(conns[2], uri, 1200, 2000, keys)
+		readAll(conns[2], uri, "readers", 2000)
+		d, err := client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(d.Segments).To(HaveLen(2))
+	})
+
+	It("sees a killed serving node gone, and serves everything acknowledged again once it returns", func() {
+		nodes, conns, serving := startCluster()
+		const uri = "topic://public/default/back"
+		other := (serving + 1) % 3
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := client.NewAdmin(conns[other]).CreateTopic(ctx, uri, 1)
+		Expect(err).NotTo(HaveOccurred())
+		produceGo(conns[other], uri, 0, 500, 8)
+
+		nodes[serving].kill()
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).To(HaveLen(2))
+			g.Expect(liveNodes(r)).NotTo(ContainElement(nodes[serving].id))
+			g.Expect(r.Serving).To(Equal(nodes[serving].id), "the serving role stays with the node whose disk has the logs")
+		}).WithTimeout(45 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		// Nobody else takes the topics: a produce finds no one to answer.
+		_, err = conns[other].Request(api.TopicSubject(api.ProducePrefix, "public", "default", "back"), []byte("x"), 500*time.Millisecond)
+		Expect(err).To(HaveOccurred())
+
+		nodes[serving].start()
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).To(HaveLen(3))
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		Eventually(func() error {
+			_, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
+			return err
+		}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		produceGo(conns[(serving+2)%3], uri, 500, 700, 8)
+		readAll(conns[(serving+2)%3], uri, "after", 700)
+	})
+
+	It("refuses a second process with the id of a live node", func() {
+		nodes, conns, _ := startCluster()
+		// The second process joins through an external NATS (n2's server)
+		// with n1's id: its lease is refused.
+		dup := newCluster(1)[0]
+		dup.id = nodes[0].id
+		dup.start("--nats-url", nodes[1].url())
+		Eventually(dup.exited).WithTimeout(60 * time.Second).Should(BeClosed())
+		Expect(dup.waitErr).To(HaveOccurred())
+		Expect(dup.logTail(5)).To(ContainSubstring("in use by another running braid serve"))
+		dup.cmd = nil
+		// The live node kept its lease.
+		r, err := nodeList(conns[1])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(liveNodes(r)).To(ConsistOf("n1", "n2", "n3"))
+		for _, n := range r.Nodes {
+			if n.ID == nodes[0].id {
+				Expect(n.NATSURL).To(Equal(nodes[0].url()))
+			}
+		}
+		b, _ := json.Marshal(r)
+		GinkgoWriter.Printf("node.list: %s\n", b)
+	})
+})

@@ -1,0 +1,166 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
+	"github.com/nats-io/nats.go"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// leaseTTL is the nodes' membership lease in the specs (short, so that a
+// killed node is seen gone quickly).
+const leaseTTL = 1500 * time.Millisecond
+
+// node is one `braid serve` process of the cluster, started again on the
+// same data directory and addresses after a kill.
+type node struct {
+	id, dataDir, natsAddr, clusterAddr string
+	routes                             []string
+	logPath                            string
+	cmd                                *exec.Cmd
+	exited                             chan struct{}
+	waitErr                            error
+}
+
+func freeAddr() string {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// newCluster prepares n nodes (n1..nN) routed to each other; none runs.
+func newCluster(n int) []*node {
+	GinkgoHelper()
+	dir := GinkgoT().TempDir()
+	nodes := make([]*node, n)
+	for i := range nodes {
+		id := fmt.Sprintf("n%d", i+1)
+		nodes[i] = &node{id: id, dataDir: filepath.Join(dir, id), natsAddr: freeAddr(), clusterAddr: freeAddr(),
+			logPath: filepath.Join(dir, id+".log")}
+	}
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if a != b {
+				a.routes = append(a.routes, "nats://"+b.clusterAddr)
+			}
+		}
+	}
+	DeferCleanup(func() {
+		for _, nd := range nodes {
+			nd.kill()
+			if CurrentSpecReport().Failed() {
+				GinkgoWriter.Printf("--- %s's log, last lines:\n%s\n", nd.id, nd.logTail(40))
+			}
+		}
+	})
+	return nodes
+}
+
+func (nd *node) url() string { return "nats://" + nd.natsAddr }
+
+// args are the serve flags of the node; with an external NATS (a
+// --nats-url in extra) it runs no server of its own.
+func (nd *node) args(extra []string) []string {
+	args := []string{"serve", "--node-id", nd.id, "--data-dir", nd.dataDir,
+		"--metrics-listen", "off", "--lease-ttl", leaseTTL.String(), "--log-level", "info"}
+	if !slices.Contains(extra, "--nats-url") {
+		args = append(args, "--nats-listen", nd.natsAddr, "--cluster-listen", nd.clusterAddr, "--routes", strings.Join(nd.routes, ","))
+	}
+	return append(args, extra...)
+}
+
+// start runs the node's process; it does not wait for it to serve.
+func (nd *node) start(extra ...string) {
+	GinkgoHelper()
+	f, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(braidBin, nd.args(extra)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	Expect(cmd.Start()).To(Succeed())
+	nd.cmd, nd.exited = cmd, make(chan struct{})
+	go func(exited chan struct{}) {
+		nd.waitErr = cmd.Wait()
+		f.Close()
+		close(exited)
+	}(nd.exited)
+}
+
+// kill sends SIGKILL (if it runs) and waits until it is reaped.
+func (nd *node) kill() {
+	if nd.cmd == nil {
+		return
+	}
+	_ = nd.cmd.Process.Kill()
+	select {
+	case <-nd.exited:
+	case <-time.After(10 * time.Second):
+	}
+	nd.cmd = nil
+}
+
+func (nd *node) running() bool {
+	if nd.cmd == nil {
+		return false
+	}
+	select {
+	case <-nd.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (nd *node) logTail(n int) string {
+	b, _ := os.ReadFile(nd.logPath)
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	return string(bytes.Join(lines[max(0, len(lines)-n):], []byte("\n")))
+}
+
+// connect opens a client connection to the node's embedded NATS server
+// only (no failover to the others: the specs choose the node).
+func connect(nd *node) *nats.Conn {
+	GinkgoHelper()
+	var nc *nats.Conn
+	Eventually(func() error {
+		var err error
+		nc, err = nats.Connect(nd.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.DontRandomize(),
+			nats.IgnoreDiscoveredServers())
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	DeferCleanup(nc.Close)
+	return nc
+}
+
+// nodeList asks node.list through nc.
+func nodeList(nc *nats.Conn) (api.NodeListReply, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return client.NewAdmin(nc).ListNodes(ctx)
+}
+
+// liveNodes returns the ids of the live nodes node.list names.
+func liveNodes(r api.NodeListReply) []string {
+	var ids []string
+	for _, n := range r.Nodes {
+		if n.Live {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/braidmq/braid/client"
+)
+
+const nodeUsage = `usage: braid node <verb> [flags]
+
+verbs:
+  list [--json]   the cluster's nodes: id, NATS URL, live, serving, lease times
+`
+
+func nodeCmd(args []string) error {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprint(os.Stderr, nodeUsage)
+		if len(args) == 0 {
+			return errors.New("node: missing verb")
+		}
+		return fmt.Errorf("node: unknown verb %q", args[0])
+	}
+	fs := flag.NewFlagSet("node list", flag.ExitOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, nodeUsage) }
+	var cf clientFlags
+	cf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if _, err := parseInterleaved(fs, args[1:]); err != nil {
+		return err
+	}
+	nc, err := cf.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	reply, err := client.NewAdmin(nc).ListNodes(context.Background())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reply)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tNATS\tLIVE\tSERVING\tSTARTED\tEXPIRES")
+	for _, nd := range reply.Nodes {
+		fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%s\t%s\n", nd.ID, nd.NATSURL, nd.Live, nd.Serving, nd.Started, nd.Expires)
+	}
+	return w.Flush()
+}
