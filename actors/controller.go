@@ -244,6 +244,9 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	if err != nil {
 		return api.TopicDescription{}, layoutError(err)
 	}
+	// This node owns what it creates (and, in a layout written before nodes
+	// had ids, what it already serves).
+	next = next.WithOwner(c.t.mgr.cfg.NodeID)
 	retiring, created := diffActive(cur, next)
 	old := c.t.state.Load()
 	buckets := maps.Clone(old.buckets)

@@ -52,6 +52,9 @@ const MaxKeyBytes = 4096
 type Config struct {
 	// DataDir is where bucket logs live.
 	DataDir string
+	// NodeID is the node's id: the owner the layouts record for the
+	// segments it creates ("" records none).
+	NodeID string
 	// FS is the file system bucket logs are written through; nil is the
 	// operating system's (wal.OSFS). Tests put a full disk here.
 	FS       wal.FS
@@ -245,6 +248,7 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 	if err != nil {
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
+	layout = layout.WithOwner(m.cfg.NodeID)
 	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()},
 		Incarnation: newIncarnation()}
 	m.mu.RLock()

@@ -255,7 +255,7 @@ func Describe(uri string, l topology.Layout) api.TopicDescription {
 			ID: uint64(s.ID), State: string(s.State),
 			Range:   [2]string{topology.FormatHash(s.Range.Lo), topology.FormatHash(s.Range.Hi)},
 			Parents: ids(s.Parents), Children: ids(s.Children), Buckets: s.Buckets,
-			CreatedEpoch: s.CreatedEpoch, SealedEpoch: s.SealedEpoch,
+			CreatedEpoch: s.CreatedEpoch, SealedEpoch: s.SealedEpoch, Owner: s.Owner,
 		}
 		if s.Partition >= 0 {
 			p := s.Partition

@@ -112,6 +112,9 @@ type SegmentInfo struct {
 	CreatedEpoch uint64    `json:"created_epoch"`
 	SealedEpoch  uint64    `json:"sealed_epoch,omitempty"`
 	Partition    *int      `json:"partition,omitempty"`
+	// Owner is the id of the node that holds and serves the segment
+	// (absent for segments of layouts written before nodes had ids).
+	Owner string `json:"owner,omitempty"`
 }
 
 // TopicDescription is the reply of topic.create, topic.describe, split,

@@ -278,6 +278,9 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 	if err == nil && f.inflight.Load() > produceQueueBytes {
 		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
 	}
+	if err == nil {
+		err = f.n.fence()
+	}
 	if err != nil {
 		f.fail(ep, m.Subject, m.Reply, err)
 		f.n.produceInflight.done(1)
@@ -355,6 +358,9 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 	tenant, err := multiTenant(string(m.Subject))
 	if err == nil && f.inflight.Load() > produceQueueBytes {
 		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
+	}
+	if err == nil {
+		err = f.n.fence()
 	}
 	if err == nil {
 		size := int64(len(m.Data))

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -83,12 +84,25 @@ type membership struct {
 	// started says the renewal loop runs (leave waits for it).
 	started bool
 
-	stop chan struct{}
-	done chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	leaveOnce sync.Once
+	stopOnce  sync.Once
 
 	renewals, failures prometheus.Counter
 	lostTotal          prometheus.Counter
+	fencedTotal        prometheus.Counter
+
+	// validUntil is when the node stops taking appends unless it renews
+	// its lease first (unix ns): the lease's expiry less a margin, so that
+	// once the lease lapses and another node may take over, this one has
+	// stopped (clocks of nodes may differ by less than the margin).
+	validUntil atomic.Int64
 }
+
+// leaseMargin is how long before its lease lapses a node stops taking
+// appends: a sixth of the lease time (1 s by default).
+func leaseMargin(ttl time.Duration) time.Duration { return ttl / 6 }
 
 // join takes the node's lease (refused while another run of the same id
 // holds a live one) and starts renewing it.
@@ -100,6 +114,8 @@ func (n *Node) join(ctx context.Context) error {
 			Help: "Renewals of this node's membership lease that failed (the store did not answer; the lease may lapse)."}),
 		lostTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_lost_total",
 			Help: "Times another run of this node id took its lease: this run stopped serving."}),
+		fencedTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_fenced_requests_total",
+			Help: "Produce requests refused because the node's lease was not renewed in time (it may have been cut off)."}),
 	}
 	now := time.Now()
 	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.ClientURL(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
@@ -125,7 +141,8 @@ func (n *Node) join(ctx context.Context) error {
 		return fmt.Errorf("taking the membership lease of node %s: %w", n.nodeID, err)
 	}
 	m.rev = rev
-	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal,
+	m.validUntil.Store(time.UnixMilli(m.rec.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
+	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_serving",
 			Help: "1 when this node serves the cluster's topics, 0 on the others."}, func() float64 {
 			if n.serving.Load() {
@@ -177,9 +194,14 @@ func (m *membership) renew() bool {
 		m.mu.Lock()
 		m.rec, m.rev = rec, newRev
 		m.mu.Unlock()
+		m.validUntil.Store(now.Add(m.ttl - leaseMargin(m.ttl)).UnixNano())
 		m.renewals.Inc()
 		return true
+	case errors.Is(err, meta.ErrConflict) && m.ownWrite(rec.ID):
+		// An earlier renewal timed out here but landed: go on from it.
+		return true
 	case errors.Is(err, meta.ErrConflict):
+		m.validUntil.Store(0)
 		// Another run of this id took the lease after it lapsed (this one
 		// was cut off or stopped): it must not serve beside it.
 		m.lostTotal.Inc()
@@ -198,16 +220,64 @@ func (m *membership) renew() bool {
 	}
 }
 
+// ownWrite reports whether the lease record is still this run's (written
+// by a renewal whose answer was lost) and, if so, adopts its revision.
+func (m *membership) ownWrite(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
+	defer cancel()
+	cur, rev, err := m.n.meta.NodeLease(ctx, id)
+	if err != nil {
+		return true // unknown: the next renewal tells
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur.Started != m.rec.Started || cur.NATSURL != m.rec.NATSURL {
+		return false
+	}
+	m.rec, m.rev = cur, rev
+	m.validUntil.Store(time.UnixMilli(cur.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
+	return true
+}
+
+// stopRenewing stops the renewal loop (once) and waits for it.
+func (m *membership) stopRenewing() {
+	m.stopOnce.Do(func() {
+		m.mu.Lock()
+		started := m.started
+		m.mu.Unlock()
+		close(m.stop)
+		if started {
+			<-m.done
+		}
+	})
+}
+
+// fence returns UNAVAILABLE when the node's lease is not current: it could
+// not renew it in time (cut off from the metadata store, or stopped), so
+// another node may soon take over what it owns and it must not take an
+// append that the other would not see. nil on a node without membership.
+func (n *Node) fence() error {
+	m := n.members
+	if m == nil {
+		return nil
+	}
+	until := m.validUntil.Load()
+	if time.Now().UnixNano() < until {
+		return nil
+	}
+	m.fencedTotal.Inc()
+	return api.Errorf(api.CodeUnavailable, "node %s has not renewed its membership lease in time (cut off from the metadata store?): it takes no appends until it does; retry",
+		n.nodeID)
+}
+
 // leave stops renewing and releases the lease, so that the others see the
 // node gone at once.
 func (m *membership) leave() {
-	m.mu.Lock()
-	started := m.started
-	m.mu.Unlock()
-	close(m.stop)
-	if started {
-		<-m.done
-	}
+	m.leaveOnce.Do(m.leaveNow)
+}
+
+func (m *membership) leaveNow() {
+	m.stopRenewing()
 	m.mu.Lock()
 	rec, rev, lost := m.rec, m.rev, m.lost
 	m.mu.Unlock()

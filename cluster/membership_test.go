@@ -6,9 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/nats-io/nats.go/micro"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestNodeIDStaysWithItsDataDirectory: a data directory gets an id at its
@@ -79,5 +84,121 @@ func TestSecondRunOfANodeIDIsRefused(t *testing.T) {
 		if !n.Live(time.Now()) {
 			t.Fatalf("node %s is not live: %+v", n.ID, n)
 		}
+	}
+}
+
+// TestSegmentsRecordTheirOwner: the segments a node creates (a topic's
+// first ones, a split's children) record it as their owner in the layout,
+// and describe shows it.
+func TestSegmentsRecordTheirOwner(t *testing.T) {
+	node, err := Start(context.Background(), Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "off",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeID: "o1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	ctx := context.Background()
+	const uri = "topic://public/default/owned"
+	if _, err := node.topicCreate(ctx, []byte(`{"topic":"`+uri+`","segments":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.topicSplit(ctx, []byte(`{"topic":"`+uri+`","segment":0}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := node.topicDescribe(ctx, []byte(`{"topic":"`+uri+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.(api.TopicDescription)
+	if len(d.Segments) != 4 {
+		t.Fatalf("%d segments after a split of one of two", len(d.Segments))
+	}
+	for _, s := range d.Segments {
+		if s.Owner != "o1" {
+			t.Fatalf("segment %d has owner %q, want o1", s.ID, s.Owner)
+		}
+	}
+}
+
+// TestANodeThatCannotRenewTakesNoAppends stops a node's lease renewals: once
+// its lease is within the margin of lapsing, produce requests (one, batch
+// and multi) are refused with UNAVAILABLE and counted; after a renewal they
+// are taken again.
+func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
+	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond })
+	const uri = "topic://public/default/fenced"
+	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "fenced")
+	produce := func() string {
+		m, err := nc.Request(subject, []byte("x"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Header.Get(micro.ErrorCodeHeader)
+	}
+	if code := produce(); code != "" {
+		t.Fatalf("a produce with a current lease: %s", code)
+	}
+	m := node.members
+	m.stopRenewing()
+	deadline := time.Now().Add(10 * time.Second)
+	for produce() != strconv.Itoa(api.CodeUnavailable.Number) {
+		if time.Now().After(deadline) {
+			t.Fatal("a node whose lease is lapsing still takes appends")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var fenced dto.Metric
+	if err := m.fencedTotal.Write(&fenced); err != nil {
+		t.Fatal(err)
+	}
+	if got := fenced.GetCounter().GetValue(); got < 1 {
+		t.Fatalf("fenced requests counted: %v", got)
+	}
+	if !m.renew() {
+		t.Fatal("renewal failed")
+	}
+	if code := produce(); code != "" {
+		t.Fatalf("a produce after the renewal: %s", code)
+	}
+}
+
+// TestARenewalThatLandedUnansweredIsNotALostLease: a renewal whose answer
+// was lost still moved the lease's revision; the next renewal conflicts,
+// finds the record its own run's, and goes on. A record of another run is
+// a lost lease: the node stops taking requests.
+func TestARenewalThatLandedUnansweredIsNotALostLease(t *testing.T) {
+	node, _ := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 3 * time.Second })
+	m := node.members
+	m.stopRenewing()
+	ctx := context.Background()
+	m.mu.Lock()
+	rec, rev := m.rec, m.rev
+	m.mu.Unlock()
+	rec.Renewed = time.Now().UnixMilli()
+	if _, err := node.meta.RenewNodeLease(ctx, rec, rev); err != nil { // the lost answer
+		t.Fatal(err)
+	}
+	if !m.renew() {
+		t.Fatal("a renewal after one that landed unanswered gave the lease up")
+	}
+	if err := node.fence(); err != nil {
+		t.Fatalf("fenced after adopting its own renewal: %v", err)
+	}
+	m.mu.Lock()
+	rec, rev = m.rec, m.rev
+	m.mu.Unlock()
+	other := rec
+	other.Started++ // another run of the id
+	if _, err := node.meta.RenewNodeLease(ctx, other, rev); err != nil {
+		t.Fatal(err)
+	}
+	if m.renew() {
+		t.Fatal("a renewal over another run's record went on")
+	}
+	if err := node.fence(); err == nil {
+		t.Fatal("a node whose lease another run took still takes appends")
 	}
 }

@@ -150,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	defaults.SyncInterval = cfg.SyncInterval
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
 	n.topics = actors.NewManager(actors.Config{
-		DataDir: filepath.Join(cfg.DataDir, "topics"), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
+		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies,
 	})
@@ -364,7 +364,6 @@ func (n *Node) Close() error {
 	}
 	if n.members != nil {
 		n.members.leave()
-		n.members = nil
 	}
 	n.services = nil
 	n.reads.stop()

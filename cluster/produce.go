@@ -87,6 +87,9 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 		r := newReplier(n.nc, req)
 		n.produceInflight.add(1)
 		t, err := n.topicOf(req.Subject(), prefix)
+		if err == nil {
+			err = n.fence()
+		}
 		if err != nil {
 			if r.reply == "" {
 				n.produceM.noReply.Inc()
@@ -249,6 +252,9 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		n.produceM.noReply.Inc()
 	}
 	tenant, err := multiTenant(req.Subject())
+	if err == nil {
+		err = n.fence()
+	}
 	if err == nil {
 		err = produceMulti(tenant, req.Data(), n.topics.TopicByName, func(replies []api.MultiReply) {
 			defer n.produceInflight.done(1)

@@ -171,9 +171,20 @@ var _ = Describe("A cluster of three nodes", func() {
 		producePlain(conns[1], uri, 1000, 1200, keys)
 		produceGo(conns[2], uri, 1200, 2000, keys)
 		readAll(conns[2], uri, "readers", 2000)
+		// Every segment, the split's children too, has one owner: the
+		// serving node, whichever node the change came through.
+		_, err = client.NewAdmin(conns[1]).Split(ctx, uri, 0, nil)
+		Expect(err).NotTo(HaveOccurred())
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
 		d, err := client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(d.Segments).To(HaveLen(2))
+		Expect(d.Segments).To(HaveLen(4))
+		for _, seg := range d.Segments {
+			Expect(seg.Owner).To(Equal(r.Serving), "segment %d", seg.ID)
+		}
+		produceGo(conns[0], uri, 2000, 2500, keys)
+		readAll(conns[1], uri, "after-split", 2500)
 	})
 
 	It("sees a killed serving node gone, and serves everything acknowledged again once it returns", func() {

@@ -66,6 +66,13 @@ func (s *Store) RenewNodeLease(ctx context.Context, rec NodeRecord, rev uint64) 
 	return s.update(ctx, nodeKey(rec.ID), rec, rev)
 }
 
+// NodeLease returns node id's record and its revision.
+func (s *Store) NodeLease(ctx context.Context, id string) (NodeRecord, uint64, error) {
+	var r NodeRecord
+	rev, err := s.get(ctx, nodeKey(id), &r)
+	return r, rev, err
+}
+
 // ReleaseNodeLease ends a lease held at revision rev at once (a clean
 // stop), so that the others need not wait for it to lapse.
 func (s *Store) ReleaseNodeLease(ctx context.Context, rec NodeRecord, rev uint64) error {

@@ -16,10 +16,11 @@ import (
 //
 // Range bounds are "0x" and 16 hex digits (JSON numbers lose precision above
 // 2^53); parents, children and segments are always arrays, never null;
-// "partition" appears only on the partitions of a migrated fixed topic.
+// "partition" appears only on the partitions of a migrated fixed topic;
+// "owner" (a node id) only when the segment has one.
 // Fields appear in the order above. Decoding accepts unknown fields (so a
 // describe reply may grow) and bounds of 1 to 16 hex digits, requires every
-// field above except partition, and runs Validate.
+// field above except partition and owner, and runs Validate.
 
 // layoutJSON and segmentJSON are the decoding forms: pointers tell a
 // missing field from a zero one.
@@ -39,6 +40,7 @@ type segmentJSON struct {
 	CreatedEpoch *uint64      `json:"created_epoch"`
 	SealedEpoch  *uint64      `json:"sealed_epoch"`
 	Partition    *int         `json:"partition"`
+	Owner        *string      `json:"owner"`
 }
 
 // MarshalJSON encodes r as ["0x%016x","0x%016x"].
@@ -121,6 +123,11 @@ func (s *Segment) appendJSON(b []byte) []byte {
 		b = append(b, `,"partition":`...)
 		b = strconv.AppendInt(b, int64(s.Partition), 10)
 	}
+	if s.Owner != "" {
+		b = append(b, `,"owner":`...)
+		quoted, _ := json.Marshal(s.Owner) // cannot fail for a string
+		b = append(b, quoted...)
+	}
 	return append(b, '}')
 }
 
@@ -187,6 +194,12 @@ func (w *segmentJSON) segment(where string) (Segment, error) {
 	}
 	if w.Partition != nil {
 		s.Partition = *w.Partition
+	}
+	if w.Owner != nil {
+		if *w.Owner == "" {
+			return Segment{}, errorf(ErrInvalid, "segment %d: empty owner (omit it for none)", id)
+		}
+		s.Owner = *w.Owner
 	}
 	return s, nil
 }

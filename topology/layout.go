@@ -62,6 +62,45 @@ type Segment struct {
 	// (see FromFixed), where it is the partition index: keys reached them by
 	// hash % N, which is not a range, so their Range is the whole space.
 	Partition int
+
+	// Owner is the id of the node whose disk holds the segment's bucket
+	// logs and which serves it ("" in layouts written before nodes had
+	// ids: the node that serves the topic). Layout operations leave new
+	// segments without one; the controller that persists the layout
+	// stamps them (see WithOwner).
+	Owner string
+}
+
+// MaxOwnerLen bounds an owner node id.
+const MaxOwnerLen = 64
+
+// WithOwner returns a copy of l in which every segment without an owner
+// has owner.
+func (l Layout) WithOwner(owner string) Layout {
+	out := l
+	out.Segments = make([]Segment, len(l.Segments))
+	copy(out.Segments, l.Segments)
+	for i := range out.Segments {
+		if out.Segments[i].Owner == "" {
+			out.Segments[i].Owner = owner
+		}
+	}
+	return out
+}
+
+// validOwner reports whether o is a node id: up to MaxOwnerLen letters,
+// digits, '-' and '_'.
+func validOwner(o string) bool {
+	if len(o) > MaxOwnerLen {
+		return false
+	}
+	for i := 0; i < len(o); i++ {
+		c := o[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Layout is the versioned DAG of all segments of one topic.

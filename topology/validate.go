@@ -99,6 +99,9 @@ func (l Layout) validateSegment(s *Segment) error {
 	if s.Partition < -1 {
 		return bad("partition %d is below -1", s.Partition)
 	}
+	if !validOwner(s.Owner) {
+		return bad("owner %q is not a node id (up to %d letters, digits, '-' and '_')", s.Owner, MaxOwnerLen)
+	}
 	if s.CreatedEpoch < 1 || s.CreatedEpoch > l.Epoch {
 		return bad("created epoch %d is outside [1, %d]", s.CreatedEpoch, l.Epoch)
 	}

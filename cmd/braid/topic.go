@@ -199,10 +199,14 @@ func printLayout(w io.Writer, d api.TopicDescription) {
 	}
 	fmt.Fprintf(w, "%s  epoch %d  %d active segments\n\n", d.Topic, d.Epoch, active)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEGMENT\tSTATE\tRANGE\tBUCKETS\tPARENTS\tCHILDREN")
+	fmt.Fprintln(tw, "SEGMENT\tSTATE\tRANGE\tBUCKETS\tPARENTS\tCHILDREN\tOWNER")
 	for _, s := range d.Segments {
-		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\n", strings.Repeat("  ", depth(d, s.ID)), s.ID, s.State,
-			s.Range[0], s.Range[1], s.Buckets, list(s.Parents), list(s.Children))
+		owner := s.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\t%s\n", strings.Repeat("  ", depth(d, s.ID)), s.ID, s.State,
+			s.Range[0], s.Range[1], s.Buckets, list(s.Parents), list(s.Children), owner)
 	}
 	tw.Flush()
 	if d.EffectivePolicies != nil {
