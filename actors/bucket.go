@@ -470,6 +470,7 @@ func (b *bucketActor) account(reqs []appendReq) int {
 	b.appendedBytes.Add(float64(payloadBytes))
 	b.nsMsgs.Add(float64(n))
 	b.nsBytes.Add(float64(payloadBytes))
+	b.m.nodeBytes.Add(uint64(payloadBytes))
 	if b.meter != nil {
 		b.meter.appended(reqs, n, payloadBytes)
 	}

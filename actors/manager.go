@@ -403,6 +403,31 @@ func (m *Manager) Active(uri string) (*Topic, bool) {
 	return t, ok
 }
 
+// AppendedBytes is the key and payload bytes the node has made durable
+// since it started, over every topic.
+func (m *Manager) AppendedBytes() uint64 { return m.m.nodeBytes.Load() }
+
+// OwnedSegments counts the active segments of the active topics that node
+// owns (a segment without an owner, of a layout written before nodes had
+// ids, is the node's that serves it).
+func (m *Manager) OwnedSegments(node string) int {
+	m.mu.RLock()
+	topics := make([]*Topic, 0, len(m.topics))
+	for _, t := range m.topics {
+		topics = append(topics, t)
+	}
+	m.mu.RUnlock()
+	n := 0
+	for _, t := range topics {
+		for _, s := range t.Layout().Segments {
+			if s.State == topology.StateActive && (s.Owner == node || s.Owner == "") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // All returns every active topic, sorted by URI.
 func (m *Manager) All() []*Topic {
 	m.mu.RLock()

@@ -3,10 +3,14 @@ package actors
 import (
 	"github.com/braidmq/braid/wal"
 	"github.com/prometheus/client_golang/prometheus"
+	"sync/atomic"
 )
 
 // metrics are the Prometheus series of this package.
 type metrics struct {
+	// nodeBytes counts the key and payload bytes made durable on the node
+	// (the sum of the namespace series), for its load in its lease.
+	nodeBytes     atomic.Uint64
 	appendedMsgs  *prometheus.CounterVec
 	appendedBytes *prometheus.CounterVec
 	// nsAppendedMsgs and nsAppendedBytes are the same per namespace

@@ -19,6 +19,10 @@ type NodeInfo struct {
 	Started string `json:"started"`
 	Renewed string `json:"renewed"`
 	Expires string `json:"expires"`
+	// Segments is the active segments it owns (of its active topics) and
+	// BytesPerSec the bytes/s it made durable, at its last renewal.
+	Segments    int     `json:"segments"`
+	BytesPerSec float64 `json:"bytes_per_sec"`
 }
 
 // NodeListReply is the reply of node.list.

@@ -93,6 +93,13 @@ type membership struct {
 	lostTotal          prometheus.Counter
 	fencedTotal        prometheus.Counter
 
+	// lastAt and lastBytes are when the last renewal was made and the
+	// node's appended bytes then (renewLoop's own).
+	lastAt    time.Time
+	lastBytes uint64
+	// nodes counts the cluster's nodes by lease state, at the last renewal.
+	nodes *prometheus.GaugeVec
+
 	// validUntil is when the node stops taking appends unless it renews
 	// its lease first (unix ns): the lease's expiry less a margin, so that
 	// once the lease lapses and another node may take over, this one has
@@ -116,6 +123,8 @@ func (n *Node) join(ctx context.Context) error {
 			Help: "Times another run of this node id took its lease: this run stopped serving."}),
 		fencedTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_fenced_requests_total",
 			Help: "Produce requests refused because the node's lease was not renewed in time (it may have been cut off)."}),
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "braid_cluster_nodes",
+			Help: "The cluster's nodes by the state of their lease (live or lapsed), as this node saw them at its last renewal."}, []string{"state"}),
 	}
 	now := time.Now()
 	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.ClientURL(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
@@ -142,7 +151,15 @@ func (n *Node) join(ctx context.Context) error {
 	}
 	m.rev = rev
 	m.validUntil.Store(time.UnixMilli(m.rec.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
-	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal,
+	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal, m.nodes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_segments_owned",
+			Help: "Active segments of the active topics that this node owns."}, func() float64 {
+			return float64(n.topics.OwnedSegments(n.nodeID))
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_node_appended_bytes_total",
+			Help: "Key and payload bytes this node made durable, over every topic."}, func() float64 {
+			return float64(n.topics.AppendedBytes())
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_serving",
 			Help: "1 when this node serves the cluster's topics, 0 on the others."}, func() float64 {
 			if n.serving.Load() {
@@ -186,6 +203,14 @@ func (m *membership) renew() bool {
 	m.mu.Unlock()
 	now := time.Now()
 	rec.Renewed, rec.Expires = now.UnixMilli(), now.Add(m.ttl).UnixMilli()
+	bytes := m.n.topics.AppendedBytes()
+	if m.lastAt.IsZero() {
+		m.lastAt, m.lastBytes = time.UnixMilli(m.rec.Started), 0
+	}
+	if elapsed := now.Sub(m.lastAt).Seconds(); elapsed > 0 {
+		rec.BytesPerSec = float64(bytes-m.lastBytes) / elapsed
+	}
+	rec.Segments = m.n.topics.OwnedSegments(rec.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 	newRev, err := m.n.meta.RenewNodeLease(ctx, rec, rev)
 	cancel()
@@ -194,6 +219,8 @@ func (m *membership) renew() bool {
 		m.mu.Lock()
 		m.rec, m.rev = rec, newRev
 		m.mu.Unlock()
+		m.lastAt, m.lastBytes = now, bytes
+		m.countNodes(now)
 		m.validUntil.Store(now.Add(m.ttl - leaseMargin(m.ttl)).UnixNano())
 		m.renewals.Inc()
 		return true
@@ -218,6 +245,24 @@ func (m *membership) renew() bool {
 			"expires", time.UnixMilli(m.rec.Expires).UTC().Format(time.RFC3339Nano), "err", err)
 		return true
 	}
+}
+
+// countNodes updates braid_cluster_nodes from the leases.
+func (m *membership) countNodes(now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
+	defer cancel()
+	nodes, err := m.n.meta.Nodes(ctx)
+	if err != nil {
+		return // the next renewal counts them
+	}
+	live := 0
+	for _, r := range nodes {
+		if r.Live(now) {
+			live++
+		}
+	}
+	m.nodes.WithLabelValues("live").Set(float64(live))
+	m.nodes.WithLabelValues("lapsed").Set(float64(len(nodes) - live))
 }
 
 // ownWrite reports whether the lease record is still this run's (written
@@ -320,7 +365,8 @@ func (n *Node) nodeList(ctx context.Context, _ []byte) (any, error) {
 	reply := api.NodeListReply{Nodes: []api.NodeInfo{}, Serving: serving.Node}
 	for _, r := range nodes {
 		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, NATSURL: r.NATSURL, Live: r.Live(now),
-			Serving: r.ID == serving.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires)})
+			Serving: r.ID == serving.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
+			Segments: r.Segments, BytesPerSec: r.BytesPerSec})
 	}
 	slices.SortFunc(reply.Nodes, func(a, b api.NodeInfo) int { return strings.Compare(a.ID, b.ID) })
 	return reply, nil

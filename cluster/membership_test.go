@@ -202,3 +202,39 @@ func TestARenewalThatLandedUnansweredIsNotALostLease(t *testing.T) {
 		t.Fatal("a node whose lease another run took still takes appends")
 	}
 }
+
+// TestLeasesCarryTheNodesLoad: a node's renewals record the active
+// segments it owns and the bytes/s it made durable; node.list shows them.
+func TestLeasesCarryTheNodesLoad(t *testing.T) {
+	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond; c.NodeID = "l1" })
+	const uri = "topic://public/default/loaded"
+	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "loaded")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := nc.Request(subject, make([]byte, 1000), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		out, err := node.nodeList(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := out.(api.NodeListReply)
+		if len(r.Nodes) != 1 || r.Nodes[0].ID != "l1" {
+			t.Fatalf("node.list = %+v", r)
+		}
+		var live dto.Metric
+		if err := node.members.nodes.WithLabelValues("live").Write(&live); err != nil {
+			t.Fatal(err)
+		}
+		if r.Nodes[0].Segments == 2 && r.Nodes[0].BytesPerSec > 0 && live.GetGauge().GetValue() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease never showed the load: %+v, braid_cluster_nodes{state=live} %v", r.Nodes[0], live.GetGauge().GetValue())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -25,6 +25,11 @@ type NodeRecord struct {
 	Started int64 `json:"started"`
 	Renewed int64 `json:"renewed"`
 	Expires int64 `json:"expires"`
+	// The node's load at its last renewal, for placement and operators:
+	// the active segments it owns and the bytes/s it made durable since
+	// the renewal before.
+	Segments    int     `json:"segments"`
+	BytesPerSec float64 `json:"bytes_per_sec"`
 }
 
 // Live reports whether the lease holds at now.
