@@ -43,7 +43,7 @@ func (n *Node) clusterOptions(opts *server.Options) error {
 
 // metaOpenRetry is how often the node tries again to open the metadata
 // store while the JetStream cluster forms.
-const metaOpenRetry = 500 * time.Millisecond
+const metaOpenRetry = 250 * time.Millisecond
 
 // openMeta opens the metadata store with the configured replicas. In a
 // cluster, JetStream answers only once enough servers have joined (a
@@ -55,8 +55,13 @@ func (n *Node) openMeta(ctx context.Context, js jetstream.JetStream) (*meta.Stor
 	}
 	t0 := time.Now()
 	lastLog := t0
+	// JetStream answers nothing until its cluster has elected a leader:
+	// short attempts at first, longer ones once a leader may be busy
+	// creating the replicated bucket.
+	attempt := time.Second
 	for {
-		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		octx, cancel := context.WithTimeout(ctx, attempt)
+		attempt = min(2*attempt, 10*time.Second)
 		s, err := meta.Open(octx, js, meta.DefaultBucket, n.cfg.MetaReplicas)
 		cancel()
 		if err == nil {
