@@ -90,6 +90,9 @@ func (m *Manager) activate(name routing.TopicName) (*Topic, error) {
 		m.log.Error("topic activation: its record could not be read", "topic", uri, "err", err)
 		return nil, api.Errorf(api.CodeUnavailable, "topic %s: its record could not be read: %v", name, err)
 	}
+	if owner := LayoutOwner(rec.Layout); m.cfg.Owns != nil && !m.cfg.Owns(owner) {
+		return nil, &NotOwnerError{Topic: uri, Owner: owner}
+	}
 	ns, err := m.namespace(ctx, name.NamespaceName())
 	if err != nil {
 		m.m.activations.WithLabelValues("failed").Inc()

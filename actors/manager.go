@@ -55,6 +55,10 @@ type Config struct {
 	// NodeID is the node's id: the owner the layouts record for the
 	// segments it creates ("" records none).
 	NodeID string
+	// Owns says whether this node owns a topic whose layout names owner
+	// (see LayoutOwner); a topic it does not own is not activated
+	// (NotOwnerError). nil owns every topic.
+	Owns func(owner string) bool
 	// FS is the file system bucket logs are written through; nil is the
 	// operating system's (wal.OSFS). Tests put a full disk here.
 	FS       wal.FS
@@ -213,9 +217,15 @@ func (m *Manager) Recover(ctx context.Context) error {
 	return nil
 }
 
-// CreateTopic creates a topic. It is not started: it activates on first
-// use, so creating many topics costs their records only.
+// CreateTopic creates a topic owned by this node. It is not started: it
+// activates on first use, so creating many topics costs their records only.
 func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (api.TopicDescription, error) {
+	return m.CreateTopicOn(ctx, req, m.cfg.NodeID)
+}
+
+// CreateTopicOn creates a topic whose segments node owner will hold (it
+// activates there, on first use).
+func (m *Manager) CreateTopicOn(ctx context.Context, req api.TopicCreateRequest, owner string) (api.TopicDescription, error) {
 	name, err := parseScalable(req.Topic)
 	if err != nil {
 		return api.TopicDescription{}, err
@@ -248,7 +258,7 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 	if err != nil {
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
-	layout = layout.WithOwner(m.cfg.NodeID)
+	layout = layout.WithOwner(owner)
 	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()},
 		Incarnation: newIncarnation()}
 	m.mu.RLock()

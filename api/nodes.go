@@ -1,7 +1,7 @@
 package api
 
 // AdminNodeList lists the cluster's nodes: the members with a lease in the
-// metadata store, live or lapsed, and which one serves the topics.
+// metadata store, live or lapsed, with their load.
 const AdminNodeList = "node.list"
 
 // NodeInfo is one node in node.list.
@@ -12,8 +12,8 @@ type NodeInfo struct {
 	// Live says its lease holds: the node renewed it within the lease
 	// time. A lapsed node is gone (stopped, killed or cut off).
 	Live bool `json:"live"`
-	// Serving says the node serves the cluster's topics (see the README's
-	// "Running a cluster"); the others serve clients through NATS routes.
+	// Serving says the node serves the topics whose layouts name no owner
+	// (written before nodes had ids): the first node of the cluster.
 	Serving bool `json:"serving"`
 	// Started, Renewed and Expires are its lease's times (RFC 3339).
 	Started string `json:"started"`
@@ -28,7 +28,7 @@ type NodeInfo struct {
 // NodeListReply is the reply of node.list.
 type NodeListReply struct {
 	Nodes []NodeInfo `json:"nodes"`
-	// Serving is the id of the node that serves the topics ("" before
-	// the first node has claimed it).
+	// Serving is the id of the node that serves the topics whose layouts
+	// name no owner ("" before the first node has claimed it).
 	Serving string `json:"serving"`
 }

@@ -57,6 +57,9 @@ func (n *Node) adminHandler(op adminOp) micro.HandlerFunc {
 			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 			defer cancel()
 			out, err := op(ctx, req.Data())
+			if owner, ok := notOwner(err); ok {
+				err = api.Errorf(api.CodeUnavailable, "the topic's owner is node %q, not this one (it moved?); retry", n.ownerNode(owner))
+			}
 			if err != nil {
 				r.err(err)
 				return
@@ -150,7 +153,7 @@ func (n *Node) topicCreate(ctx context.Context, body []byte) (any, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	return n.topics.CreateTopic(ctx, req)
+	return n.topics.CreateTopicOn(ctx, req, n.placeTopic(req.Topic))
 }
 
 func (n *Node) topicDescribe(_ context.Context, body []byte) (any, error) {

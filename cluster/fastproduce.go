@@ -271,6 +271,20 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 		f.n.produceM.noReply.Inc()
 	}
 	t, err := f.topic(m.Subject, prefix)
+	if owner, ok := notOwner(err); ok {
+		// Another node owns the topic: it gets the request as it came,
+		// and answers the client.
+		var node string
+		if node, err = f.n.forwardTarget(owner, false); err == nil {
+			f.mu.Lock()
+			conn := f.conn
+			f.mu.Unlock()
+			if err = conn.Publish([]byte(fwdPrefix+"."+node+"."+string(m.Subject)), m.Reply, m.Header, m.Data); err == nil {
+				f.n.produceInflight.done(1)
+				return nil, produceHeaders{}, false
+			}
+		}
+	}
 	var h produceHeaders
 	if err == nil {
 		h, err = parseRawProduceHeaders(m.Header)
@@ -366,7 +380,7 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 		size := int64(len(m.Data))
 		f.inflight.Add(size)
 		subject, reply := m.Subject, m.Reply
-		err = produceMulti(tenant, m.Data, f.topicByName, func(replies []api.MultiReply) {
+		err = produceMulti(tenant, m.Data, f.topicByName, f.n, func(replies []api.MultiReply) {
 			defer f.n.produceInflight.done(1)
 			f.inflight.Add(-size)
 			f.multi.nanos.Add(int64(time.Since(start)))

@@ -22,13 +22,11 @@ import (
 
 // Membership: every node holds a lease in the metadata store (a key per
 // node, renewed every third of its time by compare-and-swap on its
-// revision); a node whose lease lapsed is gone. One node, the first to
-// start, serves the cluster's topics (meta.ServingRecord): their bucket
-// logs are on its disk. The others run their embedded NATS servers as
-// part of the cluster (clients may connect to any of them: NATS routes
-// carry requests to the serving node), replicate the metadata store, and
-// hold their leases; they take no topics until placement spreads segments
-// over nodes (docs/cluster.md).
+// revision); a node whose lease lapsed is gone. The renewals carry the
+// node's load, which placement reads (forward.go). The first node to
+// start also serves the topics whose layouts name no owner
+// (meta.ServingRecord): they were written before nodes had ids, when one
+// node ran alone.
 
 // nodeIDFile holds the node's id in its data directory.
 const nodeIDFile = "node-id"
@@ -99,6 +97,10 @@ type membership struct {
 	lastBytes uint64
 	// nodes counts the cluster's nodes by lease state, at the last renewal.
 	nodes *prometheus.GaugeVec
+	// live is the set of live nodes at the last renewal (nil before one),
+	// and their records: where requests are forwarded and topics placed.
+	live   atomic.Pointer[map[string]meta.NodeRecord]
+	lapsed atomic.Pointer[map[string]bool]
 
 	// validUntil is when the node stops taking appends unless it renews
 	// its lease first (unix ns): the lease's expiry less a margin, so that
@@ -150,6 +152,7 @@ func (n *Node) join(ctx context.Context) error {
 		return fmt.Errorf("taking the membership lease of node %s: %w", n.nodeID, err)
 	}
 	m.rev = rev
+	m.countNodes(now)
 	m.validUntil.Store(time.UnixMilli(m.rec.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
 	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal, m.nodes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_segments_owned",
@@ -161,7 +164,7 @@ func (n *Node) join(ctx context.Context) error {
 			return float64(n.topics.AppendedBytes())
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_serving",
-			Help: "1 when this node serves the cluster's topics, 0 on the others."}, func() float64 {
+			Help: "1 on the node that serves the topics whose layouts name no owner (written before nodes had ids), 0 on the others."}, func() float64 {
 			if n.serving.Load() {
 				return 1
 			}
@@ -255,14 +258,49 @@ func (m *membership) countNodes(now time.Time) {
 	if err != nil {
 		return // the next renewal counts them
 	}
-	live := 0
+	// Requests for a lapsed node's topics are refused at once, so a lease
+	// late by a moment (a node busy or paused for a renewal or two) is not
+	// taken for a loss: lapsed means lapsed for a third of a lease.
+	live, lapsed := map[string]meta.NodeRecord{}, map[string]bool{}
 	for _, r := range nodes {
-		if r.Live(now) {
-			live++
+		switch {
+		case r.Live(now):
+			live[r.ID] = r
+		case !r.Live(now.Add(-m.ttl / 3)):
+			lapsed[r.ID] = true
 		}
 	}
-	m.nodes.WithLabelValues("live").Set(float64(live))
-	m.nodes.WithLabelValues("lapsed").Set(float64(len(nodes) - live))
+	m.live.Store(&live)
+	m.lapsed.Store(&lapsed)
+	m.nodes.WithLabelValues("live").Set(float64(len(live)))
+	m.nodes.WithLabelValues("lapsed").Set(float64(len(lapsed)))
+}
+
+// isLive reports whether node may be live: false only when its lease had
+// lapsed at this node's last renewal (a node that joined since is not
+// known yet, and is let be tried).
+func (m *membership) isLive(node string) bool {
+	if m == nil {
+		return true
+	}
+	lapsed := m.lapsed.Load()
+	return lapsed == nil || !(*lapsed)[node]
+}
+
+// liveNodes returns the live nodes' records at the last renewal.
+func (m *membership) liveNodes() []meta.NodeRecord {
+	if m == nil {
+		return nil
+	}
+	live := m.live.Load()
+	if live == nil {
+		return nil
+	}
+	out := make([]meta.NodeRecord, 0, len(*live))
+	for _, r := range *live {
+		out = append(out, r)
+	}
+	return out
 }
 
 // ownWrite reports whether the lease record is still this run's (written
@@ -343,10 +381,7 @@ func (n *Node) claimServing(ctx context.Context) error {
 		return fmt.Errorf("claiming the serving role: %w", err)
 	}
 	n.serving.Store(rec.Node == n.nodeID)
-	if rec.Node != n.nodeID {
-		n.log.Info("standby: another node serves the cluster's topics; this one serves clients through the NATS cluster and takes no topics",
-			"node", n.nodeID, "serving", rec.Node)
-	}
+	n.servingNode = rec.Node
 	return nil
 }
 

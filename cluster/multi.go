@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
@@ -15,7 +19,11 @@ import (
 // answered. resolve finds a part's topic (the front-ends cache them). It
 // returns the error of a request that fails as a whole (done is then not
 // called).
-func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*actors.Topic, error), done func([]api.MultiReply)) error {
+//
+// Parts of topics another node owns are sent to their owners (remote, nil
+// when they may not be: the request was forwarded here already), one
+// produce-multi per owner, and their replies put in their places.
+func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*actors.Topic, error), remote *Node, done func([]api.MultiReply)) error {
 	parts, err := api.DecodeMulti(body)
 	if err != nil {
 		return api.Errorf(api.CodeBadRequest, "%v", err)
@@ -30,8 +38,17 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 			done(replies)
 		}
 	}
+	var owners []string           // in order of first part
+	byOwner := map[string][]int{} // the parts of each owner
 	for i, part := range parts {
 		t, err := resolvePart(tenant, part, resolve)
+		if owner, ok := notOwner(err); ok && remote != nil {
+			if byOwner[owner] == nil {
+				owners = append(owners, owner)
+			}
+			byOwner[owner] = append(byOwner[owner], i)
+			continue
+		}
 		var recs []api.Record
 		if err == nil {
 			if recs, err = api.DecodeRecords(part.Records); err != nil {
@@ -46,6 +63,31 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 		t.ProduceAt(recs, part.Epoch, func(res []api.Result) {
 			replies[i].Results = res
 			finish()
+		})
+	}
+	for _, owner := range owners {
+		idx := byOwner[owner]
+		sub := api.AppendMultiHeader(nil, len(idx))
+		for _, i := range idx {
+			sub = api.AppendMultiPart(sub, parts[i].Namespace, parts[i].Topic, parts[i].Epoch, parts[i].Records)
+		}
+		remote.requestOwner(owner, tenant, sub, func(m *nats.Msg, err error) {
+			var got []api.MultiReply
+			if err == nil {
+				if e := api.ParseError(m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader)); e != nil {
+					err = e
+				} else if got, err = api.DecodeMultiReplies(m.Data); err == nil && len(got) != len(idx) {
+					err = fmt.Errorf("%d part replies for %d parts", len(got), len(idx))
+				}
+			}
+			for k, i := range idx {
+				if err != nil {
+					replies[i].Err = api.AsError(api.Errorf(api.CodeUnavailable, "part %d (%s/%s) forwarded to its owner: %v", i, parts[i].Namespace, parts[i].Topic, err))
+				} else {
+					replies[i] = got[k]
+				}
+				finish()
+			}
 		})
 	}
 	finish()

@@ -67,8 +67,12 @@ type Node struct {
 
 	nodeID   string      // the node's id in its cluster (membership.go)
 	members  *membership // its lease; nil until it joined
-	serving  atomic.Bool // it serves the cluster's topics (the others stand by)
+	serving  atomic.Bool // it serves the topics of layouts without owners
 	stopOnce sync.Once   // stopTaking
+	// servingNode is the node that serves the topics of layouts without
+	// owners (written before nodes had ids).
+	servingNode string
+	fwd         *forwarder // forwarding to topics' owners (forward.go)
 }
 
 // Start starts a node and returns once it serves requests.
@@ -150,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	defaults.SyncInterval = cfg.SyncInterval
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
 	n.topics = actors.NewManager(actors.Config{
-		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
+		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies,
 	})
@@ -166,10 +170,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.queues.StartIdleSweeper(n.topics.IdleTimeout())
 	n.registerConsumerMetrics()
 	n.produceM = newProduceMetrics(n.registry)
-	if n.serving.Load() {
-		if err := n.addServices(); err != nil {
-			return nil, err
-		}
+	if err := n.startForwarding(); err != nil {
+		return nil, err
+	}
+	if err := n.addServices(); err != nil {
+		return nil, err
 	}
 	if err := n.addClusterService(); err != nil {
 		return nil, err
@@ -232,6 +237,12 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		return fmt.Errorf("metadata store: create the tenant public: %w (is the store damaged?)", err)
 	}
 	err := n.meta.CreateNamespace(ctx, meta.NamespaceRecord{Tenant: "public", Namespace: "default"})
+	// In a forming cluster another node may have just created the tenant,
+	// and the bucket's leader may be changing: look again for a while.
+	for deadline := time.Now().Add(10 * time.Second); errors.Is(err, meta.ErrNotFound) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		err = n.meta.CreateNamespace(ctx, meta.NamespaceRecord{Tenant: "public", Namespace: "default"})
+	}
 	if err != nil && !errors.Is(err, meta.ErrExists) {
 		return fmt.Errorf("metadata store: create the namespace public/default: %w (is the store damaged?)", err)
 	}
@@ -362,6 +373,7 @@ func (n *Node) Close() error {
 	if left := n.produceInflight.wait(shutdownAnswerTimeout); left > 0 {
 		n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)
 	}
+	n.fwd.close()
 	if n.members != nil {
 		n.members.leave()
 	}

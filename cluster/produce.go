@@ -87,6 +87,12 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 		r := newReplier(n.nc, req)
 		n.produceInflight.add(1)
 		t, err := n.topicOf(req.Subject(), prefix)
+		if owner, ok := notOwner(err); ok {
+			if err = n.forwardReq(req, owner); err == nil {
+				n.produceInflight.done(1)
+				return
+			}
+		}
 		if err == nil {
 			err = n.fence()
 		}
@@ -256,7 +262,11 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		err = n.fence()
 	}
 	if err == nil {
-		err = produceMulti(tenant, req.Data(), n.topics.TopicByName, func(replies []api.MultiReply) {
+		var remote *Node
+		if !isForwarded(req) {
+			remote = n
+		}
+		err = produceMulti(tenant, req.Data(), n.topics.TopicByName, remote, func(replies []api.MultiReply) {
 			defer n.produceInflight.done(1)
 			if r.reply == "" {
 				for _, err := range multiFailures(replies) {

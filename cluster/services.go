@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/braidmq/braid/actors"
@@ -36,7 +37,11 @@ func (n *Node) addServices() error {
 			continue // every node serves it (addClusterService)
 		}
 		name := strings.ReplaceAll(op, ".", "-")
-		if err := admin.AddEndpoint(name, n.adminHandler(fn), micro.WithEndpointSubject(api.AdminSubject(op))); err != nil {
+		var h micro.Handler = n.adminHandler(fn)
+		if slices.Contains(topicAdminOps, op) {
+			h = n.adminTopicHandler(fn)
+		}
+		if err := admin.AddEndpoint(name, h, micro.WithEndpointSubject(api.AdminSubject(op))); err != nil {
 			return err
 		}
 	}
@@ -113,6 +118,11 @@ func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Reque
 	return func(req micro.Request) {
 		r := newReplier(n.nc, req)
 		t, err := n.topicOf(req.Subject(), prefix)
+		if owner, ok := notOwner(err); ok {
+			if err = n.forwardReq(req, owner); err == nil {
+				return
+			}
+		}
 		if err != nil {
 			r.err(err)
 			return

@@ -143,7 +143,7 @@ func readAll(nc *nats.Conn, uri, sub string, n int) *keyed {
 }
 
 var _ = Describe("A cluster of three nodes", func() {
-	It("forms: every node lists the three live, one serving, and the metadata store has three replicas", func() {
+	It("forms: every node lists the three live, and the metadata store has three replicas", func() {
 		_, conns, _ := startCluster()
 		js, err := jetstream.New(conns[1])
 		Expect(err).NotTo(HaveOccurred())
@@ -164,63 +164,128 @@ var _ = Describe("A cluster of three nodes", func() {
 		admin := client.NewAdmin(conns[2])
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, err := admin.CreateTopic(ctx, uri, 2)
+		created, err := admin.CreateTopic(ctx, uri, 2)
 		Expect(err).NotTo(HaveOccurred())
+		owner := created.Segments[0].Owner
+		Expect(owner).To(BeElementOf("n1", "n2", "n3"))
 		const keys = 16
 		produceGo(conns[0], uri, 0, 1000, keys)
 		producePlain(conns[1], uri, 1000, 1200, keys)
 		produceGo(conns[2], uri, 1200, 2000, keys)
 		readAll(conns[2], uri, "readers", 2000)
-		// Every segment, the split's children too, has one owner: the
-		// serving node, whichever node the change came through.
+		// Every segment, the split's children too, has the one owner,
+		// whichever node the change came through.
 		_, err = client.NewAdmin(conns[1]).Split(ctx, uri, 0, nil)
-		Expect(err).NotTo(HaveOccurred())
-		r, err := nodeList(conns[0])
 		Expect(err).NotTo(HaveOccurred())
 		d, err := client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(d.Segments).To(HaveLen(4))
 		for _, seg := range d.Segments {
-			Expect(seg.Owner).To(Equal(r.Serving), "segment %d", seg.ID)
+			Expect(seg.Owner).To(Equal(owner), "segment %d", seg.ID)
 		}
 		produceGo(conns[0], uri, 2000, 2500, keys)
 		readAll(conns[1], uri, "after-split", 2500)
 	})
 
-	It("sees a killed serving node gone, and serves everything acknowledged again once it returns", func() {
-		nodes, conns, serving := startCluster()
-		const uri = "topic://public/default/back"
-		other := (serving + 1) % 3
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	It("spreads topics over the nodes; one connection produces to all of them at once, through one node", func() {
+		_, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, err := client.NewAdmin(conns[other]).CreateTopic(ctx, uri, 1)
-		Expect(err).NotTo(HaveOccurred())
-		produceGo(conns[other], uri, 0, 500, 8)
+		const topics, keys, per = 12, 8, 300
+		owners := map[string]int{}
+		uris := make([]string, topics)
+		for i := range uris {
+			uris[i] = fmt.Sprintf("topic://public/default/spread%d", i)
+			d, err := client.NewAdmin(conns[i%3]).CreateTopic(ctx, uris[i], 1)
+			Expect(err).NotTo(HaveOccurred())
+			owners[d.Segments[0].Owner]++
+		}
+		Expect(len(owners)).To(BeNumerically(">=", 2), "owners: %v", owners)
+		// One Go connection to n1 sends to every topic at once: its
+		// requests carry parts of topics of several owners.
+		producers := make([]*client.Producer, topics)
+		for i, uri := range uris {
+			p, err := client.NewProducer(conns[0], uri)
+			Expect(err).NotTo(HaveOccurred())
+			producers[i] = p
+		}
+		for seq := range per {
+			for _, p := range producers {
+				rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
+				Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
+					defer GinkgoRecover()
+					Expect(err).NotTo(HaveOccurred())
+				})).To(Succeed())
+			}
+		}
+		for _, p := range producers {
+			Expect(p.Close(ctx)).To(Succeed())
+		}
+		for i, uri := range uris {
+			readAll(conns[(i+1)%3], uri, "spread", per)
+		}
+	})
 
-		nodes[serving].kill()
+	It("answers for a killed owner's topics at once, keeps serving the others, and serves everything acknowledged once it returns", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// Topics until two have different owners.
+		byOwner := map[string]string{}
+		for i := 0; len(byOwner) < 2 && i < 30; i++ {
+			uri := fmt.Sprintf("topic://public/default/back%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 1)
+			Expect(err).NotTo(HaveOccurred())
+			if _, ok := byOwner[d.Segments[0].Owner]; !ok {
+				byOwner[d.Segments[0].Owner] = uri
+			}
+		}
+		Expect(byOwner).To(HaveLen(2))
+		var victim, survivor int
+		var lostURI, keptURI string
+		first := true
+		for owner, uri := range byOwner {
+			idx := int(owner[1] - '1')
+			if first {
+				victim, lostURI, first = idx, uri, false
+			} else {
+				survivor, keptURI = idx, uri
+			}
+		}
+		other := 3 - victim - survivor // the node that owns neither
+		produceGo(conns[other], lostURI, 0, 500, 8)
+		produceGo(conns[other], keptURI, 0, 500, 8)
+
+		nodes[victim].kill()
 		Eventually(func(g Gomega) {
 			r, err := nodeList(conns[other])
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(liveNodes(r)).To(HaveLen(2))
-			g.Expect(liveNodes(r)).NotTo(ContainElement(nodes[serving].id))
-			g.Expect(r.Serving).To(Equal(nodes[serving].id), "the serving role stays with the node whose disk has the logs")
+			g.Expect(liveNodes(r)).NotTo(ContainElement(nodes[victim].id))
 		}).WithTimeout(45 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-		// Nobody else takes the topics: a produce finds no one to answer.
-		_, err = conns[other].Request(api.TopicSubject(api.ProducePrefix, "public", "default", "back"), []byte("x"), 500*time.Millisecond)
-		Expect(err).To(HaveOccurred())
+		// Its topic: UNAVAILABLE, naming the node, at once.
+		parts := strings.Split(strings.TrimPrefix(lostURI, "topic://"), "/")
+		Eventually(func(g Gomega) {
+			m, err := conns[other].Request(api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2]), []byte("x"), 2*time.Second)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(m.Header.Get(micro.ErrorCodeHeader)).To(Equal(strconv.Itoa(api.CodeUnavailable.Number)))
+			g.Expect(m.Header.Get(micro.ErrorHeader)).To(ContainSubstring(nodes[victim].id))
+		}).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		// The other topic carries on.
+		produceGo(conns[other], keptURI, 500, 700, 8)
+		readAll(conns[survivor], keptURI, "kept", 700)
 
-		nodes[serving].start()
+		nodes[victim].start()
 		Eventually(func(g Gomega) {
 			r, err := nodeList(conns[other])
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(liveNodes(r)).To(HaveLen(3))
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		Eventually(func() error {
-			_, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
+			_, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, lostURI)
 			return err
-		}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-		produceGo(conns[(serving+2)%3], uri, 500, 700, 8)
-		readAll(conns[(serving+2)%3], uri, "after", 700)
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		produceGo(conns[other], lostURI, 500, 700, 8)
+		readAll(conns[other], lostURI, "after", 700)
 	})
 
 	It("refuses a second process with the id of a live node", func() {

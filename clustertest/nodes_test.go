@@ -22,7 +22,7 @@ import (
 
 // leaseTTL is the nodes' membership lease in the specs (short, so that a
 // killed node is seen gone quickly).
-const leaseTTL = 1500 * time.Millisecond
+const leaseTTL = 3 * time.Second
 
 // node is one `braid serve` process of the cluster, started again on the
 // same data directory and addresses after a kill.

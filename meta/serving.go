@@ -7,12 +7,10 @@ import (
 	"time"
 )
 
-// ServingRecord names the node that serves the cluster's topics: the one
-// node whose data directory holds their bucket logs. It is claimed once,
-// by the first node that starts, and stays with that node id across its
-// restarts: another node cannot take the topics over while their logs are
-// on that node's disk (moving them is sealing in metadata and successors
-// elsewhere, which placement will do).
+// ServingRecord names the node that serves the topics whose layouts name
+// no owner (written before nodes had ids: their bucket logs are on the
+// disk of the node that ran alone then). It is claimed once, by the first
+// node that starts, and stays with that node id across its restarts.
 type ServingRecord struct {
 	Node  string `json:"node"`
 	Since int64  `json:"since"` // unix ms
