@@ -340,13 +340,17 @@ func (n *Node) adminTopicHandler(op adminOp) micro.HandlerFunc {
 	}
 }
 
+// placementViewAge is how old the view of the nodes' leases placement
+// uses may be.
+const placementViewAge = 250 * time.Millisecond
+
 // placeTopic chooses the node a new topic's segments go to: the least
 // loaded live node by the load its lease recorded (bytes/s made durable,
 // by the MiB/s, then active segments owned, by the 64), and among equals
 // the one a hash of the topic and the node's id ranks first, so that
 // topics created while the nodes are idle spread evenly.
 func (n *Node) placeTopic(uri string) string {
-	nodes := n.members.liveNodes()
+	nodes := n.members.liveNodes(placementViewAge)
 	if len(nodes) <= 1 {
 		return n.nodeID
 	}
@@ -362,4 +366,39 @@ func (n *Node) placeTopic(uri string) string {
 		}
 	}
 	return best
+}
+
+// ownerCacheTTL is how long a node remembers that another node owns a
+// topic (so that requests it forwards do not each read the topic's
+// record); owners change only when a topic is deleted and made again.
+const ownerCacheTTL = 10 * time.Second
+
+// ownerCacheMax bounds the remembered owners (the cache is emptied past it).
+const ownerCacheMax = 100_000
+
+type ownerEntry struct {
+	owner string
+	until time.Time
+}
+
+// topicByName returns the active topic name, activating it, or a
+// NotOwnerError when another node owns it (remembered for a while).
+func (n *Node) topicByName(name routing.TopicName) (*actors.Topic, error) {
+	uri := name.String()
+	n.ownersMu.Lock()
+	e, ok := n.owners[uri]
+	n.ownersMu.Unlock()
+	if ok && time.Now().Before(e.until) {
+		return nil, &actors.NotOwnerError{Topic: uri, Owner: e.owner}
+	}
+	t, err := n.topics.TopicByName(name)
+	if owner, remote := notOwner(err); remote {
+		n.ownersMu.Lock()
+		if len(n.owners) >= ownerCacheMax || n.owners == nil {
+			n.owners = map[string]ownerEntry{}
+		}
+		n.owners[uri] = ownerEntry{owner: owner, until: time.Now().Add(ownerCacheTTL)}
+		n.ownersMu.Unlock()
+	}
+	return t, err
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/braidmq/braid/meta"
 )
@@ -14,6 +15,7 @@ func nodeWithLive(self string, live ...meta.NodeRecord) *Node {
 		set[r.ID] = r
 	}
 	m.live.Store(&set)
+	m.countedAt.Store(time.Now().Add(time.Hour).UnixNano()) // never read again
 	return &Node{nodeID: self, members: m}
 }
 

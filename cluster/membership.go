@@ -99,8 +99,9 @@ type membership struct {
 	nodes *prometheus.GaugeVec
 	// live is the set of live nodes at the last renewal (nil before one),
 	// and their records: where requests are forwarded and topics placed.
-	live   atomic.Pointer[map[string]meta.NodeRecord]
-	lapsed atomic.Pointer[map[string]bool]
+	live      atomic.Pointer[map[string]meta.NodeRecord]
+	lapsed    atomic.Pointer[map[string]bool]
+	countedAt atomic.Int64 // when live and lapsed were read (unix ns)
 
 	// validUntil is when the node stops taking appends unless it renews
 	// its lease first (unix ns): the lease's expiry less a margin, so that
@@ -272,6 +273,7 @@ func (m *membership) countNodes(now time.Time) {
 	}
 	m.live.Store(&live)
 	m.lapsed.Store(&lapsed)
+	m.countedAt.Store(now.UnixNano())
 	m.nodes.WithLabelValues("live").Set(float64(len(live)))
 	m.nodes.WithLabelValues("lapsed").Set(float64(len(lapsed)))
 }
@@ -287,10 +289,24 @@ func (m *membership) isLive(node string) bool {
 	return lapsed == nil || !(*lapsed)[node]
 }
 
-// liveNodes returns the live nodes' records at the last renewal.
-func (m *membership) liveNodes() []meta.NodeRecord {
+func (m *membership) liveView() map[string]meta.NodeRecord {
+	if live := m.live.Load(); live != nil {
+		return *live
+	}
+	return nil
+}
+
+// liveNodes returns the live nodes' records, read again when the last
+// reading is older than maxAge.
+func (m *membership) liveNodes(maxAge time.Duration) []meta.NodeRecord {
 	if m == nil {
 		return nil
+	}
+	// A view with fewer nodes than the cluster was configured with (it is
+	// forming, or a node is down) is read again each time.
+	stale := m.n != nil && len(m.liveView()) < 1+len(m.n.cfg.Routes)
+	if now := time.Now(); m.n != nil && (stale || now.Sub(time.Unix(0, m.countedAt.Load())) > maxAge) {
+		m.countNodes(now)
 	}
 	live := m.live.Load()
 	if live == nil {

@@ -73,6 +73,8 @@ type Node struct {
 	// owners (written before nodes had ids).
 	servingNode string
 	fwd         *forwarder // forwarding to topics' owners (forward.go)
+	ownersMu    sync.Mutex
+	owners      map[string]ownerEntry // topics other nodes own (topicByName)
 }
 
 // Start starts a node and returns once it serves requests.
@@ -173,8 +175,15 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.startForwarding(); err != nil {
 		return nil, err
 	}
-	if err := n.addServices(); err != nil {
-		return nil, err
+	// Only the serving node takes clients' requests: NATS picks a queue
+	// group's member at random across a cluster, so requests of one
+	// connection spread over several nodes would reach an owner by
+	// several paths, out of order. Through one node they stay in order;
+	// it forwards what other nodes own.
+	if n.serving.Load() {
+		if err := n.addServices(); err != nil {
+			return nil, err
+		}
 	}
 	if err := n.addClusterService(); err != nil {
 		return nil, err

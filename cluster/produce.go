@@ -266,7 +266,7 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		if !isForwarded(req) {
 			remote = n
 		}
-		err = produceMulti(tenant, req.Data(), n.topics.TopicByName, remote, func(replies []api.MultiReply) {
+		err = produceMulti(tenant, req.Data(), n.topicByName, remote, func(replies []api.MultiReply) {
 			defer n.produceInflight.done(1)
 			if r.reply == "" {
 				for _, err := range multiFailures(replies) {

@@ -141,7 +141,7 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidName, "%v", err)
 	}
-	return n.topics.TopicByName(tn)
+	return n.topicByName(tn)
 }
 
 // addClusterService serves what every node of a cluster answers, standby

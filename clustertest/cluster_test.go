@@ -200,6 +200,11 @@ var _ = Describe("A cluster of three nodes", func() {
 			Expect(err).NotTo(HaveOccurred())
 			owners[d.Segments[0].Owner]++
 		}
+		if len(owners) < 2 {
+			r, _ := nodeList(conns[0])
+			b, _ := json.Marshal(r)
+			GinkgoWriter.Printf("node.list: %s\n", b)
+		}
 		Expect(len(owners)).To(BeNumerically(">=", 2), "owners: %v", owners)
 		// One Go connection to n1 sends to every topic at once: its
 		// requests carry parts of topics of several owners.
@@ -230,28 +235,28 @@ var _ = Describe("A cluster of three nodes", func() {
 		nodes, conns, _ := startCluster()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// Topics until two have different owners.
-		byOwner := map[string]string{}
-		for i := 0; len(byOwner) < 2 && i < 30; i++ {
+		// Topics until one is owned by a node that does not take the
+		// clients' requests (the serving node does), and another by
+		// another node.
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		entry := r.Serving
+		var lostURI, keptURI, lostOwner, keptOwner string
+		for i := 0; (lostURI == "" || keptURI == "") && i < 60; i++ {
 			uri := fmt.Sprintf("topic://public/default/back%d", i)
 			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 1)
 			Expect(err).NotTo(HaveOccurred())
-			if _, ok := byOwner[d.Segments[0].Owner]; !ok {
-				byOwner[d.Segments[0].Owner] = uri
+			owner := d.Segments[0].Owner
+			switch {
+			case lostURI == "" && owner != entry:
+				lostURI, lostOwner = uri, owner
+			case keptURI == "" && owner != lostOwner && lostOwner != "":
+				keptURI, keptOwner = uri, owner
 			}
 		}
-		Expect(byOwner).To(HaveLen(2))
-		var victim, survivor int
-		var lostURI, keptURI string
-		first := true
-		for owner, uri := range byOwner {
-			idx := int(owner[1] - '1')
-			if first {
-				victim, lostURI, first = idx, uri, false
-			} else {
-				survivor, keptURI = idx, uri
-			}
-		}
+		Expect(lostURI).NotTo(BeEmpty())
+		Expect(keptURI).NotTo(BeEmpty())
+		victim, survivor := int(lostOwner[1]-'1'), int(keptOwner[1]-'1')
 		other := 3 - victim - survivor // the node that owns neither
 		produceGo(conns[other], lostURI, 0, 500, 8)
 		produceGo(conns[other], keptURI, 0, 500, 8)

@@ -1,0 +1,310 @@
+// Command cluster compares one Braid node with a cluster of three on this
+// machine: the produce rate of one topic with the client at the topic's
+// owner and at another node (its requests forwarded), the aggregate
+// produce rate over topics spread across the nodes with a client on every
+// node, and the replay rate of one topic. Every server is a real
+// `braid serve` child on 127.0.0.1; the single node and the cluster run
+// side by side and their rounds alternate, so both see the same machine.
+//
+//	go run ./benchmarks/cluster -messages 100000 -rounds 3
+//
+// On a machine of two cores, three nodes share what one node had alone:
+// the figures show the cost of the cluster's hops, not its scale-out.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
+)
+
+func main() {
+	messages := flag.Int("messages", 100_000, "messages per produce run")
+	rounds := flag.Int("rounds", 3, "alternating rounds")
+	conc := flag.Int("concurrency", 256, "produce requests in flight (in all)")
+	spread := flag.Int("topics", 12, "topics of the spread run")
+	size := flag.Int("size", 100, "payload bytes")
+	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
+	flag.Parse()
+
+	dir, err := os.MkdirTemp("", "braid-cluster-bench-")
+	check(err)
+	defer os.RemoveAll(dir)
+	if *bin == "" {
+		*bin = filepath.Join(dir, "braid")
+		out, err := exec.Command("go", "build", "-o", *bin, "github.com/braidmq/braid/cmd/braid").CombinedOutput()
+		if err != nil {
+			check(fmt.Errorf("go build ./cmd/braid: %v\n%s", err, out))
+		}
+	}
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; %d messages of %d B per run, %d in flight, %d rounds\n",
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *conc, *rounds)
+
+	single := startNodes(*bin, filepath.Join(dir, "single"), 1)
+	defer stopAll(single)
+	three := startNodes(*bin, filepath.Join(dir, "three"), 3)
+	defer stopAll(three)
+
+	payload := make([]byte, *size)
+	for i := range payload {
+		payload[i] = byte('a' + i%26)
+	}
+	// The topics: one of each setup, and the spread ones.
+	oneSingle := createTopic(single[0].nc, "topic://public/default/one")
+	oneThree := createTopic(three[0].nc, "topic://public/default/one")
+	owner, other := nodeIndex(three, oneThree), -1
+	for i := range three {
+		if i != owner {
+			other = i
+			break
+		}
+	}
+	var spreadSingle, spreadThree []string
+	owners := map[string]int{}
+	for i := range *spread {
+		uri := fmt.Sprintf("topic://public/default/spread%d", i)
+		spreadSingle = append(spreadSingle, createTopic(single[0].nc, uri).Topic)
+		d := createTopic(three[i%3].nc, uri)
+		owners[d.Segments[0].Owner]++
+		spreadThree = append(spreadThree, d.Topic)
+	}
+	fmt.Printf("cluster: topic one owned by %s, the spread topics by %v\n", three[owner].id, owners)
+
+	type series struct{ a, b []float64 }
+	var atOwner, forwarded, spreadRuns, replay series
+	for r := 1; r <= *rounds; r++ {
+		a := produce([]*nats.Conn{single[0].nc}, []string{oneSingle.Topic}, *messages, *conc, payload)
+		b := produce([]*nats.Conn{three[owner].nc}, []string{oneThree.Topic}, *messages, *conc, payload)
+		c := produce([]*nats.Conn{three[other].nc}, []string{oneThree.Topic}, *messages, *conc, payload)
+		fmt.Printf("round %d one topic: single node %.0f msg/s, cluster at the owner %.0f, at another node %.0f\n", r, a, b, c)
+		atOwner.a, atOwner.b = append(atOwner.a, a), append(atOwner.b, b)
+		forwarded.a, forwarded.b = append(forwarded.a, a), append(forwarded.b, c)
+		d := produce([]*nats.Conn{single[0].nc}, spreadSingle, *messages, *conc, payload)
+		e := produce([]*nats.Conn{three[0].nc, three[1].nc, three[2].nc}, spreadThree, *messages, *conc, payload)
+		fmt.Printf("round %d %d topics: single node %.0f msg/s, cluster (a client on every node) %.0f\n", r, *spread, d, e)
+		spreadRuns.a, spreadRuns.b = append(spreadRuns.a, d), append(spreadRuns.b, e)
+		sub := "replay" + strconv.Itoa(r)
+		f := readBack(single[0].nc, oneSingle.Topic, sub, r**messages)
+		g := readBack(three[other].nc, oneThree.Topic, sub, r*2**messages)
+		fmt.Printf("round %d replay of one topic: single node %.0f msg/s, cluster (reader at another node) %.0f\n", r, f, g)
+		replay.a, replay.b = append(replay.a, f), append(replay.b, g)
+	}
+	fmt.Println()
+	fmt.Println("| run | single node msg/s | three nodes msg/s | three/single [min, max] |")
+	fmt.Println("|---|---|---|---|")
+	row := func(name string, s series) {
+		ratios := make([]float64, len(s.a))
+		for i := range s.a {
+			ratios[i] = s.b[i] / s.a[i]
+		}
+		fmt.Printf("| %s | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n", name, median(s.a), median(s.b), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
+	row("produce, one topic, client at its owner", atOwner)
+	row("produce, one topic, client at another node (forwarded)", forwarded)
+	row(fmt.Sprintf("produce, %d topics, a client on every node", *spread), spreadRuns)
+	row("replay, one topic (cluster: reader at another node)", replay)
+}
+
+// node is one braid serve child and a client connection to it.
+type node struct {
+	id  string
+	cmd *exec.Cmd
+	nc  *nats.Conn
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startNodes starts n nodes (a cluster when n > 1) under dir and waits
+// until each answers node.list with n live nodes.
+func startNodes(bin, dir string, n int) []*node {
+	natsAddrs, clusterAddrs := make([]string, n), make([]string, n)
+	for i := range n {
+		natsAddrs[i], clusterAddrs[i] = freeAddr(), freeAddr()
+	}
+	nodes := make([]*node, n)
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--nats-listen", natsAddrs[i],
+			"--metrics-listen", "off", "--log-level", "warn"}
+		if n > 1 {
+			var routes []string
+			for _, a := range clusterAddrs {
+				routes = append(routes, "nats://"+a)
+			}
+			args = append(args, "--cluster-listen", clusterAddrs[i], "--routes", strings.Join(routes, ","))
+		}
+		cmd := exec.Command(bin, args...)
+		logf, err := os.Create(filepath.Join(dir + "-" + id + ".log"))
+		check(err)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		check(cmd.Start())
+		nodes[i] = &node{id: id, cmd: cmd}
+	}
+	for i, nd := range nodes {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			nc, err := nats.Connect("nats://"+natsAddrs[i], nats.MaxReconnects(-1), nats.IgnoreDiscoveredServers())
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				r, err := client.NewAdmin(nc).ListNodes(ctx)
+				cancel()
+				live := 0
+				for _, x := range r.Nodes {
+					if x.Live {
+						live++
+					}
+				}
+				if err == nil && live == n {
+					nd.nc = nc
+					break
+				}
+				nc.Close()
+			}
+			if time.Now().After(deadline) {
+				check(fmt.Errorf("node %s of %d not ready after 2 minutes", nd.id, n))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nodes
+}
+
+func stopAll(nodes []*node) {
+	for _, nd := range nodes {
+		if nd.nc != nil {
+			nd.nc.Close()
+		}
+		_ = nd.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, nd := range nodes {
+		done := make(chan struct{})
+		go func() { _ = nd.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = nd.cmd.Process.Kill()
+		}
+	}
+}
+
+func createTopic(nc *nats.Conn, uri string) api.TopicDescription {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := client.NewAdmin(nc).CreateTopic(ctx, uri, 1)
+	check(err)
+	return d
+}
+
+func nodeIndex(nodes []*node, d api.TopicDescription) int {
+	for i, nd := range nodes {
+		if nd.id == d.Segments[0].Owner {
+			return i
+		}
+	}
+	check(fmt.Errorf("topic %s owned by %q, not one of the nodes", d.Topic, d.Segments[0].Owner))
+	return -1
+}
+
+// produce sends messages single-message requests, message i to
+// topics[i%len] through conns[i%len], concurrency in flight in all, and
+// returns the rate of the acknowledged ones.
+func produce(conns []*nats.Conn, topics []string, messages, concurrency int, payload []byte) float64 {
+	subjects := make([]string, len(topics))
+	for i, uri := range topics {
+		p := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
+		subjects[i] = api.TopicSubject(api.ProducePrefix, p[0], p[1], p[2])
+	}
+	var next, ok, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc := conns[w%len(conns)]
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= messages {
+					return
+				}
+				m := &nats.Msg{Subject: subjects[i%len(subjects)], Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(i%1000)}}, Data: payload}
+				reply, err := nc.RequestMsg(m, 10*time.Second)
+				if err == nil && reply.Header.Get(micro.ErrorCodeHeader) != "" {
+					err = errors.New(reply.Header.Get(micro.ErrorCodeHeader) + " " + reply.Header.Get(micro.ErrorHeader))
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		fmt.Printf("  %d produce requests failed, the first: %v\n", n, firstErr.Load())
+	}
+	return float64(ok.Load()) / time.Since(t0).Seconds()
+}
+
+// readBack reads n messages of the topic from its start with a new stream
+// subscription and returns the rate.
+func readBack(nc *nats.Conn, uri, sub string, n int) float64 {
+	c, err := client.NewStreamConsumer(nc, uri, sub, client.WithStart("earliest"), client.WithFetch(1000, 4<<20, 100*time.Millisecond))
+	check(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		m, err := c.Next(ctx)
+		if err != nil {
+			check(fmt.Errorf("replay of %s after %d of %d messages: %w", uri, i, n, err))
+		}
+		m.Ack()
+	}
+	rate := float64(n) / time.Since(t0).Seconds()
+	check(c.Close(ctx))
+	return rate
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func check(err error) {
+	if err != nil {
+		b, _ := json.Marshal(err.Error())
+		fmt.Fprintf(os.Stderr, "cluster benchmark: %s\n", b)
+		os.Exit(1)
+	}
+}
