@@ -58,6 +58,7 @@ bench:
 	$(GO) run ./benchmarks/consumers
 	$(GO) run ./benchmarks/fsync
 	$(GO) run ./benchmarks/manytopics -topics 1000 -produce-topics 200 -messages 20000
+	$(GO) run ./benchmarks/cluster -messages 20000 -rounds 2
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
