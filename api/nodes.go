@@ -12,6 +12,9 @@ type NodeInfo struct {
 	// Live says its lease holds: the node renewed it within the lease
 	// time. A lapsed node is gone (stopped, killed or cut off).
 	Live bool `json:"live"`
+	// Entry says the node takes the clients' requests (and forwards those
+	// of topics other nodes own); one node at a time.
+	Entry bool `json:"entry"`
 	// Serving says the node serves the topics whose layouts name no owner
 	// (written before nodes had ids): the first node of the cluster.
 	Serving bool `json:"serving"`
@@ -28,6 +31,9 @@ type NodeInfo struct {
 // NodeListReply is the reply of node.list.
 type NodeListReply struct {
 	Nodes []NodeInfo `json:"nodes"`
+	// Entry is the id of the node that takes the clients' requests ("" when
+	// none holds the role).
+	Entry string `json:"entry"`
 	// Serving is the id of the node that serves the topics whose layouts
 	// name no owner ("" before the first node has claimed it).
 	Serving string `json:"serving"`

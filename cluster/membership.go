@@ -103,6 +103,12 @@ type membership struct {
 	lapsed    atomic.Pointer[map[string]bool]
 	countedAt atomic.Int64 // when live and lapsed were read (unix ns)
 
+	// entryRev is the revision of the entry role while this node holds
+	// it, entryUntil when it stops taking clients' requests unless it
+	// renews it first (unix ns); renewLoop's own (entry.go).
+	entryRev   uint64
+	entryUntil atomic.Int64
+
 	// validUntil is when the node stops taking appends unless it renews
 	// its lease first (unix ns): the lease's expiry less a margin, so that
 	// once the lease lapses and another node may take over, this one has
@@ -156,6 +162,13 @@ func (n *Node) join(ctx context.Context) error {
 	m.countNodes(now)
 	m.validUntil.Store(time.UnixMilli(m.rec.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
 	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal, m.nodes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_entry",
+			Help: "1 while this node holds the entry role (takes the clients' requests), 0 otherwise."}, func() float64 {
+			if n.entry.Load() {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_segments_owned",
 			Help: "Active segments of the active topics that this node owns."}, func() float64 {
 			return float64(n.topics.OwnedSegments(n.nodeID))
@@ -197,6 +210,7 @@ func (m *membership) renewLoop() {
 		if !m.renew() {
 			return
 		}
+		m.tryEntry(time.Now())
 	}
 }
 
@@ -411,12 +425,19 @@ func (n *Node) nodeList(ctx context.Context, _ []byte) (any, error) {
 	if err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return nil, metaErr(err, "the serving node")
 	}
+	entry, err := n.meta.Entry(ctx)
+	if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		return nil, metaErr(err, "the entry node")
+	}
 	now := time.Now()
+	if now.UnixMilli() >= entry.Expires {
+		entry.Node = "" // lapsed: nobody holds it
+	}
 	ms := func(v int64) string { return time.UnixMilli(v).UTC().Format(time.RFC3339Nano) }
-	reply := api.NodeListReply{Nodes: []api.NodeInfo{}, Serving: serving.Node}
+	reply := api.NodeListReply{Nodes: []api.NodeInfo{}, Serving: serving.Node, Entry: entry.Node}
 	for _, r := range nodes {
 		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, NATSURL: r.NATSURL, Live: r.Live(now),
-			Serving: r.ID == serving.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
+			Serving: r.ID == serving.Node, Entry: r.ID == entry.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
 			Segments: r.Segments, BytesPerSec: r.BytesPerSec})
 	}
 	slices.SortFunc(reply.Nodes, func(a, b api.NodeInfo) int { return strings.Compare(a.ID, b.ID) })

@@ -75,6 +75,11 @@ type Node struct {
 	fwd         *forwarder // forwarding to topics' owners (forward.go)
 	ownersMu    sync.Mutex
 	owners      map[string]ownerEntry // topics other nodes own (topicByName)
+	// entry says the node holds the entry role and takes the clients'
+	// requests; lostEntry that another node took it from this run.
+	entry, lostEntry atomic.Bool
+	svcMu            sync.Mutex // guards starting services against Close
+	closing          bool
 }
 
 // Start starts a node and returns once it serves requests.
@@ -175,16 +180,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.startForwarding(); err != nil {
 		return nil, err
 	}
-	// Only the serving node takes clients' requests: NATS picks a queue
-	// group's member at random across a cluster, so requests of one
-	// connection spread over several nodes would reach an owner by
+	// Only the entry node takes clients' requests (entry.go): NATS picks
+	// a queue group's member at random across a cluster, so requests of
+	// one connection spread over several nodes would reach an owner by
 	// several paths, out of order. Through one node they stay in order;
 	// it forwards what other nodes own.
-	if n.serving.Load() {
-		if err := n.addServices(); err != nil {
-			return nil, err
-		}
-	}
+	n.members.tryEntry(time.Now())
 	if err := n.addClusterService(); err != nil {
 		return nil, err
 	}
@@ -378,6 +379,9 @@ func (n *Node) Close() error {
 	// Stop taking requests, then answer every produce request taken
 	// (with its result, or UNAVAILABLE from the stopping topics) before
 	// the logs close.
+	n.svcMu.Lock()
+	n.closing = true
+	n.svcMu.Unlock()
 	n.stopTaking()
 	if left := n.produceInflight.wait(shutdownAnswerTimeout); left > 0 {
 		n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)

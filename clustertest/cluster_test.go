@@ -240,7 +240,7 @@ var _ = Describe("A cluster of three nodes", func() {
 		// another node.
 		r, err := nodeList(conns[0])
 		Expect(err).NotTo(HaveOccurred())
-		entry := r.Serving
+		entry := r.Entry
 		var lostURI, keptURI, lostOwner, keptOwner string
 		for i := 0; (lostURI == "" || keptURI == "") && i < 60; i++ {
 			uri := fmt.Sprintf("topic://public/default/back%d", i)
@@ -291,6 +291,44 @@ var _ = Describe("A cluster of three nodes", func() {
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		produceGo(conns[other], lostURI, 500, 700, 8)
 		readAll(conns[other], lostURI, "after", 700)
+	})
+
+	It("moves the entry role when the entry node is killed: topics of the live nodes serve again through any node", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		entry := int(r.Entry[1] - '1')
+		// A topic owned by a node that is not the entry node.
+		var uri string
+		var owner int
+		for i := 0; uri == "" && i < 60; i++ {
+			u := fmt.Sprintf("topic://public/default/moved%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, u, 1)
+			Expect(err).NotTo(HaveOccurred())
+			if o := int(d.Segments[0].Owner[1] - '1'); o != entry {
+				uri, owner = u, o
+			}
+		}
+		Expect(uri).NotTo(BeEmpty())
+		third := 3 - entry - owner
+		produceGo(conns[third], uri, 0, 300, 8)
+
+		nodes[entry].kill()
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[third])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Entry).NotTo(BeEmpty())
+			g.Expect(r.Entry).NotTo(Equal(nodes[entry].id))
+		}).WithTimeout(45 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		Eventually(func() error {
+			_, err := client.NewAdmin(conns[third]).DescribeTopic(ctx, uri)
+			return err
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		produceGo(conns[third], uri, 300, 600, 8)
+		producePlain(conns[owner], uri, 600, 700, 8)
+		readAll(conns[third], uri, "moved", 700)
 	})
 
 	It("refuses a second process with the id of a live node", func() {

@@ -77,3 +77,31 @@ func TestServingClaim(t *testing.T) {
 		t.Fatalf("Serving = %+v, %v", got, err)
 	}
 }
+
+// TestEntryRole: the first taker holds the entry role; another is refused
+// while it lives and takes it once it lapses; the old holder's renewal
+// then conflicts.
+func TestEntryRole(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.UnixMilli(1_800_000_000_000)
+	rev, err := s.TakeEntry(ctx, "n1", now, now.Add(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, err = s.RenewEntry(ctx, "n1", now.Add(8*time.Second), rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeEntry(ctx, "n2", now.Add(7*time.Second), now.Add(13*time.Second)); !errors.Is(err, ErrEntryHeld) {
+		t.Fatalf("taking a live entry role: %v, want ErrEntryHeld", err)
+	}
+	if _, err := s.TakeEntry(ctx, "n2", now.Add(9*time.Second), now.Add(15*time.Second)); err != nil {
+		t.Fatalf("taking a lapsed entry role: %v", err)
+	}
+	if _, err := s.RenewEntry(ctx, "n1", now.Add(10*time.Second), rev); !errors.Is(err, ErrConflict) {
+		t.Fatalf("the old holder renewing: %v, want ErrConflict", err)
+	}
+	if rec, err := s.Entry(ctx); err != nil || rec.Node != "n2" {
+		t.Fatalf("Entry = %+v, %v", rec, err)
+	}
+}

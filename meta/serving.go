@@ -51,3 +51,51 @@ func (s *Store) Serving(ctx context.Context) (ServingRecord, error) {
 	_, err := s.get(ctx, servingKey, &held)
 	return held, err
 }
+
+// EntryRecord names the node that takes the clients' requests (the entry
+// node) until Expires (unix ms); its holder renews it with its membership
+// lease, and another node takes it once it lapses. It holds no data: the
+// role moves freely.
+type EntryRecord struct {
+	Node    string `json:"node"`
+	Expires int64  `json:"expires"`
+}
+
+const entryKey = "cluster.entry"
+
+// ErrEntryHeld is returned by TakeEntry while another node holds a live
+// entry lease.
+var ErrEntryHeld = errors.New("braid/meta: another node holds the entry role")
+
+// TakeEntry takes the entry role for node until expires when nobody holds
+// it, its lease has lapsed at now, or node holds it already; it returns
+// the revision to renew from.
+func (s *Store) TakeEntry(ctx context.Context, node string, now, expires time.Time) (uint64, error) {
+	rec := EntryRecord{Node: node, Expires: expires.UnixMilli()}
+	rev, err := s.create(ctx, entryKey, rec)
+	if !errors.Is(err, ErrExists) {
+		return rev, err
+	}
+	var held EntryRecord
+	heldRev, err := s.get(ctx, entryKey, &held)
+	if err != nil {
+		return 0, err
+	}
+	if held.Node != node && now.UnixMilli() < held.Expires {
+		return 0, fmt.Errorf("%w: %s until %s", ErrEntryHeld, held.Node, time.UnixMilli(held.Expires).UTC().Format(time.RFC3339Nano))
+	}
+	return s.update(ctx, entryKey, rec, heldRev)
+}
+
+// RenewEntry renews the entry role held at revision rev; ErrConflict means
+// another node took it.
+func (s *Store) RenewEntry(ctx context.Context, node string, expires time.Time, rev uint64) (uint64, error) {
+	return s.update(ctx, entryKey, EntryRecord{Node: node, Expires: expires.UnixMilli()}, rev)
+}
+
+// Entry returns the entry record; ErrNotFound before any node took it.
+func (s *Store) Entry(ctx context.Context) (EntryRecord, error) {
+	var rec EntryRecord
+	_, err := s.get(ctx, entryKey, &rec)
+	return rec, err
+}

@@ -15,7 +15,7 @@ import (
 const nodeUsage = `usage: braid node <verb> [flags]
 
 verbs:
-  list [--json]   the cluster's nodes: id, NATS URL, live, serving, segments owned, bytes/s, lease times
+  list [--json]   the cluster's nodes: id, NATS URL, live, entry, segments owned, bytes/s, lease times
 `
 
 func nodeCmd(args []string) error {
@@ -49,9 +49,9 @@ func nodeCmd(args []string) error {
 		return enc.Encode(reply)
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tNATS\tLIVE\tSERVING\tSEGMENTS\tBYTES/S\tSTARTED\tEXPIRES")
+	fmt.Fprintln(w, "NODE\tNATS\tLIVE\tENTRY\tSEGMENTS\tBYTES/S\tSTARTED\tEXPIRES")
 	for _, nd := range reply.Nodes {
-		fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%d\t%.0f\t%s\t%s\n", nd.ID, nd.NATSURL, nd.Live, nd.Serving, nd.Segments, nd.BytesPerSec,
+		fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%d\t%.0f\t%s\t%s\n", nd.ID, nd.NATSURL, nd.Live, nd.Entry, nd.Segments, nd.BytesPerSec,
 			nd.Started, nd.Expires)
 	}
 	return w.Flush()

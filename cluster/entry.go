@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/braidmq/braid/meta"
+)
+
+// The entry role: one node at a time takes the clients' requests (see
+// forward.go for why one); it holds a lease on the role in the KV
+// (cluster.entry), renewed with its membership lease. When its holder
+// goes, the first live node to see the lease lapsed takes the role and
+// starts the client services; a holder that cannot renew stops taking
+// requests before its lease lapses (the same margin as appends), and one
+// whose role another node took stops for good (until it restarts).
+
+// tryEntry renews the entry role when this node holds it, or takes it when
+// it is free or has lapsed. It runs at start and at each renewal.
+func (m *membership) tryEntry(now time.Time) {
+	n := m.n
+	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
+	defer cancel()
+	expires := now.Add(m.ttl)
+	if n.entry.Load() {
+		rev, err := n.meta.RenewEntry(ctx, n.nodeID, expires, m.entryRev)
+		switch {
+		case err == nil:
+			m.entryRev = rev
+			m.entryUntil.Store(expires.Add(-leaseMargin(m.ttl)).UnixNano())
+		case errors.Is(err, meta.ErrConflict):
+			n.log.Error("another node took the entry role: this node stops taking clients' requests", "node", n.nodeID)
+			n.loseEntry()
+		case now.UnixNano() >= m.entryUntil.Load():
+			n.log.Error("the entry role could not be renewed in time: this node stops taking clients' requests", "node", n.nodeID, "err", err)
+			n.loseEntry()
+		}
+		return
+	}
+	if n.lostEntry.Load() {
+		return
+	}
+	rev, err := n.meta.TakeEntry(ctx, n.nodeID, now, expires)
+	if err != nil {
+		if !errors.Is(err, meta.ErrEntryHeld) {
+			n.log.Warn("taking the entry role failed", "node", n.nodeID, "err", err)
+		}
+		return
+	}
+	m.entryRev = rev
+	m.entryUntil.Store(expires.Add(-leaseMargin(m.ttl)).UnixNano())
+	if err := n.becomeEntry(); err != nil {
+		n.log.Error("this node took the entry role but could not start the client services", "node", n.nodeID, "err", err)
+	}
+}
+
+// becomeEntry starts the client services.
+func (n *Node) becomeEntry() error {
+	n.svcMu.Lock()
+	defer n.svcMu.Unlock()
+	if n.closing {
+		return nil
+	}
+	if err := n.addServices(); err != nil {
+		return err
+	}
+	n.entry.Store(true)
+	n.log.Info("this node is the entry node: it takes the clients' requests", "node", n.nodeID)
+	return nil
+}
+
+// loseEntry stops taking the clients' requests.
+func (n *Node) loseEntry() {
+	n.entry.Store(false)
+	n.lostEntry.Store(true)
+	n.stopTaking()
+}
