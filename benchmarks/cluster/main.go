@@ -45,6 +45,7 @@ func main() {
 	spread := flag.Int("topics", 12, "topics of the spread run")
 	size := flag.Int("size", 100, "payload bytes")
 	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
+	kills := flag.Int("kills", 0, "then kill the entry node this many times: time from the kill to the first acknowledged write of a live node's topic")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "braid-cluster-bench-")
@@ -134,6 +135,92 @@ func main() {
 	row("produce, one topic owned by another node (forwarded)", forwarded)
 	row(fmt.Sprintf("produce, %d topics, a client on every node", *spread), spreadRuns)
 	row("replay, one topic (cluster: owned by another node, forwarded)", replay)
+	if *kills > 0 {
+		stopAll(single)
+		entryLoss(three, *kills)
+	}
+}
+
+// entryLoss kills the entry node kills times, each time measuring how long
+// after the SIGKILL a produce to a topic owned by a live node is
+// acknowledged again through another node, then restarts the killed node.
+func entryLoss(nodes []*node, kills int) {
+	var took []time.Duration
+	for k := 1; k <= kills; k++ {
+		entry := -1
+		for wait := time.Now(); entry < 0; time.Sleep(100 * time.Millisecond) {
+			r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
+			check(err)
+			for i, nd := range nodes {
+				if nd.id == r.Entry {
+					entry = i
+				}
+			}
+			if entry < 0 && time.Since(wait) > time.Minute {
+				check(fmt.Errorf("no entry node for a minute: %+v", r))
+			}
+		}
+		via := (entry + 1) % len(nodes)
+		var d api.TopicDescription
+		for i := 0; ; i++ {
+			d = createTopic(nodes[via].nc, fmt.Sprintf("topic://public/default/loss%d-%d", k, i))
+			if d.Segments[0].Owner != nodes[entry].id {
+				break
+			}
+		}
+		p := strings.Split(strings.TrimPrefix(d.Topic, "topic://"), "/")
+		subject := api.TopicSubject(api.ProducePrefix, p[0], p[1], p[2])
+		t0 := time.Now()
+		_ = nodes[entry].cmd.Process.Kill()
+		_ = nodes[entry].cmd.Wait()
+		for {
+			reply, err := nodes[via].nc.Request(subject, []byte("x"), 500*time.Millisecond)
+			if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
+				break
+			}
+			if time.Since(t0) > 2*time.Minute {
+				check(fmt.Errorf("kill %d: no write acknowledged 2 minutes after the kill", k))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		took = append(took, time.Since(t0))
+		fmt.Printf("kill %d of the entry node %s: a live node's topic acknowledged a write again after %s\n", k, nodes[entry].id,
+			took[len(took)-1].Round(time.Millisecond))
+		restart(nodes, entry)
+	}
+	slices.Sort(took)
+	fmt.Printf("entry node loss over %d kills: p50 %s, p99 (max) %s\n", len(took), took[len(took)/2].Round(time.Millisecond),
+		took[len(took)-1].Round(time.Millisecond))
+}
+
+// restart starts node i again with its arguments and waits until every
+// node lists it live.
+func restart(nodes []*node, i int) {
+	nd := nodes[i]
+	cmd := exec.Command(nd.cmd.Path, nd.cmd.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = nd.cmd.Stdout, nd.cmd.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	check(cmd.Start())
+	nd.cmd = cmd
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		r, err := client.NewAdmin(nodes[(i+1)%len(nodes)].nc).ListNodes(ctx)
+		cancel()
+		live := 0
+		for _, x := range r.Nodes {
+			if x.Live {
+				live++
+			}
+		}
+		if err == nil && live == len(nodes) {
+			return
+		}
+		if time.Now().After(deadline) {
+			check(fmt.Errorf("node %s not back after 2 minutes", nd.id))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // node is one braid serve child and a client connection to it.
