@@ -271,6 +271,9 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 		f.n.produceM.noReply.Inc()
 	}
 	t, err := f.topic(m.Subject, prefix)
+	if fenced := f.n.fenceEntry(); fenced != nil {
+		err = fenced
+	}
 	if owner, ok := notOwner(err); ok {
 		// Another node owns the topic: it gets the request as it came,
 		// and answers the client.
@@ -372,6 +375,9 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 	tenant, err := multiTenant(string(m.Subject))
 	if err == nil && f.inflight.Load() > produceQueueBytes {
 		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
+	}
+	if err == nil {
+		err = f.n.fenceEntry()
 	}
 	if err == nil {
 		err = f.n.fence()

@@ -383,6 +383,19 @@ func (n *Node) fence() error {
 		n.nodeID)
 }
 
+// fenceEntry returns UNAVAILABLE when this node holds the entry role but
+// has not renewed it in time: another node may hold it now, and requests
+// taken by both could reach an owner out of order. nil when it is current
+// (or the node is not the entry node: it then takes no clients' requests).
+func (n *Node) fenceEntry() error {
+	m := n.members
+	if m == nil || !n.entry.Load() || time.Now().UnixNano() < m.entryUntil.Load() {
+		return nil
+	}
+	m.fencedTotal.Inc()
+	return api.Errorf(api.CodeUnavailable, "node %s has not renewed its entry role in time: it takes no requests until it does; retry", n.nodeID)
+}
+
 // leave stops renewing and releases the lease, so that the others see the
 // node gone at once.
 func (m *membership) leave() {

@@ -30,7 +30,12 @@ func (n *Node) clusterOptions(opts *server.Options) error {
 		l.Close()
 	}
 	opts.ServerName = n.nodeID
-	opts.Cluster = server.ClusterOpts{Name: n.cfg.ClusterName, Host: host, Port: port}
+	// A route to a server that stopped answering (killed without a close,
+	// stopped, cut off) is dropped after about a third of a lease, and
+	// with it the subscriptions it carried: NATS then stops handing
+	// requests to that node (the default is minutes).
+	ping := max(n.cfg.LeaseTTL/9, 100*time.Millisecond)
+	opts.Cluster = server.ClusterOpts{Name: n.cfg.ClusterName, Host: host, Port: port, PingInterval: ping, MaxPingsOut: 3}
 	for _, r := range n.cfg.Routes {
 		urls := server.RoutesFromStr(r)
 		if len(urls) == 0 {

@@ -87,6 +87,11 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 		r := newReplier(n.nc, req)
 		n.produceInflight.add(1)
 		t, err := n.topicOf(req.Subject(), prefix)
+		if !isForwarded(req) {
+			if fenced := n.fenceEntry(); fenced != nil {
+				err = fenced
+			}
+		}
 		if owner, ok := notOwner(err); ok {
 			if err = n.forwardReq(req, owner); err == nil {
 				n.produceInflight.done(1)
@@ -258,6 +263,9 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		n.produceM.noReply.Inc()
 	}
 	tenant, err := multiTenant(req.Subject())
+	if err == nil && !isForwarded(req) {
+		err = n.fenceEntry()
+	}
 	if err == nil {
 		err = n.fence()
 	}

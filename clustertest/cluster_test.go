@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -286,7 +287,9 @@ var _ = Describe("A cluster of three nodes", func() {
 			g.Expect(liveNodes(r)).To(HaveLen(3))
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		Eventually(func() error {
-			_, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, lostURI)
+			actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer acancel()
+			_, err := client.NewAdmin(conns[other]).DescribeTopic(actx, lostURI)
 			return err
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		produceGo(conns[other], lostURI, 500, 700, 8)
@@ -323,12 +326,77 @@ var _ = Describe("A cluster of three nodes", func() {
 			g.Expect(r.Entry).NotTo(Equal(nodes[entry].id))
 		}).WithTimeout(45 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		Eventually(func() error {
-			_, err := client.NewAdmin(conns[third]).DescribeTopic(ctx, uri)
+			actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer acancel()
+			_, err := client.NewAdmin(conns[third]).DescribeTopic(actx, uri)
 			return err
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		produceGo(conns[third], uri, 300, 600, 8)
 		producePlain(conns[owner], uri, 600, 700, 8)
 		readAll(conns[third], uri, "moved", 700)
+	})
+
+	It("fences a stopped entry node: another takes the role, and the stopped one takes nothing out of order when it continues", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		stopped := int(r.Entry[1] - '1')
+		other := (stopped + 1) % 3
+		var uri string
+		for i := 0; uri == "" && i < 60; i++ {
+			u := fmt.Sprintf("topic://public/default/fenced%d", i)
+			d, err := client.NewAdmin(conns[other]).CreateTopic(ctx, u, 1)
+			Expect(err).NotTo(HaveOccurred())
+			if d.Segments[0].Owner != nodes[stopped].id {
+				uri = u
+			}
+		}
+		Expect(uri).NotTo(BeEmpty())
+		produceGo(conns[other], uri, 0, 300, 8)
+
+		nodes[stopped].signal(syscall.SIGSTOP)
+		stillStopped := true
+		defer func() {
+			if stillStopped {
+				nodes[stopped].signal(syscall.SIGCONT)
+			}
+		}()
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Entry).NotTo(BeEmpty())
+			g.Expect(r.Entry).NotTo(Equal(nodes[stopped].id))
+		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		Eventually(func() error {
+			actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer acancel()
+			_, err := client.NewAdmin(conns[other]).DescribeTopic(actx, uri)
+			return err
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		produceGo(conns[other], uri, 300, 600, 8)
+
+		nodes[stopped].signal(syscall.SIGCONT)
+		stillStopped = false
+		// Through the continued node's own server: its requests reach the
+		// new entry node (the continued one gave the role up).
+		Eventually(func() error {
+			actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer acancel()
+			_, err := client.NewAdmin(conns[stopped]).DescribeTopic(actx, uri)
+			return err
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		produceGo(conns[stopped], uri, 600, 900, 8)
+		readAll(conns[other], uri, "fenced", 900)
+		// (The metadata store may be electing a leader again for a moment
+		// after the stopped node's return.)
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Entry).NotTo(BeEmpty())
+			g.Expect(r.Entry).NotTo(Equal(nodes[stopped].id))
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	})
 
 	It("refuses a second process with the id of a live node", func() {

@@ -114,6 +114,13 @@ func (nd *node) kill() {
 	nd.cmd = nil
 }
 
+// signal sends sig to the running process.
+func (nd *node) signal(sig syscall.Signal) {
+	GinkgoHelper()
+	Expect(nd.cmd).NotTo(BeNil())
+	Expect(syscall.Kill(nd.cmd.Process.Pid, sig)).To(Succeed())
+}
+
 func (nd *node) running() bool {
 	if nd.cmd == nil {
 		return false
