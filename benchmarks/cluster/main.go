@@ -45,6 +45,7 @@ func main() {
 	spread := flag.Int("topics", 12, "topics of the spread run")
 	size := flag.Int("size", 100, "payload bytes")
 	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
+	flag.DurationVar(&leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl (0: their default)")
 	kills := flag.Int("kills", 0, "then kill the entry node this many times: time from the kill to the first acknowledged write of a live node's topic")
 	flag.Parse()
 
@@ -223,6 +224,9 @@ func restart(nodes []*node, i int) {
 	}
 }
 
+// leaseTTL is the nodes' --lease-ttl (0: the default).
+var leaseTTL time.Duration
+
 // node is one braid serve child and a client connection to it.
 type node struct {
 	id  string
@@ -249,6 +253,9 @@ func startNodes(bin, dir string, n int) []*node {
 		id := fmt.Sprintf("n%d", i+1)
 		args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--nats-listen", natsAddrs[i],
 			"--metrics-listen", "off", "--log-level", "warn"}
+		if leaseTTL > 0 {
+			args = append(args, "--lease-ttl", leaseTTL.String())
+		}
 		if n > 1 {
 			var routes []string
 			for _, a := range clusterAddrs {
