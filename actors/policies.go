@@ -171,3 +171,19 @@ func (t *Topic) effectivePolicies() api.Policies {
 	p.Durability, p.MaxPayloadBytes = &durability, &maxPayload
 	return p
 }
+
+// ReapplyNamespace applies the stored policies of namespace ns to its
+// active topics here: another node changed them (each node applies a
+// change to its own active topics).
+func (m *Manager) ReapplyNamespace(ctx context.Context, ns routing.NamespaceName) error {
+	rec, err := m.meta.Namespace(ctx, ns)
+	if err != nil {
+		return metaError(err)
+	}
+	for _, t := range m.loaded(ns) {
+		if err := m.askController(ctx, t, &policiesReq{ns: rec.Policies}); err != nil {
+			m.log.Warn("applying namespace policies changed on another node", "topic", t.uri, "err", err)
+		}
+	}
+	return nil
+}

@@ -90,5 +90,8 @@ func (n *Node) namespacePolicies(ctx context.Context, body []byte) (any, error) 
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
+	if req.Policies != nil || len(req.Unset) > 0 {
+		defer n.announceNamespacePolicies(req.Namespace)
+	}
 	return n.topics.NamespacePolicies(ctx, req)
 }

@@ -12,9 +12,10 @@ import (
 // forward.go for why one); it holds a lease on the role in the KV
 // (cluster.entry), renewed with its membership lease. When its holder
 // goes, the first live node to see the lease lapsed takes the role and
-// starts the client services; a holder that cannot renew stops taking
-// requests before its lease lapses (the same margin as appends), and one
-// whose role another node took stops for good (until it restarts).
+// starts the client services; a holder that cannot renew refuses produce
+// requests from before its lease lapses (the same margin as appends) until
+// a renewal lands, and one whose role another node took stops its client
+// services for good (until it restarts).
 
 // tryEntry renews the entry role when this node holds it, or takes it when
 // it is free or has lapsed. It runs at start and at each renewal.
@@ -33,8 +34,10 @@ func (m *membership) tryEntry(now time.Time) {
 			n.log.Error("another node took the entry role: this node stops taking clients' requests", "node", n.nodeID)
 			n.loseEntry()
 		case now.UnixNano() >= m.entryUntil.Load():
-			n.log.Error("the entry role could not be renewed in time: this node stops taking clients' requests", "node", n.nodeID, "err", err)
-			n.loseEntry()
+			// Fenced (fenceEntry refuses produce requests) until a renewal
+			// lands, or finds that another node took the role. The store
+			// may be electing a leader: every node waits alike.
+			n.log.Warn("the entry role could not be renewed in time: produce requests are refused until it is", "node", n.nodeID, "err", err)
 		}
 		return
 	}

@@ -47,6 +47,7 @@ type forwarder struct {
 
 	inbox   string // replies to split produce-multi parts
 	inSub   *nats.Subscription
+	nsSub   *nats.Subscription // namespace policy changes
 	mu      sync.Mutex
 	lastID  uint64
 	pending map[uint64]func(*nats.Msg)
@@ -96,6 +97,11 @@ func (n *Node) startForwarding() error {
 	}
 	// Forwarded produce requests may be many and large, as direct ones.
 	_ = f.sub.SetPendingLimits(-1, produceQueueBytes)
+	// A namespace's policies changed on another node: apply them to the
+	// namespace's active topics here.
+	if f.nsSub, err = n.nc.Subscribe(nsPoliciesSubject, n.onNamespacePolicies); err != nil {
+		return fmt.Errorf("subscribing to namespace policy changes: %w", err)
+	}
 	f.inbox = n.nc.NewInbox()
 	if f.inSub, err = n.nc.Subscribe(f.inbox+".*", f.onReply); err != nil {
 		return fmt.Errorf("subscribing to forwarded replies: %w", err)
@@ -313,6 +319,31 @@ func (f *forwarder) close() {
 	}
 	_ = f.sub.Unsubscribe()
 	_ = f.inSub.Unsubscribe()
+	_ = f.nsSub.Unsubscribe()
+}
+
+// nsPoliciesSubject carries the name of a namespace whose policies a node
+// changed, to the other nodes.
+const nsPoliciesSubject = "braid.cluster.namespace-policies"
+
+func (n *Node) onNamespacePolicies(m *nats.Msg) {
+	if string(m.Header.Get("Braid-Node")) == n.nodeID {
+		return // applied here already
+	}
+	ns, err := routing.ParseNamespace(string(m.Data))
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	if err := n.topics.ReapplyNamespace(ctx, ns); err != nil {
+		n.log.Error("applying namespace policies changed on another node", "namespace", ns.String(), "err", err)
+	}
+}
+
+// announceNamespacePolicies tells the other nodes that ns's policies changed.
+func (n *Node) announceNamespacePolicies(ns string) {
+	_ = n.nc.PublishMsg(&nats.Msg{Subject: nsPoliciesSubject, Header: nats.Header{"Braid-Node": []string{n.nodeID}}, Data: []byte(ns)})
 }
 
 // adminTopicHandler serves an admin operation on one topic: here when

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -93,6 +94,34 @@ func produceGo(nc *nats.Conn, uri string, from, to, keys int) {
 			defer GinkgoRecover()
 			Expect(err).NotTo(HaveOccurred())
 		})).To(Succeed())
+	}
+	Expect(p.Close(ctx)).To(Succeed())
+}
+
+// produceRetrying sends seqs [from, to) one at a time through the Go
+// client, sending a record again while the cluster refuses it UNAVAILABLE
+// (a fenced node takes nothing, so nothing is stored twice), for the
+// moments after a node's return when leases are being renewed.
+func produceRetrying(nc *nats.Conn, uri string, from, to, keys int) {
+	GinkgoHelper()
+	var p *client.Producer
+	Eventually(func() error {
+		var err error
+		p, err = client.NewProducer(nc, uri)
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for seq := from; seq < to; seq++ {
+		rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
+		for {
+			_, err := p.SendSync(ctx, rec)
+			if err == nil {
+				break
+			}
+			Expect(errors.Is(err, api.ErrUnavailable) && strings.Contains(err.Error(), "takes no")).To(BeTrue(), "seq %d: %v", seq, err)
+			time.Sleep(50 * time.Millisecond) // the node renews its lease within a third of it
+		}
 	}
 	Expect(p.Close(ctx)).To(Succeed())
 }
@@ -276,7 +305,15 @@ var _ = Describe("A cluster of three nodes", func() {
 			g.Expect(m.Header.Get(micro.ErrorCodeHeader)).To(Equal(strconv.Itoa(api.CodeUnavailable.Number)))
 			g.Expect(m.Header.Get(micro.ErrorHeader)).To(ContainSubstring(nodes[victim].id))
 		}).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
-		// The other topic carries on.
+		// The other topic carries on (once the metadata store has a
+		// leader: if the killed node led it, every lease waits for the
+		// election, and a live node may look lapsed for a moment).
+		Eventually(func() error {
+			actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer acancel()
+			_, err := client.NewAdmin(conns[other]).DescribeTopic(actx, keptURI)
+			return err
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		produceGo(conns[other], keptURI, 500, 700, 8)
 		readAll(conns[survivor], keptURI, "kept", 700)
 
@@ -375,19 +412,24 @@ var _ = Describe("A cluster of three nodes", func() {
 			_, err := client.NewAdmin(conns[other]).DescribeTopic(actx, uri)
 			return err
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
-		produceGo(conns[other], uri, 300, 600, 8)
+		produceRetrying(conns[other], uri, 300, 600, 8)
 
 		nodes[stopped].signal(syscall.SIGCONT)
 		stillStopped = false
+		// The continued node finds the role taken and stops its client
+		// services (requests it held meanwhile were refused or are lost:
+		// their senders time out).
+		Eventually(func() string { return nodes[stopped].logTail(400) }).WithTimeout(30 * time.Second).
+			WithPolling(200 * time.Millisecond).Should(ContainSubstring("another node took the entry role"))
 		// Through the continued node's own server: its requests reach the
-		// new entry node (the continued one gave the role up).
+		// new entry node.
 		Eventually(func() error {
 			actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer acancel()
 			_, err := client.NewAdmin(conns[stopped]).DescribeTopic(actx, uri)
 			return err
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
-		produceGo(conns[stopped], uri, 600, 900, 8)
+		produceRetrying(conns[stopped], uri, 600, 900, 8)
 		readAll(conns[other], uri, "fenced", 900)
 		// (The metadata store may be electing a leader again for a moment
 		// after the stopped node's return.)
@@ -397,6 +439,37 @@ var _ = Describe("A cluster of three nodes", func() {
 			g.Expect(r.Entry).NotTo(BeEmpty())
 			g.Expect(r.Entry).NotTo(Equal(nodes[stopped].id))
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	})
+
+	It("applies a namespace's policy change to its active topics on every node", func() {
+		_, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		var uri string
+		for i := 0; uri == "" && i < 60; i++ {
+			u := fmt.Sprintf("topic://public/default/policed%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, u, 1)
+			Expect(err).NotTo(HaveOccurred())
+			if d.Segments[0].Owner != r.Entry {
+				uri = u
+			}
+		}
+		Expect(uri).NotTo(BeEmpty())
+		produceGo(conns[1], uri, 0, 10, 2) // active on its owner
+		retention := "100h"
+		_, err = client.NewAdmin(conns[2]).SetNamespacePolicies(ctx, "public/default", &api.Policies{Retention: &retention})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			d, err := client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.EffectivePolicies).NotTo(BeNil())
+			g.Expect(d.EffectivePolicies.Retention).NotTo(BeNil())
+			got, err := time.ParseDuration(*d.EffectivePolicies.Retention)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(100 * time.Hour))
+		}).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	})
 
 	It("refuses a second process with the id of a live node", func() {
