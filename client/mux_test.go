@@ -20,29 +20,9 @@ import (
 // requests than batches), every record is appended, and each producer's
 // records land in its topic's one unit in Send order.
 func TestProducersShareRequests(t *testing.T) {
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
-		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = node.Close() })
-	nc, err := nats.Connect(node.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := startMuxNode(t)
 	const topics, perTopic = 40, 100
-	admin := NewAdmin(nc)
-	producers := make([]*Producer, topics)
-	for i := range producers {
-		uri := fmt.Sprintf("topic://public/default/share%d", i)
-		if _, err := admin.CreateTopic(t.Context(), uri, 1, WithTopicBuckets(1)); err != nil {
-			t.Fatal(err)
-		}
-		if producers[i], err = NewProducer(nc, uri, WithLinger(0)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	producers := topicProducers(t, nc, "share", topics, func(int) time.Duration { return 0 })
 	mux := producers[0].mux
 	for _, p := range producers {
 		if p.mux != mux {
@@ -116,33 +96,14 @@ func TestProducersShareRequests(t *testing.T) {
 // record is appended when its linger ends, cut by the connection's
 // lingerer rather than by each producer's sender.
 func TestLingerEndsWithoutWakingEachSender(t *testing.T) {
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
-		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = node.Close() })
-	nc, err := nats.Connect(node.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := startMuxNode(t)
 	const topics = 60
-	admin := NewAdmin(nc)
-	producers := make([]*Producer, topics)
-	for i := range producers {
-		uri := fmt.Sprintf("topic://public/default/linger%d", i)
-		if _, err := admin.CreateTopic(t.Context(), uri, 1, WithTopicBuckets(1)); err != nil {
-			t.Fatal(err)
-		}
-		linger := 50 * time.Millisecond
+	producers := topicProducers(t, nc, "linger", topics, func(i int) time.Duration {
 		if i%2 == 1 {
-			linger = 5 * time.Millisecond
+			return 5 * time.Millisecond
 		}
-		if producers[i], err = NewProducer(nc, uri, WithLinger(linger)); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return 50 * time.Millisecond
+	})
 	// Each sender has looked and found nothing to do before the sends.
 	deadline := time.Now().Add(10 * time.Second)
 	for _, p := range producers {
@@ -190,4 +151,42 @@ func TestLingerEndsWithoutWakingEachSender(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// startMuxNode starts a node and returns a connection to it; both close
+// when the test ends.
+func startMuxNode(t *testing.T) *nats.Conn {
+	t.Helper()
+	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	nc, err := nats.Connect(node.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// topicProducers creates n topics of one bucket, <prefix>0.., and a
+// producer on nc for each, lingering linger(i).
+func topicProducers(t *testing.T, nc *nats.Conn, prefix string, n int, linger func(i int) time.Duration) []*Producer {
+	t.Helper()
+	admin := NewAdmin(nc)
+	producers := make([]*Producer, n)
+	for i := range producers {
+		uri := fmt.Sprintf("topic://public/default/%s%d", prefix, i)
+		if _, err := admin.CreateTopic(t.Context(), uri, 1, WithTopicBuckets(1)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewProducer(nc, uri, WithLinger(linger(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		producers[i] = p
+	}
+	return producers
 }

@@ -255,13 +255,13 @@ func (n *Node) forwardReq(req micro.Request, owner string) error {
 	return n.forward(owner, req.Subject(), req.Reply(), nats.Header(req.Headers()), req.Data(), isForwarded(req))
 }
 
-// request sends a produce-multi of some parts to their owner and calls cb
+// requestOwner sends a produce-multi of some parts to their owner and calls cb
 // with its reply. The publish happens before request returns, so requests
 // reach each owner in the order they were made.
 func (n *Node) requestOwner(owner, tenant string, body []byte, cb func(*nats.Msg, error)) {
-	node := n.ownerNode(owner)
-	if node == "" || node == n.nodeID || !n.members.isLive(node) {
-		cb(nil, api.Errorf(api.CodeUnavailable, "the topic is owned by node %q, which is down (its lease lapsed); its data returns with it", node))
+	node, err := n.forwardTarget(owner, false)
+	if err != nil {
+		cb(nil, err)
 		return
 	}
 	f := n.fwd
@@ -283,8 +283,7 @@ func (n *Node) requestOwner(owner, tenant string, body []byte, cb func(*nats.Msg
 		}
 	})
 	f.mu.Unlock()
-	f.forwarded.Add(1)
-	err := n.nc.PublishMsg(&nats.Msg{Subject: fwdPrefix + "." + node + "." + api.ProduceMultiPrefix + "." + tenant,
+	err = n.nc.PublishMsg(&nats.Msg{Subject: fwdPrefix + "." + node + "." + api.ProduceMultiPrefix + "." + tenant,
 		Reply: f.inbox + "." + strconv.FormatUint(id, 36), Data: body})
 	if err != nil {
 		f.mu.Lock()
@@ -356,10 +355,7 @@ func (n *Node) adminTopicHandler(op adminOp) micro.HandlerFunc {
 		}
 		if json.Unmarshal(req.Data(), &named) == nil && named.Topic != "" && !isForwarded(req) {
 			if name, err := routing.ParseTopic(named.Topic); err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-				rec, _, err := n.meta.Topic(ctx, name)
-				cancel()
-				if owner := actors.LayoutOwner(rec.Layout); err == nil && !n.owns(owner) {
+				if owner, remote := n.remoteOwner(name); remote {
 					if err := n.forwardReq(req, owner); err != nil {
 						newReplier(n.nc, req).err(err)
 					}
@@ -416,20 +412,55 @@ type ownerEntry struct {
 // NotOwnerError when another node owns it (remembered for a while).
 func (n *Node) topicByName(name routing.TopicName) (*actors.Topic, error) {
 	uri := name.String()
-	n.ownersMu.Lock()
-	e, ok := n.owners[uri]
-	n.ownersMu.Unlock()
-	if ok && time.Now().Before(e.until) {
-		return nil, &actors.NotOwnerError{Topic: uri, Owner: e.owner}
+	if owner, ok := n.cachedOwner(uri); ok {
+		return nil, &actors.NotOwnerError{Topic: uri, Owner: owner}
 	}
 	t, err := n.topics.TopicByName(name)
 	if owner, remote := notOwner(err); remote {
-		n.ownersMu.Lock()
-		if len(n.owners) >= ownerCacheMax || n.owners == nil {
-			n.owners = map[string]ownerEntry{}
-		}
-		n.owners[uri] = ownerEntry{owner: owner, until: time.Now().Add(ownerCacheTTL)}
-		n.ownersMu.Unlock()
+		n.rememberOwner(uri, owner)
 	}
 	return t, err
+}
+
+// cachedOwner returns the node that owns topic uri if this node remembers
+// that another one does.
+func (n *Node) cachedOwner(uri string) (string, bool) {
+	n.ownersMu.Lock()
+	defer n.ownersMu.Unlock()
+	e, ok := n.owners[uri]
+	if !ok || !time.Now().Before(e.until) {
+		return "", false
+	}
+	return e.owner, true
+}
+
+// rememberOwner notes that owner, another node, owns topic uri.
+func (n *Node) rememberOwner(uri, owner string) {
+	n.ownersMu.Lock()
+	defer n.ownersMu.Unlock()
+	if len(n.owners) >= ownerCacheMax || n.owners == nil {
+		n.owners = map[string]ownerEntry{}
+	}
+	n.owners[uri] = ownerEntry{owner: owner, until: time.Now().Add(ownerCacheTTL)}
+}
+
+// remoteOwner returns the node that owns topic name when it is another
+// one: without a metadata read when the topic is active here or its owner
+// is remembered.
+func (n *Node) remoteOwner(name routing.TopicName) (string, bool) {
+	uri := name.String()
+	if _, active := n.topics.Active(uri); active {
+		return "", false
+	}
+	if owner, ok := n.cachedOwner(uri); ok {
+		return owner, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	rec, _, err := n.meta.Topic(ctx, name)
+	if owner := actors.LayoutOwner(rec.Layout); err == nil && !n.owns(owner) {
+		n.rememberOwner(uri, owner)
+		return owner, true
+	}
+	return "", false // here, or not found: the operation answers
 }
