@@ -3,12 +3,20 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto
 
 all: build
 
 build:
 	$(GO) build -o bin/braid ./cmd/braid
+
+## proto: regenerate the protobuf code of the messages between nodes (cluster/clusterpb) from proto/;
+## installs protoc (apt-get) and protoc-gen-go (go install) when they are missing
+PROTOC_GEN_GO := $(shell $(GO) env GOPATH)/bin/protoc-gen-go
+proto:
+	@command -v protoc >/dev/null || (apt-get update && apt-get install -y protobuf-compiler)
+	@test -x $(PROTOC_GEN_GO) || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	PATH="$$PATH:$(dir $(PROTOC_GEN_GO))" protoc --proto_path=proto --go_out=. --go_opt=module=github.com/braidmq/braid proto/braid/cluster/v1/*.proto
 
 ## run: start the server on the embedded default (embedded NATS, data directory under the repo)
 run:

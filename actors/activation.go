@@ -131,8 +131,14 @@ type passivateResp struct{ err error }
 // it did: a topic used since it was picked, or with a consumer group
 // running, stays.
 func (m *Manager) passivate(t *Topic, idle time.Duration) bool {
+	return m.stopTopic(t, idle, false)
+}
+
+// stopTopic stops an active topic as passivate does; forced, whether or
+// not it is in use.
+func (m *Manager) stopTopic(t *Topic, idle time.Duration, force bool) bool {
 	m.mu.Lock()
-	if m.closed || m.topics[t.uri] != t || time.Since(time.Unix(0, t.lastUse.Load())) < idle || m.inUse(t.uri) {
+	if m.closed || m.topics[t.uri] != t || !force && (time.Since(time.Unix(0, t.lastUse.Load())) < idle || m.inUse(t.uri)) {
 		m.mu.Unlock()
 		return false
 	}
@@ -222,6 +228,7 @@ func (m *Manager) runSweeper(idle time.Duration, stop <-chan struct{}) {
 			if n := m.sweep(idle); n > 0 {
 				m.log.Debug("idle topics passivated", "count", n)
 			}
+			m.sweepServed(idle)
 		}
 	}
 }

@@ -450,7 +450,7 @@ func (b *bucketActor) flush() {
 		return
 	}
 	b.account(queue)
-	ackBatch(b.unit, writtenBatch{reqs: queue, first: first})
+	ackBatch(b.unit, writtenBatch{reqs: queue, first: first}, b.store.ackFence)
 	b.store.Signal(b.key.Topic.String())
 }
 

@@ -41,6 +41,8 @@ type groupCommitter struct {
 	// holdReplies, when set, is called around each pass of
 	// acknowledgements (see Config.HoldReplies).
 	holdReplies func() (release func())
+	// ackFence, when set, may refuse acknowledgements (see ackBatch).
+	ackFence func() error
 
 	mu sync.Mutex
 	// Guarded by mu: ready holds the committers with appends waiting, in
@@ -60,8 +62,8 @@ type groupCommitter struct {
 	later   []*committer
 }
 
-func newGroupCommitter(sync *wal.CommitGroup, logger *slog.Logger, holdReplies func() func()) *groupCommitter {
-	return &groupCommitter{sync: sync, logger: logger, holdReplies: holdReplies}
+func newGroupCommitter(sync *wal.CommitGroup, logger *slog.Logger, holdReplies func() func(), ackFence func() error) *groupCommitter {
+	return &groupCommitter{sync: sync, logger: logger, holdReplies: holdReplies, ackFence: ackFence}
 }
 
 // roundEntry is one committer's batch in a round: written to l, its
@@ -233,7 +235,7 @@ func (g *groupCommitter) acknowledge() {
 		defer g.holdReplies()()
 	}
 	for _, e := range g.durable {
-		ackBatch(e.c.unit(), e.batch)
+		ackBatch(e.c.unit(), e.batch, g.ackFence)
 		if e.c.onDurable != nil {
 			e.c.onDurable()
 		}
@@ -379,8 +381,20 @@ func (c *committer) answer(reqs []appendReq, err error) {
 func (c *committer) unit() unitRef { return unitRef{c.key.Segment, c.key.Bucket} }
 
 // ackBatch acknowledges the appends of a durable batch of unit u with
-// their offsets.
-func ackBatch(u unitRef, b writtenBatch) {
+// their offsets, unless fence (nil: none) refuses acknowledgements now:
+// then each is answered with its error. A node that may have been cut
+// off long enough for another to seal its segments in metadata does not
+// acknowledge what it wrote meanwhile (the producer resends it; the copy
+// in the sealed segment is read as well: at least once).
+func ackBatch(u unitRef, b writtenBatch, fence func() error) {
+	if fence != nil {
+		if err := fence(); err != nil {
+			for i := range b.reqs {
+				b.reqs[i].settle(u, 0, err)
+			}
+			return
+		}
+	}
 	off := b.first
 	for i := range b.reqs {
 		b.reqs[i].settle(u, off, nil)

@@ -100,5 +100,5 @@ func testGroup(t *testing.T) *groupCommitter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	return newGroupCommitter(g, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	return newGroupCommitter(g, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 }

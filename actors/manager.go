@@ -65,6 +65,9 @@ type Config struct {
 	System   *actor.ActorSystem
 	Meta     *meta.Store
 	Defaults Defaults
+	// RemoteUnits reads the bucket logs of segments other nodes own; nil
+	// reads every segment here.
+	RemoteUnits RemoteUnits
 	// Publish sends a layout push; nil disables pushes.
 	Publish    func(subject string, data []byte) error
 	Registerer prometheus.Registerer
@@ -106,6 +109,10 @@ type Config struct {
 	// the front-end may hold the replies meanwhile and send them in one
 	// write.
 	HoldReplies func() (release func())
+	// AckFence, when set, is asked before appends made durable are
+	// acknowledged: an error answers them with it instead (the node's
+	// lease has run out, and another node may have sealed its segments).
+	AckFence func() error
 }
 
 // Manager runs the topics of this node. It is safe for concurrent use.
@@ -128,6 +135,10 @@ type Manager struct {
 	activating  map[string]chan struct{}
 	passivating map[string]chan struct{}
 	stopSweeper chan struct{}
+	// served holds the records of topics not active here whose sealed
+	// segments this node serves to others (remote.go).
+	servedMu sync.Mutex
+	served   map[string]*servedTopic
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.
@@ -151,7 +162,7 @@ func NewManager(cfg Config) *Manager {
 		m.cfg.MaxOpenFiles = DefaultMaxOpenFiles()
 	}
 	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
-	m.store.syncMode, m.store.logger, m.store.holdReplies = cfg.CommitSync, cfg.Logger, cfg.HoldReplies
+	m.store.syncMode, m.store.logger, m.store.holdReplies, m.store.ackFence = cfg.CommitSync, cfg.Logger, cfg.HoldReplies, cfg.AckFence
 	m.store.files = wal.NewFileCache(m.cfg.MaxOpenFiles)
 	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
 	if m.system != nil {
@@ -303,7 +314,7 @@ func (m *Manager) describeRecord(name routing.TopicName, rec meta.TopicRecord, n
 // returns once it published its first snapshot. The caller makes it
 // known (m.topics).
 func (m *Manager) spawnTopic(name routing.TopicName, rec meta.TopicRecord, rev uint64, nsPolicies *api.Policies) (*Topic, error) {
-	t := &Topic{name: name, uri: name.String(), mgr: m, ready: make(chan struct{})}
+	t := &Topic{name: name, uri: name.String(), mgr: m, ready: make(chan struct{}), incarnation: rec.Incarnation}
 	t.touch()
 	m.store.SetIncarnation(name, rec.Incarnation)
 	if err := t.applyPolicies(rec.Policies, nsPolicies); err != nil {

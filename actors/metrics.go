@@ -49,6 +49,10 @@ type metrics struct {
 	activations       *prometheus.CounterVec
 	activationSeconds prometheus.Histogram
 	passivations      prometheus.Counter
+	// relocated counts segments of lost nodes sealed in metadata here
+	// (relocate.go); remoteReads the reads of units owned elsewhere.
+	relocated   prometheus.Counter
+	remoteReads *prometheus.CounterVec
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -115,6 +119,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
 		passivations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_topic_passivations_total", Help: "Topics passivated: idle past the idle timeout, or the least recently used when the open logs budget was reached."}),
+		relocated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_segments_relocated_total", Help: "Active segments of nodes whose lease lapsed that this node sealed in metadata, each given a successor with its range on a live node."}),
+		remoteReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
+			[]string{"result"}),
 		walReopens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_wal_reopens_total", Help: "Reopens of failed bucket logs (at most one a second per log), by result (ok, failed)."},
 			[]string{"result"}),
@@ -153,7 +162,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
-			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations,
+			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

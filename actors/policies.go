@@ -159,8 +159,14 @@ func (t *Topic) applyPolicies(own, ns *api.Policies) error {
 	t.nsPolicies.Store(ns)
 	t.policy.Store(&sp)
 	t.maxPayload.Store(int64(d.MaxPayloadBytes))
-	t.opts.Store(&wal.Options{Durability: d.Durability, SyncInterval: d.SyncInterval, SegmentBytes: d.SegmentBytes})
+	opts := d.logOptions()
+	t.opts.Store(&opts)
 	return nil
+}
+
+// logOptions are the bucket log options of resolved policies.
+func (d Defaults) logOptions() wal.Options {
+	return wal.Options{Durability: d.Durability, SyncInterval: d.SyncInterval, SegmentBytes: d.SegmentBytes}
 }
 
 // effectivePolicies is what every policy of the topic resolves to.

@@ -46,6 +46,7 @@ type LogStore struct {
 	commitsOnce sync.Once
 	logger      *slog.Logger
 	holdReplies func() (release func())
+	ackFence    func() error // see Config.AckFence
 
 	mu sync.Mutex
 	// incarnations holds the incarnation of every topic known here, by
@@ -101,7 +102,7 @@ func (s *LogStore) groupCommitter() *groupCommitter {
 			panic(err) // SyncEach opens nothing
 		}
 		s.commitGroup.Store(g)
-		s.commits = newGroupCommitter(g, logger, s.holdReplies)
+		s.commits = newGroupCommitter(g, logger, s.holdReplies, s.ackFence)
 	})
 	return s.commits
 }

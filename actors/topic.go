@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -74,6 +73,10 @@ type Topic struct {
 	routeMu sync.RWMutex
 	// lastUse is when the topic was last used (unix ns; see touch).
 	lastUse atomic.Int64
+	// incarnation is the record's (see LogStore); remote caches the
+	// bounds of sealed units read from other nodes (remote.go).
+	incarnation string
+	remote      remoteBounds
 }
 
 // publishQuiesced publishes st once no produce call is routing by the
@@ -176,7 +179,14 @@ func (st *topicState) lane(u unitRef) *bucketLane {
 
 // Bounds returns the first retained and the next offset of a unit.
 func (t *Topic) Bounds(seg topology.SegmentID, bucket int) (first, next uint64, err error) {
-	l, err := t.unitLog(seg, bucket)
+	s, err := t.unitSegment(seg, bucket)
+	if err != nil {
+		return 0, 0, err
+	}
+	if owner, remote := t.remoteOwner(s); remote {
+		return t.remoteBoundsOf(owner, s, bucket)
+	}
+	l, err := t.unitLogFor(s, bucket)()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -184,28 +194,23 @@ func (t *Topic) Bounds(seg topology.SegmentID, bucket int) (first, next uint64, 
 }
 
 // Read reads records of a unit from an offset. What it returns from an
-// active segment counts as that segment's out-load.
+// active segment counts as that segment's out-load. A segment another
+// node owns is read there.
 func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]wal.Record, error) {
 	t.touch()
-	l, err := t.unitLog(seg, bucket)
+	s, err := t.unitSegment(seg, bucket)
 	if err != nil {
 		return nil, err
 	}
-	if from >= l.NextOffset() {
-		return nil, nil
+	if owner, remote := t.remoteOwner(s); remote {
+		d, err := t.readRemote(owner, s, bucket, from, max, maxBytes, false)
+		return d.Records, err
 	}
-	recs, err := l.ReadRange(from, max, maxBytes)
-	if errors.Is(err, wal.ErrClosed) {
-		// The log was opened again under the read (its bucket reopened
-		// it after a failed write): read the one the store has now.
-		if l, err = t.unitLog(seg, bucket); err == nil {
-			recs, err = l.ReadRange(from, max, maxBytes)
-		}
+	d, err := readLocal(t.unitLogFor(s, bucket), UnitRead{From: from, Max: max, MaxBytes: maxBytes})
+	if m := t.state.Load().meters[seg]; m != nil && len(d.Records) > 0 {
+		m.read(d.Records)
 	}
-	if m := t.state.Load().meters[seg]; m != nil && len(recs) > 0 {
-		m.read(recs)
-	}
-	return recs, err
+	return d.Records, err
 }
 
 // Appended returns a channel closed at the next append to the topic.
@@ -214,25 +219,47 @@ func (t *Topic) Appended() <-chan struct{} { return t.mgr.store.Appended(t.uri) 
 // Changed returns a channel closed at the next layout change.
 func (t *Topic) Changed() <-chan struct{} { return t.state.Load().changed }
 
-func (t *Topic) unitLog(seg topology.SegmentID, bucket int) (*wal.Log, error) {
+// unitSegment returns the segment of a unit of the topic as it is now,
+// or why it has none.
+func (t *Topic) unitSegment(seg topology.SegmentID, bucket int) (topology.Segment, error) {
 	st := t.state.Load()
 	if st.passivated {
 		// A handle from before the topic stopped for idleness: read
 		// through the topic as it is now, not reopen its logs here.
 		nt, err := t.again()
 		if err != nil {
-			return nil, err
+			return topology.Segment{}, err
 		}
-		return nt.unitLog(seg, bucket)
+		st = nt.state.Load()
+		t = nt
 	}
 	s, ok := st.layout.Segment(seg)
 	if !ok || s.State == topology.StateDeleted {
-		return nil, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", t.uri, seg)
+		return s, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", t.uri, seg)
 	}
 	if bucket < 0 || bucket >= s.Buckets {
-		return nil, api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", seg, t.uri, s.Buckets, bucket)
+		return s, api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", seg, t.uri, s.Buckets, bucket)
 	}
-	return t.mgr.store.Log(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}, *t.opts.Load())
+	return s, nil
+}
+
+// unitLogFor returns how to open the log of a unit of segment s here.
+func (t *Topic) unitLogFor(s topology.Segment, bucket int) func() (*wal.Log, error) {
+	return func() (*wal.Log, error) {
+		return t.mgr.store.Log(UnitKey{Topic: t.name, Segment: s.ID, Bucket: bucket}, *t.opts.Load())
+	}
+}
+
+// unitLog returns the log of a unit whose segment this node owns.
+func (t *Topic) unitLog(seg topology.SegmentID, bucket int) (*wal.Log, error) {
+	s, err := t.unitSegment(seg, bucket)
+	if err != nil {
+		return nil, err
+	}
+	if owner, remote := t.remoteOwner(s); remote {
+		return nil, api.Errorf(api.CodeUnavailable, "segment %d of %s is on node %s", seg, t.uri, owner)
+	}
+	return t.unitLogFor(s, bucket)()
 }
 
 // Describe returns the topic's layout in wire form, with its own and its

@@ -69,6 +69,11 @@ type Config struct {
 	// ClusterListen is host:port of the embedded NATS server's cluster
 	// (route) listener; "" runs the node alone.
 	ClusterListen string
+	// ActorListen is host:port of the actor listener (protoactor remote),
+	// which other nodes read this node's segments through; "" is the
+	// cluster listener's host and any free port (and none without a
+	// cluster).
+	ActorListen string
 	// ClusterName is the embedded NATS cluster's name; default "braid".
 	ClusterName string
 	// Routes are the cluster listeners of the other nodes

@@ -107,7 +107,11 @@ func (n *Node) startForwarding() error {
 		return fmt.Errorf("subscribing to forwarded replies: %w", err)
 	}
 	n.fwd = f
-	n.registry.MustRegister(
+	n.takeoverTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_topic_takeovers_total",
+		Help: "Topics whose owner's lease ran out that this node moved: their lost node's active segments sealed in metadata, successors placed on a live node."})
+	n.takeoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "braid_topic_takeover_seconds",
+		Help: "Time to move one topic off a lost node (read its record, compare-and-swap the new layout).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})
+	n.registry.MustRegister(n.takeoverTotal, n.takeoverSeconds,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_forwarded_requests_total",
 			Help: "Requests this node forwarded to the node that owns their topic (a split produce-multi counts one per owner)."},
 			func() float64 { return float64(f.forwarded.Load()) }),
@@ -409,17 +413,34 @@ type ownerEntry struct {
 }
 
 // topicByName returns the active topic name, activating it, or a
-// NotOwnerError when another node owns it (remembered for a while).
+// NotOwnerError when another node owns it (remembered for a while). A
+// topic whose owner is gone is moved to a live node first (takeOver).
 func (n *Node) topicByName(name routing.TopicName) (*actors.Topic, error) {
 	uri := name.String()
 	if owner, ok := n.cachedOwner(uri); ok {
-		return nil, &actors.NotOwnerError{Topic: uri, Owner: owner}
+		if !n.ownerGone(owner) {
+			return nil, &actors.NotOwnerError{Topic: uri, Owner: owner}
+		}
+		n.forgetOwner(uri)
 	}
 	t, err := n.topics.TopicByName(name)
 	if owner, remote := notOwner(err); remote {
-		n.rememberOwner(uri, owner)
+		if n.ownerGone(owner) && n.takeOver(name, n.ownerNode(owner)) {
+			t, err = n.topics.TopicByName(name)
+			owner, remote = notOwner(err)
+		}
+		if remote {
+			n.rememberOwner(uri, owner)
+		}
 	}
 	return t, err
+}
+
+// forgetOwner forgets which node owns topic uri.
+func (n *Node) forgetOwner(uri string) {
+	n.ownersMu.Lock()
+	delete(n.owners, uri)
+	n.ownersMu.Unlock()
 }
 
 // cachedOwner returns the node that owns topic uri if this node remembers
@@ -446,19 +467,24 @@ func (n *Node) rememberOwner(uri, owner string) {
 
 // remoteOwner returns the node that owns topic name when it is another
 // one: without a metadata read when the topic is active here or its owner
-// is remembered.
+// is remembered. A topic whose owner is gone is moved first.
 func (n *Node) remoteOwner(name routing.TopicName) (string, bool) {
 	uri := name.String()
 	if _, active := n.topics.Active(uri); active {
 		return "", false
 	}
-	if owner, ok := n.cachedOwner(uri); ok {
+	if owner, ok := n.cachedOwner(uri); ok && !n.ownerGone(owner) {
 		return owner, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	rec, _, err := n.meta.Topic(ctx, name)
-	if owner := actors.LayoutOwner(rec.Layout); err == nil && !n.owns(owner) {
+	owner := actors.LayoutOwner(rec.Layout)
+	if err == nil && !n.owns(owner) && n.ownerGone(owner) && n.takeOver(name, n.ownerNode(owner)) {
+		rec, _, err = n.meta.Topic(ctx, name)
+		owner = actors.LayoutOwner(rec.Layout)
+	}
+	if err == nil && !n.owns(owner) {
 		n.rememberOwner(uri, owner)
 		return owner, true
 	}

@@ -90,6 +90,7 @@ type membership struct {
 	renewals, failures prometheus.Counter
 	lostTotal          prometheus.Counter
 	fencedTotal        prometheus.Counter
+	rejoins            prometheus.Counter
 
 	// lastAt and lastBytes are when the last renewal was made and the
 	// node's appended bytes then (renewLoop's own).
@@ -132,11 +133,13 @@ func (n *Node) join(ctx context.Context) error {
 			Help: "Times another run of this node id took its lease: this run stopped serving."}),
 		fencedTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_fenced_requests_total",
 			Help: "Produce requests refused because the node's lease was not renewed in time (it may have been cut off)."}),
+		rejoins: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_rejoins_total",
+			Help: "Renewals of this node's lease after it had run out (the node was stopped or cut off): it learned the layouts again before taking appends."}),
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "braid_cluster_nodes",
 			Help: "The cluster's nodes by the state of their lease (live or lapsed), as this node saw them at its last renewal."}, []string{"state"}),
 	}
 	now := time.Now()
-	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.ClientURL(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
+	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.ClientURL(), ActorAddr: n.actorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
 		Expires: now.Add(m.ttl).UnixMilli()}
 	// A run killed a moment ago leaves a lease that holds until it lapses:
 	// wait that long (renewals by a run still alive keep it held).
@@ -161,7 +164,7 @@ func (n *Node) join(ctx context.Context) error {
 	m.rev = rev
 	m.countNodes(now)
 	m.validUntil.Store(time.UnixMilli(m.rec.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
-	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal, m.nodes,
+	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal, m.rejoins, m.nodes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_entry",
 			Help: "1 while this node holds the entry role (takes the clients' requests), 0 otherwise."}, func() float64 {
 			if n.entry.Load() {
@@ -235,10 +238,17 @@ func (m *membership) renew() bool {
 	switch {
 	case err == nil:
 		m.mu.Lock()
+		lapsed := now.UnixMilli() >= m.rec.Expires
 		m.rec, m.rev = rec, newRev
 		m.mu.Unlock()
 		m.lastAt, m.lastBytes = now, bytes
 		m.countNodes(now)
+		if lapsed {
+			// The lease ran out before this renewal (the node was stopped
+			// or cut off): others may have moved its segments meanwhile.
+			// Learn the layouts as they are before taking appends again.
+			m.rejoin()
+		}
 		m.validUntil.Store(now.Add(m.ttl - leaseMargin(m.ttl)).UnixNano())
 		m.renewals.Inc()
 		return true
@@ -263,6 +273,21 @@ func (m *membership) renew() bool {
 			"expires", time.UnixMilli(m.rec.Expires).UTC().Format(time.RFC3339Nano), "err", err)
 		return true
 	}
+}
+
+// rejoin stops the active topics whose layouts changed while the node's
+// lease had run out, and forgets which nodes owned what.
+func (m *membership) rejoin() {
+	n := m.n
+	m.rejoins.Inc()
+	n.ownersMu.Lock()
+	n.owners = nil
+	n.ownersMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*m.ttl)
+	defer cancel()
+	stopped, err := n.topics.ReleaseMoved(ctx)
+	n.log.Warn("the membership lease had run out before it was renewed: topics whose layouts changed meanwhile were stopped",
+		"node", n.nodeID, "stopped", stopped, "err", err)
 }
 
 // countNodes updates braid_cluster_nodes from the leases.
@@ -331,6 +356,30 @@ func (m *membership) liveNodes(maxAge time.Duration) []meta.NodeRecord {
 		out = append(out, r)
 	}
 	return out
+}
+
+// actorAddrOf returns the actor address of a live node, or UNAVAILABLE
+// when its lease lapsed (its data returns with it) or it has none.
+func (m *membership) actorAddrOf(node string) (string, error) {
+	if m == nil {
+		return "", api.Errorf(api.CodeUnavailable, "node %s: this node is not in a cluster", node)
+	}
+	r, ok := m.liveView()[node]
+	if !ok || !r.Live(time.Now()) {
+		// Not live at the last count: read its lease now (it may have
+		// joined or renewed since).
+		ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
+		cur, _, err := m.n.meta.NodeLease(ctx, node)
+		cancel()
+		if err != nil || !cur.Live(time.Now()) {
+			return "", api.Errorf(api.CodeUnavailable, "node %s is down (its lease lapsed): its sealed segments are readable again when it returns", node)
+		}
+		r = cur
+	}
+	if r.ActorAddr == "" {
+		return "", api.Errorf(api.CodeUnavailable, "node %s has no actor listener", node)
+	}
+	return r.ActorAddr, nil
 }
 
 // ownWrite reports whether the lease record is still this run's (written

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/meta"
@@ -45,6 +46,7 @@ type Node struct {
 	nc       *nats.Conn
 	meta     *meta.Store
 	system   *actor.ActorSystem
+	remote   *remote.Remote // nil without a cluster (units.go)
 	topics   *actors.Manager
 	subs     *consumers.Manager
 	subsView subscriptionsView // the consumer groups, as topic controllers see them
@@ -75,6 +77,11 @@ type Node struct {
 	fwd         *forwarder // forwarding to topics' owners (forward.go)
 	ownersMu    sync.Mutex
 	owners      map[string]ownerEntry // topics other nodes own (topicByName)
+	// takeovers, takeoverTotal and takeoverSeconds: topics moved off lost
+	// nodes here (takeover.go).
+	takeovers       takeovers
+	takeoverTotal   prometheus.Counter
+	takeoverSeconds prometheus.Histogram
 	// entry says the node holds the entry role and takes the clients'
 	// requests; lostEntry that another node took it from this run.
 	entry, lostEntry atomic.Bool
@@ -141,15 +148,18 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.bootstrap(ctx); err != nil {
 		return nil, err
 	}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return n.log.With("lib", "protoactor")
+	}))
+	if err := n.startRemote(); err != nil {
+		return nil, err
+	}
 	if err := n.join(ctx); err != nil {
 		return nil, err
 	}
 	if err := n.claimServing(ctx); err != nil {
 		return nil, err
 	}
-	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return n.log.With("lib", "protoactor")
-	}))
 	durability, _ := wal.ParseDurability(cfg.Durability)
 	commitSync, _ := wal.ParseSyncMode(cfg.CommitSync) // syncfs for the journal's: for logs it cannot journal
 	journalDir := ""
@@ -161,9 +171,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	defaults.SyncInterval = cfg.SyncInterval
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
 	n.topics = actors.NewManager(actors.Config{
-		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
+		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, RemoteUnits: n.remoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
-		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies, AckFence: n.fence,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err
@@ -415,6 +425,9 @@ func (n *Node) Close() error {
 		n.replies.Store(nil)
 		n.fast.close() // after the topics answered what they took
 		n.fast = nil
+	}
+	if n.remote != nil {
+		n.remote.Shutdown(false)
 	}
 	if n.system != nil {
 		n.system.Shutdown()

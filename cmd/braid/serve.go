@@ -30,6 +30,7 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.CommitSync, "commit-sync", cluster.CommitJournal, "how a round of bucket log commits is made durable: journal (one write and fdatasync of the node's journal), syncfs (one syncfs of the data directory's file system) or fdatasync (one per log, submitted together)")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id in its cluster (default: the one its data directory holds, or a new one written there)")
 	fs.StringVar(&cfg.ClusterListen, "cluster-listen", "", "host:port of the embedded NATS server's cluster (route) listener; runs the node in a cluster")
+	fs.StringVar(&cfg.ActorListen, "actor-listen", "", "host:port of the actor listener other nodes read this node's segments through (default: the cluster listener's host, any free port)")
 	fs.StringVar(&cfg.ClusterName, "cluster-name", cluster.DefaultClusterName, "the NATS cluster's name")
 	routes := fs.String("routes", "", "the other nodes' cluster listeners, comma-separated (nats://host:port,...)")
 	fs.IntVar(&cfg.MetaReplicas, "meta-replicas", 0, "replicas of the metadata store (0: 3 when the cluster has three or more servers, else 1)")

@@ -1,0 +1,101 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+)
+
+// Relocation: a node that is gone (its lease lapsed) cannot seal its own
+// segments, so another node does it in metadata. Relocate seals, in one
+// compare-and-swap of the topic's record, every active segment the lost
+// node owns and gives each a successor with its range on node to (see
+// topology.Layout.Relocate). No node serves the topic meanwhile: its
+// owner is gone, and the others do not activate a topic they do not own.
+// The new owner activates it from the new record; the sealed segments
+// stay on the lost node's disk and are read there when it comes back.
+//
+// The caller must know that from takes no more appends: its lease, less
+// the margin it fences itself by, has run out.
+
+// Relocate moves the active segments of topic name that node from owns to
+// node to. It returns the new layout's epoch and the successors made, or
+// none when from owns no active segment of the topic any more (another
+// node relocated them first, or from never did).
+func (m *Manager) Relocate(ctx context.Context, name routing.TopicName, from, to string) (uint64, []topology.SegmentID, error) {
+	if _, active := m.Active(name.String()); active && from == m.cfg.NodeID {
+		return 0, nil, api.Errorf(api.CodeLayoutRefused, "topic %s is active on this node: its controller moves its segments", name)
+	}
+	for attempt := 0; ; attempt++ {
+		rec, rev, err := m.meta.Topic(ctx, name)
+		if errors.Is(err, meta.ErrNotFound) {
+			return 0, nil, api.Errorf(api.CodeTopicNotFound, "topic %s does not exist", name)
+		}
+		if err != nil {
+			return 0, nil, api.Errorf(api.CodeUnavailable, "topic %s: its record could not be read: %v", name, err)
+		}
+		ids := rec.Layout.OwnedActive(from)
+		if len(ids) == 0 {
+			return rec.Layout.Epoch, nil, nil
+		}
+		first := rec.Layout.NextID
+		next, err := rec.Layout.Relocate(ids, to)
+		if err != nil {
+			return 0, nil, layoutError(err)
+		}
+		rec.Layout = next
+		rec.EpochTimes = maps.Clone(rec.EpochTimes)
+		if rec.EpochTimes == nil {
+			rec.EpochTimes = map[uint64]int64{}
+		}
+		rec.EpochTimes[next.Epoch] = time.Now().UnixMilli()
+		pruneEpochTimes(next, rec.EpochTimes)
+		_, err = m.meta.UpdateTopic(ctx, name, rec, rev)
+		switch {
+		case err == nil:
+			created := make([]topology.SegmentID, len(ids))
+			for i := range created {
+				created[i] = first + topology.SegmentID(i)
+			}
+			m.m.relocated.Add(float64(len(ids)))
+			m.log.Warn("segments of a lost node sealed in metadata; successors placed on another node",
+				"topic", name.String(), "from", from, "to", to, "epoch", next.Epoch, "sealed", ids, "successors", created)
+			return next.Epoch, created, nil
+		case errors.Is(err, meta.ErrConflict) && attempt < 3:
+			continue // changed meanwhile (relocated by another node?): look again
+		default:
+			return 0, nil, api.Errorf(api.CodeUnavailable, "relocating %s: %v", name, err)
+		}
+	}
+}
+
+// ReleaseMoved stops every active topic of which metadata no longer has
+// this node own the active segments it serves (another node relocated
+// them while this one was cut off), so that its next request reads the
+// layout as it is. It returns the topics stopped.
+func (m *Manager) ReleaseMoved(ctx context.Context) ([]string, error) {
+	var stopped []string
+	var first error
+	for _, t := range m.All() {
+		rec, _, err := m.meta.Topic(ctx, t.name)
+		if err != nil && !errors.Is(err, meta.ErrNotFound) {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		if err == nil && rec.Layout.Epoch == t.Epoch() {
+			continue
+		}
+		if m.stopTopic(t, 0, true) {
+			stopped = append(stopped, t.uri)
+		}
+	}
+	return stopped, first
+}

@@ -1,0 +1,252 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// Segments owned by other nodes. A topic's layout may name several owners:
+// a segment sealed on a node that was lost (or drained) stays on that
+// node's disk, its successor lives here. The active topic reads such a
+// segment's bucket logs from their owner (Config.RemoteUnits), and every
+// node serves reads of the segments it owns, whether or not it has the
+// topic active (ServeUnitRead).
+
+// UnitRead asks for records of one bucket log (or, BoundsOnly, its bounds).
+type UnitRead struct {
+	Topic       routing.TopicName
+	Incarnation string
+	Segment     topology.SegmentID
+	Bucket      int
+	From        uint64
+	Max         int
+	MaxBytes    int
+	BoundsOnly  bool
+}
+
+// UnitData answers a UnitRead.
+type UnitData struct {
+	First, Next uint64
+	Records     []wal.Record
+}
+
+// RemoteUnits reads bucket logs on the node that owns their segment.
+type RemoteUnits interface {
+	ReadUnit(ctx context.Context, owner string, req UnitRead) (UnitData, error)
+}
+
+// remoteTimeout bounds one read from another node.
+const remoteTimeout = 5 * time.Second
+
+// remoteBoundsTTL is how long the bounds of a sealed segment's bucket on
+// another node are reused: they change only when retention trims it.
+const remoteBoundsTTL = 2 * time.Second
+
+// remoteBounds caches the bounds of sealed units read from other nodes.
+type remoteBounds struct {
+	mu sync.Mutex
+	m  map[unitRef]remoteBound
+}
+
+type remoteBound struct {
+	first, next uint64
+	at          time.Time
+}
+
+// remoteOwner returns the node that owns segment s when it is another
+// one and this node reads it from there.
+func (t *Topic) remoteOwner(s topology.Segment) (string, bool) {
+	m := t.mgr
+	if m.cfg.RemoteUnits == nil || s.Owner == "" || s.Owner == m.cfg.NodeID {
+		return "", false
+	}
+	return s.Owner, true
+}
+
+// readRemote reads a unit of segment s from its owner.
+func (t *Topic) readRemote(owner string, s topology.Segment, bucket int, from uint64, max, maxBytes int, boundsOnly bool) (UnitData, error) {
+	m := t.mgr
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	defer cancel()
+	d, err := m.cfg.RemoteUnits.ReadUnit(ctx, owner, UnitRead{Topic: t.name, Incarnation: t.incarnation, Segment: s.ID, Bucket: bucket,
+		From: from, Max: max, MaxBytes: maxBytes, BoundsOnly: boundsOnly})
+	switch {
+	case err == nil:
+		m.m.remoteReads.WithLabelValues("ok").Inc()
+		if s.State != topology.StateActive {
+			t.remote.mu.Lock()
+			if t.remote.m == nil {
+				t.remote.m = map[unitRef]remoteBound{}
+			}
+			t.remote.m[unitRef{seg: s.ID, bucket: bucket}] = remoteBound{first: d.First, next: d.Next, at: time.Now()}
+			t.remote.mu.Unlock()
+		}
+	case api.AsError(err).Code == api.CodeUnavailable:
+		m.m.remoteReads.WithLabelValues("unavailable").Inc()
+	default:
+		m.m.remoteReads.WithLabelValues("error").Inc()
+	}
+	return d, err
+}
+
+// remoteBoundsOf returns the bounds of a sealed unit on another node,
+// from the cache when they are fresh.
+func (t *Topic) remoteBoundsOf(owner string, s topology.Segment, bucket int) (first, next uint64, err error) {
+	if s.State != topology.StateActive {
+		t.remote.mu.Lock()
+		b, ok := t.remote.m[unitRef{seg: s.ID, bucket: bucket}]
+		t.remote.mu.Unlock()
+		if ok && time.Since(b.at) < remoteBoundsTTL {
+			return b.first, b.next, nil
+		}
+	}
+	d, err := t.readRemote(owner, s, bucket, 0, 0, 0, true)
+	return d.First, d.Next, err
+}
+
+// ServeUnitRead serves another node's read of a bucket log of a segment
+// this node owns: through the topic when it is active here, else from the
+// log on disk (opened for the read; the sweeper closes it again).
+func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, error) {
+	uri := req.Topic.String()
+	if t, ok := m.Active(uri); ok {
+		s, ok := t.Layout().Segment(req.Segment)
+		if !ok || s.State == topology.StateDeleted {
+			return UnitData{}, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
+		}
+		if _, remote := t.remoteOwner(s); remote {
+			return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %s, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
+		}
+		return readLocal(t.unitLogFor(s, req.Bucket), req)
+	}
+	rec, err := m.servedRecord(ctx, req.Topic)
+	if err != nil {
+		return UnitData{}, err
+	}
+	if rec.Incarnation != req.Incarnation {
+		return UnitData{}, api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again; read its layout again", uri)
+	}
+	s, ok := rec.Layout.Segment(req.Segment)
+	switch {
+	case !ok || s.State == topology.StateDeleted:
+		return UnitData{}, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
+	case s.Owner != m.cfg.NodeID:
+		return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %q, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
+	case s.State == topology.StateActive:
+		// Active and owned here, but the topic is not active here: its
+		// owner is about to activate it (or the asker's layout is stale).
+		return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is not being served here yet; retry", req.Segment, uri)
+	case req.Bucket < 0 || req.Bucket >= s.Buckets:
+		return UnitData{}, api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", req.Segment, uri, s.Buckets, req.Bucket)
+	}
+	m.store.SetIncarnation(req.Topic, rec.Incarnation)
+	if _, err := os.Stat(m.store.TopicDir(req.Topic)); err != nil {
+		m.log.Error("a segment this node owns has no data here (was the data directory replaced?)", "topic", uri, "segment", req.Segment,
+			"dir", m.store.TopicDir(req.Topic), "err", err)
+		return UnitData{}, api.Errorf(api.CodeUnavailable, "node %s has no data of %s", m.cfg.NodeID, uri)
+	}
+	m.noteServed(uri)
+	return readLocal(func() (*wal.Log, error) {
+		return m.store.Log(UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}, m.cfg.Defaults.logOptions())
+	}, req)
+}
+
+// readLocal serves a UnitRead from a log.
+func readLocal(open func() (*wal.Log, error), req UnitRead) (UnitData, error) {
+	l, err := open()
+	if err != nil {
+		return UnitData{}, err
+	}
+	d := UnitData{First: l.FirstOffset(), Next: l.NextOffset()}
+	if req.BoundsOnly || req.From >= d.Next {
+		return d, nil
+	}
+	d.Records, err = l.ReadRange(req.From, max(req.Max, 1), max(req.MaxBytes, 1))
+	if errors.Is(err, wal.ErrClosed) {
+		if l, err = open(); err == nil {
+			d.Records, err = l.ReadRange(req.From, max(req.Max, 1), max(req.MaxBytes, 1))
+		}
+	}
+	return d, err
+}
+
+// servedRecordTTL is how long a topic record read to serve another node's
+// reads is reused: the segments it serves are sealed and stay so.
+const servedRecordTTL = 5 * time.Second
+
+type servedTopic struct {
+	rec     meta.TopicRecord
+	read    time.Time
+	lastUse time.Time
+}
+
+// servedRecord returns the record of a topic not active here, read at
+// most servedRecordTTL ago.
+func (m *Manager) servedRecord(ctx context.Context, name routing.TopicName) (meta.TopicRecord, error) {
+	uri := name.String()
+	m.servedMu.Lock()
+	st, ok := m.served[uri]
+	m.servedMu.Unlock()
+	if ok && time.Since(st.read) < servedRecordTTL {
+		return st.rec, nil
+	}
+	rec, _, err := m.meta.Topic(ctx, name)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return rec, api.Errorf(api.CodeTopicNotFound, "topic %s does not exist", name)
+	case err != nil:
+		return rec, api.Errorf(api.CodeUnavailable, "topic %s: its record could not be read: %v", name, err)
+	}
+	m.servedMu.Lock()
+	if m.served == nil {
+		m.served = map[string]*servedTopic{}
+	}
+	m.served[uri] = &servedTopic{rec: rec, read: time.Now(), lastUse: time.Now()}
+	m.servedMu.Unlock()
+	return rec, nil
+}
+
+func (m *Manager) noteServed(uri string) {
+	m.servedMu.Lock()
+	if st := m.served[uri]; st != nil {
+		st.lastUse = time.Now()
+	}
+	m.servedMu.Unlock()
+}
+
+// sweepServed closes the logs of topics not active here that served no
+// read for idle.
+func (m *Manager) sweepServed(idle time.Duration) {
+	m.servedMu.Lock()
+	var stale []string
+	for uri, st := range m.served {
+		if time.Since(st.lastUse) > idle {
+			stale = append(stale, uri)
+			delete(m.served, uri)
+		}
+	}
+	m.servedMu.Unlock()
+	for _, uri := range stale {
+		name, err := routing.ParseTopic(uri)
+		if err != nil {
+			continue
+		}
+		m.mu.RLock()
+		busy := m.topics[uri] != nil || m.activating[uri] != nil || m.passivating[uri] != nil
+		m.mu.RUnlock()
+		if !busy {
+			if err := m.store.CloseTopic(name); err != nil {
+				m.log.Warn("closing the logs of segments read by other nodes", "topic", uri, "err", err)
+			}
+		}
+	}
+}

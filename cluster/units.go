@@ -1,0 +1,183 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/cluster/clusterpb"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// Reads across nodes. A topic's layout may name segments on other nodes
+// (sealed on a node that was lost, whose successors live elsewhere). The
+// node serving the topic reads their bucket logs from their owner with an
+// actor message: protoactor remote carries a clusterpb.UnitRead to the
+// owner's units actor (unitsActorName), which answers a
+// clusterpb.UnitReadReply. Remote carries protobuf only (anything else is
+// dropped silently), so these are the only messages that cross nodes.
+
+// unitsActorName names every node's actor that serves unit reads.
+const unitsActorName = "braid-units"
+
+// startRemote starts protoactor remote on the actor listener and spawns
+// the units actor; a node without a cluster runs none.
+func (n *Node) startRemote() error {
+	addr := n.cfg.ActorListen
+	if addr == "" {
+		if n.cfg.ClusterListen == "" {
+			return nil
+		}
+		host, _, err := net.SplitHostPort(n.cfg.ClusterListen)
+		if err != nil {
+			return fmt.Errorf("cluster listen %q: %w", n.cfg.ClusterListen, err)
+		}
+		addr = net.JoinHostPort(host, "0")
+	}
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("actor listen %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return fmt.Errorf("actor listen %q: bad port", addr)
+	}
+	if port > 0 {
+		// remote.Start panics when it cannot listen: try the address first.
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("actor listener cannot listen on %s (--actor-listen): %w", addr, err)
+		}
+		l.Close()
+	}
+	r := remote.NewRemote(n.system, remote.Configure(host, port))
+	r.Start()
+	n.remote = r
+	props := actor.PropsFromFunc(n.receiveUnits)
+	if _, err := n.system.Root.SpawnNamed(props, unitsActorName); err != nil {
+		return fmt.Errorf("spawning the units actor: %w", err)
+	}
+	return nil
+}
+
+// actorAddr is the address other nodes reach this node's actors at ("":
+// no remote).
+func (n *Node) actorAddr() string {
+	if n.remote == nil {
+		return ""
+	}
+	return n.system.Address()
+}
+
+// receiveUnits serves the unit reads of other nodes, each on its own
+// goroutine (a read may wait for the disk).
+func (n *Node) receiveUnits(ctx actor.Context) {
+	req, ok := ctx.Message().(*clusterpb.UnitRead)
+	if !ok {
+		return
+	}
+	sender := ctx.Sender()
+	if sender == nil {
+		return
+	}
+	root := ctx.ActorSystem().Root
+	go func() {
+		root.Send(sender, n.serveUnitRead(req))
+	}()
+}
+
+func (n *Node) serveUnitRead(req *clusterpb.UnitRead) *clusterpb.UnitReadReply {
+	name, err := routing.ParseTopic(req.Topic)
+	if err != nil {
+		return unitReadError(api.Errorf(api.CodeInvalidName, "%v", err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	d, err := n.topics.ServeUnitRead(ctx, actors.UnitRead{Topic: name, Incarnation: req.Incarnation, Segment: topology.SegmentID(req.Segment),
+		Bucket: int(req.Bucket), From: req.From, Max: int(req.Max), MaxBytes: int(req.MaxBytes), BoundsOnly: req.BoundsOnly})
+	if err != nil {
+		return unitReadError(err)
+	}
+	reply := &clusterpb.UnitReadReply{First: d.First, Next: d.Next, Records: make([]*clusterpb.Record, len(d.Records))}
+	for i, r := range d.Records {
+		pr := &clusterpb.Record{Timestamp: r.Timestamp, Key: r.Key, Payload: r.Payload}
+		for _, h := range r.Headers {
+			pr.Headers = append(pr.Headers, &clusterpb.Header{Key: h.Key, Value: h.Value})
+		}
+		reply.Records[i] = pr
+	}
+	return reply
+}
+
+func unitReadError(err error) *clusterpb.UnitReadReply {
+	e := api.AsError(err)
+	return &clusterpb.UnitReadReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+}
+
+// remoteUnits reads units on other nodes (actors.RemoteUnits).
+type remoteUnits struct{ n *Node }
+
+// remoteUnits returns what reads units on other nodes (nil without a
+// cluster: every segment is here).
+func (n *Node) remoteUnits() actors.RemoteUnits {
+	if n.remote == nil {
+		return nil
+	}
+	return remoteUnits{n}
+}
+
+// ReadUnit asks the owner's units actor for a read. An owner whose lease
+// lapsed is not asked: its data is unavailable until it returns.
+func (r remoteUnits) ReadUnit(ctx context.Context, owner string, req actors.UnitRead) (actors.UnitData, error) {
+	n := r.n
+	addr, err := n.members.actorAddrOf(owner)
+	if err != nil {
+		return actors.UnitData{}, err
+	}
+	timeout := remoteReadTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	msg := &clusterpb.UnitRead{Topic: req.Topic.String(), Incarnation: req.Incarnation, Segment: uint64(req.Segment), Bucket: uint32(req.Bucket),
+		From: req.From, Max: uint32(max(req.Max, 0)), MaxBytes: uint32(max(req.MaxBytes, 0)), BoundsOnly: req.BoundsOnly}
+	res, err := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), msg, timeout).Result()
+	if err != nil {
+		if errors.Is(err, actor.ErrTimeout) {
+			return actors.UnitData{}, api.Errorf(api.CodeUnavailable, "node %s did not answer a read of segment %d of %s in %s", owner, req.Segment, req.Topic, timeout)
+		}
+		return actors.UnitData{}, api.Errorf(api.CodeUnavailable, "reading segment %d of %s on node %s: %v", req.Segment, req.Topic, owner, err)
+	}
+	reply, ok := res.(*clusterpb.UnitReadReply)
+	if !ok {
+		return actors.UnitData{}, api.Errorf(api.CodeInternal, "node %s answered a unit read with %T", owner, res)
+	}
+	if reply.ErrorCode != 0 {
+		code, ok := api.CodeByNumber(int(reply.ErrorCode))
+		if !ok {
+			code = api.CodeInternal
+		}
+		return actors.UnitData{}, api.Errorf(code, "node %s: %s", owner, reply.Error)
+	}
+	d := actors.UnitData{First: reply.First, Next: reply.Next, Records: make([]wal.Record, len(reply.Records))}
+	for i, pr := range reply.Records {
+		rec := wal.Record{Timestamp: pr.Timestamp, Key: pr.Key, Payload: pr.Payload}
+		for _, h := range pr.Headers {
+			rec.Headers = append(rec.Headers, wal.Header{Key: h.Key, Value: h.Value})
+		}
+		d.Records[i] = rec
+	}
+	return d, nil
+}
+
+// remoteReadTimeout bounds a read on another node.
+const remoteReadTimeout = 5 * time.Second
