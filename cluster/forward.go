@@ -247,7 +247,7 @@ func (n *Node) forwardTarget(owner string, forwarded bool) (string, error) {
 		return "", api.Errorf(api.CodeUnavailable, "the topic's owner changed while the request was forwarded; retry")
 	case !n.members.isLive(node):
 		n.fwd.refused.Add(1)
-		return "", api.Errorf(api.CodeUnavailable, "the topic is owned by node %s, which is down (its lease lapsed); its data returns with it", node)
+		return "", api.Errorf(api.CodeUnavailable, "the topic is owned by node %s, which is down (its lease lapsed), and its key ranges could not be moved to a live node yet; retry", node)
 	}
 	n.fwd.forwarded.Add(1)
 	return node, nil

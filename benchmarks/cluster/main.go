@@ -47,6 +47,7 @@ func main() {
 	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
 	flag.DurationVar(&leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl (0: their default)")
 	kills := flag.Int("kills", 0, "then kill the entry node this many times: time from the kill to the first acknowledged write of a live node's topic")
+	ownerKills := flag.Int("owner-kills", 0, "then kill a topic's owner (not the entry node) this many times: time from the kill to the first acknowledged write of the topic's keys (moved to a live node)")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "braid-cluster-bench-")
@@ -136,44 +137,70 @@ func main() {
 	row("produce, one topic owned by another node (forwarded)", forwarded)
 	row(fmt.Sprintf("produce, %d topics, a client on every node", *spread), spreadRuns)
 	row("replay, one topic (cluster: owned by another node, forwarded)", replay)
-	if *kills > 0 {
+	if *kills > 0 || *ownerKills > 0 {
 		stopAll(single)
-		entryLoss(three, *kills)
+	}
+	if *kills > 0 {
+		nodeLoss(three, *kills, true)
+	}
+	if *ownerKills > 0 {
+		nodeLoss(three, *ownerKills, false)
 	}
 }
 
-// entryLoss kills the entry node kills times, each time measuring how long
-// after the SIGKILL a produce to a topic owned by a live node is
-// acknowledged again through another node, then restarts the killed node.
-func entryLoss(nodes []*node, kills int) {
+// nodeLoss kills a node kills times, each time measuring how long after
+// the SIGKILL a produce through a live node is acknowledged again, then
+// restarts the killed node. entry: the entry node is killed and the topic
+// is a live node's; else the topic's owner (not the entry node) is
+// killed, and the write is acknowledged once a live node has taken its
+// key ranges. Each produce request waits 500 ms for its reply.
+func nodeLoss(nodes []*node, kills int, entry bool) {
+	what := "the owner of the written topic"
+	if entry {
+		what = "the entry node"
+	}
 	var took []time.Duration
 	for k := 1; k <= kills; k++ {
-		entry := -1
-		for wait := time.Now(); entry < 0; time.Sleep(100 * time.Millisecond) {
+		ent := -1
+		for wait := time.Now(); ent < 0; time.Sleep(100 * time.Millisecond) {
 			r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
 			check(err)
 			for i, nd := range nodes {
 				if nd.id == r.Entry {
-					entry = i
+					ent = i
 				}
 			}
-			if entry < 0 && time.Since(wait) > time.Minute {
+			if ent < 0 && time.Since(wait) > time.Minute {
 				check(fmt.Errorf("no entry node for a minute: %+v", r))
 			}
 		}
-		via := (entry + 1) % len(nodes)
+		via := (ent + 1) % len(nodes)
 		var d api.TopicDescription
+		victim := ent
 		for i := 0; ; i++ {
-			d = createTopic(nodes[via].nc, fmt.Sprintf("topic://public/default/loss%d-%d", k, i))
-			if d.Segments[0].Owner != nodes[entry].id {
+			d = createTopic(nodes[via].nc, fmt.Sprintf("topic://public/default/loss%d-%d-%t", k, i, entry))
+			owner := nodeIndex(nodes, d)
+			if entry && owner != ent {
+				break
+			}
+			if !entry && owner != ent && owner >= 0 {
+				victim = owner
 				break
 			}
 		}
+		if victim == via {
+			via = 3 - ent - victim
+		}
 		p := strings.Split(strings.TrimPrefix(d.Topic, "topic://"), "/")
 		subject := api.TopicSubject(api.ProducePrefix, p[0], p[1], p[2])
+		reply, err := nodes[via].nc.Request(subject, []byte("x"), 5*time.Second)
+		check(err)
+		if reply.Header.Get(micro.ErrorCodeHeader) != "" {
+			check(fmt.Errorf("produce before the kill: %s", reply.Header.Get(micro.ErrorHeader)))
+		}
 		t0 := time.Now()
-		_ = nodes[entry].cmd.Process.Kill()
-		_ = nodes[entry].cmd.Wait()
+		_ = nodes[victim].cmd.Process.Kill()
+		_ = nodes[victim].cmd.Wait()
 		for {
 			reply, err := nodes[via].nc.Request(subject, []byte("x"), 500*time.Millisecond)
 			if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
@@ -185,12 +212,12 @@ func entryLoss(nodes []*node, kills int) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		took = append(took, time.Since(t0))
-		fmt.Printf("kill %d of the entry node %s: a live node's topic acknowledged a write again after %s\n", k, nodes[entry].id,
+		fmt.Printf("kill %d of %s (%s): a write acknowledged again after %s\n", k, what, nodes[victim].id,
 			took[len(took)-1].Round(time.Millisecond))
-		restart(nodes, entry)
+		restart(nodes, victim)
 	}
 	slices.Sort(took)
-	fmt.Printf("entry node loss over %d kills: p50 %s, p99 (max) %s\n", len(took), took[len(took)/2].Round(time.Millisecond),
+	fmt.Printf("loss of %s over %d kills: p50 %s, p99 (max) %s\n", what, len(took), took[len(took)/2].Round(time.Millisecond),
 		took[len(took)-1].Round(time.Millisecond))
 }
 
