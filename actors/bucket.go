@@ -223,10 +223,13 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.updateLane()
 		msg.done(b.w.current().NextOffset(), nil)
 	case handoverMsg:
-		held := b.held
-		b.held = nil
+		// What the predecessors handed over (held) goes before the direct
+		// appends the gate still holds back.
+		held, gated := b.held, b.gatedQueue
+		b.held, b.gatedQueue = nil, nil
 		b.handedOver = true
 		b.forward(held, msg.next)
+		b.forward(gated, msg.next)
 		msg.done()
 	case openMsg:
 		if b.gate != nil {
@@ -236,8 +239,16 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			b.gated = false
 			gated := b.gatedQueue
 			b.gatedQueue = nil
-			for _, q := range gated {
-				b.enqueue(ctx, q)
+			switch {
+			case b.sealedAt != 0 && b.handedOver:
+				b.forward(gated, b.topic.state.Load())
+			case b.sealedAt != 0:
+				// Sealed before it opened: they follow what it holds.
+				b.held = append(b.held, gated...)
+			default:
+				for _, q := range gated {
+					b.enqueue(ctx, q)
+				}
 			}
 		}
 		b.updateLane()
@@ -293,10 +304,14 @@ func (b *bucketActor) receiveAppend(ctx actor.Context, q appendReq) {
 		}
 		b.log.Warn("append reached a sealed bucket after its handover; forwarding it", "unit", b.key.String(), "records", len(q.records))
 		b.forward([]appendReq{q}, st)
+	case b.gated && !q.forwarded:
+		// Before the held case: a bucket that starts late may find its
+		// segment sealed already (by the next change) while its
+		// predecessors still hand over; a direct append must not get
+		// ahead of them in what it holds (see handoverMsg, openMsg).
+		b.gatedQueue = append(b.gatedQueue, q)
 	case b.sealedAt != 0:
 		b.held = append(b.held, q)
-	case b.gated && !q.forwarded:
-		b.gatedQueue = append(b.gatedQueue, q)
 	default:
 		b.enqueue(ctx, q)
 	}
