@@ -18,7 +18,7 @@ const maxFetchReplyBytes = 4 << 20
 func (n *Node) startConsumers() error {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
-		consumers.WithDurability(durability))
+		consumers.WithDurability(durability), consumers.WithPrepare(n.prepareGroup(groupStream)))
 	n.startQueues()
 	return nil
 }

@@ -111,7 +111,9 @@ func (n *Node) startForwarding() error {
 		Help: "Topics whose owner's lease ran out that this node moved: their lost node's active segments sealed in metadata, successors placed on a live node."})
 	n.takeoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "braid_topic_takeover_seconds",
 		Help: "Time to move one topic off a lost node (read its record, compare-and-swap the new layout).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})
-	n.registry.MustRegister(n.takeoverTotal, n.takeoverSeconds,
+	n.groupMovesTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_consumer_group_moves_total",
+		Help: "Consumer groups whose state this node took over from their former home (their topic moved here)."})
+	n.registry.MustRegister(n.takeoverTotal, n.takeoverSeconds, n.groupMovesTotal,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_forwarded_requests_total",
 			Help: "Requests this node forwarded to the node that owns their topic (a split produce-multi counts one per owner)."},
 			func() float64 { return float64(f.forwarded.Load()) }),

@@ -80,6 +80,8 @@ type Node struct {
 	// takeovers, takeoverTotal and takeoverSeconds: topics moved off lost
 	// nodes here (takeover.go).
 	takeovers       takeovers
+	groupMoves      groupMoves
+	groupMovesTotal prometheus.Counter
 	takeoverTotal   prometheus.Counter
 	takeoverSeconds prometheus.Histogram
 	// entry says the node holds the entry role and takes the clients'

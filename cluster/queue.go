@@ -21,7 +21,7 @@ import (
 func (n *Node) startQueues() {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.queues = consumers.NewQueueManager(n.system, filepath.Join(n.cfg.DataDir, "queues"), n.log,
-		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter))
+		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.prepareGroup(groupQueue)))
 }
 
 // deadLetter appends a dead letter to its topic, creating the topic (one

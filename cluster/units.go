@@ -79,20 +79,29 @@ func (n *Node) actorAddr() string {
 	return n.system.Address()
 }
 
-// receiveUnits serves the unit reads of other nodes, each on its own
-// goroutine (a read may wait for the disk).
+// receiveUnits serves what other nodes ask of this one (unit reads, a
+// group's state), each on its own goroutine (it may wait for the disk).
 func (n *Node) receiveUnits(ctx actor.Context) {
-	req, ok := ctx.Message().(*clusterpb.UnitRead)
-	if !ok {
+	var serve func() any
+	switch req := ctx.Message().(type) {
+	case *clusterpb.UnitRead:
+		serve = func() any { return n.serveUnitRead(req) }
+	case *clusterpb.GroupFiles:
+		serve = func() any { return n.serveGroupFiles(req) }
+	case *clusterpb.GroupFileChunk:
+		serve = func() any { return n.serveGroupFileChunk(req) }
+	case *clusterpb.GroupRelease:
+		serve = func() any { return n.serveGroupRelease(req) }
+	default:
 		return
 	}
 	sender := ctx.Sender()
-	if sender == nil {
-		return
-	}
 	root := ctx.ActorSystem().Root
 	go func() {
-		root.Send(sender, n.serveUnitRead(req))
+		reply := serve()
+		if sender != nil {
+			root.Send(sender, reply)
+		}
 	}()
 }
 

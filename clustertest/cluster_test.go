@@ -177,6 +177,14 @@ func producePlain(nc *nats.Conn, uri string, from, to, keys int) {
 // seqs are read, checking per-key order.
 func readAll(nc *nats.Conn, uri, sub string, n int) *keyed {
 	GinkgoHelper()
+	return readSeqs(nc, uri, sub, 0, n)
+}
+
+// readSeqs reads the topic with a stream consumer of subscription sub
+// over nc until it has read seqs [from, to), checking per-key order and
+// that it read each of them once and nothing else.
+func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
+	GinkgoHelper()
 	c, err := client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -186,11 +194,11 @@ func readAll(nc *nats.Conn, uri, sub string, n int) *keyed {
 		k.mu.Lock()
 		got := len(k.seen)
 		k.mu.Unlock()
-		if got >= n {
+		if got >= to-from {
 			break
 		}
 		m, err := c.Next(ctx)
-		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages", got, n)
+		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages", got, to-from)
 		k.add(string(m.Key), m.Payload)
 		m.Ack()
 	}
@@ -198,9 +206,10 @@ func readAll(nc *nats.Conn, uri, sub string, n int) *keyed {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	Expect(k.err).NotTo(HaveOccurred())
-	for seq := range n {
+	for seq := from; seq < to; seq++ {
 		Expect(k.seen[seq]).To(Equal(1), "seq %d read %d times", seq, k.seen[seq])
 	}
+	Expect(k.seen).To(HaveLen(to-from), "read seqs outside [%d, %d)", from, to)
 	return k
 }
 
@@ -322,6 +331,9 @@ var _ = Describe("A cluster of three nodes", func() {
 		other := 3 - victim - survivor // the node that owns neither
 		produceGo(conns[other], lostURI, 0, 500, 8)
 		produceGo(conns[other], keptURI, 0, 500, 8)
+		// A subscription reads (and acknowledges) everything so far on the
+		// owner: its state is on the owner's disk.
+		readAll(conns[other], lostURI, "before", 500)
 
 		killed := time.Now()
 		nodes[victim].kill()
@@ -374,6 +386,9 @@ var _ = Describe("A cluster of three nodes", func() {
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		produceGo(conns[other], lostURI, 600, 700, 8)
 		readAll(conns[victim], lostURI, "after", 700)
+		// The subscription's state came over from the returned node: it
+		// goes on after what it had acknowledged there.
+		readSeqs(conns[survivor], lostURI, "before", 500, 700)
 	})
 
 	It("fences a stopped owner: its key ranges move, and when it continues it acknowledges nothing into the sealed segments", func() {

@@ -56,6 +56,8 @@ type managerOptions struct {
 	sessionTimeout time.Duration
 	durability     wal.Durability
 	queue          queueOptions // queue subscriptions only (NewQueueManager)
+	// prepare, when set, runs before a group is spawned (move.go).
+	prepare func(topic, subscription, dir string) error
 }
 
 // WithCompactAfter sets how many records a group's log holds before it is
@@ -161,6 +163,13 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		<-parked // the group is stopping for idleness: spawn it after
 	}
 
+	if m.opts.prepare != nil {
+		// Outside the lock: it may fetch the group's state from another
+		// node. Concurrent first requests each call it (it is idempotent).
+		if err := m.opts.prepare(key.topic, subscription, m.groupDir(key.topic, subscription)); err != nil {
+			return nil, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

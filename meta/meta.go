@@ -158,6 +158,9 @@ type SubscriptionRecord struct {
 	Subscription string    `json:"subscription"`
 	Kind         string    `json:"kind"`
 	Created      time.Time `json:"created"`
+	// Home is the node whose disk holds the group's log, in a cluster
+	// (see GroupHome).
+	Home string `json:"home,omitempty"`
 }
 
 // Store is the metadata store. It is safe for concurrent use.

@@ -324,6 +324,441 @@ func (x *UnitReadReply) GetError() string {
 	return ""
 }
 
+// GroupFiles asks the node that holds a consumer group's log (its home)
+// to stop the group and list the files of its directory, for another node
+// to take the group's state over. kind is "stream" or "queue".
+type GroupFiles struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscription  string                 `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupFiles) Reset() {
+	*x = GroupFiles{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupFiles) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupFiles) ProtoMessage() {}
+
+func (x *GroupFiles) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupFiles.ProtoReflect.Descriptor instead.
+func (*GroupFiles) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GroupFiles) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GroupFiles) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupFiles) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
+}
+
+type GroupFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // relative to the group's directory
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupFile) Reset() {
+	*x = GroupFile{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupFile) ProtoMessage() {}
+
+func (x *GroupFile) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupFile.ProtoReflect.Descriptor instead.
+func (*GroupFile) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GroupFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type GroupFilesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         []*GroupFile           `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	ErrorCode     int32                  `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupFilesReply) Reset() {
+	*x = GroupFilesReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupFilesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupFilesReply) ProtoMessage() {}
+
+func (x *GroupFilesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupFilesReply.ProtoReflect.Descriptor instead.
+func (*GroupFilesReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GroupFilesReply) GetFiles() []*GroupFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *GroupFilesReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *GroupFilesReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// GroupFileChunk asks for up to max bytes of one file of a group's
+// directory from offset.
+type GroupFileChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscription  string                 `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Offset        int64                  `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	Max           uint32                 `protobuf:"varint,6,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupFileChunk) Reset() {
+	*x = GroupFileChunk{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupFileChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupFileChunk) ProtoMessage() {}
+
+func (x *GroupFileChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupFileChunk.ProtoReflect.Descriptor instead.
+func (*GroupFileChunk) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GroupFileChunk) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GroupFileChunk) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupFileChunk) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
+}
+
+func (x *GroupFileChunk) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupFileChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GroupFileChunk) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+type GroupFileChunkReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	ErrorCode     int32                  `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupFileChunkReply) Reset() {
+	*x = GroupFileChunkReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupFileChunkReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupFileChunkReply) ProtoMessage() {}
+
+func (x *GroupFileChunkReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupFileChunkReply.ProtoReflect.Descriptor instead.
+func (*GroupFileChunkReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GroupFileChunkReply) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *GroupFileChunkReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *GroupFileChunkReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// GroupRelease tells a group's former home that another node holds its
+// state now: it removes its copy.
+type GroupRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscription  string                 `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRelease) Reset() {
+	*x = GroupRelease{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRelease) ProtoMessage() {}
+
+func (x *GroupRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRelease.ProtoReflect.Descriptor instead.
+func (*GroupRelease) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GroupRelease) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GroupRelease) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupRelease) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
+}
+
+type GroupReleaseReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     int32                  `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupReleaseReply) Reset() {
+	*x = GroupReleaseReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupReleaseReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupReleaseReply) ProtoMessage() {}
+
+func (x *GroupReleaseReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupReleaseReply.ProtoReflect.Descriptor instead.
+func (*GroupReleaseReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GroupReleaseReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *GroupReleaseReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
@@ -353,7 +788,40 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\arecords\x18\x03 \x03(\v2\x18.braid.cluster.v1.RecordR\arecords\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x05R\terrorCode\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
+	"\x05error\x18\x05 \x01(\tR\x05error\"Z\n" +
+	"\n" +
+	"GroupFiles\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\"\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"3\n" +
+	"\tGroupFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"y\n" +
+	"\x0fGroupFilesReply\x121\n" +
+	"\x05files\x18\x01 \x03(\v2\x1b.braid.cluster.v1.GroupFileR\x05files\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x9c\x01\n" +
+	"\x0eGroupFileChunk\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\"\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12\x10\n" +
+	"\x03max\x18\x06 \x01(\rR\x03max\"^\n" +
+	"\x13GroupFileChunkReply\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\\\n" +
+	"\fGroupRelease\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\"\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"H\n" +
+	"\x11GroupReleaseReply\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
 
 var (
 	file_braid_cluster_v1_units_proto_rawDescOnce sync.Once
@@ -367,21 +835,29 @@ func file_braid_cluster_v1_units_proto_rawDescGZIP() []byte {
 	return file_braid_cluster_v1_units_proto_rawDescData
 }
 
-var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_braid_cluster_v1_units_proto_goTypes = []any{
-	(*UnitRead)(nil),      // 0: braid.cluster.v1.UnitRead
-	(*Header)(nil),        // 1: braid.cluster.v1.Header
-	(*Record)(nil),        // 2: braid.cluster.v1.Record
-	(*UnitReadReply)(nil), // 3: braid.cluster.v1.UnitReadReply
+	(*UnitRead)(nil),            // 0: braid.cluster.v1.UnitRead
+	(*Header)(nil),              // 1: braid.cluster.v1.Header
+	(*Record)(nil),              // 2: braid.cluster.v1.Record
+	(*UnitReadReply)(nil),       // 3: braid.cluster.v1.UnitReadReply
+	(*GroupFiles)(nil),          // 4: braid.cluster.v1.GroupFiles
+	(*GroupFile)(nil),           // 5: braid.cluster.v1.GroupFile
+	(*GroupFilesReply)(nil),     // 6: braid.cluster.v1.GroupFilesReply
+	(*GroupFileChunk)(nil),      // 7: braid.cluster.v1.GroupFileChunk
+	(*GroupFileChunkReply)(nil), // 8: braid.cluster.v1.GroupFileChunkReply
+	(*GroupRelease)(nil),        // 9: braid.cluster.v1.GroupRelease
+	(*GroupReleaseReply)(nil),   // 10: braid.cluster.v1.GroupReleaseReply
 }
 var file_braid_cluster_v1_units_proto_depIdxs = []int32{
 	1, // 0: braid.cluster.v1.Record.headers:type_name -> braid.cluster.v1.Header
 	2, // 1: braid.cluster.v1.UnitReadReply.records:type_name -> braid.cluster.v1.Record
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5, // 2: braid.cluster.v1.GroupFilesReply.files:type_name -> braid.cluster.v1.GroupFile
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_braid_cluster_v1_units_proto_init() }
@@ -395,7 +871,7 @@ func file_braid_cluster_v1_units_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_braid_cluster_v1_units_proto_rawDesc), len(file_braid_cluster_v1_units_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
