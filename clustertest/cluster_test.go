@@ -391,6 +391,72 @@ var _ = Describe("A cluster of three nodes", func() {
 		readSeqs(conns[survivor], lostURI, "before", 500, 700)
 	})
 
+	It("kills a topic's controller during a split: the layout is the one before or the one after, and a live node carries on", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		var uri string
+		victim := -1
+		for i := 0; victim < 0 && i < 60; i++ {
+			u := fmt.Sprintf("topic://public/default/torn%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, u, 1)
+			Expect(err).NotTo(HaveOccurred())
+			if owner := d.Segments[0].Owner; owner != r.Entry {
+				uri, victim = u, int(owner[1]-'1')
+			}
+		}
+		Expect(victim).To(BeNumerically(">=", 0))
+		other := (victim + 1) % 3
+		produceGo(conns[other], uri, 0, 300, 8)
+		// The split request and the SIGKILL race: the split lands or not.
+		go func() {
+			defer GinkgoRecover()
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			_, _ = client.NewAdmin(conns[other]).Split(sctx, uri, 0, nil)
+		}()
+		nodes[victim].kill()
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).NotTo(ContainElement(nodes[victim].id))
+		}).WithTimeout(45 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		producePlainRetrying(conns[other], uri, 300, 400, 8)
+		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
+		Expect(err).NotTo(HaveOccurred())
+		// Before the split: one root, sealed on the killed node, one
+		// successor. After: the root and its two children sealed there
+		// and two successors. Nothing in between.
+		byID := map[uint64]api.SegmentInfo{}
+		active := 0
+		for _, s := range d.Segments {
+			byID[s.ID] = s
+		}
+		for _, s := range d.Segments {
+			if s.State != "active" {
+				Expect(s.Owner).To(Equal(nodes[victim].id), "sealed segment %d", s.ID)
+				continue
+			}
+			active++
+			Expect(s.Owner).NotTo(Equal(nodes[victim].id), "active segment %d", s.ID)
+			Expect(s.Parents).To(HaveLen(1))
+			parent := byID[s.Parents[0]]
+			Expect(parent.State).To(Equal("sealed"))
+			Expect(parent.Range).To(Equal(s.Range))
+		}
+		Expect(active).To(Or(Equal(1), Equal(2)), "%+v", d.Segments)
+		Expect(d.Segments).To(HaveLen(2*active + active - 1))
+		nodes[victim].start()
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).To(HaveLen(3))
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		readAll(conns[other], uri, "after-split", 400)
+	})
+
 	It("fences a stopped owner: its key ranges move, and when it continues it acknowledges nothing into the sealed segments", func() {
 		nodes, conns, _ := startCluster()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
