@@ -57,6 +57,10 @@ func (t *Topic) again() (*Topic, error) { return t.mgr.TopicByName(t.name) }
 func (m *Manager) activate(name routing.TopicName) (*Topic, error) {
 	uri := name.String()
 	m.mu.Lock()
+	if err := m.movingError(uri); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
 	if m.closed || m.topics[uri] != nil || m.activating[uri] != nil || m.passivating[uri] != nil {
 		m.mu.Unlock()
 		return nil, nil
@@ -91,7 +95,7 @@ func (m *Manager) activate(name routing.TopicName) (*Topic, error) {
 		return nil, api.Errorf(api.CodeUnavailable, "topic %s: its record could not be read: %v", name, err)
 	}
 	if owner := LayoutOwner(rec.Layout); m.cfg.Owns != nil && !m.cfg.Owns(owner) {
-		return nil, &NotOwnerError{Topic: uri, Owner: owner}
+		return nil, &NotOwnerError{Topic: uri, Owner: owner, Epoch: rec.Layout.Epoch}
 	}
 	ns, err := m.namespace(ctx, name.NamespaceName())
 	if err != nil {

@@ -139,6 +139,9 @@ type Manager struct {
 	// segments this node serves to others (remote.go).
 	servedMu sync.Mutex
 	served   map[string]*servedTopic
+	// moving holds the topics being moved away (MoveOut), with the epoch
+	// the move commits; guarded by mu.
+	moving map[string]uint64
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.

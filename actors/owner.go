@@ -14,6 +14,8 @@ import (
 type NotOwnerError struct {
 	Topic string
 	Owner string
+	// Epoch is the layout epoch the record had (0: not read here).
+	Epoch uint64
 }
 
 func (e *NotOwnerError) Error() string {

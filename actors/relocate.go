@@ -30,8 +30,13 @@ import (
 // node relocated them first, or from never did).
 func (m *Manager) Relocate(ctx context.Context, name routing.TopicName, from, to string) (uint64, []topology.SegmentID, error) {
 	if _, active := m.Active(name.String()); active && from == m.cfg.NodeID {
-		return 0, nil, api.Errorf(api.CodeLayoutRefused, "topic %s is active on this node: its controller moves its segments", name)
+		return 0, nil, api.Errorf(api.CodeLayoutRefused, "topic %s is active on this node: MoveOut moves its segments", name)
 	}
+	return m.relocate(ctx, name, from, to)
+}
+
+// relocate is Relocate on a topic known not to be active on from.
+func (m *Manager) relocate(ctx context.Context, name routing.TopicName, from, to string) (uint64, []topology.SegmentID, error) {
 	for attempt := 0; ; attempt++ {
 		rec, rev, err := m.meta.Topic(ctx, name)
 		if errors.Is(err, meta.ErrNotFound) {
@@ -64,7 +69,7 @@ func (m *Manager) Relocate(ctx context.Context, name routing.TopicName, from, to
 				created[i] = first + topology.SegmentID(i)
 			}
 			m.m.relocated.Add(float64(len(ids)))
-			m.log.Warn("segments of a lost node sealed in metadata; successors placed on another node",
+			m.log.Warn("segments sealed in metadata; successors placed on another node",
 				"topic", name.String(), "from", from, "to", to, "epoch", next.Epoch, "sealed", ids, "successors", created)
 			return next.Epoch, created, nil
 		case errors.Is(err, meta.ErrConflict) && attempt < 3:
@@ -73,6 +78,70 @@ func (m *Manager) Relocate(ctx context.Context, name routing.TopicName, from, to
 			return 0, nil, api.Errorf(api.CodeUnavailable, "relocating %s: %v", name, err)
 		}
 	}
+}
+
+// MoveOut moves the active segments this node owns of topic name to node
+// to (a drain): while it does, the topic is not activated here and its
+// appends are refused with SEGMENT_SEALED naming the epoch the move
+// commits (producers refresh the layout and resend: nothing refused is
+// stored); the topic is stopped, which answers every append it took;
+// then its record is relocated. The new owner activates it on its next
+// request.
+func (m *Manager) MoveOut(ctx context.Context, name routing.TopicName, to string) (uint64, []topology.SegmentID, error) {
+	uri := name.String()
+	rec, _, err := m.meta.Topic(ctx, name)
+	if errors.Is(err, meta.ErrNotFound) {
+		return 0, nil, api.Errorf(api.CodeTopicNotFound, "topic %s does not exist", name)
+	}
+	if err != nil {
+		return 0, nil, api.Errorf(api.CodeUnavailable, "topic %s: its record could not be read: %v", name, err)
+	}
+	if len(rec.Layout.OwnedActive(m.cfg.NodeID)) == 0 {
+		return rec.Layout.Epoch, nil, nil
+	}
+	m.mu.Lock()
+	if m.moving == nil {
+		m.moving = map[string]uint64{}
+	}
+	m.moving[uri] = rec.Layout.Epoch + 1
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.moving, uri)
+		m.mu.Unlock()
+	}()
+	for {
+		t, active := m.Active(uri)
+		if !active {
+			break
+		}
+		m.stopTopic(t, 0, true)
+	}
+	// Wait for an activation or passivation under way to end.
+	for {
+		m.mu.RLock()
+		ch := m.activating[uri]
+		if ch == nil {
+			ch = m.passivating[uri]
+		}
+		m.mu.RUnlock()
+		if ch == nil {
+			break
+		}
+		<-ch
+	}
+	if t, active := m.Active(uri); active {
+		m.stopTopic(t, 0, true)
+	}
+	return m.relocate(ctx, name, m.cfg.NodeID, to)
+}
+
+// movingError is the refusal of a topic being moved away, or nil.
+func (m *Manager) movingError(uri string) error {
+	if epoch, ok := m.moving[uri]; ok {
+		return api.SealedError(0, epoch)
+	}
+	return nil
 }
 
 // ReleaseMoved stops every active topic of which metadata no longer has

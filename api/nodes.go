@@ -26,6 +26,9 @@ type NodeInfo struct {
 	// BytesPerSec the bytes/s it made durable, at its last renewal.
 	Segments    int     `json:"segments"`
 	BytesPerSec float64 `json:"bytes_per_sec"`
+	// Draining says the node is being drained (node.drain): it takes no
+	// new topics.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // NodeListReply is the reply of node.list.
@@ -37,4 +40,26 @@ type NodeListReply struct {
 	// Serving is the id of the node that serves the topics whose layouts
 	// name no owner ("" before the first node has claimed it).
 	Serving string `json:"serving"`
+}
+
+// AdminNodeDrain moves every active segment a node owns to other nodes
+// (sealing them in metadata, no data copied) and the consumer groups it
+// holds, so that it can stop; it takes no new topics afterwards.
+const AdminNodeDrain = "node.drain"
+
+// NodeDrainRequest names the node to drain.
+type NodeDrainRequest struct {
+	Node string `json:"node"`
+}
+
+// NodeDrainReply reports a drain.
+type NodeDrainReply struct {
+	Node string `json:"node"`
+	// Topics and Segments moved, consumer Groups handed over.
+	Topics   int `json:"topics"`
+	Segments int `json:"segments"`
+	Groups   int `json:"groups"`
+	// Failed lists the topics that could not be moved, with why.
+	Failed  []string `json:"failed,omitempty"`
+	Seconds float64  `json:"seconds"`
 }

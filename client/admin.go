@@ -175,3 +175,17 @@ func (a *Admin) ListNodes(ctx context.Context) (api.NodeListReply, error) {
 	err := a.call(ctx, api.AdminNodeList, struct{}{}, &reply)
 	return reply, err
 }
+
+// DrainNode moves every active segment node owns to other nodes, and its
+// consumer groups, so that it can stop (see api.AdminNodeDrain). It waits
+// until the drain is done or ctx ends (not the admin's request timeout:
+// a drain of many topics takes a while).
+func (a *Admin) DrainNode(ctx context.Context, node string) (api.NodeDrainReply, error) {
+	var reply api.NodeDrainReply
+	timeout := 10 * time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	err := requestJSON(ctx, a.nc, timeout, api.AdminSubject(api.AdminNodeDrain), api.NodeDrainRequest{Node: node}, &reply)
+	return reply, err
+}

@@ -36,7 +36,8 @@ func (n *Node) adminOps() map[string]adminOp {
 		api.AdminTopicPolicies:     n.topicPolicies,
 		api.AdminNamespacePolicies: n.namespacePolicies,
 		// The cluster (membership.go).
-		api.AdminNodeList: n.nodeList,
+		api.AdminNodeList:  n.nodeList,
+		api.AdminNodeDrain: n.nodeDrain,
 	}
 }
 

@@ -389,6 +389,9 @@ func (n *Node) placeTopic(uri string) string {
 	}
 	best, bestKey := "", [3]uint64{}
 	for _, r := range nodes {
+		if r.Draining || r.ID == n.nodeID && n.draining.Load() {
+			continue // being drained: it takes no new topics
+		}
 		h := fnv.New64a()
 		h.Write([]byte(uri))
 		h.Write([]byte{0})
@@ -397,6 +400,9 @@ func (n *Node) placeTopic(uri string) string {
 		if best == "" || key[0] < bestKey[0] || key[0] == bestKey[0] && (key[1] < bestKey[1] || key[1] == bestKey[1] && key[2] < bestKey[2]) {
 			best, bestKey = r.ID, key
 		}
+	}
+	if best == "" {
+		return n.nodeID
 	}
 	return best
 }
@@ -411,6 +417,7 @@ const ownerCacheMax = 100_000
 
 type ownerEntry struct {
 	owner string
+	epoch uint64
 	until time.Time
 }
 
@@ -419,20 +426,20 @@ type ownerEntry struct {
 // topic whose owner is gone is moved to a live node first (takeOver).
 func (n *Node) topicByName(name routing.TopicName) (*actors.Topic, error) {
 	uri := name.String()
-	if owner, ok := n.cachedOwner(uri); ok {
-		if !n.ownerGone(owner) {
-			return nil, &actors.NotOwnerError{Topic: uri, Owner: owner}
+	if e, ok := n.cachedOwner(uri); ok {
+		if !n.ownerGone(e.owner) {
+			return nil, &actors.NotOwnerError{Topic: uri, Owner: e.owner, Epoch: e.epoch}
 		}
 		n.forgetOwner(uri)
 	}
 	t, err := n.topics.TopicByName(name)
-	if owner, remote := notOwner(err); remote {
-		if n.ownerGone(owner) && n.takeOver(name, n.ownerNode(owner)) {
+	var other *actors.NotOwnerError
+	if errors.As(err, &other) {
+		if n.ownerGone(other.Owner) && n.takeOver(name, n.ownerNode(other.Owner)) {
 			t, err = n.topics.TopicByName(name)
-			owner, remote = notOwner(err)
 		}
-		if remote {
-			n.rememberOwner(uri, owner)
+		if errors.As(err, &other) {
+			n.rememberOwner(uri, other.Owner, other.Epoch)
 		}
 	}
 	return t, err
@@ -445,26 +452,27 @@ func (n *Node) forgetOwner(uri string) {
 	n.ownersMu.Unlock()
 }
 
-// cachedOwner returns the node that owns topic uri if this node remembers
-// that another one does.
-func (n *Node) cachedOwner(uri string) (string, bool) {
+// cachedOwner returns the node that owns topic uri (and the layout epoch
+// it learned that at) if this node remembers that another one does.
+func (n *Node) cachedOwner(uri string) (ownerEntry, bool) {
 	n.ownersMu.Lock()
 	defer n.ownersMu.Unlock()
 	e, ok := n.owners[uri]
 	if !ok || !time.Now().Before(e.until) {
-		return "", false
+		return ownerEntry{}, false
 	}
-	return e.owner, true
+	return e, true
 }
 
-// rememberOwner notes that owner, another node, owns topic uri.
-func (n *Node) rememberOwner(uri, owner string) {
+// rememberOwner notes that owner, another node, owns topic uri (as of
+// layout epoch).
+func (n *Node) rememberOwner(uri, owner string, epoch uint64) {
 	n.ownersMu.Lock()
 	defer n.ownersMu.Unlock()
 	if len(n.owners) >= ownerCacheMax || n.owners == nil {
 		n.owners = map[string]ownerEntry{}
 	}
-	n.owners[uri] = ownerEntry{owner: owner, until: time.Now().Add(ownerCacheTTL)}
+	n.owners[uri] = ownerEntry{owner: owner, epoch: epoch, until: time.Now().Add(ownerCacheTTL)}
 }
 
 // remoteOwner returns the node that owns topic name when it is another
@@ -475,8 +483,8 @@ func (n *Node) remoteOwner(name routing.TopicName) (string, bool) {
 	if _, active := n.topics.Active(uri); active {
 		return "", false
 	}
-	if owner, ok := n.cachedOwner(uri); ok && !n.ownerGone(owner) {
-		return owner, true
+	if e, ok := n.cachedOwner(uri); ok && !n.ownerGone(e.owner) {
+		return e.owner, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
@@ -487,7 +495,7 @@ func (n *Node) remoteOwner(name routing.TopicName) (string, bool) {
 		owner = actors.LayoutOwner(rec.Layout)
 	}
 	if err == nil && !n.owns(owner) {
-		n.rememberOwner(uri, owner)
+		n.rememberOwner(uri, owner, rec.Layout.Epoch)
 		return owner, true
 	}
 	return "", false // here, or not found: the operation answers

@@ -232,6 +232,7 @@ func (m *membership) renew() bool {
 		rec.BytesPerSec = float64(bytes-m.lastBytes) / elapsed
 	}
 	rec.Segments = m.n.topics.OwnedSegments(rec.ID)
+	rec.Draining = m.n.draining.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 	newRev, err := m.n.meta.RenewNodeLease(ctx, rec, rev)
 	cancel()
@@ -500,7 +501,7 @@ func (n *Node) nodeList(ctx context.Context, _ []byte) (any, error) {
 	for _, r := range nodes {
 		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, NATSURL: r.NATSURL, Live: r.Live(now),
 			Serving: r.ID == serving.Node, Entry: r.ID == entry.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
-			Segments: r.Segments, BytesPerSec: r.BytesPerSec})
+			Segments: r.Segments, BytesPerSec: r.BytesPerSec, Draining: r.Draining})
 	}
 	slices.SortFunc(reply.Nodes, func(a, b api.NodeInfo) int { return strings.Compare(a.ID, b.ID) })
 	return reply, nil

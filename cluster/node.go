@@ -81,6 +81,7 @@ type Node struct {
 	// nodes here (takeover.go).
 	takeovers       takeovers
 	groupMoves      groupMoves
+	draining        atomic.Bool // node.drain (drain.go)
 	groupMovesTotal prometheus.Counter
 	takeoverTotal   prometheus.Counter
 	takeoverSeconds prometheus.Histogram

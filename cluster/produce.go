@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,8 +93,15 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 				err = fenced
 			}
 		}
-		if owner, ok := notOwner(err); ok {
-			if err = n.forwardReq(req, owner); err == nil {
+		var moved *actors.NotOwnerError
+		switch {
+		case errors.As(err, &moved) && isForwarded(req) && moved.Epoch > 0:
+			// Forwarded here by a node that thought this one owned the
+			// topic: it moved (a drain, a lost lease). The producer
+			// refreshes the layout and resends; nothing was stored.
+			err = api.SealedError(0, moved.Epoch)
+		case errors.As(err, &moved):
+			if err = n.forwardReq(req, moved.Owner); err == nil {
 				n.produceInflight.done(1)
 				return
 			}

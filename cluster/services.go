@@ -33,8 +33,8 @@ func (n *Node) addServices() error {
 	}
 	n.services = append(n.services, admin)
 	for op, fn := range n.adminOps() {
-		if op == api.AdminNodeList {
-			continue // every node serves it (addClusterService)
+		if op == api.AdminNodeList || op == api.AdminNodeDrain {
+			continue // every node serves them (addClusterService)
 		}
 		name := strings.ReplaceAll(op, ".", "-")
 		var h micro.Handler = n.adminHandler(fn)
@@ -156,6 +156,13 @@ func (n *Node) addClusterService() error {
 	n.services = append(n.services, svc)
 	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeList, ".", "-"), n.adminHandler(n.nodeList),
 		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeList))); err != nil {
+		return err
+	}
+	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeDrain, ".", "-"), n.adminHandler(n.nodeDrain),
+		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeDrain))); err != nil {
+		return err
+	}
+	if err := n.startDrainService(); err != nil {
 		return err
 	}
 	return n.nc.Flush()

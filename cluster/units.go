@@ -92,6 +92,8 @@ func (n *Node) receiveUnits(ctx actor.Context) {
 		serve = func() any { return n.serveGroupFileChunk(req) }
 	case *clusterpb.GroupRelease:
 		serve = func() any { return n.serveGroupRelease(req) }
+	case *clusterpb.GroupAdopt:
+		serve = func() any { return n.serveGroupAdopt(req) }
 	default:
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -455,6 +456,91 @@ var _ = Describe("A cluster of three nodes", func() {
 			g.Expect(liveNodes(r)).To(HaveLen(3))
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		readAll(conns[other], uri, "after-split", 400)
+	})
+
+	It("drains a node under load: producers see no error, its groups go on elsewhere, every key in order", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		var uri string
+		drained := -1
+		for i := 0; drained < 0 && i < 60; i++ {
+			u := fmt.Sprintf("topic://public/default/drained%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, u, 2)
+			Expect(err).NotTo(HaveOccurred())
+			if owner := d.Segments[0].Owner; owner != r.Entry {
+				uri, drained = u, int(owner[1]-'1')
+			}
+		}
+		Expect(drained).To(BeNumerically(">=", 0))
+		other := (drained + 1) % 3
+		produceGo(conns[other], uri, 0, 200, 8)
+		readAll(conns[other], uri, "grp", 200) // its state is on the drained node
+
+		// A Go producer keeps sending while the node is drained.
+		const total = 3000
+		p, err := client.NewProducer(conns[other], uri)
+		Expect(err).NotTo(HaveOccurred())
+		var acked sync.WaitGroup
+		var errs []error
+		var errMu sync.Mutex
+		acked.Add(total - 200)
+		started := make(chan struct{})
+		var sent atomic.Int64
+		go func() {
+			defer GinkgoRecover()
+			for seq := 200; seq < total; seq++ {
+				sent.Store(int64(seq))
+				if seq == 400 {
+					close(started)
+				}
+				rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%8)), Payload: []byte(strconv.Itoa(seq))}
+				Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
+					if err != nil {
+						errMu.Lock()
+						errs = append(errs, err)
+						errMu.Unlock()
+					}
+					acked.Done()
+				})).To(Succeed())
+				if seq%50 == 0 {
+					time.Sleep(time.Millisecond) // spread the load over the drain
+				}
+			}
+		}()
+		<-started
+		reply, err := client.NewAdmin(conns[other]).DrainNode(ctx, nodes[drained].id)
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "drain: %+v (sent so far: %d)\n", reply, sent.Load())
+		Expect(reply.Topics).To(BeNumerically(">=", 1))
+		Expect(reply.Segments).To(BeNumerically(">=", 2))
+		Expect(reply.Groups).To(BeNumerically(">=", 1))
+		acked.Wait()
+		Expect(p.Close(ctx)).To(Succeed())
+		errMu.Lock()
+		Expect(errs).To(BeEmpty(), "errors seen by the producer")
+		errMu.Unlock()
+
+		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
+		Expect(err).NotTo(HaveOccurred())
+		for _, s := range d.Segments {
+			if s.State == "active" {
+				Expect(s.Owner).NotTo(Equal(nodes[drained].id))
+			}
+		}
+		// The drained node's next renewal says so.
+		Eventually(func(g Gomega) {
+			nl, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, nd := range nl.Nodes {
+				g.Expect(nd.Draining).To(Equal(nd.ID == nodes[drained].id), "node %s", nd.ID)
+			}
+		}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		// The group goes on where it was; the sealed segments are read on
+		// the drained node.
+		readSeqs(conns[other], uri, "grp", 200, total)
 	})
 
 	It("fences a stopped owner: its key ranges move, and when it continues it acknowledges nothing into the sealed segments", func() {

@@ -58,3 +58,11 @@ func (m *Manager) Release(topic, subscription string) (string, error) {
 func (q *QueueManager) Release(topic, subscription string) (string, error) {
 	return q.m.Release(topic, subscription)
 }
+
+// Dir is the directory of the group of topic and subscription.
+func (m *Manager) Dir(topic, subscription string) string { return m.groupDir(topic, subscription) }
+
+// Dir is Manager.Dir for queue groups.
+func (q *QueueManager) Dir(topic, subscription string) string {
+	return q.m.groupDir(topic, subscription)
+}

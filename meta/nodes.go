@@ -30,6 +30,8 @@ type NodeRecord struct {
 	// the renewal before.
 	Segments    int     `json:"segments"`
 	BytesPerSec float64 `json:"bytes_per_sec"`
+	// Draining says the node is being drained: placement passes it by.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Live reports whether the lease holds at now.

@@ -759,6 +759,121 @@ func (x *GroupReleaseReply) GetError() string {
 	return ""
 }
 
+// GroupAdopt asks a topic's new owner to take a consumer group's state
+// over now (from the node asking, which is being drained), rather than
+// at the group's next request.
+type GroupAdopt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscription  string                 `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupAdopt) Reset() {
+	*x = GroupAdopt{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupAdopt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupAdopt) ProtoMessage() {}
+
+func (x *GroupAdopt) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupAdopt.ProtoReflect.Descriptor instead.
+func (*GroupAdopt) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GroupAdopt) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GroupAdopt) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupAdopt) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
+}
+
+type GroupAdoptReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     int32                  `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupAdoptReply) Reset() {
+	*x = GroupAdoptReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupAdoptReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupAdoptReply) ProtoMessage() {}
+
+func (x *GroupAdoptReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupAdoptReply.ProtoReflect.Descriptor instead.
+func (*GroupAdoptReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GroupAdoptReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *GroupAdoptReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
@@ -821,6 +936,15 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\x11GroupReleaseReply\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"Z\n" +
+	"\n" +
+	"GroupAdopt\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\"\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"F\n" +
+	"\x0fGroupAdoptReply\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
 
 var (
@@ -835,7 +959,7 @@ func file_braid_cluster_v1_units_proto_rawDescGZIP() []byte {
 	return file_braid_cluster_v1_units_proto_rawDescData
 }
 
-var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*UnitRead)(nil),            // 0: braid.cluster.v1.UnitRead
 	(*Header)(nil),              // 1: braid.cluster.v1.Header
@@ -848,6 +972,8 @@ var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*GroupFileChunkReply)(nil), // 8: braid.cluster.v1.GroupFileChunkReply
 	(*GroupRelease)(nil),        // 9: braid.cluster.v1.GroupRelease
 	(*GroupReleaseReply)(nil),   // 10: braid.cluster.v1.GroupReleaseReply
+	(*GroupAdopt)(nil),          // 11: braid.cluster.v1.GroupAdopt
+	(*GroupAdoptReply)(nil),     // 12: braid.cluster.v1.GroupAdoptReply
 }
 var file_braid_cluster_v1_units_proto_depIdxs = []int32{
 	1, // 0: braid.cluster.v1.Record.headers:type_name -> braid.cluster.v1.Header
@@ -871,7 +997,7 @@ func file_braid_cluster_v1_units_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_braid_cluster_v1_units_proto_rawDesc), len(file_braid_cluster_v1_units_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
