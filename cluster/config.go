@@ -84,7 +84,7 @@ type Config struct {
 	// Routes), else 1.
 	MetaReplicas int
 	// LeaseTTL is how long the node's membership lease holds unrenewed; it
-	// renews it every third of that. Default 6s.
+	// renews it every third of that. Default 4s.
 	LeaseTTL time.Duration
 }
 
@@ -97,7 +97,7 @@ const (
 	DefaultNATSListen    = "127.0.0.1:4222"
 	DefaultMetricsListen = "127.0.0.1:9470"
 	DefaultClusterName   = "braid"
-	DefaultLeaseTTL      = 6 * time.Second
+	DefaultLeaseTTL      = 4 * time.Second
 	// natsMaxPayload is the embedded server's max message size: a produce
 	// batch may carry up to MaxPayloadBytes of payload plus framing.
 	natsMaxPayload = 8 << 20

@@ -47,6 +47,8 @@ func main() {
 	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
 	flag.DurationVar(&leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl (0: their default)")
 	kills := flag.Int("kills", 0, "then kill the entry node this many times: time from the kill to the first acknowledged write of a live node's topic")
+	drains := flag.Int("drains", 0, "then drain a node owning a topic of -drain-segments segments this many times, under a Go producer: time of the drain, errors the producer saw")
+	drainSegments := flag.Int("drain-segments", 16, "segments of the drained topic")
 	ownerKills := flag.Int("owner-kills", 0, "then kill a topic's owner (not the entry node) this many times: time from the kill to the first acknowledged write of the topic's keys (moved to a live node)")
 	flag.Parse()
 
@@ -137,8 +139,11 @@ func main() {
 	row("produce, one topic owned by another node (forwarded)", forwarded)
 	row(fmt.Sprintf("produce, %d topics, a client on every node", *spread), spreadRuns)
 	row("replay, one topic (cluster: owned by another node, forwarded)", replay)
-	if *kills > 0 || *ownerKills > 0 {
+	if *kills > 0 || *ownerKills > 0 || *drains > 0 {
 		stopAll(single)
+	}
+	if *drains > 0 {
+		drainRuns(three, *drains, *drainSegments)
 	}
 	if *kills > 0 {
 		nodeLoss(three, *kills, true)
@@ -219,6 +224,90 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 	slices.Sort(took)
 	fmt.Printf("loss of %s over %d kills: p50 %s, p99 (max) %s\n", what, len(took), took[len(took)/2].Round(time.Millisecond),
 		took[len(took)-1].Round(time.Millisecond))
+}
+
+// drainRuns drains a node owning a topic of segments segments, runs
+// times, each while a Go producer sends to the topic, and reports how
+// long each drain took and the errors the producer saw. The drained node
+// is restarted (to take topics again) after each run.
+func drainRuns(nodes []*node, runs, segments int) {
+	var took []time.Duration
+	errors := 0
+	for k := 1; k <= runs; k++ {
+		r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
+		check(err)
+		ent := -1
+		for i, nd := range nodes {
+			if nd.id == r.Entry {
+				ent = i
+			}
+		}
+		via := (ent + 1) % len(nodes)
+		var d api.TopicDescription
+		victim := -1
+		for i := 0; victim < 0; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			d, err = client.NewAdmin(nodes[via].nc).CreateTopic(ctx, fmt.Sprintf("topic://public/default/drain%d-%d", k, i), segments)
+			cancel()
+			check(err)
+			if o := nodeIndex(nodes, d); o != ent && o >= 0 {
+				victim = o
+			}
+		}
+		if victim == via {
+			via = 3 - ent - victim
+		}
+		p, err := client.NewProducer(nodes[via].nc, d.Topic)
+		check(err)
+		stop := make(chan struct{})
+		var failed atomic.Int64
+		var sent atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctx := context.Background()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					check(p.Close(ctx))
+					return
+				default:
+				}
+				rec := api.Record{Key: []byte(strconv.Itoa(i % 1024)), Payload: make([]byte, 100)}
+				check(p.Send(ctx, rec, func(_ client.MessageID, err error) {
+					if err != nil {
+						failed.Add(1)
+					}
+				}))
+				sent.Add(1)
+			}
+		}()
+		for sent.Load() < 20_000 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		t0 := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		reply, err := client.NewAdmin(nodes[via].nc).DrainNode(ctx, nodes[victim].id)
+		cancel()
+		check(err)
+		took = append(took, time.Since(t0))
+		mark := sent.Load()
+		for sent.Load() < mark+20_000 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(stop)
+		<-done
+		errors += int(failed.Load())
+		fmt.Printf("drain %d of %s (%d segments of one topic, %d moved): %s (the node reported %.3fs); %d messages sent, %d errors\n",
+			k, nodes[victim].id, segments, reply.Segments, took[len(took)-1].Round(time.Millisecond), reply.Seconds, sent.Load(), failed.Load())
+		// Stopped and started again, the node takes topics again.
+		_ = nodes[victim].cmd.Process.Signal(syscall.SIGTERM)
+		_ = nodes[victim].cmd.Wait()
+		restart(nodes, victim)
+	}
+	slices.Sort(took)
+	fmt.Printf("drain of a node with a %d-segment topic over %d runs: p50 %s, max %s; producer errors %d\n", segments, runs,
+		took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), errors)
 }
 
 // restart starts node i again with its arguments and waits until every
