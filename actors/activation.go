@@ -51,6 +51,19 @@ func (t *Topic) Live() bool {
 // that found t passivated.
 func (t *Topic) again() (*Topic, error) { return t.mgr.TopicByName(t.name) }
 
+// againForAppend is again for an append: a topic that moved to another
+// node meanwhile (a drain) refuses it with SEGMENT_SEALED naming the
+// layout epoch of the move, so that the producer refreshes the layout and
+// resends it there (nothing was stored).
+func (t *Topic) againForAppend() (*Topic, error) {
+	nt, err := t.again()
+	var moved *NotOwnerError
+	if errors.As(err, &moved) && moved.Epoch > 0 {
+		return nil, api.SealedError(0, moved.Epoch)
+	}
+	return nt, err
+}
+
 // activate loads a topic that is not active from the store and starts it;
 // the caller found it neither active nor being activated or passivated.
 // It returns (nil, nil) when another call got there first: look again.

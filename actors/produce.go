@@ -89,7 +89,7 @@ func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Resul
 		}
 		// The topic stopped for idleness: send to it as it is now.
 		t.routeMu.RUnlock()
-		nt, err := t.again()
+		nt, err := t.againForAppend()
 		if err != nil {
 			for _, i := range idx {
 				p.results[i] = errResult(err)

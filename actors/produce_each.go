@@ -56,7 +56,7 @@ func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink
 	if st.passivated {
 		// The topic stopped for idleness: send to it as it is now.
 		t.routeMu.RUnlock()
-		if nt, err := t.again(); err != nil {
+		if nt, err := t.againForAppend(); err != nil {
 			for i := range recs {
 				refused = append(refused, refusal{i, err})
 			}

@@ -90,3 +90,34 @@ func TestRelocateSealsTheLostNodesSegments(t *testing.T) {
 		t.Fatalf("second relocate moved %v (%v)", again, err)
 	}
 }
+
+// TestMoveOutRefusesAppendsSealed: once MoveOut moved a topic to another
+// node, an append through a handle taken before is refused SEGMENT_SEALED
+// with the epoch of the move (the producer resends by the new layout),
+// not failed; the sealed segments keep what was acknowledged before.
+func TestMoveOutRefusesAppendsSealed(t *testing.T) {
+	m := newTestManagerWith(t, func(c *Config) {
+		c.NodeID = "n1"
+		c.Owns = func(owner string) bool { return owner == "n1" || owner == "" }
+	})
+	const uri = "topic://t/n/drained"
+	topic := createTestTopic(t, m, uri, 2, 1)
+	if r := produceOne(t, topic, "k", "before"); r.Code != 0 {
+		t.Fatalf("before the move: %+v", r)
+	}
+	name, _ := routing.ParseTopic(uri)
+	epoch, moved, err := m.MoveOut(context.Background(), name, "n2")
+	if err != nil || len(moved) != 2 {
+		t.Fatalf("move out: %v %v", moved, err)
+	}
+	r := produceOne(t, topic, "k", "after")
+	if r.Code != api.CodeSegmentSealed.Number {
+		t.Fatalf("after the move: %+v, want SEGMENT_SEALED", r)
+	}
+	if e := r.Err(); e == nil || api.AsError(e).Epoch != epoch {
+		t.Fatalf("after the move: %v, want the epoch %d of the move", e, epoch)
+	}
+	if _, err := m.Topic(uri); err == nil {
+		t.Fatal("the moved topic activated again here")
+	}
+}

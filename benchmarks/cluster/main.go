@@ -275,8 +275,8 @@ func drainRuns(nodes []*node, runs, segments int) {
 				}
 				rec := api.Record{Key: []byte(strconv.Itoa(i % 1024)), Payload: make([]byte, 100)}
 				check(p.Send(ctx, rec, func(_ client.MessageID, err error) {
-					if err != nil {
-						failed.Add(1)
+					if err != nil && failed.Add(1) <= 3 {
+						fmt.Printf("  producer error: %v\n", err)
 					}
 				}))
 				sent.Add(1)
