@@ -301,6 +301,24 @@ var _ = Describe("A cluster of three nodes", func() {
 		for i, uri := range uris {
 			readAll(conns[(i+1)%3], uri, "spread", per)
 		}
+		// Every active segment has exactly one owner, and every node
+		// describes it the same.
+		for _, uri := range uris {
+			var seen []api.SegmentInfo
+			for _, nc := range conns {
+				d, err := client.NewAdmin(nc).DescribeTopic(ctx, uri)
+				Expect(err).NotTo(HaveOccurred())
+				for _, s := range d.Segments {
+					if s.State == "active" {
+						Expect(s.Owner).To(BeElementOf("n1", "n2", "n3"), "%s segment %d", uri, s.ID)
+					}
+				}
+				if seen == nil {
+					seen = d.Segments
+				}
+				Expect(d.Segments).To(Equal(seen), "%s described differently through another node", uri)
+			}
+		}
 	})
 
 	It("moves a killed owner's key ranges to a live node: writes resume, the sealed data is read once the node returns, every key in order", func() {
