@@ -83,6 +83,10 @@ type Config struct {
 	// embedded cluster has three or more servers (this one and its
 	// Routes), else 1.
 	MetaReplicas int
+	// RebalanceInterval is how often the entry node compares the nodes'
+	// loads and moves topics from the most to the least loaded one
+	// (rebalance.go); 0 is DefaultRebalanceInterval, negative never.
+	RebalanceInterval time.Duration
 	// LeaseTTL is how long the node's membership lease holds unrenewed; it
 	// renews it every third of that. Default 4s.
 	LeaseTTL time.Duration
@@ -98,6 +102,8 @@ const (
 	DefaultMetricsListen = "127.0.0.1:9470"
 	DefaultClusterName   = "braid"
 	DefaultLeaseTTL      = 4 * time.Second
+	// DefaultRebalanceInterval is how often the entry node compares loads.
+	DefaultRebalanceInterval = 30 * time.Second
 	// natsMaxPayload is the embedded server's max message size: a produce
 	// batch may carry up to MaxPayloadBytes of payload plus framing.
 	natsMaxPayload = 8 << 20
@@ -157,6 +163,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.RebalanceInterval == 0 {
+		c.RebalanceInterval = DefaultRebalanceInterval
 	}
 	if c.LeaseTTL < 300*time.Millisecond {
 		return c, fmt.Errorf("lease TTL %s is under 300ms", c.LeaseTTL)

@@ -113,7 +113,9 @@ func (n *Node) startForwarding() error {
 		Help: "Time to move one topic off a lost node (read its record, compare-and-swap the new layout).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})
 	n.groupMovesTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_consumer_group_moves_total",
 		Help: "Consumer groups whose state this node took over from their former home (their topic moved here)."})
-	n.registry.MustRegister(n.takeoverTotal, n.takeoverSeconds, n.groupMovesTotal,
+	n.rebalanced = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_rebalanced_topics_total",
+		Help: "Topics this node, as the entry node, had moved from the most to the least loaded node."})
+	n.registry.MustRegister(n.takeoverTotal, n.takeoverSeconds, n.groupMovesTotal, n.rebalanced,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_forwarded_requests_total",
 			Help: "Requests this node forwarded to the node that owns their topic (a split produce-multi counts one per owner)."},
 			func() float64 { return float64(f.forwarded.Load()) }),

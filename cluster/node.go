@@ -82,6 +82,7 @@ type Node struct {
 	takeovers       takeovers
 	groupMoves      groupMoves
 	draining        atomic.Bool // node.drain (drain.go)
+	rebalanced      prometheus.Counter
 	groupMovesTotal prometheus.Counter
 	takeoverTotal   prometheus.Counter
 	takeoverSeconds prometheus.Histogram

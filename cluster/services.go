@@ -165,5 +165,8 @@ func (n *Node) addClusterService() error {
 	if err := n.startDrainService(); err != nil {
 		return err
 	}
+	if err := n.startRebalancer(); err != nil {
+		return err
+	}
 	return n.nc.Flush()
 }

@@ -24,11 +24,11 @@ import (
 // startCluster starts three nodes and waits until every one lists the
 // three live, one of them serving; it returns the nodes, a connection to
 // each and the serving node's index.
-func startCluster() ([]*node, []*nats.Conn, int) {
+func startCluster(extra ...string) ([]*node, []*nats.Conn, int) {
 	GinkgoHelper()
 	nodes := newCluster(3)
 	for _, nd := range nodes {
-		nd.start()
+		nd.start(extra...)
 	}
 	conns := make([]*nats.Conn, len(nodes))
 	for i, nd := range nodes {
@@ -559,6 +559,52 @@ var _ = Describe("A cluster of three nodes", func() {
 		// The group goes on where it was; the sealed segments are read on
 		// the drained node.
 		readSeqs(conns[other], uri, "grp", 200, total)
+	})
+
+	It("moves topics to a node that joins a loaded cluster; producers and readers carry on", func() {
+		rebalance := []string{"--rebalance-interval", "1s"}
+		nodes, conns, _ := startCluster(rebalance...)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		// n3 leaves (a clean stop releases its lease); topics are made
+		// and used on the other two.
+		nodes[2].signal(syscall.SIGTERM)
+		Eventually(nodes[2].exited).WithTimeout(30 * time.Second).Should(BeClosed())
+		nodes[2].cmd = nil
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[0])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).To(ConsistOf("n1", "n2"))
+		}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		const topics = 8
+		uris := make([]string, topics)
+		for i := range uris {
+			uris[i] = fmt.Sprintf("topic://public/default/joined%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uris[i], 2)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(d.Segments[0].Owner).NotTo(Equal("n3"))
+			produceGo(conns[0], uris[i], 0, 100, 8)
+		}
+		// n3 comes back with nothing: the entry node moves topics to it.
+		nodes[2].start(rebalance...)
+		conns[2] = connect(nodes[2])
+		Eventually(func(g Gomega) {
+			owned := 0
+			for _, uri := range uris {
+				d, err := client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, s := range d.Segments {
+					if s.State == "active" && s.Owner == "n3" {
+						owned++
+					}
+				}
+			}
+			g.Expect(owned).To(BeNumerically(">=", 2))
+		}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		for i, uri := range uris {
+			produceGo(conns[i%3], uri, 100, 200, 8)
+			readAll(conns[(i+1)%3], uri, "joined", 200)
+		}
 	})
 
 	It("fences a stopped owner: its key ranges move, and when it continues it acknowledges nothing into the sealed segments", func() {

@@ -78,6 +78,10 @@ func (nd *node) url() string { return "nats://" + nd.natsAddr }
 func (nd *node) args(extra []string) []string {
 	args := []string{"serve", "--node-id", nd.id, "--data-dir", nd.dataDir,
 		"--metrics-listen", "off", "--lease-ttl", leaseTTL.String(), "--log-level", "info"}
+	if !slices.Contains(extra, "--rebalance-interval") {
+		// Topics stay where the specs put them, but in the rebalancing spec.
+		args = append(args, "--rebalance-interval", "-1s")
+	}
 	if !slices.Contains(extra, "--nats-url") {
 		args = append(args, "--nats-listen", nd.natsAddr, "--cluster-listen", nd.clusterAddr, "--routes", strings.Join(nd.routes, ","))
 	}

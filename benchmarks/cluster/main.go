@@ -377,7 +377,8 @@ func startNodes(bin, dir string, n int) []*node {
 			for _, a := range clusterAddrs {
 				routes = append(routes, "nats://"+a)
 			}
-			args = append(args, "--cluster-listen", clusterAddrs[i], "--routes", strings.Join(routes, ","))
+			// Topics stay where the runs place them.
+			args = append(args, "--cluster-listen", clusterAddrs[i], "--routes", strings.Join(routes, ","), "--rebalance-interval", "-1s")
 		}
 		cmd := exec.Command(bin, args...)
 		logf, err := os.Create(filepath.Join(dir + "-" + id + ".log"))
