@@ -144,27 +144,17 @@ func (m *Manager) movingError(uri string) error {
 	return nil
 }
 
-// ReleaseMoved stops every active topic of which metadata no longer has
-// this node own the active segments it serves (another node relocated
-// them while this one was cut off), so that its next request reads the
-// layout as it is. It returns the topics stopped.
-func (m *Manager) ReleaseMoved(ctx context.Context) ([]string, error) {
+// ReleaseAll stops every active topic, whatever it is doing, so that the
+// next request reads its record again: a node whose lease ran out does
+// this before it takes appends again, since another node may have moved
+// any of its topics meanwhile (and the store may not answer to say which).
+// It returns the topics stopped.
+func (m *Manager) ReleaseAll() []string {
 	var stopped []string
-	var first error
 	for _, t := range m.All() {
-		rec, _, err := m.meta.Topic(ctx, t.name)
-		if err != nil && !errors.Is(err, meta.ErrNotFound) {
-			if first == nil {
-				first = err
-			}
-			continue
-		}
-		if err == nil && rec.Layout.Epoch == t.Epoch() {
-			continue
-		}
 		if m.stopTopic(t, 0, true) {
 			stopped = append(stopped, t.uri)
 		}
 	}
-	return stopped, first
+	return stopped
 }

@@ -78,3 +78,15 @@ func TopicTokens(subject string, prefixTokens int) (tenant, namespace, topic str
 	}
 	return parts[prefixTokens], parts[prefixTokens+1], parts[prefixTokens+2], true
 }
+
+// DirectPrefix starts the subjects that reach one node of a cluster:
+// DirectSubject(node, subject) is subject served by node itself, for the
+// topics whose layout names it the owner, without passing through the
+// node that takes the clients' requests. A produce request there for a
+// topic the node does not own (any more) is refused SEGMENT_SEALED with
+// the layout epoch: refresh the layout and resend. The nodes forward
+// requests to each other on the same subjects.
+const DirectPrefix = "braid.fwd"
+
+// DirectSubject is subject as node serves it itself (see DirectPrefix).
+func DirectSubject(node, subject string) string { return DirectPrefix + "." + node + "." + subject }

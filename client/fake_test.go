@@ -37,12 +37,13 @@ type fakeTopic struct {
 	staleBatches int
 	logs         map[unit][]api.Message
 	rr           int
-	sealedCount  int  // appends rejected with SEGMENT_SEALED
-	dropReplies  bool // answer no produce batch
-	dropBatch    int  // answer every produce batch but the one with this number (1 = the first), and the rest of its request
-	requests     int  // produce-multi requests received
-	push         bool // publish layout changes
-	batches      int  // produce batches received
+	sealedCount  int    // appends rejected with SEGMENT_SEALED
+	dropReplies  bool   // answer no produce batch
+	dropBatch    int    // answer every produce batch but the one with this number (1 = the first), and the rest of its request
+	requests     int    // produce-multi requests received
+	push         bool   // publish layout changes
+	owner        string // the node the layout names as owner ("": none)
+	batches      int    // produce batches received
 	// sealing lists segments sealed by a change in progress that the
 	// layout does not show yet (and may never: a rollback clears it).
 	sealing map[uint64]bool
@@ -139,6 +140,9 @@ func replyJSON(m *nats.Msg, v any) {
 func (f *fakeTopic) description() api.TopicDescription {
 	d := description(f.t, f.layout)
 	d.Topic = fakeURI
+	for i := range d.Segments {
+		d.Segments[i].Owner = f.owner
+	}
 	return d
 }
 

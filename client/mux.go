@@ -64,6 +64,8 @@ type muxPart struct {
 	p       *Producer
 	b       *batch
 	tenant  string
+	owner   string // the node it goes straight to ("": any node)
+	again   bool   // sent again after its owner was found gone
 	epoch   uint64
 	records []byte // the encoded batch
 }
@@ -71,6 +73,7 @@ type muxPart struct {
 // muxRequest is one produce-multi request in flight.
 type muxRequest struct {
 	parts []muxPart
+	owner string
 	timer *time.Timer
 }
 
@@ -116,7 +119,7 @@ func (m *produceMux) release() {
 func (m *produceMux) send(p *Producer, b *batch, records []byte) []failedPart {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, epoch: b.epoch, records: records})
+	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, owner: b.owner, epoch: b.epoch, records: records})
 	return m.publishLocked()
 }
 
@@ -124,7 +127,7 @@ func (m *produceMux) send(p *Producer, b *batch, records []byte) []failedPart {
 // (publishLocked) once it has queued what it has.
 func (m *produceMux) enqueue(p *Producer, b *batch, records []byte) {
 	m.mu.Lock()
-	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, epoch: b.epoch, records: records})
+	m.queue = append(m.queue, muxPart{p: p, b: b, tenant: p.tenant, owner: b.owner, epoch: b.epoch, records: records})
 	m.mu.Unlock()
 }
 
@@ -134,7 +137,7 @@ func (m *produceMux) enqueue(p *Producer, b *batch, records []byte) {
 func (m *produceMux) publishLocked() []failedPart {
 	var failed []failedPart
 	for len(m.queue) > 0 && len(m.inFlight) < muxInFlight {
-		tenant := m.queue[0].tenant
+		tenant, owner := m.queue[0].tenant, m.queue[0].owner
 		var parts []muxPart
 		size := 0
 		rest := m.queue[:0]
@@ -144,7 +147,7 @@ func (m *produceMux) publishLocked() []failedPart {
 			// Batches of another tenant, those that do not fit, and those
 			// of a producer with one of them, keep their place: each
 			// producer's batches go out in order.
-			if part.tenant != tenant || !fits || behind[part.p] {
+			if part.tenant != tenant || part.owner != owner || !fits || behind[part.p] {
 				if behind == nil {
 					behind = map[*Producer]bool{}
 				}
@@ -165,10 +168,14 @@ func (m *produceMux) publishLocked() []failedPart {
 			m.buf = api.AppendMultiPart(m.buf, part.p.namespace, part.p.name, part.epoch, part.records)
 			timeout = max(timeout, part.p.cfg.requestTimeout)
 		}
-		req := &muxRequest{parts: parts}
+		req := &muxRequest{parts: parts, owner: owner}
 		m.inFlight[id] = req
 		m.parts += uint64(len(parts))
-		err := m.nc.PublishMsg(&nats.Msg{Subject: api.ProduceMultiPrefix + "." + tenant, Reply: m.inbox + "." + strconv.FormatUint(id, 36), Data: m.buf})
+		subject := api.ProduceMultiPrefix + "." + tenant
+		if owner != "" {
+			subject = api.DirectSubject(owner, subject)
+		}
+		err := m.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: m.inbox + "." + strconv.FormatUint(id, 36), Data: m.buf})
 		if err != nil {
 			delete(m.inFlight, id)
 			for _, part := range parts {
@@ -223,11 +230,39 @@ func (m *produceMux) onReply(msg *nats.Msg) {
 	m.mu.Lock()
 	req := m.inFlight[id]
 	delete(m.inFlight, id)
+	if req != nil && req.owner != "" && msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
+		// Sent straight to an owner nobody serves (it is gone, or the
+		// node id is stale): nothing was taken. Send the batches again,
+		// ahead of what waits, through any node, and keep doing so for
+		// their producers until their next layout.
+		req.timer.Stop()
+		// Behind the parts sent again before (their refusals came first:
+		// they were sent first).
+		at := 0
+		for at < len(m.queue) && m.queue[at].again {
+			at++
+		}
+		again := make([]muxPart, 0, len(req.parts)+len(m.queue))
+		again = append(again, m.queue[:at]...)
+		for _, part := range req.parts {
+			part.p.ownerDown.Store(true)
+			part.owner, part.again = "", true
+			again = append(again, part)
+		}
+		for _, part := range m.queue[at:] {
+			if part.p.ownerDown.Load() {
+				part.owner = ""
+			}
+			again = append(again, part)
+		}
+		m.queue = again
+		req = nil
+	}
 	failed := m.publishLocked()
 	m.mu.Unlock()
 	settleFailed(failed)
 	if req == nil {
-		return // timed out: the producers failed its batches
+		return // timed out (the producers failed its batches) or sent again
 	}
 	req.timer.Stop()
 	replies, err := api.DecodeMultiReplies(msg.Data)

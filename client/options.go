@@ -67,6 +67,7 @@ type producerConfig struct {
 	unitPipeline   int
 	requestTimeout time.Duration
 	epochRouting   bool
+	direct         bool
 }
 
 func defaultProducerConfig() producerConfig {
@@ -77,6 +78,7 @@ func defaultProducerConfig() producerConfig {
 		linger:         DefaultLinger,
 		unitPipeline:   DefaultUnitPipeline,
 		requestTimeout: DefaultRequestTimeout,
+		direct:         true,
 	}
 }
 
@@ -210,6 +212,16 @@ func WithBatch(maxRecords, maxBytes int) ProducerOption {
 // arrive while a unit's previous batch is in flight still travel together.
 func WithLinger(d time.Duration) ProducerOption {
 	return producerOption(func(c *producerConfig) { c.linger = d })
+}
+
+// WithDirect says whether the producer sends its batches straight to the
+// node of a cluster that owns the topic, as the layout names it (the
+// default), or to any node, which forwards them (false). A batch that
+// finds the owner gone or the topic moved is resent: through any node
+// when no node took it, by the new layout when the old owner refused it
+// SEGMENT_SEALED.
+func WithDirect(on bool) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.direct = on })
 }
 
 // WithEpochRouting makes the producer name, on every batch, the layout

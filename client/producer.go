@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -93,11 +94,14 @@ type Producer struct {
 
 	mu sync.Mutex
 	// Guarded by mu:
-	router   *router             // the layout records are routed by
-	next     *router             // a newer layout, applied once nothing is in flight
-	units    map[unit]*unitQueue // per-unit queues under router
-	inFlight map[uint64]*batch   // batches sent and not answered, by id
-	lastID   uint64              // the last batch id used
+	router *router // the layout records are routed by
+	// ownerDown is set when a batch sent straight to the owner found no
+	// node there: batches go through any node until the next layout.
+	ownerDown atomic.Bool
+	next      *router             // a newer layout, applied once nothing is in flight
+	units     map[unit]*unitQueue // per-unit queues under router
+	inFlight  map[uint64]*batch   // batches sent and not answered, by id
+	lastID    uint64              // the last batch id used
 	// unsettled counts batches sent whose outcome is not fully processed
 	// (answered batches leave inFlight before their callbacks run).
 	// Invariant: unsettled >= len(inFlight).
@@ -146,6 +150,7 @@ type batch struct {
 	unit    unit
 	records []*pending
 	epoch   uint64 // the layout epoch the batch was routed by, with WithEpochRouting
+	owner   string // the node the batch goes straight to ("": any node)
 	// answered is set with the outcome (results or err) once known.
 	answered bool
 	results  []api.Result
@@ -618,6 +623,7 @@ func (p *Producer) tryApply() {
 		old[u] = append(old[u], q.records...)
 	}
 	p.router, p.next = p.next, nil
+	p.ownerDown.Store(false)
 	p.paused, p.wantEpoch = false, 0
 	p.rejected = make(map[unit][]*pending)
 	p.rejectedSince = time.Time{}

@@ -118,6 +118,9 @@ func (p *Producer) cutLocked(u unit, q *unitQueue, now time.Time) (*batch, time.
 	if p.cfg.epochRouting {
 		b.epoch = p.router.epoch
 	}
+	if p.cfg.direct && !p.ownerDown.Load() {
+		b.owner = p.router.owner
+	}
 	q.records = q.records[n:]
 	q.bytes -= size
 	q.sent = append(q.sent, b)

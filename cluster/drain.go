@@ -57,7 +57,14 @@ func (n *Node) startDrainService() error {
 	}); err != nil {
 		return err
 	}
-	_, err := n.nc.Subscribe(movedSubject, func(m *nats.Msg) { n.forgetOwner(string(m.Data)) })
+	if _, err := n.nc.Subscribe(movedSubject, func(m *nats.Msg) { n.forgetOwner(string(m.Data)) }); err != nil {
+		return err
+	}
+	_, err := n.nc.Subscribe(nodesChangedSubject, func(*nats.Msg) {
+		if n.members != nil {
+			go n.members.countNodes(time.Now())
+		}
+	})
 	return err
 }
 

@@ -15,7 +15,7 @@ import (
 // starts the client services; a holder that cannot renew refuses produce
 // requests from before its lease lapses (the same margin as appends) until
 // a renewal lands, and one whose role another node took stops its client
-// services for good (until it restarts).
+// services (it takes the role again when it is next free).
 
 // tryEntry renews the entry role when this node holds it, or takes it when
 // it is free or has lapsed. It runs at start and at each renewal.
@@ -39,9 +39,6 @@ func (m *membership) tryEntry(now time.Time) {
 			// may be electing a leader: every node waits alike.
 			n.log.Warn("the entry role could not be renewed in time: produce requests are refused until it is", "node", n.nodeID, "err", err)
 		}
-		return
-	}
-	if n.lostEntry.Load() {
 		return
 	}
 	rev, err := n.meta.TakeEntry(ctx, n.nodeID, now, expires)
@@ -73,9 +70,18 @@ func (n *Node) becomeEntry() error {
 	return nil
 }
 
-// loseEntry stops taking the clients' requests.
+// loseEntry stops taking the clients' requests (the cluster service, the
+// forwarded requests and what other nodes ask stay); the node may take
+// the role again once it is free.
 func (n *Node) loseEntry() {
+	n.svcMu.Lock()
+	defer n.svcMu.Unlock()
 	n.entry.Store(false)
-	n.lostEntry.Store(true)
-	n.stopTaking()
+	if n.fast != nil {
+		n.fast.pause()
+	}
+	for _, s := range n.services {
+		_ = s.Stop()
+	}
+	n.services = nil
 }

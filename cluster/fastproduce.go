@@ -44,7 +44,11 @@ type fastProduce struct {
 	conn     *natsio.Conn
 	sids     []uint64
 	stopping bool
-	stopped  chan struct{}
+	// paused is set while the node does not hold the entry role: the
+	// connection stays (replies to what it took still go out) but takes
+	// no request.
+	paused  bool
+	stopped chan struct{}
 
 	// Touched by the read goroutine only:
 	// topics caches the topic of a produce subject; pending holds the
@@ -101,6 +105,26 @@ func (f *fastProduce) connect() error {
 	if err != nil {
 		return fmt.Errorf("produce connection: %w", err)
 	}
+	f.mu.Lock()
+	paused := f.paused
+	f.mu.Unlock()
+	var sids []uint64
+	if !paused {
+		if sids, err = f.subscribe(conn); err != nil {
+			conn.Close()
+			return err
+		}
+	}
+	f.mu.Lock()
+	f.conn, f.sids = conn, sids
+	f.mu.Unlock()
+	return nil
+}
+
+// subscribe subscribes conn to the produce subjects and the service's
+// control subjects, and waits until the server knows them (or a first
+// request could find no responder).
+func (f *fastProduce) subscribe(conn *natsio.Conn) ([]uint64, error) {
 	var sids []uint64
 	subs := []struct{ subject, queue string }{
 		{api.ProducePrefix + ".*.*.*", produceQueueGroup},
@@ -113,19 +137,42 @@ func (f *fastProduce) connect() error {
 	for _, s := range subs {
 		sid, err := conn.Subscribe(s.subject, s.queue, f)
 		if err != nil {
-			conn.Close()
-			return err
+			return nil, err
 		}
 		sids = append(sids, sid)
 	}
-	// The subscriptions must be known to the server before the node
-	// says it serves, or a first request could find no responder.
 	if err := conn.Flush(10 * time.Second); err != nil {
-		conn.Close()
-		return fmt.Errorf("produce connection: %w", err)
+		return nil, fmt.Errorf("produce connection: %w", err)
+	}
+	return sids, nil
+}
+
+// pause stops taking requests (the node gave the entry role up); the
+// connection stays, for the replies to what it took.
+func (f *fastProduce) pause() {
+	f.mu.Lock()
+	f.paused = true
+	conn, sids := f.conn, f.sids
+	f.sids = nil
+	f.mu.Unlock()
+	for _, sid := range sids {
+		_ = conn.Unsubscribe(sid)
+	}
+	_ = conn.Flush(5 * time.Second)
+}
+
+// resume takes requests again (the node took the entry role again).
+func (f *fastProduce) resume() error {
+	f.mu.Lock()
+	f.paused = false
+	conn := f.conn
+	f.mu.Unlock()
+	sids, err := f.subscribe(conn)
+	if err != nil {
+		return err
 	}
 	f.mu.Lock()
-	f.conn, f.sids = conn, sids
+	f.sids = sids
 	f.mu.Unlock()
 	return nil
 }

@@ -34,7 +34,7 @@ import (
 // sent in the order of the requests, and the replies are put back together.
 
 // fwdPrefix is the subject prefix of forwarded requests.
-const fwdPrefix = "braid.fwd"
+const fwdPrefix = api.DirectPrefix
 
 // fwdTimeout bounds the wait for an owner's reply to a part of a split
 // produce-multi.
@@ -249,7 +249,10 @@ func (n *Node) forwardTarget(owner string, forwarded bool) (string, error) {
 		// owner changed since) is not sent on: no loops.
 		n.fwd.refused.Add(1)
 		return "", api.Errorf(api.CodeUnavailable, "the topic's owner changed while the request was forwarded; retry")
-	case !n.members.isLive(node):
+	case !n.members.isLive(node) || n.members.expired(node):
+		// Not forwarded into the void: a request to a node that is gone
+		// goes unanswered, and its client cannot tell whether it was
+		// taken; refused, it is resent once the topic has moved.
 		n.fwd.refused.Add(1)
 		return "", api.Errorf(api.CodeUnavailable, "the topic is owned by node %s, which is down (its lease lapsed), and its key ranges could not be moved to a live node yet; retry", node)
 	}

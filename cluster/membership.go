@@ -276,20 +276,24 @@ func (m *membership) renew() bool {
 	}
 }
 
-// rejoin stops the active topics whose layouts changed while the node's
-// lease had run out, and forgets which nodes owned what.
+// rejoin stops every active topic (another node may have moved any of
+// them while the node's lease had run out, and the store may not say
+// which right now) and forgets which nodes owned what: the next request
+// for a topic reads its record again.
 func (m *membership) rejoin() {
 	n := m.n
 	m.rejoins.Inc()
 	n.ownersMu.Lock()
 	n.owners = nil
 	n.ownersMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*m.ttl)
-	defer cancel()
-	stopped, err := n.topics.ReleaseMoved(ctx)
-	n.log.Warn("the membership lease had run out before it was renewed: topics whose layouts changed meanwhile were stopped",
-		"node", n.nodeID, "stopped", stopped, "err", err)
+	stopped := n.topics.ReleaseAll()
+	n.log.Warn("the membership lease had run out before it was renewed: every active topic was stopped, to be read again on its next request",
+		"node", n.nodeID, "stopped", len(stopped))
 }
+
+// nodesChangedSubject carries the id of a node that left the cluster
+// cleanly: every node reads the leases again.
+const nodesChangedSubject = "braid.cluster.nodes-changed"
 
 // countNodes updates braid_cluster_nodes from the leases.
 func (m *membership) countNodes(now time.Time) {
@@ -327,6 +331,15 @@ func (m *membership) isLive(node string) bool {
 	}
 	lapsed := m.lapsed.Load()
 	return lapsed == nil || !(*lapsed)[node]
+}
+
+// expired reports whether node's lease, as last read, has run out by now.
+func (m *membership) expired(node string) bool {
+	if m == nil {
+		return false
+	}
+	r, ok := m.liveView()[node]
+	return ok && !r.Live(time.Now())
 }
 
 func (m *membership) liveView() map[string]meta.NodeRecord {
@@ -464,7 +477,12 @@ func (m *membership) leaveNow() {
 	defer cancel()
 	if err := m.n.meta.ReleaseNodeLease(ctx, rec, rev); err != nil {
 		m.n.log.Warn("releasing the membership lease failed: the others see the node gone when it lapses", "node", rec.ID, "err", err)
+		return
 	}
+	// The others read the leases again now rather than at their next
+	// renewal: placement passes the node by at once.
+	_ = m.n.nc.Publish(nodesChangedSubject, []byte(rec.ID))
+	_ = m.n.nc.Flush()
 }
 
 // claimServing claims the serving role, or learns who holds it.

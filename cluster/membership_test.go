@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -237,5 +240,45 @@ func TestLeasesCarryTheNodesLoad(t *testing.T) {
 			t.Fatalf("the lease never showed the load: %+v, braid_cluster_nodes{state=live} %v", r.Nodes[0], live.GetGauge().GetValue())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestANodeTakesTheEntryRoleAgain: a node that gave the entry role up
+// (another node took it while it was cut off) stops taking the clients'
+// requests, and takes the role, and the requests, again once it is free.
+func TestANodeTakesTheEntryRoleAgain(t *testing.T) {
+	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond })
+	const uri = "topic://public/default/reentry"
+	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "reentry")
+	produce := func() error {
+		m, err := nc.Request(subject, []byte("x"), 2*time.Second)
+		if err != nil {
+			return err
+		}
+		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+			return fmt.Errorf("code %s: %s", code, m.Header.Get(micro.ErrorHeader))
+		}
+		return nil
+	}
+	if err := produce(); err != nil {
+		t.Fatalf("as the entry node: %v", err)
+	}
+	node.loseEntry()
+	if err := produce(); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("after giving the role up: %v, want no responders", err)
+	}
+	// Its own record of the role lapses; a renewal takes it again.
+	deadline := time.Now().Add(10 * time.Second)
+	for !node.entry.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not take the entry role again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := produce(); err != nil {
+		t.Fatalf("as the entry node again: %v", err)
 	}
 }

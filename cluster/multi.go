@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -56,7 +57,7 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 			}
 		}
 		if err != nil {
-			replies[i].Err = api.AsError(err)
+			replies[i].Err = api.AsError(movedRefusal(err))
 			finish()
 			continue
 		}
@@ -92,6 +93,23 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 	}
 	finish()
 	return nil
+}
+
+// movedRefusal turns the NotOwnerError of a part that reached a node which
+// does not own its topic (the request was sent here already: a forward, or
+// a client sending straight to the owner it knew) into SEGMENT_SEALED with
+// the layout epoch read, so that the producer refreshes the layout and
+// resends it (nothing was stored); other errors are returned as they are.
+func movedRefusal(err error) error {
+	var moved *actors.NotOwnerError
+	switch {
+	case !errors.As(err, &moved):
+		return err
+	case moved.Epoch > 0:
+		return api.SealedError(0, moved.Epoch)
+	default:
+		return api.Errorf(api.CodeUnavailable, "topic %s is owned by node %s; retry", moved.Topic, moved.Owner)
+	}
 }
 
 func resolvePart(tenant string, part api.MultiPart, resolve func(routing.TopicName) (*actors.Topic, error)) (*actors.Topic, error) {

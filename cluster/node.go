@@ -40,24 +40,25 @@ import (
 
 // Node is one running Braid server.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	ns       *server.Server // nil with an external NATS
-	nc       *nats.Conn
-	meta     *meta.Store
-	system   *actor.ActorSystem
-	remote   *remote.Remote // nil without a cluster (units.go)
-	topics   *actors.Manager
-	subs     *consumers.Manager
-	subsView subscriptionsView // the consumer groups, as topic controllers see them
-	queues   *consumers.QueueManager
-	reads    parkedReads // read.fetch requests waiting for data
-	services []micro.Service
-	metrics  *http.Server
-	metricsL net.Listener
-	registry *prometheus.Registry
-	produceM *produceMetrics
-	fast     *fastProduce // the produce front-end with the embedded server
+	cfg        Config
+	log        *slog.Logger
+	ns         *server.Server // nil with an external NATS
+	nc         *nats.Conn
+	meta       *meta.Store
+	system     *actor.ActorSystem
+	remote     *remote.Remote // nil without a cluster (units.go)
+	topics     *actors.Manager
+	subs       *consumers.Manager
+	subsView   subscriptionsView // the consumer groups, as topic controllers see them
+	queues     *consumers.QueueManager
+	reads      parkedReads // read.fetch requests waiting for data
+	services   []micro.Service
+	clusterSvc micro.Service // node.list, node.drain: every node, entry or not
+	metrics    *http.Server
+	metricsL   net.Listener
+	registry   *prometheus.Registry
+	produceM   *produceMetrics
+	fast       *fastProduce // the produce front-end with the embedded server
 	// replies is the front-end whose replies the node's committer holds
 	// while it acknowledges a round (holdReplies); nil without one.
 	replies atomic.Pointer[fastProduce]
@@ -87,10 +88,10 @@ type Node struct {
 	takeoverTotal   prometheus.Counter
 	takeoverSeconds prometheus.Histogram
 	// entry says the node holds the entry role and takes the clients'
-	// requests; lostEntry that another node took it from this run.
-	entry, lostEntry atomic.Bool
-	svcMu            sync.Mutex // guards starting services against Close
-	closing          bool
+	// requests (see entry.go).
+	entry   atomic.Bool
+	svcMu   sync.Mutex // guards starting services against Close
+	closing bool
 }
 
 // Start starts a node and returns once it serves requests.
@@ -323,6 +324,9 @@ func (n *Node) stopTaking() {
 		}
 		for _, s := range n.services {
 			_ = s.Stop()
+		}
+		if n.clusterSvc != nil {
+			_ = n.clusterSvc.Stop()
 		}
 	})
 }

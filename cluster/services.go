@@ -18,8 +18,13 @@ const produceQueueBytes = 512 << 20
 func (n *Node) addServices() error {
 	if n.ns != nil && !n.cfg.MicroProduce {
 		// With the embedded server, the produce endpoints are served by
-		// the lean front-end (fastproduce.go).
-		if err := n.startFastProduce(); err != nil {
+		// the lean front-end (fastproduce.go): made once, paused while
+		// the node does not hold the entry role.
+		if n.fast != nil {
+			if err := n.fast.resume(); err != nil {
+				return err
+			}
+		} else if err := n.startFastProduce(); err != nil {
 			return err
 		}
 	} else if err := n.addMicroProduce(); err != nil {
@@ -153,7 +158,7 @@ func (n *Node) addClusterService() error {
 	if err != nil {
 		return err
 	}
-	n.services = append(n.services, svc)
+	n.clusterSvc = svc
 	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeList, ".", "-"), n.adminHandler(n.nodeList),
 		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeList))); err != nil {
 		return err

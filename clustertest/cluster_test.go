@@ -575,6 +575,8 @@ var _ = Describe("A cluster of three nodes", func() {
 			r, err := nodeList(conns[0])
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(liveNodes(r)).To(ConsistOf("n1", "n2"))
+			// If n3 held the entry role, another node has taken it.
+			g.Expect(r.Entry).To(BeElementOf("n1", "n2"))
 		}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		const topics = 8
 		uris := make([]string, topics)
@@ -605,6 +607,54 @@ var _ = Describe("A cluster of three nodes", func() {
 			produceGo(conns[i%3], uri, 100, 200, 8)
 			readAll(conns[(i+1)%3], uri, "joined", 200)
 		}
+	})
+
+	It("lets the Go producer write straight to a topic's owner: it needs no entry node", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		entry := int(r.Entry[1] - '1')
+		var uri string
+		for i := 0; uri == "" && i < 60; i++ {
+			u := fmt.Sprintf("topic://public/default/direct%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, u, 2)
+			Expect(err).NotTo(HaveOccurred())
+			if d.Segments[0].Owner != r.Entry {
+				uri = u
+			}
+		}
+		Expect(uri).NotTo(BeEmpty())
+		via := (entry + 1) % 3
+		p, err := client.NewProducer(conns[via], uri)
+		Expect(err).NotTo(HaveOccurred())
+		// The entry node stops: nothing reaches it, and no other node
+		// takes its role for a lease; the producer's batches go straight
+		// to the owner all the same.
+		nodes[entry].signal(syscall.SIGSTOP)
+		defer nodes[entry].signal(syscall.SIGCONT)
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		defer scancel()
+		for seq := range 100 {
+			rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%8)), Payload: []byte(strconv.Itoa(seq))}
+			_, err := p.SendSync(sctx, rec)
+			Expect(err).NotTo(HaveOccurred(), "seq %d with the entry node stopped", seq)
+		}
+		nodes[entry].signal(syscall.SIGCONT)
+		Expect(p.Close(ctx)).To(Succeed())
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[via])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).To(HaveLen(3))
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		Eventually(func() error {
+			actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+			defer acancel()
+			_, err := client.NewAdmin(conns[via]).DescribeTopic(actx, uri)
+			return err
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		readAll(conns[via], uri, "direct", 100)
 	})
 
 	It("fences a stopped owner: its key ranges move, and when it continues it acknowledges nothing into the sealed segments", func() {

@@ -61,14 +61,16 @@ func TestIntervalAppendsDoNotWaitForFsync(t *testing.T) {
 	defer closeLog(t, l)
 	inSync, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	l.writeMu.Lock()
+	// Passes read slowSync holding syncMu (the background one may run
+	// already, every millisecond).
+	l.syncMu.Lock()
 	l.slowSync = func() {
 		once.Do(func() {
 			close(inSync)
 			<-release
 		})
 	}
-	l.writeMu.Unlock()
+	l.syncMu.Unlock()
 	mustAppend(t, l, testRecord(0))
 	<-inSync // a pass is in flight, and stays there until release
 	done := make(chan error)
