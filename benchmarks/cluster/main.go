@@ -107,7 +107,7 @@ func main() {
 		fwdThree.Topic, three[other].id, owners)
 
 	type series struct{ a, b []float64 }
-	var atOwner, forwarded, spreadRuns, replay series
+	var atOwner, forwarded, spreadRuns, replay, goDirect, goForwarded series
 	for r := 1; r <= *rounds; r++ {
 		a := produce([]*nats.Conn{single[0].nc}, []string{oneSingle.Topic}, *messages, *conc, payload)
 		b := produce([]*nats.Conn{three[owner].nc}, []string{oneThree.Topic}, *messages, *conc, payload)
@@ -119,6 +119,14 @@ func main() {
 		e := produce([]*nats.Conn{three[0].nc, three[1].nc, three[2].nc}, spreadThree, *messages, *conc, payload)
 		fmt.Printf("round %d %d topics: single node %.0f msg/s, cluster (a client on every node) %.0f\n", r, *spread, d, e)
 		spreadRuns.a, spreadRuns.b = append(spreadRuns.a, d), append(spreadRuns.b, e)
+		// The Go producer, through the entry node's server, to the topic
+		// another node owns: straight to the owner, and forwarded.
+		h := produceGoRate(single[0].nc, oneSingle.Topic, *messages, payload, true)
+		i := produceGoRate(three[owner].nc, fwdThree.Topic, *messages, payload, true)
+		j := produceGoRate(three[owner].nc, fwdThree.Topic, *messages, payload, false)
+		fmt.Printf("round %d Go producer: single node %.0f msg/s; cluster, topic of another node: straight to it %.0f, forwarded %.0f\n", r, h, i, j)
+		goDirect.a, goDirect.b = append(goDirect.a, h), append(goDirect.b, i)
+		goForwarded.a, goForwarded.b = append(goForwarded.a, h), append(goForwarded.b, j)
 		sub := "replay" + strconv.Itoa(r)
 		f := readBack(single[0].nc, oneSingle.Topic, sub, r**messages)
 		g := readBack(three[other].nc, fwdThree.Topic, sub, r**messages)
@@ -139,6 +147,8 @@ func main() {
 	row("produce, one topic owned by another node (forwarded)", forwarded)
 	row(fmt.Sprintf("produce, %d topics, a client on every node", *spread), spreadRuns)
 	row("replay, one topic (cluster: owned by another node, forwarded)", replay)
+	row("Go producer, one topic owned by another node, straight to it", goDirect)
+	row("Go producer, one topic owned by another node, forwarded (WithDirect(false))", goForwarded)
 	if *kills > 0 || *ownerKills > 0 || *drains > 0 {
 		stopAll(single)
 	}
@@ -495,6 +505,29 @@ func produce(conns []*nats.Conn, topics []string, messages, concurrency int, pay
 		fmt.Printf("  %d produce requests failed, the first: %v\n", n, firstErr.Load())
 	}
 	return float64(ok.Load()) / time.Since(t0).Seconds()
+}
+
+// produceGoRate sends messages records through a Go producer (direct:
+// straight to the topic's owner) over 64 keys and returns the rate of the
+// acknowledged ones.
+func produceGoRate(nc *nats.Conn, uri string, messages int, payload []byte, direct bool) float64 {
+	p, err := client.NewProducer(nc, uri, client.WithDirect(direct))
+	check(err)
+	ctx := context.Background()
+	var failed atomic.Int64
+	start := time.Now()
+	for i := range messages {
+		check(p.Send(ctx, api.Record{Key: []byte(strconv.Itoa(i % 64)), Payload: payload}, func(_ client.MessageID, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+		}))
+	}
+	check(p.Close(ctx))
+	if failed.Load() > 0 {
+		check(fmt.Errorf("%d of %d records failed", failed.Load(), messages))
+	}
+	return float64(messages) / time.Since(start).Seconds()
 }
 
 // readBack reads n messages of the topic from its start with a new stream
