@@ -333,9 +333,11 @@ func (m *membership) isLive(node string) bool {
 	return lapsed == nil || !(*lapsed)[node]
 }
 
-// expired reports whether node's lease, as last read, has run out by now.
+// expired reports whether node's lease, as last read, has run out by now
+// (false while this node's own lease is not current: its view of the
+// others is as stale as its own renewal, the store may be down for all).
 func (m *membership) expired(node string) bool {
-	if m == nil {
+	if m == nil || time.Now().UnixNano() >= m.validUntil.Load() {
 		return false
 	}
 	r, ok := m.liveView()[node]
