@@ -36,6 +36,7 @@ type UnitRead struct {
 // UnitData answers a UnitRead.
 type UnitData struct {
 	First, Next uint64
+	Bytes       int64 // the log's size on disk
 	Records     []wal.Record
 }
 
@@ -166,7 +167,7 @@ func readLocal(open func() (*wal.Log, error), req UnitRead) (UnitData, error) {
 	if err != nil {
 		return UnitData{}, err
 	}
-	d := UnitData{First: l.FirstOffset(), Next: l.NextOffset()}
+	d := UnitData{First: l.FirstOffset(), Next: l.NextOffset(), Bytes: l.SizeBytes()}
 	if req.BoundsOnly || req.From >= d.Next {
 		return d, nil
 	}

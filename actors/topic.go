@@ -309,7 +309,20 @@ func (t *Topic) Stats() api.TopicStats {
 		if s.State == topology.StateDeleted {
 			continue
 		}
+		owner, remote := t.remoteOwner(s)
 		for b := 0; b < s.Buckets; b++ {
+			if remote {
+				bs := api.BucketStats{Segment: uint64(s.ID), Bucket: b, State: string(s.State), Owner: owner}
+				if d, err := t.readRemote(owner, s, b, 0, 0, 0, true); err == nil {
+					bs.FirstOffset, bs.NextOffset, bs.Bytes = d.First, d.Next, d.Bytes
+					st.Messages += d.Next - d.First
+					st.Bytes += d.Bytes
+				} else {
+					bs.Unavailable = true
+				}
+				st.Buckets = append(st.Buckets, bs)
+				continue
+			}
 			lg, err := t.unitLog(s.ID, b)
 			if err != nil {
 				continue

@@ -138,6 +138,12 @@ type BucketStats struct {
 	FirstOffset uint64 `json:"first_offset"`
 	NextOffset  uint64 `json:"next_offset"`
 	Bytes       int64  `json:"bytes"`
+	// Owner is the node that holds the bucket's log when it is not the
+	// node that answered (a sealed segment of a node that was lost or
+	// drained); Unavailable says that node did not answer (the offsets
+	// and bytes are then unknown).
+	Owner       string `json:"owner,omitempty"`
+	Unavailable bool   `json:"unavailable,omitempty"`
 }
 
 // SubscriptionStats is one subscription in topic.stats.

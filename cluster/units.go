@@ -119,7 +119,7 @@ func (n *Node) serveUnitRead(req *clusterpb.UnitRead) *clusterpb.UnitReadReply {
 	if err != nil {
 		return unitReadError(err)
 	}
-	reply := &clusterpb.UnitReadReply{First: d.First, Next: d.Next, Records: make([]*clusterpb.Record, len(d.Records))}
+	reply := &clusterpb.UnitReadReply{First: d.First, Next: d.Next, Bytes: d.Bytes, Records: make([]*clusterpb.Record, len(d.Records))}
 	for i, r := range d.Records {
 		pr := &clusterpb.Record{Timestamp: r.Timestamp, Key: r.Key, Payload: r.Payload}
 		for _, h := range r.Headers {
@@ -179,7 +179,7 @@ func (r remoteUnits) ReadUnit(ctx context.Context, owner string, req actors.Unit
 		}
 		return actors.UnitData{}, api.Errorf(code, "node %s: %s", owner, reply.Error)
 	}
-	d := actors.UnitData{First: reply.First, Next: reply.Next, Records: make([]wal.Record, len(reply.Records))}
+	d := actors.UnitData{First: reply.First, Next: reply.Next, Bytes: reply.Bytes, Records: make([]wal.Record, len(reply.Records))}
 	for i, pr := range reply.Records {
 		rec := wal.Record{Timestamp: pr.Timestamp, Key: pr.Key, Payload: pr.Payload}
 		for _, h := range pr.Headers {

@@ -385,6 +385,17 @@ var _ = Describe("A cluster of three nodes", func() {
 		}
 		Expect(sealedThere).To(Equal(2), "%+v", d.Segments)
 		Expect(activeElsewhere).To(Equal(2), "%+v", d.Segments)
+		// Stats name the killed node's buckets as unknown while it is down.
+		st, err := client.NewAdmin(conns[other]).Stats(ctx, lostURI)
+		Expect(err).NotTo(HaveOccurred())
+		unknown := 0
+		for _, b := range st.Buckets {
+			if b.Owner == nodes[victim].id {
+				Expect(b.Unavailable).To(BeTrue(), "bucket %d/%d", b.Segment, b.Bucket)
+				unknown++
+			}
+		}
+		Expect(unknown).To(BeNumerically(">=", 2))
 		// The other topic carries on.
 		Eventually(func() error {
 			actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -405,6 +416,10 @@ var _ = Describe("A cluster of three nodes", func() {
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		produceGo(conns[other], lostURI, 600, 700, 8)
 		readAll(conns[victim], lostURI, "after", 700)
+		// Every message counted, the returned node's buckets included.
+		st, err = client.NewAdmin(conns[other]).Stats(ctx, lostURI)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Messages).To(Equal(uint64(700)), "%+v", st.Buckets)
 		// The subscription's state came over from the returned node: it
 		// goes on after what it had acknowledged there.
 		readSeqs(conns[survivor], lostURI, "before", 500, 700)

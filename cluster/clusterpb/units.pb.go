@@ -255,6 +255,7 @@ type UnitReadReply struct {
 	Records       []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	ErrorCode     int32                  `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"` // 0: no error
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Bytes         int64                  `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"` // the log's size on disk
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +323,13 @@ func (x *UnitReadReply) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *UnitReadReply) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
 }
 
 // GroupFiles asks the node that holds a consumer group's log (its home)
@@ -896,14 +904,15 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x122\n" +
 	"\aheaders\x18\x03 \x03(\v2\x18.braid.cluster.v1.HeaderR\aheaders\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\"\xa2\x01\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\"\xb8\x01\n" +
 	"\rUnitReadReply\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\x04R\x04next\x122\n" +
 	"\arecords\x18\x03 \x03(\v2\x18.braid.cluster.v1.RecordR\arecords\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x05R\terrorCode\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"Z\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"Z\n" +
 	"\n" +
 	"GroupFiles\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
