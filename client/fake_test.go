@@ -43,7 +43,8 @@ type fakeTopic struct {
 	requests     int    // produce-multi requests received
 	push         bool   // publish layout changes
 	owner        string // the node the layout names as owner ("": none)
-	batches      int    // produce batches received
+	produceSub   *nats.Subscription
+	batches      int // produce batches received
 	// sealing lists segments sealed by a change in progress that the
 	// layout does not show yet (and may never: a rollback clears it).
 	sealing map[uint64]bool
@@ -108,13 +109,15 @@ func newFake(t testing.TB, segments, budget int) (*fakeTopic, *nats.Conn) {
 		logs: map[unit][]api.Message{}, consumers: map[string]bool{},
 		sent: map[unit]uint64{}, ackedUpTo: map[unit]uint64{},
 	}
-	sub := func(subject string, h nats.MsgHandler) {
-		if _, err := f.nc.Subscribe(subject, h); err != nil {
+	sub := func(subject string, h nats.MsgHandler) *nats.Subscription {
+		s, err := f.nc.Subscribe(subject, h)
+		if err != nil {
 			t.Fatal(err)
 		}
+		return s
 	}
 	sub(api.AdminSubject(api.AdminTopicDescribe), f.describe)
-	sub(api.ProduceMultiPrefix+".t", f.produceMulti)
+	f.produceSub = sub(api.ProduceMultiPrefix+".t", f.produceMulti)
 	for _, verb := range []string{api.ConsumeJoin, api.ConsumeFetch, api.ConsumeAck, api.ConsumeLeave} {
 		sub(api.ConsumeSubject(verb, "t", "ns", "x"), f.consume(verb))
 	}

@@ -55,17 +55,24 @@ type produceMux struct {
 	buf      []byte
 	// parts counts the batches sent, in lastID requests.
 	parts uint64
+	// retryAt, when set, holds the queue until then: its first parts found
+	// no node (see onReply); retryTimer fires then.
+	retryAt    time.Time
+	retryTimer *time.Timer
 
 	lingerer *lingerer // cuts the batches whose linger ends (linger.go)
 }
 
 // muxPart is one batch of one producer.
 type muxPart struct {
-	p       *Producer
-	b       *batch
-	tenant  string
-	owner   string // the node it goes straight to ("": any node)
-	again   bool   // sent again after its owner was found gone
+	p      *Producer
+	b      *batch
+	tenant string
+	owner  string // the node it goes straight to ("": any node)
+	again  bool   // sent again after no node took it
+	// since is when it was first sent (zero before): a part no node takes
+	// is sent again until its producer's request timeout has passed.
+	since   time.Time
 	epoch   uint64
 	records []byte // the encoded batch
 }
@@ -108,6 +115,11 @@ func (m *produceMux) release() {
 	muxes.Unlock()
 	if last {
 		m.lingerer.close()
+		m.mu.Lock()
+		if m.retryTimer != nil {
+			m.retryTimer.Stop()
+		}
+		m.mu.Unlock()
 		_ = m.sub.Unsubscribe()
 	}
 }
@@ -136,6 +148,12 @@ func (m *produceMux) enqueue(p *Producer, b *batch, records []byte) {
 // largest body. It returns the parts whose publish failed.
 func (m *produceMux) publishLocked() []failedPart {
 	var failed []failedPart
+	if !m.retryAt.IsZero() {
+		if wait := time.Until(m.retryAt); wait > 0 {
+			return nil // the timer publishes then
+		}
+		m.retryAt = time.Time{}
+	}
 	for len(m.queue) > 0 && len(m.inFlight) < muxInFlight {
 		tenant, owner := m.queue[0].tenant, m.queue[0].owner
 		var parts []muxPart
@@ -164,9 +182,13 @@ func (m *produceMux) publishLocked() []failedPart {
 		id := m.lastID
 		m.buf = api.AppendMultiHeader(m.buf[:0], len(parts))
 		timeout := time.Duration(0)
-		for _, part := range parts {
+		now := time.Now()
+		for i, part := range parts {
 			m.buf = api.AppendMultiPart(m.buf, part.p.namespace, part.p.name, part.epoch, part.records)
 			timeout = max(timeout, part.p.cfg.requestTimeout)
+			if part.since.IsZero() {
+				parts[i].since = now
+			}
 		}
 		req := &muxRequest{parts: parts, owner: owner}
 		m.inFlight[id] = req
@@ -188,6 +210,19 @@ func (m *produceMux) publishLocked() []failedPart {
 		req.timer = time.AfterFunc(timeout, func() { m.expire(id) })
 	}
 	return failed
+}
+
+// noResponderRetry is how long batches that no node took wait before
+// they are sent again through any node.
+const noResponderRetry = 100 * time.Millisecond
+
+// retry sends what the queue held back after a request no node took.
+func (m *produceMux) retry() {
+	m.mu.Lock()
+	m.retryAt = time.Time{}
+	failed := m.publishLocked()
+	m.mu.Unlock()
+	settleFailed(failed)
 }
 
 // failedPart is a batch whose request could not be sent.
@@ -230,14 +265,20 @@ func (m *produceMux) onReply(msg *nats.Msg) {
 	m.mu.Lock()
 	req := m.inFlight[id]
 	delete(m.inFlight, id)
-	if req != nil && req.owner != "" && msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
-		// Sent straight to an owner nobody serves (it is gone, or the
-		// node id is stale): nothing was taken. Send the batches again,
-		// ahead of what waits, through any node, and keep doing so for
-		// their producers until their next layout.
+	var gaveUp []muxPart
+	if req != nil && msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
+		// No node took the request (NATS's no-responders status): nothing
+		// was appended, so its batches are sent again, ahead of what
+		// waits (behind any sent again before: their refusals came first,
+		// as they were sent first). Sent straight to an owner nobody
+		// serves, they go through any node at once, and their producers
+		// stop going straight until their next layout. Sent through any
+		// node (no node serves the clients, or the owner it forwarded to
+		// is gone and the topic not moved yet), they wait a moment, until
+		// their producer's request timeout.
 		req.timer.Stop()
-		// Behind the parts sent again before (their refusals came first:
-		// they were sent first).
+		direct := req.owner != ""
+		now := time.Now()
 		at := 0
 		for at < len(m.queue) && m.queue[at].again {
 			at++
@@ -245,7 +286,13 @@ func (m *produceMux) onReply(msg *nats.Msg) {
 		again := make([]muxPart, 0, len(req.parts)+len(m.queue))
 		again = append(again, m.queue[:at]...)
 		for _, part := range req.parts {
-			part.p.ownerDown.Store(true)
+			if !direct && now.Sub(part.since) >= part.p.cfg.requestTimeout {
+				gaveUp = append(gaveUp, part)
+				continue
+			}
+			if direct {
+				part.p.ownerDown.Store(true)
+			}
 			part.owner, part.again = "", true
 			again = append(again, part)
 		}
@@ -256,11 +303,22 @@ func (m *produceMux) onReply(msg *nats.Msg) {
 			again = append(again, part)
 		}
 		m.queue = again
+		if !direct && len(again) > 0 {
+			m.retryAt = now.Add(noResponderRetry)
+			if m.retryTimer == nil {
+				m.retryTimer = time.AfterFunc(noResponderRetry, m.retry)
+			} else {
+				m.retryTimer.Reset(noResponderRetry)
+			}
+		}
 		req = nil
 	}
 	failed := m.publishLocked()
 	m.mu.Unlock()
 	settleFailed(failed)
+	for _, part := range gaveUp {
+		part.p.settle(part.b.id, nil, fmt.Errorf("produce batch to %s: %w", part.p.topic, ErrNoServer))
+	}
 	if req == nil {
 		return // timed out (the producers failed its batches) or sent again
 	}
