@@ -443,6 +443,10 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 				}
 				return
 			}
+			if noneTook(replies) {
+				f.publish(reply, noRespondersHeader, nil)
+				return
+			}
 			f.publish(reply, nil, encodeMultiReplies(replies))
 		})
 		if err != nil {

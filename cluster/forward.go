@@ -272,7 +272,7 @@ func (n *Node) forwardReq(req micro.Request, owner string) error {
 func (n *Node) requestOwner(owner, tenant string, body []byte, cb func(*nats.Msg, error)) {
 	node, err := n.forwardTarget(owner, false)
 	if err != nil {
-		cb(nil, err)
+		cb(nil, notSentError{err})
 		return
 	}
 	f := n.fwd
@@ -307,6 +307,13 @@ func (n *Node) requestOwner(owner, tenant string, body []byte, cb func(*nats.Msg
 		}
 	}
 }
+
+// notSentError is a forward refused before it was sent (its owner is
+// down, its topic not moved yet): nothing was taken.
+type notSentError struct{ err error }
+
+func (e notSentError) Error() string { return e.err.Error() }
+func (e notSentError) Unwrap() error { return e.err }
 
 func (f *forwarder) onReply(m *nats.Msg) {
 	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]

@@ -73,6 +73,16 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 			sub = api.AppendMultiPart(sub, parts[i].Namespace, parts[i].Topic, parts[i].Epoch, parts[i].Records)
 		}
 		remote.requestOwner(owner, tenant, sub, func(m *nats.Msg, err error) {
+			var notSent notSentError
+			if err == nil && noResponders(m) || errors.As(err, &notSent) {
+				// Nobody took them (the owner is gone and its topic not
+				// moved yet): say so, for the client to send them again.
+				for _, i := range idx {
+					replies[i].Err = errNoneTook
+					finish()
+				}
+				return
+			}
 			var got []api.MultiReply
 			if err == nil {
 				if e := api.ParseError(m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader)); e != nil {
@@ -94,6 +104,29 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 	finish()
 	return nil
 }
+
+// errNoneTook marks the parts of a produce-multi that no node took: a
+// request all of whose parts are so is answered with NATS's no-responders
+// status, which tells the client that nothing was appended (noneTook).
+var errNoneTook = api.Errorf(api.CodeUnavailable, "no node took these parts (their owner is gone and their topic not moved yet); send them again")
+
+// noResponders reports whether m is NATS's no-responders status.
+func noResponders(m *nats.Msg) bool {
+	return m != nil && len(m.Data) == 0 && m.Header.Get("Status") == "503"
+}
+
+// noneTook reports whether no part of a produce-multi was taken.
+func noneTook(replies []api.MultiReply) bool {
+	for _, r := range replies {
+		if r.Err != errNoneTook {
+			return false
+		}
+	}
+	return len(replies) > 0
+}
+
+// noRespondersHeader is the header block of a no-responders status.
+var noRespondersHeader = []byte("NATS/1.0 503\r\n\r\n")
 
 // movedRefusal turns the NotOwnerError of a part that reached a node which
 // does not own its topic (the request was sent here already: a forward, or

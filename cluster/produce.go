@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"github.com/nats-io/nats.go"
 	"slices"
 	"strconv"
 	"strings"
@@ -288,6 +289,10 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 				for _, err := range multiFailures(replies) {
 					pr.err(err)
 				}
+				return
+			}
+			if noneTook(replies) {
+				_ = n.nc.PublishMsg(&nats.Msg{Subject: r.reply, Header: nats.Header{"Status": []string{"503"}}})
 				return
 			}
 			r.data(encodeMultiReplies(replies), nil)

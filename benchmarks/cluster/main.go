@@ -47,6 +47,8 @@ func main() {
 	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
 	flag.DurationVar(&leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl (0: their default)")
 	kills := flag.Int("kills", 0, "then kill the entry node this many times: time from the kill to the first acknowledged write of a live node's topic")
+	verbose = flag.Bool("v", false, "print the nodes' log lines about what a kill moved")
+	goKills := flag.Int("go-owner-kills", 0, "then kill a topic's owner this many times while a Go producer sends to it: its errors, and its longest wait for an acknowledgement")
 	drains := flag.Int("drains", 0, "then drain a node owning a topic of -drain-segments segments this many times, under a Go producer: time of the drain, errors the producer saw")
 	drainSegments := flag.Int("drain-segments", 16, "segments of the drained topic")
 	ownerKills := flag.Int("owner-kills", 0, "then kill a topic's owner (not the entry node) this many times: time from the kill to the first acknowledged write of the topic's keys (moved to a live node)")
@@ -149,8 +151,11 @@ func main() {
 	row("replay, one topic (cluster: owned by another node, forwarded)", replay)
 	row("Go producer, one topic owned by another node, straight to it", goDirect)
 	row("Go producer, one topic owned by another node, forwarded (WithDirect(false))", goForwarded)
-	if *kills > 0 || *ownerKills > 0 || *drains > 0 {
+	if *kills > 0 || *ownerKills > 0 || *drains > 0 || *goKills > 0 {
 		stopAll(single)
+	}
+	if *goKills > 0 {
+		goOwnerLoss(three, *goKills)
 	}
 	if *drains > 0 {
 		drainRuns(three, *drains, *drainSegments)
@@ -234,6 +239,99 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 	slices.Sort(took)
 	fmt.Printf("loss of %s over %d kills: p50 %s, p99 (max) %s\n", what, len(took), took[len(took)/2].Round(time.Millisecond),
 		took[len(took)-1].Round(time.Millisecond))
+}
+
+// goOwnerLoss kills the owner of a topic a Go producer (default options)
+// sends to, kills times, and reports the errors the producer saw by kind
+// and its longest wait for an acknowledgement.
+func goOwnerLoss(nodes []*node, kills int) {
+	for k := 1; k <= kills; k++ {
+		r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
+		check(err)
+		ent := -1
+		for i, nd := range nodes {
+			if nd.id == r.Entry {
+				ent = i
+			}
+		}
+		var d api.TopicDescription
+		victim := -1
+		for i := 0; victim < 0; i++ {
+			d = createTopic(nodes[(ent+1)%3].nc, fmt.Sprintf("topic://public/default/goloss%d-%d", k, i))
+			if o := nodeIndex(nodes, d); o != ent {
+				victim = o
+			}
+		}
+		via := 3 - ent - victim
+		p, err := client.NewProducer(nodes[via].nc, d.Topic)
+		check(err)
+		var mu sync.Mutex
+		errs := map[string]int{}
+		first := map[string]string{}
+		var longest time.Duration
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctx := context.Background()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					check(p.Close(ctx))
+					return
+				default:
+				}
+				sent := time.Now()
+				check(p.Send(ctx, api.Record{Key: []byte(strconv.Itoa(i % 64)), Payload: make([]byte, 100)}, func(_ client.MessageID, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						kind := "other"
+						switch {
+						case errors.Is(err, client.ErrTimeout):
+							kind = "timeout"
+						case errors.Is(err, client.ErrNoServer):
+							kind = "no server"
+						case errors.Is(err, api.ErrUnavailable):
+							kind = "unavailable"
+						}
+						if errs[kind] == 0 {
+							first[kind] = fmt.Sprintf("%s after %s: %v", time.Now().UTC().Format("15:04:05.000"), time.Since(sent).Round(time.Millisecond), err)
+						}
+						errs[kind]++
+						return
+					}
+					longest = max(longest, time.Since(sent))
+				}))
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		time.Sleep(time.Second)
+		killedAt := time.Now()
+		_ = nodes[victim].cmd.Process.Kill()
+		_ = nodes[victim].cmd.Wait()
+		time.Sleep(15 * time.Second)
+		close(stop)
+		<-done
+		mu.Lock()
+		fmt.Printf("Go producer across kill %d of its topic's owner %s (at %s): errors %v, longest wait for an acknowledgement %s\n", k, nodes[victim].id,
+			killedAt.UTC().Format("15:04:05.000"), errs, longest.Round(time.Millisecond))
+		for kind, f := range first {
+			fmt.Printf("  first %s: %s\n", kind, f)
+		}
+		mu.Unlock()
+		if *verbose {
+			for _, nd := range nodes {
+				b, _ := os.ReadFile(nd.log)
+				for _, line := range strings.Split(string(b), "\n") {
+					if strings.Contains(line, d.Topic) || strings.Contains(line, "lease") || strings.Contains(line, "entry") {
+						fmt.Printf("  %s: %s\n", nd.id, line)
+					}
+				}
+			}
+		}
+		restart(nodes, victim)
+	}
 }
 
 // drainRuns drains a node owning a topic of segments segments, runs
@@ -350,6 +448,9 @@ func restart(nodes []*node, i int) {
 	}
 }
 
+// verbose prints the nodes' log lines about kills.
+var verbose *bool
+
 // leaseTTL is the nodes' --lease-ttl (0: the default).
 var leaseTTL time.Duration
 
@@ -358,6 +459,7 @@ type node struct {
 	id  string
 	cmd *exec.Cmd
 	nc  *nats.Conn
+	log string // its log file
 }
 
 func freeAddr() string {
@@ -391,12 +493,13 @@ func startNodes(bin, dir string, n int) []*node {
 			args = append(args, "--cluster-listen", clusterAddrs[i], "--routes", strings.Join(routes, ","), "--rebalance-interval", "-1s")
 		}
 		cmd := exec.Command(bin, args...)
-		logf, err := os.Create(filepath.Join(dir + "-" + id + ".log"))
+		logPath := filepath.Join(dir + "-" + id + ".log")
+		logf, err := os.Create(logPath)
 		check(err)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		check(cmd.Start())
-		nodes[i] = &node{id: id, cmd: cmd}
+		nodes[i] = &node{id: id, cmd: cmd, log: logPath}
 	}
 	for i, nd := range nodes {
 		deadline := time.Now().Add(2 * time.Minute)
