@@ -261,7 +261,15 @@ func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message,
 	firstErr := FairShares(active, maxMsgs, func() int { return len(out) }, full, func(u topology.Unit, n int) (bool, error) {
 		left, err := g.readUnit(u, n, maxBytes, &out, &bytes)
 		if err != nil {
-			g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err)
+			// Once in readWarnEvery per group, with how many were not
+			// logged: a unit on a node that is down fails every fetch.
+			if now := time.Now(); now.Sub(g.readWarned) >= readWarnEvery {
+				g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err,
+					"suppressed_since_last", g.readWarnSuppressed)
+				g.readWarned, g.readWarnSuppressed = now, 0
+			} else {
+				g.readWarnSuppressed++
+			}
 		}
 		return left, err
 	})
@@ -286,6 +294,9 @@ func (g *group) available(units []topology.Unit, limit int) int {
 	}
 	return total
 }
+
+// readWarnEvery is how often a group logs the failed reads of its fetches.
+const readWarnEvery = 10 * time.Second
 
 // readUnit appends up to n messages of u to out, keeping the payload total
 // within maxBytes unless out is empty. It reports whether u may have more

@@ -123,6 +123,10 @@ type group struct {
 	// ownersChanged says an owner may differ from the log's: refresh
 	// writes an owners record.
 	ownersChanged bool
+	// readWarned is when a failed read was last logged; readWarnSuppressed
+	// counts those not logged since.
+	readWarned         time.Time
+	readWarnSuppressed int
 	// restoredUntil holds, from the group's start until the unit is built,
 	// the next offset of each unit the log names an owner of (see
 	// unitState.restoredUntil).
