@@ -429,6 +429,16 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 	if err == nil {
 		err = f.n.fence()
 	}
+	if len(m.Reply) > 0 && isFenced(err) {
+		// Fenced (its lease or role not renewed in time: the metadata
+		// store may be electing a leader): nothing is taken, which the
+		// no-responders status says, and the Go producer sends the
+		// request again a moment later.
+		f.multi.failed(api.AsError(err))
+		f.publish(m.Reply, noRespondersHeader, nil)
+		f.n.produceInflight.done(1)
+		return
+	}
 	if err == nil {
 		size := int64(len(m.Data))
 		f.inflight.Add(size)

@@ -91,6 +91,9 @@ type membership struct {
 	lostTotal          prometheus.Counter
 	fencedTotal        prometheus.Counter
 	rejoins            prometheus.Counter
+	// rejoining is set while a rejoin stops the topics: the node stays
+	// fenced until it is done.
+	rejoining atomic.Bool
 
 	// lastAt and lastBytes are when the last renewal was made and the
 	// node's appended bytes then (renewLoop's own).
@@ -244,13 +247,17 @@ func (m *membership) renew() bool {
 		m.mu.Unlock()
 		m.lastAt, m.lastBytes = now, bytes
 		m.countNodes(now)
-		if lapsed {
+		if lapsed && m.rejoining.CompareAndSwap(false, true) {
 			// The lease ran out before this renewal (the node was stopped
 			// or cut off): others may have moved its segments meanwhile.
-			// Learn the layouts as they are before taking appends again.
-			m.rejoin()
+			// Learn the layouts as they are before taking appends again;
+			// the renewals (and the entry role) go on meanwhile, and the
+			// node stays fenced until it is done.
+			go m.rejoin()
 		}
-		m.validUntil.Store(now.Add(m.ttl - leaseMargin(m.ttl)).UnixNano())
+		if !m.rejoining.Load() {
+			m.validUntil.Store(now.Add(m.ttl - leaseMargin(m.ttl)).UnixNano())
+		}
 		m.renewals.Inc()
 		return true
 	case errors.Is(err, meta.ErrConflict) && m.ownWrite(rec.ID):
@@ -286,9 +293,16 @@ func (m *membership) rejoin() {
 	n.ownersMu.Lock()
 	n.owners = nil
 	n.ownersMu.Unlock()
+	begin := time.Now()
 	stopped := n.topics.ReleaseAll()
 	n.log.Warn("the membership lease had run out before it was renewed: every active topic was stopped, to be read again on its next request",
-		"node", n.nodeID, "stopped", len(stopped))
+		"node", n.nodeID, "stopped", len(stopped), "took", time.Since(begin))
+	// Appends again, until the expiry of the last renewal (less the margin).
+	m.mu.Lock()
+	expires := m.rec.Expires
+	m.mu.Unlock()
+	m.rejoining.Store(false)
+	m.validUntil.Store(time.UnixMilli(expires).Add(-leaseMargin(m.ttl)).UnixNano())
 }
 
 // nodesChangedSubject carries the id of a node that left the cluster
@@ -444,8 +458,20 @@ func (n *Node) fence() error {
 		return nil
 	}
 	m.fencedTotal.Inc()
-	return api.Errorf(api.CodeUnavailable, "node %s has not renewed its membership lease in time (cut off from the metadata store?): it takes no appends until it does; retry",
-		n.nodeID)
+	return fencedError{api.Errorf(api.CodeUnavailable, "node %s has not renewed its membership lease in time (cut off from the metadata store?): it takes no appends until it does; retry",
+		n.nodeID)}
+}
+
+// fencedError is a refusal by fence or fenceEntry: nothing was taken.
+type fencedError struct{ err error }
+
+func (e fencedError) Error() string { return e.err.Error() }
+func (e fencedError) Unwrap() error { return e.err }
+
+// isFenced reports whether err is a fence's refusal.
+func isFenced(err error) bool {
+	var f fencedError
+	return errors.As(err, &f)
 }
 
 // fenceEntry returns UNAVAILABLE when this node holds the entry role but
@@ -458,7 +484,7 @@ func (n *Node) fenceEntry() error {
 		return nil
 	}
 	m.fencedTotal.Inc()
-	return api.Errorf(api.CodeUnavailable, "node %s has not renewed its entry role in time: it takes no requests until it does; retry", n.nodeID)
+	return fencedError{api.Errorf(api.CodeUnavailable, "node %s has not renewed its entry role in time: it takes no requests until it does; retry", n.nodeID)}
 }
 
 // leave stops renewing and releases the lease, so that the others see the

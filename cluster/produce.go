@@ -278,6 +278,13 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 	if err == nil {
 		err = n.fence()
 	}
+	if r.reply != "" && isFenced(err) {
+		// Fenced: nothing taken; the no-responders status has the Go
+		// producer send the request again a moment later.
+		_ = n.nc.PublishMsg(&nats.Msg{Subject: r.reply, Header: nats.Header{"Status": []string{"503"}}})
+		n.produceInflight.done(1)
+		return
+	}
 	if err == nil {
 		var remote *Node
 		if !isForwarded(req) {
