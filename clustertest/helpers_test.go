@@ -1,0 +1,252 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// startCluster starts three nodes and waits until every one lists the
+// three live, one of them serving; it returns the nodes, a connection to
+// each and the serving node's index.
+func startCluster(extra ...string) ([]*node, []*nats.Conn, int) {
+	GinkgoHelper()
+	nodes := newCluster(3)
+	for _, nd := range nodes {
+		nd.start(extra...)
+	}
+	conns := make([]*nats.Conn, len(nodes))
+	for i, nd := range nodes {
+		conns[i] = connect(nd)
+	}
+	serving := -1
+	for _, nc := range conns {
+		Eventually(func(g Gomega) {
+			r, err := nodeList(nc)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(liveNodes(r)).To(ConsistOf("n1", "n2", "n3"))
+			g.Expect(r.Serving).NotTo(BeEmpty())
+			count := 0
+			for i, n := range r.Nodes {
+				if n.Serving {
+					count++
+					serving = i
+				}
+			}
+			g.Expect(count).To(Equal(1), "nodes serving the topics: %+v", r.Nodes)
+		}).WithTimeout(90 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	}
+	return nodes, conns, serving
+}
+
+// keyed records what one reader saw: per key, the sequence numbers in the
+// order read.
+type keyed struct {
+	mu   sync.Mutex
+	seen map[int]int
+	last map[string]int
+	err  error
+}
+
+func newKeyed() *keyed { return &keyed{seen: map[int]int{}, last: map[string]int{}} }
+
+func (k *keyed) add(key string, payload []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	seq, err := strconv.Atoi(string(payload))
+	if err != nil {
+		k.err = fmt.Errorf("payload %q", payload)
+		return
+	}
+	k.seen[seq]++
+	if prev, ok := k.last[key]; ok && prev >= seq && k.err == nil {
+		k.err = fmt.Errorf("key %s: %d read after %d", key, seq, prev)
+	}
+	k.last[key] = seq
+}
+
+// produceGo sends seqs [from, to) through the Go client, keyed over keys
+// keys (the key of seq is seq%keys, so each key's seqs rise), and
+// returns once every one is acknowledged.
+func produceGo(nc *nats.Conn, uri string, from, to, keys int) {
+	GinkgoHelper()
+	p, err := client.NewProducer(nc, uri)
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for seq := from; seq < to; seq++ {
+		rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
+		Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
+			defer GinkgoRecover()
+			Expect(err).NotTo(HaveOccurred())
+		})).To(Succeed())
+	}
+	Expect(p.Close(ctx)).To(Succeed())
+}
+
+// produceRetrying sends seqs [from, to) one at a time through the Go
+// client, sending a record again while the cluster refuses it UNAVAILABLE
+// (a fenced node takes nothing, so nothing is stored twice), for the
+// moments after a node's return when leases are being renewed.
+func produceRetrying(nc *nats.Conn, uri string, from, to, keys int) {
+	GinkgoHelper()
+	var p *client.Producer
+	Eventually(func() error {
+		var err error
+		p, err = client.NewProducer(nc, uri)
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for seq := from; seq < to; seq++ {
+		rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
+		for {
+			_, err := p.SendSync(ctx, rec)
+			if err == nil {
+				break
+			}
+			// Refused by a fenced node (as an error, or as no node taking
+			// it, which the producer resent until its request timeout).
+			Expect(errors.Is(err, api.ErrUnavailable) && strings.Contains(err.Error(), "takes no") || errors.Is(err, client.ErrNoServer)).To(BeTrue(), "seq %d: %v", seq, err)
+			time.Sleep(50 * time.Millisecond) // the node renews its lease within a third of it
+		}
+	}
+	Expect(p.Close(ctx)).To(Succeed())
+}
+
+// producePlainRetrying is producePlain sending a message again while
+// the cluster answers UNAVAILABLE (which stores nothing): the moments
+// after a node's loss, before its key ranges have a live owner.
+func producePlainRetrying(nc *nats.Conn, uri string, from, to, keys int) {
+	GinkgoHelper()
+	parts := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
+	subject := api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
+	deadline := time.Now().Add(time.Minute)
+	for seq := from; seq < to; seq++ {
+		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(seq%keys)}},
+			Data: []byte(strconv.Itoa(seq))}
+		for {
+			reply, err := nc.RequestMsg(m, 10*time.Second)
+			if errors.Is(err, nats.ErrNoResponders) {
+				// No node takes clients' requests for a moment (the entry
+				// role is moving): nothing was stored.
+				Expect(time.Now().Before(deadline)).To(BeTrue(), "produce %d: %v", seq, err)
+				time.Sleep(20 * time.Millisecond) // the next poll
+				continue
+			}
+			Expect(err).NotTo(HaveOccurred(), "seq %d", seq)
+			code := reply.Header.Get(micro.ErrorCodeHeader)
+			if code == "" {
+				break
+			}
+			Expect(code).To(Equal(strconv.Itoa(api.CodeUnavailable.Number)), "produce %d: %s", seq, reply.Header.Get(micro.ErrorHeader))
+			Expect(time.Now().Before(deadline)).To(BeTrue(), "produce %d still refused: %s", seq, reply.Header.Get(micro.ErrorHeader))
+			time.Sleep(20 * time.Millisecond) // the next poll
+		}
+	}
+}
+
+// producePlain sends seqs [from, to) as single-message requests of a
+// plain NATS client, one at a time, each acknowledged before the next.
+func producePlain(nc *nats.Conn, uri string, from, to, keys int) {
+	GinkgoHelper()
+	parts := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
+	subject := api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
+	for seq := from; seq < to; seq++ {
+		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(seq%keys)}},
+			Data: []byte(strconv.Itoa(seq))}
+		reply, err := nc.RequestMsg(m, 10*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reply.Header.Get(micro.ErrorCodeHeader)).To(BeEmpty(), "produce %d: %s", seq, reply.Header.Get(micro.ErrorHeader))
+	}
+}
+
+// readAll reads the topic with a stream consumer over nc until n distinct
+// seqs are read, checking per-key order.
+func readAll(nc *nats.Conn, uri, sub string, n int) *keyed {
+	GinkgoHelper()
+	return readSeqs(nc, uri, sub, 0, n)
+}
+
+// readSeqs reads the topic with a stream consumer of subscription sub
+// over nc until it has read seqs [from, to), checking per-key order and
+// that it read each of them once and nothing else.
+func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
+	GinkgoHelper()
+	c, err := client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	k := newKeyed()
+	for {
+		k.mu.Lock()
+		got := len(k.seen)
+		k.mu.Unlock()
+		if got >= to-from {
+			break
+		}
+		m, err := c.Next(ctx)
+		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages", got, to-from)
+		k.add(string(m.Key), m.Payload)
+		m.Ack()
+	}
+	Expect(c.Close(ctx)).To(Succeed())
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	Expect(k.err).NotTo(HaveOccurred())
+	for seq := from; seq < to; seq++ {
+		Expect(k.seen[seq]).To(Equal(1), "seq %d read %d times", seq, k.seen[seq])
+	}
+	Expect(k.seen).To(HaveLen(to-from), "read seqs outside [%d, %d)", from, to)
+	return k
+}
+
+// topicOffEntry creates topics prefix0, prefix1... of segments segments
+// through nc until one is placed on a node that is not the entry node,
+// and returns it and its owner's index.
+func topicOffEntry(ctx context.Context, nc *nats.Conn, prefix string, segments int) (string, int) {
+	GinkgoHelper()
+	r, err := nodeList(nc)
+	Expect(err).NotTo(HaveOccurred())
+	for i := 0; i < 60; i++ {
+		uri := fmt.Sprintf("topic://public/default/%s%d", prefix, i)
+		d, err := client.NewAdmin(nc).CreateTopic(ctx, uri, segments)
+		Expect(err).NotTo(HaveOccurred())
+		if owner := d.Segments[0].Owner; owner != r.Entry {
+			return uri, int(owner[1] - '1')
+		}
+	}
+	Fail("no topic placed off the entry node in 60 creates")
+	return "", -1
+}
+
+// waitNodeGone waits until node.list through nc shows node not live.
+func waitNodeGone(nc *nats.Conn, node string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		r, err := nodeList(nc)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(liveNodes(r)).NotTo(ContainElement(node))
+	}).WithTimeout(45 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+// waitAllLive waits until node.list through nc shows the three nodes live.
+func waitAllLive(nc *nats.Conn) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		r, err := nodeList(nc)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(liveNodes(r)).To(HaveLen(3))
+	}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
