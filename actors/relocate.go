@@ -110,30 +110,27 @@ func (m *Manager) MoveOut(ctx context.Context, name routing.TopicName, to string
 		delete(m.moving, uri)
 		m.mu.Unlock()
 	}()
-	for {
-		t, active := m.Active(uri)
-		if !active {
-			break
-		}
-		m.stopTopic(t, 0, true)
-	}
-	// Wait for an activation or passivation under way to end.
+	// Stop it, after any activation or passivation under way: none
+	// starts again while it is marked moving.
 	for {
 		m.mu.RLock()
-		ch := m.activating[uri]
-		if ch == nil {
-			ch = m.passivating[uri]
+		t, closed := m.topics[uri], m.closed
+		wait := m.activating[uri]
+		if wait == nil {
+			wait = m.passivating[uri]
 		}
 		m.mu.RUnlock()
-		if ch == nil {
-			break
+		switch {
+		case closed:
+			return 0, nil, api.Errorf(api.CodeUnavailable, "the server is shutting down")
+		case wait != nil:
+			<-wait
+		case t != nil:
+			m.stopTopic(t, 0, true)
+		default:
+			return m.relocate(ctx, name, m.cfg.NodeID, to)
 		}
-		<-ch
 	}
-	if t, active := m.Active(uri); active {
-		m.stopTopic(t, 0, true)
-	}
-	return m.relocate(ctx, name, m.cfg.NodeID, to)
 }
 
 // movingError is the refusal of a topic being moved away, or nil.

@@ -48,6 +48,10 @@ type RemoteUnits interface {
 // remoteTimeout bounds one read from another node.
 const remoteTimeout = 5 * time.Second
 
+// remoteMaxBytes bounds the payload one read from another node returns
+// (at least one record all the same).
+const remoteMaxBytes = 1 << 20
+
 // remoteBoundsTTL is how long the bounds of a sealed segment's bucket on
 // another node are reused: they change only when retention trims it.
 const remoteBoundsTTL = 2 * time.Second
@@ -78,6 +82,9 @@ func (t *Topic) readRemote(owner string, s topology.Segment, bucket int, from ui
 	m := t.mgr
 	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
 	defer cancel()
+	if maxBytes <= 0 || maxBytes > remoteMaxBytes {
+		maxBytes = remoteMaxBytes // one reply stays well under the transport's message limit
+	}
 	d, err := m.cfg.RemoteUnits.ReadUnit(ctx, owner, UnitRead{Topic: t.name, Incarnation: t.incarnation, Segment: s.ID, Bucket: bucket,
 		From: from, Max: max, MaxBytes: maxBytes, BoundsOnly: boundsOnly})
 	switch {
@@ -120,9 +127,9 @@ func (t *Topic) remoteBoundsOf(owner string, s topology.Segment, bucket int) (fi
 func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, error) {
 	uri := req.Topic.String()
 	if t, ok := m.Active(uri); ok {
-		s, ok := t.Layout().Segment(req.Segment)
-		if !ok || s.State == topology.StateDeleted {
-			return UnitData{}, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
+		s, err := t.unitSegment(req.Segment, req.Bucket)
+		if err != nil {
+			return UnitData{}, err
 		}
 		if _, remote := t.remoteOwner(s); remote {
 			return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %s, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
@@ -171,10 +178,12 @@ func readLocal(open func() (*wal.Log, error), req UnitRead) (UnitData, error) {
 	if req.BoundsOnly || req.From >= d.Next {
 		return d, nil
 	}
-	d.Records, err = l.ReadRange(req.From, max(req.Max, 1), max(req.MaxBytes, 1))
+	d.Records, err = l.ReadRange(req.From, req.Max, req.MaxBytes)
 	if errors.Is(err, wal.ErrClosed) {
+		// The log was opened again under the read (its bucket reopened
+		// it after a failed write): read the one the store has now.
 		if l, err = open(); err == nil {
-			d.Records, err = l.ReadRange(req.From, max(req.Max, 1), max(req.MaxBytes, 1))
+			d.Records, err = l.ReadRange(req.From, req.Max, req.MaxBytes)
 		}
 	}
 	return d, err

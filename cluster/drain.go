@@ -191,13 +191,8 @@ func (n *Node) handGroupsOver(uri, to string) int {
 	pid := actor.NewPID(addr, unitsActorName)
 	taken := 0
 	for _, kind := range []string{groupStream, groupQueue} {
-		var subs []string
-		if kind == groupStream {
-			subs = n.subs.Subscriptions(uri)
-		} else {
-			subs = n.queues.Subscriptions(uri)
-		}
-		for _, sub := range subs {
+		groups, _ := n.groupsOf(kind)
+		for _, sub := range groups.Subscriptions(uri) {
 			res, err := n.system.Root.RequestFuture(pid, &clusterpb.GroupAdopt{Kind: kind, Topic: uri, Subscription: sub}, 2*adminTimeout).Result()
 			if r, ok := res.(*clusterpb.GroupAdoptReply); err == nil && ok && r.ErrorCode == 0 {
 				taken++
@@ -212,16 +207,11 @@ func (n *Node) handGroupsOver(uri, to string) int {
 
 // serveGroupAdopt takes a group's state over now (a drain asks).
 func (n *Node) serveGroupAdopt(req *clusterpb.GroupAdopt) *clusterpb.GroupAdoptReply {
-	var dir string
-	switch req.Kind {
-	case groupStream:
-		dir = n.subs.Dir(req.Topic, req.Subscription)
-	case groupQueue:
-		dir = n.queues.Dir(req.Topic, req.Subscription)
-	default:
-		return &clusterpb.GroupAdoptReply{ErrorCode: int32(api.CodeInvalidArgument.Number), Error: "no group kind " + req.Kind}
+	groups, err := n.groupsOf(req.Kind)
+	if err == nil {
+		err = n.prepareGroup(req.Kind)(req.Topic, req.Subscription, groups.Dir(req.Topic, req.Subscription))
 	}
-	if err := n.prepareGroup(req.Kind)(req.Topic, req.Subscription, dir); err != nil {
+	if err != nil {
 		e := api.AsError(err)
 		return &clusterpb.GroupAdoptReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
 	}

@@ -207,12 +207,18 @@ func syncDir(dir string) {
 	}
 }
 
-// groupReleaser stops a group and names its directory.
-type groupReleaser interface {
+// groupStore is a node's groups of one kind (consumers.Manager,
+// consumers.QueueManager), as moving them needs.
+type groupStore interface {
+	// Release stops a group and names its directory.
 	Release(topic, subscription string) (string, error)
+	// Dir names a group's directory.
+	Dir(topic, subscription string) string
+	// Subscriptions lists a topic's groups on this node's disk.
+	Subscriptions(topic string) []string
 }
 
-func (n *Node) groupsOf(kind string) (groupReleaser, error) {
+func (n *Node) groupsOf(kind string) (groupStore, error) {
 	switch kind {
 	case groupStream:
 		return n.subs, nil

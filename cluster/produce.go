@@ -281,7 +281,7 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 	if r.reply != "" && isFenced(err) {
 		// Fenced: nothing taken; the no-responders status has the Go
 		// producer send the request again a moment later.
-		_ = n.nc.PublishMsg(&nats.Msg{Subject: r.reply, Header: nats.Header{"Status": []string{"503"}}})
+		_ = n.nc.PublishMsg(notTakenReply(r.reply, err))
 		n.produceInflight.done(1)
 		return
 	}
@@ -299,7 +299,7 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 				return
 			}
 			if noneTook(replies) {
-				_ = n.nc.PublishMsg(&nats.Msg{Subject: r.reply, Header: nats.Header{"Status": []string{"503"}}})
+				_ = n.nc.PublishMsg(notTakenReply(r.reply, errNoneTook))
 				return
 			}
 			r.data(encodeMultiReplies(replies), nil)
@@ -309,4 +309,14 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		pr.err(err)
 		n.produceInflight.done(1)
 	}
+}
+
+// notTakenReply is the reply to a produce-multi that nothing of was taken,
+// as nats.go can send it: a Status 503 header and no body, which the Go
+// producer takes for NATS's no-responders status and sends again, with
+// the micro-service error headers that tell any other client why.
+func notTakenReply(reply string, err error) *nats.Msg {
+	code, desc := api.AsError(err).HeaderValues()
+	return &nats.Msg{Subject: reply, Header: nats.Header{"Status": []string{"503"},
+		micro.ErrorCodeHeader: []string{code}, micro.ErrorHeader: []string{desc}}}
 }

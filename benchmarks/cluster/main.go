@@ -181,19 +181,7 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 	}
 	var took []time.Duration
 	for k := 1; k <= kills; k++ {
-		ent := -1
-		for wait := time.Now(); ent < 0; time.Sleep(100 * time.Millisecond) {
-			r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
-			check(err)
-			for i, nd := range nodes {
-				if nd.id == r.Entry {
-					ent = i
-				}
-			}
-			if ent < 0 && time.Since(wait) > time.Minute {
-				check(fmt.Errorf("no entry node for a minute: %+v", r))
-			}
-		}
+		ent := entryIndex(nodes)
 		via := (ent + 1) % len(nodes)
 		var d api.TopicDescription
 		victim := ent
@@ -246,14 +234,7 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 // and its longest wait for an acknowledgement.
 func goOwnerLoss(nodes []*node, kills int) {
 	for k := 1; k <= kills; k++ {
-		r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
-		check(err)
-		ent := -1
-		for i, nd := range nodes {
-			if nd.id == r.Entry {
-				ent = i
-			}
-		}
+		ent := entryIndex(nodes)
 		var d api.TopicDescription
 		victim := -1
 		for i := 0; victim < 0; i++ {
@@ -342,19 +323,13 @@ func drainRuns(nodes []*node, runs, segments int) {
 	var took []time.Duration
 	errors := 0
 	for k := 1; k <= runs; k++ {
-		r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
-		check(err)
-		ent := -1
-		for i, nd := range nodes {
-			if nd.id == r.Entry {
-				ent = i
-			}
-		}
+		ent := entryIndex(nodes)
 		via := (ent + 1) % len(nodes)
 		var d api.TopicDescription
 		victim := -1
 		for i := 0; victim < 0; i++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var err error
 			d, err = client.NewAdmin(nodes[via].nc).CreateTopic(ctx, fmt.Sprintf("topic://public/default/drain%d-%d", k, i), segments)
 			cancel()
 			check(err)
@@ -416,6 +391,23 @@ func drainRuns(nodes []*node, runs, segments int) {
 	slices.Sort(took)
 	fmt.Printf("drain of a node with a %d-segment topic over %d runs: p50 %s, max %s; producer errors %d\n", segments, runs,
 		took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), errors)
+}
+
+// entryIndex returns the index of the node holding the entry role,
+// waiting up to a minute for one to hold it.
+func entryIndex(nodes []*node) int {
+	for wait := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
+		check(err)
+		for i, nd := range nodes {
+			if nd.id == r.Entry {
+				return i
+			}
+		}
+		if time.Since(wait) > time.Minute {
+			check(fmt.Errorf("no entry node for a minute: %+v", r))
+		}
+	}
 }
 
 // restart starts node i again with its arguments and waits until every
