@@ -245,6 +245,7 @@ func (m *Manager) runSweeper(idle time.Duration, stop <-chan struct{}) {
 			if n := m.sweep(idle); n > 0 {
 				m.log.Debug("idle topics passivated", "count", n)
 			}
+			m.sweepHosted(idle)
 			m.sweepServed(idle)
 		}
 	}

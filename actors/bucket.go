@@ -104,8 +104,12 @@ type bucketActor struct {
 	m     *metrics
 	meter *bucketMeter
 
-	// w is the log the bucket writes to (reopened after a failed write).
-	w *unitWriter
+	// w is the log the bucket writes to (reopened after a failed write);
+	// nil for a bucket of a segment another node owns, which writes
+	// through rw to owner (hosted.go).
+	w     *unitWriter
+	owner string
+	rw    *remoteWriter
 	// restarted is set on every incarnation after the first (a
 	// supervisor restart).
 	restarted bool
@@ -152,12 +156,12 @@ type bucketActor struct {
 // the change that spawned it has opened it, with appends routed to it
 // directly already in its mailbox ahead of the ones handed over.
 func newBucketProps(key UnitKey, topic *Topic, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
-	gate *atomic.Bool, lane *bucketLane) *actor.Props {
+	gate *atomic.Bool, lane *bucketLane, owner string) *actor.Props {
 	incarnations := 0
 	return actor.PropsFromProducer(func() actor.Actor {
 		incarnations++
 		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m,
-			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1}
+			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1, owner: owner}
 	})
 }
 
@@ -166,6 +170,10 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		if hook := bucketStarting.Load(); hook != nil {
 			(*hook)(b.key)
+		}
+		if b.owner != "" {
+			b.startRemote()
+			return
 		}
 		// A first start takes the log as the store has it: a reader may
 		// have opened it already (a read that activated the topic), and
@@ -210,6 +218,10 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		}
 		b.flush()
 		b.drain()
+		next := uint64(0)
+		if b.w != nil {
+			next = b.w.current().NextOffset()
+		}
 		if msg.unseal {
 			b.sealedAt = 0
 			held := b.held
@@ -221,7 +233,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			b.sealedAt = msg.epoch
 		}
 		b.updateLane()
-		msg.done(b.w.current().NextOffset(), nil)
+		msg.done(next, nil)
 	case handoverMsg:
 		// What the predecessors handed over (held) goes before the direct
 		// appends the gate still holds back.
@@ -268,6 +280,24 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.failPending(api.Errorf(api.CodeUnavailable, "%s: bucket stopping; resend", b.key))
 		b.stopCommitter()
 	}
+}
+
+// startRemote starts a bucket of a segment another node owns: it writes
+// there (remoteWriter), through no lane.
+func (b *bucketActor) startRemote() {
+	topicName := b.key.Topic.String()
+	b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName), b.m.appendedBytes.WithLabelValues(topicName)
+	ns := b.key.Topic.Tenant + "/" + b.key.Topic.Namespace
+	b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
+	b.rw = newRemoteWriter(b.key, b.owner, b.topic, b.store.ackFence, func(reqs []appendReq) {
+		b.count(reqs)
+		b.store.Signal(topicName)
+	})
+	b.sealedAt = b.topic.sealedAt(b.key.Segment)
+	if b.gate != nil {
+		b.gated = b.gate.Load()
+	}
+	b.lane.closeLane()
 }
 
 // updateLane opens the lane when the bucket takes appends as they come
@@ -398,6 +428,9 @@ func forwardAppend(t *Topic, st *topicState, q appendReq) {
 
 // drain waits until every written batch is durable and acknowledged.
 func (b *bucketActor) drain() {
+	if b.rw != nil {
+		b.rw.drain()
+	}
 	if b.commit != nil {
 		b.commit.drain()
 	}
@@ -422,6 +455,11 @@ func (b *bucketActor) flush() {
 	}
 	queue := b.queue
 	b.queue = nil
+	if b.rw != nil {
+		b.disposeLaned(queue)
+		b.rw.submit(queue)
+		return
+	}
 	if b.commit != nil {
 		// The committer counts what it writes (account): appends that
 		// took the lane never pass here.
@@ -474,7 +512,15 @@ func (b *bucketActor) flush() {
 // account counts appends written to the log: the topic's appended series
 // and the bucket's load meter. It returns the records counted.
 func (b *bucketActor) account(reqs []appendReq) int {
-	n, payloadBytes := 0, 0
+	n, payloadBytes := b.count(reqs)
+	b.m.nodeBytes.Add(uint64(payloadBytes))
+	return n
+}
+
+// count counts appended records in the topic's and namespace's series and
+// the bucket's load meter (account, and a bucket whose segment another
+// node owns: that node counts its own bytes).
+func (b *bucketActor) count(reqs []appendReq) (n, payloadBytes int) {
 	for i := range reqs {
 		n += len(reqs[i].records)
 		for j := range reqs[i].records {
@@ -485,11 +531,10 @@ func (b *bucketActor) account(reqs []appendReq) int {
 	b.appendedBytes.Add(float64(payloadBytes))
 	b.nsMsgs.Add(float64(n))
 	b.nsBytes.Add(float64(payloadBytes))
-	b.m.nodeBytes.Add(uint64(payloadBytes))
 	if b.meter != nil {
 		b.meter.appended(reqs, n, payloadBytes)
 	}
-	return n
+	return n, payloadBytes
 }
 
 // disposeLaned tells the lane of the laned appends among reqs that the

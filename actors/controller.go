@@ -21,6 +21,9 @@ type changeReq struct {
 	op     string
 	reason string
 	apply  func(topology.Layout) (topology.Layout, error)
+	// place says every segment the change creates is placed anew, even
+	// one apply gave an owner (a relocation).
+	place bool
 }
 
 // changeResp answers a changeReq.
@@ -144,6 +147,13 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.t.publish(st)
 		c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
 		c.scaler = startScaler(c.t)
+		c.scheduleOwnerCheck(ctx)
+	case checkOwnersMsg:
+		c.checkOwners(ctx)
+		c.scheduleOwnerCheck(ctx)
+	case checkOwnersReq:
+		c.checkOwners(ctx)
+		ctx.Respond(checkOwnersReq{})
 	case controllerCrash:
 		panic("braid/actors: controller crash requested for " + c.t.uri)
 	case *actor.Restarting, *actor.Stopping:
@@ -198,7 +208,7 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated b
 	}
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
 		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, gates: gates, lanes: lanes,
-		meter: meter, ready: ready})
+		meter: meter, ready: ready, owner: c.remoteOf(s)})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
 	if err != nil {
 		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))
@@ -244,10 +254,10 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	if err != nil {
 		return api.TopicDescription{}, layoutError(err)
 	}
-	// This node owns what it creates (and, in a layout written before nodes
-	// had ids, what it already serves).
-	next = next.WithOwner(c.t.mgr.cfg.NodeID)
+	// What the change creates is placed (placement.go); in a layout
+	// written before nodes had ids, this node owns what it serves.
 	retiring, created := diffActive(cur, next)
+	next = c.placeCreated(next, created, req.place)
 	old := c.t.state.Load()
 	buckets := maps.Clone(old.buckets)
 	lanes := maps.Clone(old.lanes)

@@ -22,7 +22,7 @@ import (
 // records with SEGMENT_SEALED; with forwarding but no gate on the
 // successors, a forwarded record lands behind a later one of its key.
 func TestPipelinedProduceKeepsKeyOrderAcrossLayoutChanges(t *testing.T) {
-	testPipelinedProduce(t, nil)
+	testPipelinedProduce(t, nil, newTestManager)
 }
 
 // TestKeyOrderWhenNewBucketsStartLate: the same, with the buckets of new
@@ -35,15 +35,15 @@ func TestKeyOrderWhenNewBucketsStartLate(t *testing.T) {
 		if k.Segment > 1 {
 			time.Sleep(5 * time.Millisecond)
 		}
-	})
+	}, newTestManager)
 }
 
-func testPipelinedProduce(t *testing.T, starting func(UnitKey)) {
+func testPipelinedProduce(t *testing.T, starting func(UnitKey), newManager func(*testing.T) *Manager) {
 	if starting != nil {
 		bucketStarting.Store(&starting)
 		defer bucketStarting.Store(nil)
 	}
-	m := newTestManager(t)
+	m := newManager(t)
 	const uri = "topic://t/n/pipelined"
 	topic := createTestTopic(t, m, uri, 2, 2)
 	const (

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -109,6 +110,14 @@ type Config struct {
 	// the front-end may hold the replies meanwhile and send them in one
 	// write.
 	HoldReplies func() (release func())
+	// PlaceSegment, when set, names the node a new segment of a topic
+	// goes to (not the one covering hash 0, which stays with the topic's
+	// home); "" keeps it here. See placement.go.
+	PlaceSegment func(topic string, seg topology.SegmentID) string
+	// Evict, when set, says whether a node must give up the segments it
+	// owns (its lease lapsed, or it is being drained): the homes of their
+	// topics relocate them.
+	Evict func(node string) bool
 	// AckFence, when set, is asked before appends made durable are
 	// acknowledged: an error answers them with it instead (the node's
 	// lease has run out, and another node may have sealed its segments).
@@ -142,6 +151,10 @@ type Manager struct {
 	// moving holds the topics being moved away (MoveOut), with the epoch
 	// the move commits; guarded by mu.
 	moving map[string]uint64
+	// hosted holds the bucket logs this node writes for other nodes'
+	// topics (hosted.go).
+	hostedMu sync.Mutex
+	hosted   map[UnitKey]*hostedUnit
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.
@@ -433,7 +446,8 @@ func (m *Manager) AppendedBytes() uint64 { return m.m.nodeBytes.Load() }
 
 // OwnedSegments counts the active segments of the active topics that node
 // owns (a segment without an owner, of a layout written before nodes had
-// ids, is the node's that serves it).
+// ids, is the node's that serves it) and, for this node, the segments of
+// other nodes' topics it was written to within hostedRecent.
 func (m *Manager) OwnedSegments(node string) int {
 	m.mu.RLock()
 	topics := make([]*Topic, 0, len(m.topics))
@@ -449,8 +463,15 @@ func (m *Manager) OwnedSegments(node string) int {
 			}
 		}
 	}
+	if node == m.cfg.NodeID {
+		n += m.HostedSegments(hostedRecent)
+	}
 	return n
 }
+
+// hostedRecent is how recently a segment of another node's topic must have
+// been written here to count as one this node owns (OwnedSegments).
+const hostedRecent = time.Minute
 
 // All returns every active topic, sorted by URI.
 func (m *Manager) All() []*Topic {
@@ -525,7 +546,30 @@ func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
 		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", uri, err)
 	}
 	m.forgetSeries(uri)
+	m.dropElsewhere(ctx, t)
 	return nil
+}
+
+// dropElsewhere tells every other node that owns segments of deleted
+// topic t to remove its logs of it; one that cannot be told (it is down)
+// is logged: its logs stay until an operator removes them.
+func (m *Manager) dropElsewhere(ctx context.Context, t *Topic) {
+	if m.cfg.RemoteUnits == nil {
+		return
+	}
+	var owners []string
+	for _, s := range t.Layout().Segments {
+		if s.Owner != "" && s.Owner != m.cfg.NodeID && s.State != topology.StateDeleted && !slices.Contains(owners, s.Owner) {
+			owners = append(owners, s.Owner)
+		}
+	}
+	for _, owner := range owners {
+		if err := m.cfg.RemoteUnits.DropTopic(ctx, owner, t.name, t.incarnation); err != nil {
+			m.m.dropFailures.Inc()
+			m.log.Error("a node that owns segments of a deleted topic could not be told to remove its logs; they stay on its disk",
+				"topic", t.uri, "node", owner, "err", err)
+		}
+	}
 }
 
 // deleteQuarantined deletes the record of a quarantined topic and every

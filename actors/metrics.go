@@ -53,6 +53,12 @@ type metrics struct {
 	// (relocate.go); remoteReads the reads of units owned elsewhere.
 	relocated   prometheus.Counter
 	remoteReads *prometheus.CounterVec
+	// remoteAppends counts the batches written to segments other nodes
+	// own (hosted.go).
+	remoteAppends *prometheus.CounterVec
+	// dropFailures counts the nodes that could not be told to remove the
+	// logs of a deleted topic.
+	dropFailures prometheus.Counter
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -124,6 +130,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		remoteReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
 			[]string{"result"}),
+		dropFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_topic_drop_failures_total", Help: "Nodes owning segments of a topic deleted here that could not be told to remove their logs of it (they stay on that node's disk)."}),
+		remoteAppends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_remote_unit_appends_total", Help: "Batches of appends this node, as a topic's home, sent to the node that owns their segment, by result (ok, failed)."},
+			[]string{"result"}),
 		walReopens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_wal_reopens_total", Help: "Reopens of failed bucket logs (at most one a second per log), by result (ok, failed)."},
 			[]string{"result"}),
@@ -162,7 +173,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
-			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads,
+			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

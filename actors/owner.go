@@ -22,12 +22,14 @@ func (e *NotOwnerError) Error() string {
 	return fmt.Sprintf("topic %s is owned by node %q, not this one", e.Topic, e.Owner)
 }
 
-// LayoutOwner is the owner of a topic's layout: the owner of its active
-// segments (a topic is placed whole on one node today), or "" when they
-// have none.
+// LayoutOwner is the owner of a topic's layout, its home: the owner of the
+// active segment covering hash 0, where the topic's controller runs and
+// every append is routed (its other segments may be on other nodes, see
+// hosted.go), or "" when it has none (a layout written before nodes had
+// ids).
 func LayoutOwner(l topology.Layout) string {
 	for _, s := range l.Segments {
-		if s.State == topology.StateActive && s.Owner != "" {
+		if s.State == topology.StateActive && s.Range.Lo == 0 {
 			return s.Owner
 		}
 	}

@@ -40,9 +40,16 @@ type UnitData struct {
 	Records     []wal.Record
 }
 
-// RemoteUnits reads bucket logs on the node that owns their segment.
+// RemoteUnits reads and writes bucket logs on the node that owns their
+// segment.
 type RemoteUnits interface {
 	ReadUnit(ctx context.Context, owner string, req UnitRead) (UnitData, error)
+	// AppendUnit sends an append to owner and calls done with the offset
+	// of its first record, or why it failed, within remoteTimeout.
+	// Appends sent to one owner arrive in the order they were sent.
+	AppendUnit(owner string, req UnitAppend, done func(first uint64, err error))
+	// DropTopic tells owner that the topic was deleted: it removes its logs.
+	DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string) error
 }
 
 // remoteTimeout bounds one read from another node.
@@ -136,28 +143,23 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		}
 		return readLocal(t.unitLogFor(s, req.Bucket), req)
 	}
-	rec, err := m.servedRecord(ctx, req.Topic)
+	rec, s, err := m.servedSegment(ctx, req)
 	if err != nil {
 		return UnitData{}, err
 	}
-	if rec.Incarnation != req.Incarnation {
-		return UnitData{}, api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again; read its layout again", uri)
-	}
-	s, ok := rec.Layout.Segment(req.Segment)
 	switch {
-	case !ok || s.State == topology.StateDeleted:
-		return UnitData{}, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
-	case s.Owner != m.cfg.NodeID:
-		return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %q, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
-	case s.State == topology.StateActive:
-		// Active and owned here, but the topic is not active here: its
-		// owner is about to activate it (or the asker's layout is stale).
+	case s.State == topology.StateActive && LayoutOwner(rec.Layout) == m.cfg.NodeID:
+		// This node is the topic's home, but the topic is not active
+		// here: it is about to be (or the asker's layout is stale).
 		return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is not being served here yet; retry", req.Segment, uri)
 	case req.Bucket < 0 || req.Bucket >= s.Buckets:
 		return UnitData{}, api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", req.Segment, uri, s.Buckets, req.Bucket)
 	}
 	m.store.SetIncarnation(req.Topic, rec.Incarnation)
-	if _, err := os.Stat(m.store.TopicDir(req.Topic)); err != nil {
+	if _, err := os.Stat(m.store.TopicDir(req.Topic)); err != nil && s.State == topology.StateActive {
+		// An active segment placed here that its home wrote nothing to yet.
+		return UnitData{}, nil
+	} else if err != nil {
 		m.log.Error("a segment this node owns has no data here (was the data directory replaced?)", "topic", uri, "segment", req.Segment,
 			"dir", m.store.TopicDir(req.Topic), "err", err)
 		return UnitData{}, api.Errorf(api.CodeUnavailable, "node %s has no data of %s", m.cfg.NodeID, uri)
@@ -166,6 +168,42 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 	return readLocal(func() (*wal.Log, error) {
 		return m.store.Log(UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}, m.cfg.Defaults.logOptions())
 	}, req)
+}
+
+// servedSegment returns the record of a topic not active here and its
+// segment that req reads, which this node must own; a record that does
+// not say so is read again once (it is cached, and the segment may be
+// new).
+func (m *Manager) servedSegment(ctx context.Context, req UnitRead) (meta.TopicRecord, topology.Segment, error) {
+	uri := req.Topic.String()
+	for fresh := false; ; fresh = true {
+		if fresh {
+			m.servedMu.Lock()
+			delete(m.served, uri)
+			m.servedMu.Unlock()
+		}
+		rec, err := m.servedRecord(ctx, req.Topic)
+		if err != nil {
+			return rec, topology.Segment{}, err
+		}
+		s, ok := rec.Layout.Segment(req.Segment)
+		switch {
+		case rec.Incarnation != req.Incarnation:
+			if fresh {
+				return rec, s, api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again; read its layout again", uri)
+			}
+		case !ok || s.State == topology.StateDeleted:
+			if fresh {
+				return rec, s, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
+			}
+		case s.Owner != m.cfg.NodeID:
+			if fresh {
+				return rec, s, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %q, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
+			}
+		default:
+			return rec, s, nil
+		}
+	}
 }
 
 // readLocal serves a UnitRead from a log.

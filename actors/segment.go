@@ -31,6 +31,9 @@ type segmentActor struct {
 	// lanes holds each bucket's lane (bucketLane).
 	lanes []*bucketLane
 	meter *segmentMeter
+	// owner is the node that owns the segment when it is another one
+	// (its buckets write there), else "".
+	owner string
 	// ready is closed once the bucket actors are spawned (their PIDs then
 	// accept messages, which queue behind their Started).
 	ready chan struct{}
@@ -58,7 +61,7 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		for b := 0; b < s.buckets; b++ {
 			key := UnitKey{Topic: s.topic, Segment: s.id, Bucket: b}
-			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.gate(b), s.lane(b)), bucketName(b)); err != nil {
+			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.gate(b), s.lane(b), s.owner), bucketName(b)); err != nil {
 				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
 			}
 		}

@@ -75,8 +75,9 @@ type router struct {
 	header nats.Header
 	// active holds the ids of the layout's active segments.
 	active map[uint64]bool
-	// owner is the node that owns every active segment, when the layout
-	// names one (a cluster): batches go straight to it.
+	// owner is the topic's home, the node that owns the active segment
+	// covering hash 0, when the layout names one (a cluster): batches go
+	// straight to it.
 	owner string
 
 	table *routing.Table // scalable topic; nil for a fixed topic
@@ -103,11 +104,12 @@ func newRouter(d api.TopicDescription) (*router, error) {
 	}
 	r := &router{epoch: d.Epoch, header: nats.Header{api.HeaderEpoch: []string{strconv.FormatUint(d.Epoch, 10)}},
 		active: make(map[uint64]bool, len(active))}
-	r.owner = active[0].Owner
 	for _, s := range active {
 		r.active[s.ID] = true
-		if s.Owner != r.owner {
-			r.owner = "" // several owners: through any node
+		if s.Range[0] == topology.FormatHash(0) {
+			// The topic's home: it routes every append (its other
+			// segments may be on other nodes; it writes to them).
+			r.owner = s.Owner
 		}
 	}
 	if fixed {

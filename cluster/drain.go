@@ -26,8 +26,10 @@ import (
 // are refused with SEGMENT_SEALED naming the epoch of the move: producers
 // refresh the layout and resend (the Go client does so by itself, in key
 // order), so none is lost or stored twice. A draining node takes no new
-// topics (its lease says so, and placement passes it by). Its sealed
-// segments stay readable while it runs; stop it once nothing reads them.
+// topics (its lease says so, and placement passes it by). The segments it
+// holds of topics whose home is another node are moved by that home, which
+// it asks to (placement.go). Its sealed segments stay readable while it
+// runs; stop it once nothing reads them.
 
 // drainSubject is where a node takes drain requests for itself.
 func drainSubject(node string) string { return "braid.cluster.drain." + node }
@@ -143,6 +145,11 @@ func (n *Node) drain() (api.NodeDrainReply, error) {
 			reply.Groups += n.handGroupsOver(uri, to)
 		}
 	}
+	// The segments this node holds of other nodes' topics: their homes
+	// move them.
+	hosted, failed := n.evictHosted(ctx)
+	reply.Segments += hosted
+	reply.Failed = append(reply.Failed, failed...)
 	reply.Seconds = time.Since(begin).Seconds()
 	n.log.Warn("drained: the node owns no active segment; its sealed ones are read here while it runs", "node", n.nodeID,
 		"topics", reply.Topics, "segments", reply.Segments, "groups", reply.Groups, "failed", len(reply.Failed), "took", time.Since(begin))

@@ -170,6 +170,9 @@ func (n *Node) addClusterService() error {
 	if err := n.startDrainService(); err != nil {
 		return err
 	}
+	if err := n.startEvictService(); err != nil {
+		return err
+	}
 	if err := n.startRebalancer(); err != nil {
 		return err
 	}

@@ -94,6 +94,10 @@ func (n *Node) receiveUnits(ctx actor.Context) {
 		serve = func() any { return n.serveGroupRelease(req) }
 	case *clusterpb.GroupAdopt:
 		serve = func() any { return n.serveGroupAdopt(req) }
+	case *clusterpb.UnitAppend:
+		serve = func() any { return n.serveUnitAppend(req) }
+	case *clusterpb.TopicDrop:
+		serve = func() any { return n.serveTopicDrop(req) }
 	default:
 		return
 	}
@@ -119,15 +123,7 @@ func (n *Node) serveUnitRead(req *clusterpb.UnitRead) *clusterpb.UnitReadReply {
 	if err != nil {
 		return unitReadError(err)
 	}
-	reply := &clusterpb.UnitReadReply{First: d.First, Next: d.Next, Bytes: d.Bytes, Records: make([]*clusterpb.Record, len(d.Records))}
-	for i, r := range d.Records {
-		pr := &clusterpb.Record{Timestamp: r.Timestamp, Key: r.Key, Payload: r.Payload}
-		for _, h := range r.Headers {
-			pr.Headers = append(pr.Headers, &clusterpb.Header{Key: h.Key, Value: h.Value})
-		}
-		reply.Records[i] = pr
-	}
-	return reply
+	return &clusterpb.UnitReadReply{First: d.First, Next: d.Next, Bytes: d.Bytes, Records: toProtoRecords(d.Records)}
 }
 
 func unitReadError(err error) *clusterpb.UnitReadReply {
@@ -173,22 +169,145 @@ func (r remoteUnits) ReadUnit(ctx context.Context, owner string, req actors.Unit
 		return actors.UnitData{}, api.Errorf(api.CodeInternal, "node %s answered a unit read with %T", owner, res)
 	}
 	if reply.ErrorCode != 0 {
-		code, ok := api.CodeByNumber(int(reply.ErrorCode))
-		if !ok {
-			code = api.CodeInternal
-		}
-		return actors.UnitData{}, api.Errorf(code, "node %s: %s", owner, reply.Error)
+		return actors.UnitData{}, remoteError(owner, reply.ErrorCode, reply.Error)
 	}
-	d := actors.UnitData{First: reply.First, Next: reply.Next, Bytes: reply.Bytes, Records: make([]wal.Record, len(reply.Records))}
-	for i, pr := range reply.Records {
-		rec := wal.Record{Timestamp: pr.Timestamp, Key: pr.Key, Payload: pr.Payload}
-		for _, h := range pr.Headers {
-			rec.Headers = append(rec.Headers, wal.Header{Key: h.Key, Value: h.Value})
-		}
-		d.Records[i] = rec
-	}
-	return d, nil
+	return actors.UnitData{First: reply.First, Next: reply.Next, Bytes: reply.Bytes, Records: fromProtoRecords(reply.Records)}, nil
 }
 
 // remoteReadTimeout bounds a read on another node.
 const remoteReadTimeout = 5 * time.Second
+
+// AppendUnit sends an append to the owner's units actor (see
+// actors.UnitAppend); done runs on a goroutine of its own. The request is
+// sent before AppendUnit returns, so appends to one owner go in order.
+func (r remoteUnits) AppendUnit(owner string, req actors.UnitAppend, done func(first uint64, err error)) {
+	n := r.n
+	addr, err := n.members.actorAddrOf(owner)
+	if err != nil {
+		go done(0, err)
+		return
+	}
+	msg := &clusterpb.UnitAppend{Topic: req.Topic.String(), Incarnation: req.Incarnation, Segment: uint64(req.Segment), Bucket: uint32(req.Bucket),
+		Records: toProtoRecords(req.Records), Durability: req.Options.Durability.String(),
+		SyncIntervalMs: req.Options.SyncInterval.Milliseconds(), SegmentBytes: int64(req.Options.SegmentBytes)}
+	f := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), msg, remoteAppendTimeout)
+	go func() {
+		res, err := f.Result()
+		if err != nil {
+			done(0, api.Errorf(api.CodeUnavailable, "node %s did not take an append to segment %d of %s: %v; resend", owner, req.Segment, req.Topic, err))
+			return
+		}
+		reply, ok := res.(*clusterpb.UnitAppendReply)
+		if !ok {
+			done(0, api.Errorf(api.CodeInternal, "node %s answered an append with %T", owner, res))
+			return
+		}
+		if reply.ErrorCode != 0 {
+			done(0, remoteError(owner, reply.ErrorCode, reply.Error))
+			return
+		}
+		done(reply.First, nil)
+	}()
+}
+
+// remoteAppendTimeout bounds an append on another node.
+const remoteAppendTimeout = 5 * time.Second
+
+// DropTopic tells owner that topic was deleted.
+func (r remoteUnits) DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string) error {
+	n := r.n
+	addr, err := n.members.actorAddrOf(owner)
+	if err != nil {
+		return err
+	}
+	timeout := remoteReadTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	res, err := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), &clusterpb.TopicDrop{Topic: topic.String(), Incarnation: incarnation}, timeout).Result()
+	if err != nil {
+		return api.Errorf(api.CodeUnavailable, "node %s: %v", owner, err)
+	}
+	reply, ok := res.(*clusterpb.TopicDropReply)
+	if !ok {
+		return api.Errorf(api.CodeInternal, "node %s answered a topic drop with %T", owner, res)
+	}
+	if reply.ErrorCode != 0 {
+		return remoteError(owner, reply.ErrorCode, reply.Error)
+	}
+	return nil
+}
+
+// remoteError is the error another node answered with.
+func remoteError(owner string, code int32, msg string) error {
+	c, ok := api.CodeByNumber(int(code))
+	if !ok {
+		c = api.CodeInternal
+	}
+	return api.Errorf(c, "node %s: %s", owner, msg)
+}
+
+func (n *Node) serveUnitAppend(req *clusterpb.UnitAppend) *clusterpb.UnitAppendReply {
+	fail := func(err error) *clusterpb.UnitAppendReply {
+		e := api.AsError(err)
+		return &clusterpb.UnitAppendReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+	}
+	name, err := routing.ParseTopic(req.Topic)
+	if err != nil {
+		return fail(api.Errorf(api.CodeInvalidName, "%v", err))
+	}
+	durability, err := wal.ParseDurability(req.Durability)
+	if err != nil {
+		return fail(api.Errorf(api.CodeInvalidArgument, "%v", err))
+	}
+	if req.SegmentBytes < 0 || req.SyncIntervalMs < 0 {
+		return fail(api.Errorf(api.CodeInvalidArgument, "negative log options"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	first, err := n.topics.ServeUnitAppend(ctx, actors.UnitAppend{Topic: name, Incarnation: req.Incarnation, Segment: topology.SegmentID(req.Segment),
+		Bucket: int(req.Bucket), Records: fromProtoRecords(req.Records),
+		Options: wal.Options{Durability: durability, SyncInterval: time.Duration(req.SyncIntervalMs) * time.Millisecond, SegmentBytes: int(req.SegmentBytes)}})
+	if err != nil {
+		return fail(err)
+	}
+	return &clusterpb.UnitAppendReply{First: first}
+}
+
+func (n *Node) serveTopicDrop(req *clusterpb.TopicDrop) *clusterpb.TopicDropReply {
+	name, err := routing.ParseTopic(req.Topic)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		defer cancel()
+		err = n.topics.DropTopic(ctx, name, req.Incarnation)
+	}
+	if err != nil {
+		e := api.AsError(err)
+		return &clusterpb.TopicDropReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+	}
+	return &clusterpb.TopicDropReply{}
+}
+
+func toProtoRecords(recs []wal.Record) []*clusterpb.Record {
+	out := make([]*clusterpb.Record, len(recs))
+	for i, r := range recs {
+		pr := &clusterpb.Record{Timestamp: r.Timestamp, Key: r.Key, Payload: r.Payload}
+		for _, h := range r.Headers {
+			pr.Headers = append(pr.Headers, &clusterpb.Header{Key: h.Key, Value: h.Value})
+		}
+		out[i] = pr
+	}
+	return out
+}
+
+func fromProtoRecords(prs []*clusterpb.Record) []wal.Record {
+	out := make([]wal.Record, len(prs))
+	for i, pr := range prs {
+		rec := wal.Record{Timestamp: pr.Timestamp, Key: pr.Key, Payload: pr.Payload}
+		for _, h := range pr.Headers {
+			rec.Headers = append(rec.Headers, wal.Header{Key: h.Key, Value: h.Value})
+		}
+		out[i] = rec
+	}
+	return out
+}

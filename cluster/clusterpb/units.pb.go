@@ -882,6 +882,280 @@ func (x *GroupAdoptReply) GetError() string {
 	return ""
 }
 
+// UnitAppend asks the node that owns a segment to append records to one of
+// its bucket logs. The topic's controller (on the node holding the
+// segment covering hash 0) routes every append and keeps each bucket's
+// appends in order: it sends one UnitAppend per bucket at a time, and the
+// owner writes them in the order they come.
+type UnitAppend struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Incarnation    string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Segment        uint64                 `protobuf:"varint,3,opt,name=segment,proto3" json:"segment,omitempty"`
+	Bucket         uint32                 `protobuf:"varint,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Records        []*Record              `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	Durability     string                 `protobuf:"bytes,6,opt,name=durability,proto3" json:"durability,omitempty"`                                  // the topic's resolved durability policy
+	SyncIntervalMs int64                  `protobuf:"varint,7,opt,name=sync_interval_ms,json=syncIntervalMs,proto3" json:"sync_interval_ms,omitempty"` // its sync interval (durability "interval")
+	SegmentBytes   int64                  `protobuf:"varint,8,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`         // its log file size
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UnitAppend) Reset() {
+	*x = UnitAppend{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitAppend) ProtoMessage() {}
+
+func (x *UnitAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitAppend.ProtoReflect.Descriptor instead.
+func (*UnitAppend) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UnitAppend) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *UnitAppend) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *UnitAppend) GetSegment() uint64 {
+	if x != nil {
+		return x.Segment
+	}
+	return 0
+}
+
+func (x *UnitAppend) GetBucket() uint32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *UnitAppend) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *UnitAppend) GetDurability() string {
+	if x != nil {
+		return x.Durability
+	}
+	return ""
+}
+
+func (x *UnitAppend) GetSyncIntervalMs() int64 {
+	if x != nil {
+		return x.SyncIntervalMs
+	}
+	return 0
+}
+
+func (x *UnitAppend) GetSegmentBytes() int64 {
+	if x != nil {
+		return x.SegmentBytes
+	}
+	return 0
+}
+
+// UnitAppendReply answers a UnitAppend: the offset of its first record, or
+// an error (nothing of it is acknowledged; the controller's producers
+// resend).
+type UnitAppendReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	ErrorCode     int32                  `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnitAppendReply) Reset() {
+	*x = UnitAppendReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitAppendReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitAppendReply) ProtoMessage() {}
+
+func (x *UnitAppendReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitAppendReply.ProtoReflect.Descriptor instead.
+func (*UnitAppendReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UnitAppendReply) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *UnitAppendReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *UnitAppendReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// TopicDrop tells a node that owns segments of a topic deleted elsewhere
+// (or made again: another incarnation) to remove its logs of it.
+type TopicDrop struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicDrop) Reset() {
+	*x = TopicDrop{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicDrop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicDrop) ProtoMessage() {}
+
+func (x *TopicDrop) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicDrop.ProtoReflect.Descriptor instead.
+func (*TopicDrop) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TopicDrop) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicDrop) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+type TopicDropReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     int32                  `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicDropReply) Reset() {
+	*x = TopicDropReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicDropReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicDropReply) ProtoMessage() {}
+
+func (x *TopicDropReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicDropReply.ProtoReflect.Descriptor instead.
+func (*TopicDropReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TopicDropReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *TopicDropReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
@@ -954,6 +1228,30 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\x0fGroupAdoptReply\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\x99\x02\n" +
+	"\n" +
+	"UnitAppend\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
+	"\asegment\x18\x03 \x01(\x04R\asegment\x12\x16\n" +
+	"\x06bucket\x18\x04 \x01(\rR\x06bucket\x122\n" +
+	"\arecords\x18\x05 \x03(\v2\x18.braid.cluster.v1.RecordR\arecords\x12\x1e\n" +
+	"\n" +
+	"durability\x18\x06 \x01(\tR\n" +
+	"durability\x12(\n" +
+	"\x10sync_interval_ms\x18\a \x01(\x03R\x0esyncIntervalMs\x12#\n" +
+	"\rsegment_bytes\x18\b \x01(\x03R\fsegmentBytes\"\\\n" +
+	"\x0fUnitAppendReply\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"C\n" +
+	"\tTopicDrop\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\"E\n" +
+	"\x0eTopicDropReply\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
 
 var (
@@ -968,7 +1266,7 @@ func file_braid_cluster_v1_units_proto_rawDescGZIP() []byte {
 	return file_braid_cluster_v1_units_proto_rawDescData
 }
 
-var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*UnitRead)(nil),            // 0: braid.cluster.v1.UnitRead
 	(*Header)(nil),              // 1: braid.cluster.v1.Header
@@ -983,16 +1281,21 @@ var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*GroupReleaseReply)(nil),   // 10: braid.cluster.v1.GroupReleaseReply
 	(*GroupAdopt)(nil),          // 11: braid.cluster.v1.GroupAdopt
 	(*GroupAdoptReply)(nil),     // 12: braid.cluster.v1.GroupAdoptReply
+	(*UnitAppend)(nil),          // 13: braid.cluster.v1.UnitAppend
+	(*UnitAppendReply)(nil),     // 14: braid.cluster.v1.UnitAppendReply
+	(*TopicDrop)(nil),           // 15: braid.cluster.v1.TopicDrop
+	(*TopicDropReply)(nil),      // 16: braid.cluster.v1.TopicDropReply
 }
 var file_braid_cluster_v1_units_proto_depIdxs = []int32{
 	1, // 0: braid.cluster.v1.Record.headers:type_name -> braid.cluster.v1.Header
 	2, // 1: braid.cluster.v1.UnitReadReply.records:type_name -> braid.cluster.v1.Record
 	5, // 2: braid.cluster.v1.GroupFilesReply.files:type_name -> braid.cluster.v1.GroupFile
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 3: braid.cluster.v1.UnitAppend.records:type_name -> braid.cluster.v1.Record
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_braid_cluster_v1_units_proto_init() }
@@ -1006,7 +1309,7 @@ func file_braid_cluster_v1_units_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_braid_cluster_v1_units_proto_rawDesc), len(file_braid_cluster_v1_units_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,326 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// Segments placed on other nodes. A topic's controller lives on one node,
+// its home: the owner of the active segment covering hash 0 (LayoutOwner).
+// The home routes every append of the topic and runs every layout change,
+// as on a single node; but a segment it creates may be placed on another
+// node (Config.PlaceSegment: the high child of a split goes to the least
+// loaded node), whose disk then holds the segment's bucket logs.
+//
+// The home still runs a bucket actor for each bucket of such a segment —
+// it queues, seals, holds, hands over and opens exactly as a local one,
+// so the ordering of a layout change is unchanged — but its writes go to
+// the owner (remoteWriter): one UnitAppend at a time per bucket, the next
+// batch gathering meanwhile, as a local bucket's group commit does. The
+// owner writes it to its log and makes it durable per the topic's
+// durability (ServeUnitAppend), then answers with its first offset, and
+// the home acknowledges the producers. Reads of the segment go to the
+// owner too (remote.go).
+//
+// The owner writes only while its own lease holds (Config.AckFence): once
+// the cluster may think it gone, the home may relocate its segments (it
+// does so when the owner's lease has lapsed, see checkOwners), and a late
+// write must not land in a segment metadata has sealed.
+
+// UnitAppend asks the owner of a segment to append records to one bucket.
+type UnitAppend struct {
+	Topic       routing.TopicName
+	Incarnation string
+	Segment     topology.SegmentID
+	Bucket      int
+	Records     []wal.Record
+	Options     wal.Options
+}
+
+// remoteBatchBytes bounds the records one UnitAppend carries (at least one
+// append all the same): one message stays well under the transport's limit.
+const remoteBatchBytes = 1 << 20
+
+// remoteWriter writes a bucket's batches to the node that owns its segment,
+// one at a time. Its methods are safe for concurrent use.
+type remoteWriter struct {
+	key   UnitKey
+	unit  unitRef
+	owner string
+	t     *Topic
+	// fence is asked before acknowledging (the home's lease); onAck
+	// counts what was acknowledged.
+	fence func() error
+	onAck func([]appendReq)
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []appendReq
+	inflight bool
+}
+
+func newRemoteWriter(key UnitKey, owner string, t *Topic, fence func() error, onAck func([]appendReq)) *remoteWriter {
+	w := &remoteWriter{key: key, unit: unitRef{key.Segment, key.Bucket}, owner: owner, t: t, fence: fence, onAck: onAck}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+// submit queues appends; they are sent once the batch in flight is
+// answered.
+func (w *remoteWriter) submit(reqs []appendReq) {
+	w.mu.Lock()
+	w.queue = append(w.queue, reqs...)
+	if w.inflight {
+		w.mu.Unlock()
+		return
+	}
+	batch := w.takeLocked()
+	w.mu.Unlock()
+	w.send(batch)
+}
+
+// takeLocked takes the next batch off the queue (up to remoteBatchBytes)
+// and marks it in flight.
+func (w *remoteWriter) takeLocked() []appendReq {
+	n, size := 0, 0
+	for n < len(w.queue) && (n == 0 || size < remoteBatchBytes) {
+		for _, r := range w.queue[n].records {
+			size += len(r.Key) + len(r.Payload) + 16
+		}
+		n++
+	}
+	batch := w.queue[:n:n]
+	w.queue = w.queue[n:]
+	w.inflight = true
+	return batch
+}
+
+func (w *remoteWriter) send(batch []appendReq) {
+	var recs []wal.Record
+	for i := range batch {
+		recs = append(recs, batch[i].records...)
+	}
+	m := w.t.mgr
+	m.cfg.RemoteUnits.AppendUnit(w.owner, UnitAppend{Topic: w.key.Topic, Incarnation: w.t.incarnation, Segment: w.key.Segment,
+		Bucket: w.key.Bucket, Records: recs, Options: *w.t.opts.Load()}, func(first uint64, err error) {
+		if err != nil {
+			m.m.remoteAppends.WithLabelValues("failed").Inc()
+			for i := range batch {
+				batch[i].settle(w.unit, 0, err)
+			}
+		} else {
+			m.m.remoteAppends.WithLabelValues("ok").Inc()
+			ackBatch(w.unit, writtenBatch{reqs: batch, first: first}, w.fence)
+			w.onAck(batch)
+		}
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.inflight = false
+			w.cond.Broadcast()
+			w.mu.Unlock()
+			return
+		}
+		next := w.takeLocked()
+		w.mu.Unlock()
+		w.send(next)
+	})
+}
+
+// drain waits until every submitted append is answered.
+func (w *remoteWriter) drain() {
+	w.mu.Lock()
+	for w.inflight || len(w.queue) > 0 {
+		w.cond.Wait()
+	}
+	w.mu.Unlock()
+}
+
+// hostedUnit serializes the writes of one bucket log this node holds for
+// another node's topic.
+type hostedUnit struct {
+	mu sync.Mutex
+	w  *unitWriter
+	// checked is when the topic's record last said this node owns the
+	// segment, active.
+	checked time.Time
+	used    time.Time
+}
+
+// hostedCheckEvery is how often a hosted unit checks, against the topic's
+// record, that its segment is still active and owned here.
+const hostedCheckEvery = servedRecordTTL
+
+// ServeUnitAppend appends records a topic's home sent for a bucket of a
+// segment this node owns, makes them durable per the topic's durability,
+// and returns the offset of the first. It refuses, writing nothing, while
+// this node's lease does not hold, and when the topic's record says the
+// segment is not active and owned here.
+func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, error) {
+	if f := m.cfg.AckFence; f != nil {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	if len(req.Records) == 0 {
+		return 0, api.Errorf(api.CodeBadRequest, "empty append")
+	}
+	key := UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}
+	m.hostedMu.Lock()
+	if m.hosted == nil {
+		m.hosted = map[UnitKey]*hostedUnit{}
+	}
+	h := m.hosted[key]
+	if h == nil {
+		h = &hostedUnit{}
+		m.hosted[key] = h
+	}
+	m.hostedMu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.used = time.Now()
+	if time.Since(h.checked) > hostedCheckEvery {
+		if err := m.checkHosted(ctx, req); err != nil {
+			h.w = nil
+			return 0, err
+		}
+		h.checked = time.Now()
+	}
+	if h.w == nil {
+		l, err := m.store.Log(key, req.Options)
+		if err != nil {
+			return 0, api.Errorf(api.CodeUnavailable, "%s: %v", key, err)
+		}
+		h.w = newUnitWriter(key, l, m.store, req.Options, m.log, m.m)
+	}
+	l, err := h.w.writable()
+	if err != nil {
+		return 0, err
+	}
+	first, err := l.Write(req.Records...)
+	if err == nil {
+		_, err = l.Commit()
+	}
+	if err != nil {
+		return 0, h.w.failed(l, err)
+	}
+	n := 0
+	for _, r := range req.Records {
+		n += len(r.Key) + len(r.Payload)
+	}
+	m.m.nodeBytes.Add(uint64(n))
+	return first, nil
+}
+
+// checkHosted checks against the topic's record (read at most
+// servedRecordTTL ago, again when it does not say so) that this node owns
+// the segment of req, active.
+func (m *Manager) checkHosted(ctx context.Context, req UnitAppend) error {
+	for fresh := false; ; fresh = true {
+		if fresh {
+			m.servedMu.Lock()
+			delete(m.served, req.Topic.String())
+			m.servedMu.Unlock()
+		}
+		rec, err := m.servedRecord(ctx, req.Topic)
+		if err != nil {
+			return err
+		}
+		s, ok := rec.Layout.Segment(req.Segment)
+		switch {
+		case rec.Incarnation != req.Incarnation:
+			if fresh {
+				return api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again", req.Topic)
+			}
+		case !ok || s.State != topology.StateActive || s.Owner != m.cfg.NodeID:
+			if fresh {
+				return api.Errorf(api.CodeSegmentSealed, "segment %d of %s is not active on node %s (layout epoch %d)", req.Segment, req.Topic, m.cfg.NodeID, rec.Layout.Epoch)
+			}
+		case req.Bucket < 0 || req.Bucket >= s.Buckets:
+			return api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", req.Segment, req.Topic, s.Buckets, req.Bucket)
+		default:
+			m.store.SetIncarnation(req.Topic, rec.Incarnation)
+			m.noteServed(req.Topic.String())
+			return nil
+		}
+	}
+}
+
+// HostedSegments counts the segments of other nodes' topics this node
+// wrote to within the last window.
+func (m *Manager) HostedSegments(window time.Duration) int {
+	type seg struct {
+		topic routing.TopicName
+		id    topology.SegmentID
+	}
+	seen := map[seg]bool{}
+	m.hostedMu.Lock()
+	for k, h := range m.hosted {
+		if h.mu.TryLock() {
+			if time.Since(h.used) < window {
+				seen[seg{k.Topic, k.Segment}] = true
+			}
+			h.mu.Unlock()
+		} else {
+			seen[seg{k.Topic, k.Segment}] = true
+		}
+	}
+	m.hostedMu.Unlock()
+	return len(seen)
+}
+
+// sweepHosted forgets the hosted units unused for idle (their logs are
+// closed with the served topics', see sweepServed).
+func (m *Manager) sweepHosted(idle time.Duration) {
+	m.hostedMu.Lock()
+	defer m.hostedMu.Unlock()
+	for k, h := range m.hosted {
+		if h.mu.TryLock() {
+			if time.Since(h.used) > idle {
+				delete(m.hosted, k)
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+// DropTopic removes this node's logs of a topic its home deleted: only
+// once the topic's record is gone (a topic made again under the name since
+// is another incarnation, whose logs are kept), and not while it is active
+// here.
+func (m *Manager) DropTopic(ctx context.Context, name routing.TopicName, incarnation string) error {
+	if _, ok := m.Active(name.String()); ok {
+		return nil
+	}
+	rec, _, err := m.meta.Topic(ctx, name)
+	switch {
+	case err == nil && rec.Incarnation != incarnation:
+		return nil // made again since: its logs are another topic's now
+	case err == nil:
+		return api.Errorf(api.CodeLayoutRefused, "topic %s still exists", name)
+	case !errors.Is(err, meta.ErrNotFound):
+		return api.Errorf(api.CodeUnavailable, "topic %s: its record could not be read: %v", name, err)
+	}
+	m.hostedMu.Lock()
+	for k := range m.hosted {
+		if k.Topic == name {
+			delete(m.hosted, k)
+		}
+	}
+	m.hostedMu.Unlock()
+	m.servedMu.Lock()
+	delete(m.served, name.String())
+	m.servedMu.Unlock()
+	if err := m.store.RemoveTopic(name); err != nil {
+		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", name, err)
+	}
+	m.log.Info("logs of a topic deleted on another node removed", "topic", name.String())
+	return nil
+}

@@ -1,0 +1,295 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+)
+
+// inProcUnits carries RemoteUnits calls to the Manager of the owner named,
+// in this process: the cluster package carries them over protoactor
+// remote; what is tested here is what each side does with them.
+type inProcUnits struct {
+	mu    sync.Mutex
+	nodes map[string]*Manager
+	// order serializes the appends sent to one owner, as the transport
+	// delivers them in order.
+	order sync.Mutex
+}
+
+func (u *inProcUnits) node(owner string) (*Manager, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m, ok := u.nodes[owner]
+	if !ok {
+		return nil, api.Errorf(api.CodeUnavailable, "no node %s", owner)
+	}
+	return m, nil
+}
+
+func (u *inProcUnits) ReadUnit(ctx context.Context, owner string, req UnitRead) (UnitData, error) {
+	m, err := u.node(owner)
+	if err != nil {
+		return UnitData{}, err
+	}
+	return m.ServeUnitRead(ctx, req)
+}
+
+func (u *inProcUnits) AppendUnit(owner string, req UnitAppend, done func(uint64, error)) {
+	m, err := u.node(owner)
+	if err != nil {
+		go done(0, err)
+		return
+	}
+	go func() {
+		first, err := m.ServeUnitAppend(context.Background(), req)
+		done(first, err)
+	}()
+}
+
+func (u *inProcUnits) DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string) error {
+	m, err := u.node(owner)
+	if err != nil {
+		return err
+	}
+	return m.DropTopic(ctx, topic, incarnation)
+}
+
+// twoNodes starts a home n1 whose new segments (but the one covering hash
+// 0) are placed on n2, and n2, on one metadata store; configure changes
+// n1's config.
+func twoNodes(t *testing.T, configure func(*Config)) (home, other *Manager, units *inProcUnits) {
+	t.Helper()
+	units = &inProcUnits{nodes: map[string]*Manager{}}
+	home = newTestManagerWith(t, func(c *Config) {
+		c.NodeID = "n1"
+		c.Owns = func(owner string) bool { return owner == "n1" || owner == "" }
+		c.RemoteUnits = units
+		c.PlaceSegment = func(string, topology.SegmentID) string { return "n2" }
+		if configure != nil {
+			configure(c)
+		}
+	})
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	other = NewManager(Config{DataDir: filepath.Join(t.TempDir(), "topics"), NodeID: "n2", System: system, Meta: home.meta, RemoteUnits: units,
+		Owns:   func(owner string) bool { return owner == "n2" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := other.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = other.Close()
+		system.Shutdown()
+	})
+	units.nodes["n1"], units.nodes["n2"] = home, other
+	return home, other, units
+}
+
+// TestSplitChildOnAnotherNodeKeepsKeyOrder runs the pipelined produce of
+// TestPipelinedProduceKeepsKeyOrderAcrossLayoutChanges with every new
+// segment but the one covering hash 0 placed on a second node: the home
+// routes, seals, holds and hands over as ever, its buckets of those
+// segments write to the other node. Nothing may be refused, no key
+// reordered.
+func TestSplitChildOnAnotherNodeKeepsKeyOrder(t *testing.T) {
+	var other *Manager
+	testPipelinedProduce(t, nil, func(t *testing.T) *Manager {
+		home, o, _ := twoNodes(t, nil)
+		other = o
+		return home
+	})
+	if n := other.HostedSegments(time.Minute); n == 0 {
+		t.Fatal("the second node was written no segment")
+	}
+}
+
+// TestSplitPlacesTheHighChildElsewhere: after a split the child covering
+// hash 0 stays with the home and the other goes to the node placement
+// names, whose disk then holds what is appended to it (and the home's
+// does not); reads of it from the home go there.
+func TestSplitPlacesTheHighChildElsewhere(t *testing.T) {
+	home, other, _ := twoNodes(t, nil)
+	const uri = "topic://t/n/placed"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	desc, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var low, high api.SegmentInfo
+	for _, s := range desc.Segments {
+		if s.State != string(topology.StateActive) {
+			continue
+		}
+		if s.Range[0] == topology.FormatHash(0) {
+			low = s
+		} else {
+			high = s
+		}
+	}
+	if low.Owner != "n1" || high.Owner != "n2" {
+		t.Fatalf("owners after the split: low %q, high %q; want n1, n2", low.Owner, high.Owner)
+	}
+	if LayoutOwner(topic.Layout()) != "n1" {
+		t.Fatalf("home %q, want n1", LayoutOwner(topic.Layout()))
+	}
+	// One record of a key in each child.
+	var highKey, lowKey string
+	for i := 0; highKey == "" || lowKey == ""; i++ {
+		k := "key-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == high.ID {
+			highKey = k
+		} else {
+			lowKey = k
+		}
+	}
+	for _, k := range []string{highKey, lowKey, highKey} {
+		if r := produceOne(t, topic, k, "v-"+k); r.Code != 0 {
+			t.Fatalf("produce %s: %v", k, r.Err())
+		}
+	}
+	recs, err := topic.Read(topology.SegmentID(high.ID), 0, 0, 10, 0)
+	if err != nil || len(recs) != 2 || string(recs[0].Key) != highKey {
+		t.Fatalf("read of the high child from the home: %d records, %v", len(recs), err)
+	}
+	name, _ := routing.ParseTopic(uri)
+	key := UnitKey{Topic: name, Segment: topology.SegmentID(high.ID), Bucket: 0}
+	if _, err := os.Stat(filepath.Join(other.store.TopicDir(name), "seg-"+itoa(high.ID))); err != nil {
+		t.Fatalf("the other node has no log of %s: %v", key, err)
+	}
+	if _, err := os.Stat(filepath.Join(home.store.TopicDir(name), "seg-"+itoa(high.ID))); err == nil {
+		t.Fatalf("the home has a log of %s too", key)
+	}
+	st := topic.Stats()
+	found := false
+	for _, b := range st.Buckets {
+		if b.Segment == high.ID {
+			found = true
+			if b.Owner != "n2" || b.NextOffset != 2 {
+				t.Fatalf("stats of the high child: %+v", b)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no stats of the high child")
+	}
+}
+
+func itoa(v uint64) string {
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; v > 0; v /= 10 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+	}
+	return string(b)
+}
+
+// TestHomeRelocatesTheSegmentsOfAGoneNode: once placement's node is to
+// be evicted (its lease lapsed), the home seals its segments in metadata
+// and places successors anew; appends of their keys work again, on the
+// home.
+func TestHomeRelocatesTheSegmentsOfAGoneNode(t *testing.T) {
+	var gone atomic.Bool
+	var placeOn atomic.Value
+	placeOn.Store("n2")
+	home, _, units := twoNodes(t, func(c *Config) {
+		c.Evict = func(node string) bool { return node == "n2" && gone.Load() }
+		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
+	})
+	const uri = "topic://t/n/lost"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	high := topic.Layout().OwnedActive("n2")
+	if len(high) != 1 {
+		t.Fatalf("n2 owns %v", high)
+	}
+	var key string
+	for i := 0; key == ""; i++ {
+		k := "k" + itoa(uint64(i))
+		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high[0]) {
+			key = k
+		}
+	}
+	if r := produceOne(t, topic, key, "before"); r.Code != 0 {
+		t.Fatal(r.Err())
+	}
+	// n2 goes: its appends fail until the home has moved its range.
+	units.mu.Lock()
+	delete(units.nodes, "n2")
+	units.mu.Unlock()
+	placeOn.Store("n1")
+	gone.Store(true)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := produceOne(t, topic, key, "after")
+		if r.Code == 0 {
+			if r.Segment == uint64(high[0]) {
+				t.Fatalf("appended to the lost node's segment: %+v", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("appends of the lost node's range still fail: %v", r.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l := topic.Layout()
+	s, _ := l.Segment(high[0])
+	if s.State != topology.StateSealed || len(l.OwnedActive("n2")) != 0 {
+		t.Fatalf("the lost node's segment is %s, n2 still owns %v", s.State, l.OwnedActive("n2"))
+	}
+}
+
+// TestHostFencedWritesNothing: a node whose lease does not hold refuses
+// the home's appends without writing them.
+func TestHostFencedWritesNothing(t *testing.T) {
+	home, other, _ := twoNodes(t, nil)
+	var fenced atomic.Bool
+	other.cfg.AckFence = func() error {
+		if fenced.Load() {
+			return api.Errorf(api.CodeUnavailable, "lease ran out")
+		}
+		return nil
+	}
+	const uri = "topic://t/n/fencedhost"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	high := topic.Layout().OwnedActive("n2")[0]
+	var key string
+	for i := 0; key == ""; i++ {
+		k := "k" + itoa(uint64(i))
+		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
+			key = k
+		}
+	}
+	fenced.Store(true)
+	if r := produceOne(t, topic, key, "x"); r.Code != api.CodeUnavailable.Number {
+		t.Fatalf("append to a fenced host: %+v", r)
+	}
+	if _, next, err := topic.Bounds(high, 0); err != nil || next != 0 {
+		t.Fatalf("the fenced host wrote: next %d, %v", next, err)
+	}
+	fenced.Store(false)
+	if r := produceOne(t, topic, key, "y"); r.Code != 0 || r.Offset != 0 {
+		t.Fatalf("after the fence: %+v", r)
+	}
+}

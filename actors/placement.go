@@ -1,0 +1,119 @@
+package actors
+
+import (
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+)
+
+// Placement of the segments a layout change creates, and their relocation
+// when their node goes (see hosted.go). The home keeps the segment
+// covering hash 0 — that is what makes it the home — and asks
+// Config.PlaceSegment where each other new segment goes; every
+// ownerCheckEvery it asks Config.Evict whether a node owning one of its
+// segments is gone (its lease lapsed) or being drained, and if so
+// relocates that node's segments: sealed in metadata, successors with
+// their ranges placed anew. The appends the home had sent the lost node
+// and not had answered fail (UNAVAILABLE, within remoteTimeout); the
+// producers resend them and they land in the successors.
+
+// ownerCheckEvery is how often a home checks the nodes that own its
+// segments.
+const ownerCheckEvery = time.Second
+
+// checkOwnersMsg asks a controller to check the owners of its segments.
+type checkOwnersMsg struct{}
+
+// place returns the node a new segment s goes to.
+func (c *controller) place(s topology.Segment) string {
+	m := c.t.mgr
+	if m.cfg.RemoteUnits == nil || m.cfg.PlaceSegment == nil || s.Range.Lo == 0 {
+		return m.cfg.NodeID
+	}
+	if node := m.cfg.PlaceSegment(c.t.uri, s.ID); node != "" {
+		return node
+	}
+	return m.cfg.NodeID
+}
+
+// placeCreated gives each segment in created an owner: those without one,
+// or all of them when replace, by place; the rest of next keeps its own
+// (a layout written before nodes had ids gets this node's).
+func (c *controller) placeCreated(next topology.Layout, created []topology.SegmentID, replace bool) topology.Layout {
+	out := next
+	out.Segments = slices.Clone(next.Segments)
+	for i := range out.Segments {
+		s := &out.Segments[i]
+		if slices.Contains(created, s.ID) && (s.Owner == "" || replace) {
+			s.Owner = c.place(*s)
+		}
+	}
+	return out.WithOwner(c.t.mgr.cfg.NodeID)
+}
+
+// remoteOf returns the owner of active segment s when its buckets write
+// to another node, else "".
+func (c *controller) remoteOf(s topology.Segment) string {
+	if owner, remote := c.t.remoteOwner(s); remote {
+		return owner
+	}
+	return ""
+}
+
+// scheduleOwnerCheck sends the controller a checkOwnersMsg after
+// ownerCheckEvery (each check schedules the next; a stopped controller's
+// is a dead letter).
+func (c *controller) scheduleOwnerCheck(ctx actor.Context) {
+	if c.t.mgr.cfg.Evict == nil || c.t.mgr.cfg.RemoteUnits == nil {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(ownerCheckEvery, func() { root.Send(self, checkOwnersMsg{}) })
+}
+
+// checkOwners relocates the segments of every other node that owns some
+// of this topic's active segments and must give them up.
+func (c *controller) checkOwners(ctx actor.Context) {
+	self := c.t.mgr.cfg.NodeID
+	var owners []string
+	for _, s := range c.rec.Layout.Active() {
+		if s.Owner != "" && s.Owner != self && !slices.Contains(owners, s.Owner) {
+			owners = append(owners, s.Owner)
+		}
+	}
+	for _, owner := range owners {
+		if !c.t.mgr.cfg.Evict(owner) {
+			continue
+		}
+		from := owner
+		_, err := c.change(ctx, &changeReq{op: "relocate", reason: "node-lost", place: true,
+			apply: func(l topology.Layout) (topology.Layout, error) {
+				ids := l.OwnedActive(from)
+				if len(ids) == 0 {
+					return l, errStale
+				}
+				return l.Relocate(ids, self)
+			}})
+		if err != nil {
+			c.t.mgr.log.Error("relocating the segments of a node that is gone or draining failed; trying again",
+				"topic", c.t.uri, "node", from, "err", err)
+		}
+	}
+}
+
+// CheckOwners activates topic name (this node is its home) and has its
+// controller check the owners of its segments now (a drained node asks).
+func (m *Manager) CheckOwners(name routing.TopicName) error {
+	t, err := m.TopicByName(name)
+	if err != nil {
+		return err
+	}
+	_, err = m.system.Root.RequestFuture(t.pid, checkOwnersReq{}, 2*sealTimeout).Result()
+	return err
+}
+
+// checkOwnersReq is checkOwnersMsg asked for, answered once done.
+type checkOwnersReq struct{}
