@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -394,23 +395,30 @@ const placementViewAge = 250 * time.Millisecond
 // by the MiB/s, then active segments owned, by the 64), and among equals
 // the one a hash of the topic and the node's id ranks first, so that
 // topics created while the nodes are idle spread evenly.
-func (n *Node) placeTopic(uri string) string {
+func (n *Node) placeTopic(uri string) string { return n.place(uri, "") }
+
+// place is placeTopic for key, passing over node avoid among equals.
+func (n *Node) place(key, avoid string) string {
 	nodes := n.members.liveNodes(placementViewAge)
 	if len(nodes) <= 1 {
 		return n.nodeID
 	}
-	best, bestKey := "", [3]uint64{}
+	best, bestKey := "", [4]uint64{}
 	for _, r := range nodes {
 		if r.Draining || r.ID == n.nodeID && n.draining.Load() {
 			continue // being drained: it takes no new topics
 		}
 		h := fnv.New64a()
-		h.Write([]byte(uri))
+		h.Write([]byte(key))
 		h.Write([]byte{0})
 		h.Write([]byte(r.ID))
-		key := [3]uint64{uint64(r.BytesPerSec / (1 << 20)), uint64(r.Segments / 64), h.Sum64()}
-		if best == "" || key[0] < bestKey[0] || key[0] == bestKey[0] && (key[1] < bestKey[1] || key[1] == bestKey[1] && key[2] < bestKey[2]) {
-			best, bestKey = r.ID, key
+		avoided := uint64(0)
+		if r.ID == avoid {
+			avoided = 1
+		}
+		k := [4]uint64{uint64(r.BytesPerSec / (1 << 20)), uint64(r.Segments / 64), avoided, h.Sum64()}
+		if best == "" || slices.Compare(k[:], bestKey[:]) < 0 {
+			best, bestKey = r.ID, k
 		}
 	}
 	if best == "" {

@@ -19,9 +19,9 @@ import (
 // Segments across nodes: a topic's home (the node of its segment covering
 // hash 0, where its controller runs and every append is routed) places
 // each other segment a split or merge creates on the least loaded live
-// node — itself included — by the load the nodes' leases record, ties
-// broken by a hash of the topic and segment, so that the children of a
-// hot topic spread over the cluster (placeSegment). It relocates the
+// node by the load the nodes' leases record — among equals another node
+// than itself, then by a hash of the topic and segment — so that the
+// children of a hot topic spread over the cluster (placeSegment). It relocates the
 // segments of a node whose lease lapsed or that is being drained (evict;
 // actors/placement.go). A drained node asks the home of each topic whose
 // segments it owns to check its owners now (evictSubject), then waits for
@@ -31,9 +31,11 @@ import (
 // of the topics it is the home of (the body is the topic's URI).
 func evictSubject(node string) string { return "braid.cluster.evict." + node }
 
-// placeSegment is the node a new segment of a topic goes to.
+// placeSegment is the node a new segment of a topic goes to: among nodes
+// equally loaded, another than this one (the topic's home, which routes
+// every append of the topic already).
 func (n *Node) placeSegment(topic string, seg topology.SegmentID) string {
-	return n.placeTopic(topic + "#" + strconv.FormatUint(uint64(seg), 10))
+	return n.place(topic+"#"+strconv.FormatUint(uint64(seg), 10), n.nodeID)
 }
 
 // evict says whether node must give up its segments: its lease lapsed,

@@ -31,33 +31,71 @@ var _ = Describe("A cluster of three nodes", func() {
 		Expect(info.Cluster.Replicas).To(HaveLen(2), "the bucket's followers")
 	})
 
-	It("serves any client through any node: Go and plain producers and a consumer on different nodes, every message once, in key order", func() {
+	It("serves any client through any node: Go and plain producers and consumers on different nodes, every message once, in key order, across splits that place children on other nodes", func() {
 		_, conns, _ := startCluster()
 		const uri = "topic://public/default/anynode"
 		admin := client.NewAdmin(conns[2])
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		created, err := admin.CreateTopic(ctx, uri, 2)
+		// Hot above 300 msg/s a segment, measured every 100 ms: the load
+		// below splits it by itself too.
+		var policies api.Policies
+		Expect(json.Unmarshal([]byte(`{"split_msg_rate_in":300,"merge_msg_rate_in":1,"evaluation_interval":"100ms",
+			"split_window":"500ms","merge_window":"1h","split_cooldown":"500ms","merge_cooldown":"1h","max_segments":6,
+			"split_vs_rebucket_msg_rate":1000000}`), &policies)).To(Succeed())
+		created, err := admin.CreateTopic(ctx, uri, 2, client.WithTopicPolicies(&policies))
 		Expect(err).NotTo(HaveOccurred())
-		owner := created.Segments[0].Owner
-		Expect(owner).To(BeElementOf("n1", "n2", "n3"))
-		const keys = 16
-		produceGo(conns[0], uri, 0, 1000, keys)
-		producePlain(conns[1], uri, 1000, 1200, keys)
-		produceGo(conns[2], uri, 1200, 2000, keys)
-		readAll(conns[2], uri, "readers", 2000)
-		// Every segment, the split's children too, has the one owner,
-		// whichever node the change came through.
-		_, err = client.NewAdmin(conns[1]).Split(ctx, uri, 0, nil)
-		Expect(err).NotTo(HaveOccurred())
-		d, err := client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(d.Segments).To(HaveLen(4))
-		for _, seg := range d.Segments {
-			Expect(seg.Owner).To(Equal(owner), "segment %d", seg.ID)
+		home := created.Segments[0].Owner
+		Expect(home).To(BeElementOf("n1", "n2", "n3"))
+		// Four producers through the three nodes, Go and plain, each
+		// with keys of its own, while the topic is split by hand (the
+		// child off hash 0 goes to another node than the home) and by
+		// its load.
+		const keys, per = 8, 1500
+		done := make(chan struct{}, 4)
+		run := func(f func()) {
+			go func() {
+				defer GinkgoRecover()
+				defer func() { done <- struct{}{} }()
+				f()
+			}()
 		}
-		produceGo(conns[0], uri, 2000, 2500, keys)
-		readAll(conns[1], uri, "after-split", 2500)
+		run(func() { produceGoKeys(conns[0], uri, "a", 0, per, keys) })
+		run(func() { producePlainKeys(conns[1], uri, "b", per, 2*per, keys) })
+		run(func() { produceGoKeys(conns[2], uri, "c", 2*per, 3*per, keys) })
+		run(func() { producePlainKeys(conns[0], uri, "d", 3*per, 4*per, keys) })
+		d, err := client.NewAdmin(conns[1]).DescribeTopic(ctx, uri)
+		Expect(err).NotTo(HaveOccurred())
+		for _, s := range d.Segments {
+			if s.State == "active" && s.Range[0] != "0x0000000000000000" {
+				_, err = client.NewAdmin(conns[1]).Split(ctx, uri, s.ID, nil)
+				Expect(err).NotTo(HaveOccurred())
+				break
+			}
+		}
+		for range 4 {
+			<-done
+		}
+		d, err = client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
+		Expect(err).NotTo(HaveOccurred())
+		owners := map[string]int{}
+		for _, s := range d.Segments {
+			if s.State != "active" {
+				continue
+			}
+			Expect(s.Owner).To(BeElementOf("n1", "n2", "n3"), "segment %d", s.ID)
+			owners[s.Owner]++
+			if s.Range[0] == "0x0000000000000000" {
+				Expect(s.Owner).To(Equal(home), "the segment covering hash 0 stays with the home")
+			}
+		}
+		GinkgoWriter.Printf("layout epoch %d, %d segments, active ones by owner: %v (home %s)\n", d.Epoch, len(d.Segments), owners, home)
+		Expect(len(owners)).To(BeNumerically(">=", 2), "active segments by owner: %v", owners)
+		Expect(d.Epoch).To(BeNumerically(">=", 2), "a split by hand and one by load at least")
+		// Two stream consumers through the nodes that are not the home's
+		// read everything once, every key in order.
+		readAll(conns[1], uri, "readers", 4*per)
+		readAll(conns[2], uri, "others", 4*per)
 	})
 
 	It("spreads topics over the nodes; one connection produces to all of them at once, through one node", func() {

@@ -81,12 +81,18 @@ func (k *keyed) add(key string, payload []byte) {
 // returns once every one is acknowledged.
 func produceGo(nc *nats.Conn, uri string, from, to, keys int) {
 	GinkgoHelper()
+	produceGoKeys(nc, uri, "k", from, to, keys)
+}
+
+// produceGoKeys is produceGo with keys prefix0, prefix1, ...
+func produceGoKeys(nc *nats.Conn, uri, prefix string, from, to, keys int) {
+	GinkgoHelper()
 	p, err := client.NewProducer(nc, uri)
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for seq := from; seq < to; seq++ {
-		rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
+		rec := api.Record{Key: []byte(prefix + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
 		Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
 			defer GinkgoRecover()
 			Expect(err).NotTo(HaveOccurred())
@@ -161,10 +167,16 @@ func producePlainRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 // plain NATS client, one at a time, each acknowledged before the next.
 func producePlain(nc *nats.Conn, uri string, from, to, keys int) {
 	GinkgoHelper()
+	producePlainKeys(nc, uri, "k", from, to, keys)
+}
+
+// producePlainKeys is producePlain with keys prefix0, prefix1, ...
+func producePlainKeys(nc *nats.Conn, uri, prefix string, from, to, keys int) {
+	GinkgoHelper()
 	parts := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
 	subject := api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
 	for seq := from; seq < to; seq++ {
-		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(seq%keys)}},
+		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{prefix + strconv.Itoa(seq%keys)}},
 			Data: []byte(strconv.Itoa(seq))}
 		reply, err := nc.RequestMsg(m, 10*time.Second)
 		Expect(err).NotTo(HaveOccurred())
