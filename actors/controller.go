@@ -151,9 +151,8 @@ func (c *controller) Receive(ctx actor.Context) {
 	case checkOwnersMsg:
 		c.checkOwners(ctx)
 		c.scheduleOwnerCheck(ctx)
-	case checkOwnersReq:
-		c.checkOwners(ctx)
-		ctx.Respond(checkOwnersReq{})
+	case moveOffReq:
+		ctx.Respond(&changeResp{err: c.relocateFrom(ctx, msg.node)})
 	case controllerCrash:
 		panic("braid/actors: controller crash requested for " + c.t.uri)
 	case *actor.Restarting, *actor.Stopping:

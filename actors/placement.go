@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 )
@@ -88,32 +90,48 @@ func (c *controller) checkOwners(ctx actor.Context) {
 		if !c.t.mgr.cfg.Evict(owner) {
 			continue
 		}
-		from := owner
-		_, err := c.change(ctx, &changeReq{op: "relocate", reason: "node-lost", place: true,
-			apply: func(l topology.Layout) (topology.Layout, error) {
-				ids := l.OwnedActive(from)
-				if len(ids) == 0 {
-					return l, errStale
-				}
-				return l.Relocate(ids, self)
-			}})
-		if err != nil {
+		if err := c.relocateFrom(ctx, owner); err != nil {
 			c.t.mgr.log.Error("relocating the segments of a node that is gone or draining failed; trying again",
-				"topic", c.t.uri, "node", from, "err", err)
+				"topic", c.t.uri, "node", owner, "err", err)
 		}
 	}
 }
 
-// CheckOwners activates topic name (this node is its home) and has its
-// controller check the owners of its segments now (a drained node asks).
-func (m *Manager) CheckOwners(name routing.TopicName) error {
+// MoveSegmentsOff activates topic name (this node is its home) and has its
+// controller relocate the active segments node owns now (node is being
+// drained and asked).
+func (m *Manager) MoveSegmentsOff(name routing.TopicName, node string) error {
+	if node == "" || node == m.cfg.NodeID {
+		return api.Errorf(api.CodeInvalidArgument, "cannot move segments off node %q here", node)
+	}
 	t, err := m.TopicByName(name)
 	if err != nil {
 		return err
 	}
-	_, err = m.system.Root.RequestFuture(t.pid, checkOwnersReq{}, 2*sealTimeout).Result()
-	return err
+	res, err := m.system.Root.RequestFuture(t.pid, moveOffReq{node: node}, 2*sealTimeout).Result()
+	if err != nil {
+		return api.Errorf(api.CodeTimeout, "moving the segments of %s off node %s: %v", name, node, err)
+	}
+	return res.(*changeResp).err
 }
 
-// checkOwnersReq is checkOwnersMsg asked for, answered once done.
-type checkOwnersReq struct{}
+// moveOffReq asks a controller to relocate the active segments of node.
+type moveOffReq struct{ node string }
+
+// relocateFrom relocates the active segments node owns, placing their
+// successors anew; nothing to do when it owns none.
+func (c *controller) relocateFrom(ctx actor.Context, node string) error {
+	self := c.t.mgr.cfg.NodeID
+	_, err := c.change(ctx, &changeReq{op: "relocate", reason: "node-lost", place: true,
+		apply: func(l topology.Layout) (topology.Layout, error) {
+			ids := l.OwnedActive(node)
+			if len(ids) == 0 {
+				return l, errStale
+			}
+			return l.Relocate(ids, self)
+		}})
+	if errors.Is(err, errStale) {
+		return nil
+	}
+	return err
+}

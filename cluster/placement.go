@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,12 +25,18 @@ import (
 // children of a hot topic spread over the cluster (placeSegment). It relocates the
 // segments of a node whose lease lapsed or that is being drained (evict;
 // actors/placement.go). A drained node asks the home of each topic whose
-// segments it owns to check its owners now (evictSubject), then waits for
-// the records to show none.
+// segments it owns to move them now (evictSubject), then waits for the
+// records to show none.
 
-// evictSubject is where a node takes requests to check the owners of one
-// of the topics it is the home of (the body is the topic's URI).
+// evictSubject is where a node takes requests to move a draining node's
+// segments off one of the topics it is the home of (evictRequest).
 func evictSubject(node string) string { return "braid.cluster.evict." + node }
+
+// evictRequest asks a topic's home to move node's segments away.
+type evictRequest struct {
+	Topic string `json:"topic"`
+	Node  string `json:"node"`
+}
 
 // placeSegment is the node a new segment of a topic goes to: among nodes
 // equally loaded, another than this one (the topic's home, which routes
@@ -50,14 +57,19 @@ func (n *Node) evict(node string) bool {
 	return n.ownerGone(node)
 }
 
-// startEvictService serves the requests of drained nodes to check the
-// owners of a topic this node is the home of.
+// startEvictService serves the requests of drained nodes to move their
+// segments off a topic this node is the home of.
 func (n *Node) startEvictService() error {
 	_, err := n.nc.Subscribe(evictSubject(n.nodeID), func(m *nats.Msg) {
 		go func() {
-			name, err := routing.ParseTopic(string(m.Data))
+			var req evictRequest
+			err := json.Unmarshal(m.Data, &req)
+			var name routing.TopicName
 			if err == nil {
-				err = n.topics.CheckOwners(name)
+				name, err = routing.ParseTopic(req.Topic)
+			}
+			if err == nil {
+				err = n.topics.MoveSegmentsOff(name, req.Node)
 			}
 			reply := []byte("ok")
 			if err != nil {
@@ -137,7 +149,8 @@ func (n *Node) evictFrom(ctx context.Context, uri, home string) (int, error) {
 				return before, nil
 			}
 			if node, err := n.forwardTarget(actors.LayoutOwner(rec.Layout), false); err == nil {
-				_, _ = n.nc.Request(evictSubject(node), []byte(uri), adminTimeout)
+				body, _ := json.Marshal(evictRequest{Topic: uri, Node: n.nodeID})
+				_, _ = n.nc.Request(evictSubject(node), body, adminTimeout)
 			}
 		}
 		select {

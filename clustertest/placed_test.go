@@ -10,6 +10,7 @@ import (
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
+	"github.com/nats-io/nats.go"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -19,32 +20,7 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 		nodes, conns, _ := startCluster()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		r, err := nodeList(conns[0])
-		Expect(err).NotTo(HaveOccurred())
-		entry := r.Entry
-		// A topic whose home is the entry node, so that the node its
-		// split's child goes to is not (killing the entry node moves
-		// the entry role too, which other specs cover).
-		var uri, home string
-		for i := 0; uri == "" && i < 60; i++ {
-			u := fmt.Sprintf("topic://public/default/placed%d", i)
-			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, u, 1)
-			Expect(err).NotTo(HaveOccurred())
-			if d.Segments[0].Owner == entry {
-				uri, home = u, entry
-			}
-		}
-		Expect(uri).NotTo(BeEmpty())
-		d, err := client.NewAdmin(conns[0]).Split(ctx, uri, 0, nil)
-		Expect(err).NotTo(HaveOccurred())
-		var child api.SegmentInfo
-		for _, s := range d.Segments {
-			if s.State == "active" && s.Range[0] != topology.FormatHash(0) {
-				child = s
-			}
-		}
-		Expect(child.Owner).To(BeElementOf("n1", "n2", "n3"))
-		Expect(child.Owner).NotTo(Equal(home), "the child off hash 0 goes to another node than the home")
+		uri, home, child := splitOffHome(ctx, conns, "placed")
 		victim := int(child.Owner[1] - '1')
 		homeIdx := int(home[1] - '1')
 		other := 3 - victim - homeIdx
@@ -73,7 +49,7 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 			}
 		}
 		Expect(first).To(BeFalse(), "no key of the child's range was written")
-		d, err = client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
+		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
 		Expect(err).NotTo(HaveOccurred())
 		for _, s := range d.Segments {
 			switch {
@@ -98,4 +74,96 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 		Expect(st.Messages).To(Equal(uint64(700)), "%+v", st.Buckets)
 		readSeqs(conns[homeIdx], uri, "before", 500, 700)
 	})
+
+	It("drains a node that holds a split's child under load: the home moves its range, Go and plain producers see no error, every key in order", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		uri, home, child := splitOffHome(ctx, conns, "drainchild")
+		drained := int(child.Owner[1] - '1')
+		other := 3 - drained - int(home[1]-'1')
+		produceGo(conns[other], uri, 0, 200, 8)
+		// A Go producer through one node and a plain one through another
+		// keep sending (keys of their own) while the node is drained.
+		done := make(chan struct{}, 2)
+		started := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer func() { done <- struct{}{} }()
+			p, err := client.NewProducer(conns[other], uri)
+			Expect(err).NotTo(HaveOccurred())
+			for seq := 200; seq < 3000; seq++ {
+				if seq == 400 {
+					close(started)
+				}
+				rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%8)), Payload: []byte(strconv.Itoa(seq))}
+				Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
+					defer GinkgoRecover()
+					Expect(err).NotTo(HaveOccurred(), "seq %d", seq)
+				})).To(Succeed())
+				if seq%50 == 0 {
+					time.Sleep(time.Millisecond) // spread the load over the drain
+				}
+			}
+			Expect(p.Close(ctx)).To(Succeed())
+		}()
+		go func() {
+			defer GinkgoRecover()
+			defer func() { done <- struct{}{} }()
+			producePlainKeys(conns[drained], uri, "p", 3000, 3600, 8)
+		}()
+		<-started
+		reply, err := client.NewAdmin(conns[other]).DrainNode(ctx, nodes[drained].id)
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "drain: %+v\n", reply)
+		Expect(reply.Failed).To(BeEmpty())
+		Expect(reply.Segments).To(BeNumerically(">=", 1))
+		<-done
+		<-done
+		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
+		Expect(err).NotTo(HaveOccurred())
+		for _, s := range d.Segments {
+			switch {
+			case s.ID == child.ID:
+				Expect(s.State).To(Equal("sealed"))
+			case s.State == "active":
+				Expect(s.Owner).NotTo(Equal(nodes[drained].id), "active segment %d", s.ID)
+			}
+		}
+		readAll(conns[other], uri, "all", 3600)
+	})
 })
+
+// splitOffHome creates topics prefix0, prefix1... of one segment until one
+// has the entry node for home, splits it, and returns it, its home and the
+// split's child off hash 0, which placement put on another node.
+func splitOffHome(ctx context.Context, conns []*nats.Conn, prefix string) (string, string, api.SegmentInfo) {
+	GinkgoHelper()
+	r, err := nodeList(conns[0])
+	Expect(err).NotTo(HaveOccurred())
+	entry := r.Entry
+	// The entry node for home, so that the node the split's child goes
+	// to is not the entry node (killing or draining the entry node moves
+	// the entry role too, which other specs cover).
+	var uri string
+	for i := 0; uri == "" && i < 60; i++ {
+		u := fmt.Sprintf("topic://public/default/%s%d", prefix, i)
+		d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, u, 1)
+		Expect(err).NotTo(HaveOccurred())
+		if d.Segments[0].Owner == entry {
+			uri = u
+		}
+	}
+	Expect(uri).NotTo(BeEmpty())
+	d, err := client.NewAdmin(conns[0]).Split(ctx, uri, 0, nil)
+	Expect(err).NotTo(HaveOccurred())
+	var child api.SegmentInfo
+	for _, s := range d.Segments {
+		if s.State == "active" && s.Range[0] != topology.FormatHash(0) {
+			child = s
+		}
+	}
+	Expect(child.Owner).To(BeElementOf("n1", "n2", "n3"))
+	Expect(child.Owner).NotTo(Equal(entry), "the child off hash 0 goes to another node than the home")
+	return uri, entry, child
+}
