@@ -43,7 +43,16 @@ type UnitAppend struct {
 	Bucket      int
 	Records     []wal.Record
 	Options     wal.Options
+	// Deadline is when the home stops waiting for the answer; the owner
+	// refuses the append after it (zero: no deadline).
+	Deadline time.Time
 }
+
+// remoteAppendDeadline is how long the owner may take to start an append
+// the home sent; the transport gives up on the answer a little later
+// (RemoteUnits.AppendUnit), so an append the owner takes late is one the
+// home has not yet answered.
+const remoteAppendDeadline = 4 * time.Second
 
 // remoteBatchBytes bounds the records one UnitAppend carries (at least one
 // append all the same): one message stays well under the transport's limit.
@@ -110,7 +119,7 @@ func (w *remoteWriter) send(batch []appendReq) {
 	}
 	m := w.t.mgr
 	m.cfg.RemoteUnits.AppendUnit(w.owner, UnitAppend{Topic: w.key.Topic, Incarnation: w.t.incarnation, Segment: w.key.Segment,
-		Bucket: w.key.Bucket, Records: recs, Options: *w.t.opts.Load()}, func(first uint64, err error) {
+		Bucket: w.key.Bucket, Records: recs, Options: *w.t.opts.Load(), Deadline: time.Now().Add(remoteAppendDeadline)}, func(first uint64, err error) {
 		if err != nil {
 			m.m.remoteAppends.WithLabelValues("failed").Inc()
 			for i := range batch {
@@ -172,6 +181,12 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 	if len(req.Records) == 0 {
 		return 0, api.Errorf(api.CodeBadRequest, "empty append")
 	}
+	if !req.Deadline.IsZero() && time.Now().After(req.Deadline) {
+		// Delivered late (this node was stopped, say): its home has told
+		// its producers it failed, and may have moved the segment since.
+		m.m.lateAppends.Inc()
+		return 0, api.Errorf(api.CodeUnavailable, "append to segment %d of %s arrived after its deadline; refused", req.Segment, req.Topic)
+	}
 	key := UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}
 	m.hostedMu.Lock()
 	if m.hosted == nil {
@@ -210,6 +225,11 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 	}
 	if err != nil {
 		return 0, h.w.failed(l, err)
+	}
+	if !req.Deadline.IsZero() && time.Now().After(req.Deadline) {
+		// Written, but the home has given up on it: it stays (at least
+		// once), unacknowledged.
+		m.m.lateAppends.Inc()
 	}
 	n := 0
 	for _, r := range req.Records {
@@ -251,6 +271,19 @@ func (m *Manager) checkHosted(ctx context.Context, req UnitAppend) error {
 			return nil
 		}
 	}
+}
+
+// forgetHosted drops what this node knows of the units it holds for other
+// nodes' topics: each is checked against its topic's record again at its
+// next append (after this node's lease lapsed, its segments may have
+// moved).
+func (m *Manager) forgetHosted() {
+	m.hostedMu.Lock()
+	m.hosted = nil
+	m.hostedMu.Unlock()
+	m.servedMu.Lock()
+	m.served = nil
+	m.servedMu.Unlock()
 }
 
 // HostedSegments counts the segments of other nodes' topics this node

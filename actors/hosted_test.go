@@ -16,6 +16,7 @@ import (
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
 )
 
 // inProcUnits carries RemoteUnits calls to the Manager of the owner named,
@@ -291,5 +292,45 @@ func TestHostFencedWritesNothing(t *testing.T) {
 	fenced.Store(false)
 	if r := produceOne(t, topic, key, "y"); r.Code != 0 || r.Offset != 0 {
 		t.Fatalf("after the fence: %+v", r)
+	}
+}
+
+// TestHostRefusesALateAppend: an append that reaches the owner after its
+// deadline (its home has answered its producers by then) is refused and
+// not written; and after the owner's lease lapsed (ReleaseAll), it checks
+// the topic's record again before it writes: a segment sealed meanwhile
+// takes nothing.
+func TestHostRefusesALateAppend(t *testing.T) {
+	home, other, _ := twoNodes(t, nil)
+	const uri = "topic://t/n/late"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	high := topic.Layout().OwnedActive("n2")[0]
+	name, _ := routing.ParseTopic(uri)
+	req := UnitAppend{Topic: name, Incarnation: topic.incarnation, Segment: high, Bucket: 0,
+		Records: []wal.Record{{Key: []byte("k"), Payload: []byte("late")}}, Options: *topic.opts.Load(), Deadline: time.Now().Add(-time.Millisecond)}
+	if _, err := other.ServeUnitAppend(context.Background(), req); err == nil || api.AsError(err).Code != api.CodeUnavailable {
+		t.Fatalf("late append: %v, want UNAVAILABLE", err)
+	}
+	req.Deadline = time.Now().Add(time.Minute)
+	if first, err := other.ServeUnitAppend(context.Background(), req); err != nil || first != 0 {
+		t.Fatalf("append in time: %d, %v", first, err)
+	}
+	// The home seals the segment (a merge back) while the owner thinks it
+	// still holds it; after a lapse it looks again.
+	if _, err := home.Change(context.Background(), uri, "merge", func(l topology.Layout) (topology.Layout, error) {
+		a := l.Active()
+		return l.Merge(a[0].ID, a[1].ID)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	other.ReleaseAll()
+	if _, err := other.ServeUnitAppend(context.Background(), req); err == nil || api.AsError(err).Code != api.CodeSegmentSealed {
+		t.Fatalf("append to a sealed segment after a lapse: %v, want SEGMENT_SEALED", err)
+	}
+	if _, next, err := topic.Bounds(high, 0); err != nil || next != 1 {
+		t.Fatalf("the sealed segment holds %d records (%v), want the 1 written in time", next, err)
 	}
 }

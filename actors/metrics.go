@@ -59,6 +59,9 @@ type metrics struct {
 	// dropFailures counts the nodes that could not be told to remove the
 	// logs of a deleted topic.
 	dropFailures prometheus.Counter
+	// lateAppends counts appends of other nodes' topics that arrived
+	// (or were written) after their deadline.
+	lateAppends prometheus.Counter
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -130,6 +133,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		remoteReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
 			[]string{"result"}),
+		lateAppends: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_remote_unit_appends_late_total", Help: "Appends a topic's home sent this node that arrived, or were made durable, after the home had stopped waiting for them: refused, or (when late only at the end) kept unacknowledged."}),
 		dropFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_topic_drop_failures_total", Help: "Nodes owning segments of a topic deleted here that could not be told to remove their logs of it (they stay on that node's disk)."}),
 		remoteAppends: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -173,7 +178,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
-			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures,
+			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

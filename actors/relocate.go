@@ -147,6 +147,7 @@ func (m *Manager) movingError(uri string) error {
 // any of its topics meanwhile (and the store may not answer to say which).
 // It returns the topics stopped.
 func (m *Manager) ReleaseAll() []string {
+	m.forgetHosted()
 	var stopped []string
 	for _, t := range m.All() {
 		if m.stopTopic(t, 0, true) {

@@ -190,6 +190,9 @@ func (r remoteUnits) AppendUnit(owner string, req actors.UnitAppend, done func(f
 	msg := &clusterpb.UnitAppend{Topic: req.Topic.String(), Incarnation: req.Incarnation, Segment: uint64(req.Segment), Bucket: uint32(req.Bucket),
 		Records: toProtoRecords(req.Records), Durability: req.Options.Durability.String(),
 		SyncIntervalMs: req.Options.SyncInterval.Milliseconds(), SegmentBytes: int64(req.Options.SegmentBytes)}
+	if !req.Deadline.IsZero() {
+		msg.DeadlineUnixMs = req.Deadline.UnixMilli()
+	}
 	f := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), msg, remoteAppendTimeout)
 	go func() {
 		res, err := f.Result()
@@ -263,11 +266,16 @@ func (n *Node) serveUnitAppend(req *clusterpb.UnitAppend) *clusterpb.UnitAppendR
 	if req.SegmentBytes < 0 || req.SyncIntervalMs < 0 {
 		return fail(api.Errorf(api.CodeInvalidArgument, "negative log options"))
 	}
+	var deadline time.Time
+	if req.DeadlineUnixMs > 0 {
+		deadline = time.UnixMilli(req.DeadlineUnixMs)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	first, err := n.topics.ServeUnitAppend(ctx, actors.UnitAppend{Topic: name, Incarnation: req.Incarnation, Segment: topology.SegmentID(req.Segment),
 		Bucket: int(req.Bucket), Records: fromProtoRecords(req.Records),
-		Options: wal.Options{Durability: durability, SyncInterval: time.Duration(req.SyncIntervalMs) * time.Millisecond, SegmentBytes: int(req.SegmentBytes)}})
+		Options: wal.Options{Durability: durability, SyncInterval: time.Duration(req.SyncIntervalMs) * time.Millisecond, SegmentBytes: int(req.SegmentBytes)},
+		Deadline: deadline})
 	if err != nil {
 		return fail(err)
 	}

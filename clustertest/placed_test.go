@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -131,6 +132,37 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 			}
 		}
 		readAll(conns[other], uri, "all", 3600)
+	})
+
+	It("fences a stopped node that holds a split's child: the home moves its range, and what it had sent the node is not taken when the node continues", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		uri, home, child := splitOffHome(ctx, conns, "pausedchild")
+		stopped := int(child.Owner[1] - '1')
+		other := 3 - stopped - int(home[1]-'1')
+		produceGo(conns[other], uri, 0, 300, 8)
+		nodes[stopped].signal(syscall.SIGSTOP)
+		defer nodes[stopped].signal(syscall.SIGCONT)
+		// Appends of the child's keys sent now reach the stopped node's
+		// socket and wait there; the home answers them UNAVAILABLE, the
+		// producer sends them again, and once the node's lease lapsed the
+		// home moves the range and they land in the successor.
+		producePlainRetrying(conns[other], uri, 300, 400, 8)
+		nodes[stopped].signal(syscall.SIGCONT)
+		waitAllLive(conns[other])
+		producePlainRetrying(conns[stopped], uri, 400, 500, 8)
+		d, err := client.NewAdmin(conns[stopped]).DescribeTopic(ctx, uri)
+		Expect(err).NotTo(HaveOccurred())
+		for _, s := range d.Segments {
+			if s.State == "active" {
+				Expect(s.Owner).NotTo(Equal(nodes[stopped].id), "active segment %d", s.ID)
+			}
+		}
+		// Each message once: the appends the stopped node found waiting
+		// when it continued were refused, not written.
+		waitAllLive(conns[other])
+		readAll(conns[stopped], uri, "after-pause", 500)
 	})
 })
 

@@ -897,6 +897,9 @@ type UnitAppend struct {
 	Durability     string                 `protobuf:"bytes,6,opt,name=durability,proto3" json:"durability,omitempty"`                                  // the topic's resolved durability policy
 	SyncIntervalMs int64                  `protobuf:"varint,7,opt,name=sync_interval_ms,json=syncIntervalMs,proto3" json:"sync_interval_ms,omitempty"` // its sync interval (durability "interval")
 	SegmentBytes   int64                  `protobuf:"varint,8,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`         // its log file size
+	// deadline_unix_ms is when the home stops waiting for the answer (and
+	// tells its producers the append failed): the owner refuses it after.
+	DeadlineUnixMs int64 `protobuf:"varint,9,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -983,6 +986,13 @@ func (x *UnitAppend) GetSyncIntervalMs() int64 {
 func (x *UnitAppend) GetSegmentBytes() int64 {
 	if x != nil {
 		return x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *UnitAppend) GetDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.DeadlineUnixMs
 	}
 	return 0
 }
@@ -1228,7 +1238,7 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\x0fGroupAdoptReply\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"\x99\x02\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xc3\x02\n" +
 	"\n" +
 	"UnitAppend\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
@@ -1240,7 +1250,8 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"durability\x18\x06 \x01(\tR\n" +
 	"durability\x12(\n" +
 	"\x10sync_interval_ms\x18\a \x01(\x03R\x0esyncIntervalMs\x12#\n" +
-	"\rsegment_bytes\x18\b \x01(\x03R\fsegmentBytes\"\\\n" +
+	"\rsegment_bytes\x18\b \x01(\x03R\fsegmentBytes\x12(\n" +
+	"\x10deadline_unix_ms\x18\t \x01(\x03R\x0edeadlineUnixMs\"\\\n" +
 	"\x0fUnitAppendReply\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x1d\n" +
 	"\n" +
