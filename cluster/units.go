@@ -274,7 +274,7 @@ func (n *Node) serveUnitAppend(req *clusterpb.UnitAppend) *clusterpb.UnitAppendR
 	defer cancel()
 	first, err := n.topics.ServeUnitAppend(ctx, actors.UnitAppend{Topic: name, Incarnation: req.Incarnation, Segment: topology.SegmentID(req.Segment),
 		Bucket: int(req.Bucket), Records: fromProtoRecords(req.Records),
-		Options: wal.Options{Durability: durability, SyncInterval: time.Duration(req.SyncIntervalMs) * time.Millisecond, SegmentBytes: int(req.SegmentBytes)},
+		Options:  wal.Options{Durability: durability, SyncInterval: time.Duration(req.SyncIntervalMs) * time.Millisecond, SegmentBytes: int(req.SegmentBytes)},
 		Deadline: deadline})
 	if err != nil {
 		return fail(err)
