@@ -402,12 +402,14 @@ func (c *controller) removeDeleted(ids []topology.SegmentID) {
 		return
 	}
 	store, name, log := c.t.mgr.store, c.t.name, c.t.mgr.log
+	elsewhere := c.elsewhere(ids)
 	time.AfterFunc(removeGrace, func() {
 		for _, id := range ids {
 			if err := store.RemoveSegment(name, id); err != nil {
 				log.Warn("removing a deleted segment's logs", "topic", name.String(), "segment", id, "err", err)
 			}
 		}
+		c.t.mgr.dropSegmentsElsewhere(c.t, elsewhere)
 	})
 }
 

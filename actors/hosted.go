@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -209,6 +211,9 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 		h.checked = time.Now()
 	}
 	if h.w == nil {
+		if err := markHosted(m.store.NameDir(req.Topic)); err != nil {
+			return 0, api.Errorf(api.CodeUnavailable, "%s: %v", key, err)
+		}
 		l, err := m.store.Log(key, req.Options)
 		if err != nil {
 			return 0, api.Errorf(api.CodeUnavailable, "%s: %v", key, err)
@@ -237,6 +242,18 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 	}
 	m.m.nodeBytes.Add(uint64(n))
 	return first, nil
+}
+
+// markHosted puts the hostedMarker in a topic's name directory.
+func markHosted(dir string) error {
+	path := filepath.Join(dir, hostedMarker)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, nil, 0o644)
 }
 
 // checkHosted checks against the topic's record (read at most
@@ -327,8 +344,9 @@ func (m *Manager) sweepHosted(idle time.Duration) {
 // DropTopic removes this node's logs of a topic its home deleted: only
 // once the topic's record is gone (a topic made again under the name since
 // is another incarnation, whose logs are kept), and not while it is active
-// here.
-func (m *Manager) DropTopic(ctx context.Context, name routing.TopicName, incarnation string) error {
+// here. With segments, it removes the logs of those segments only, once
+// the record says they are deleted (retention).
+func (m *Manager) DropTopic(ctx context.Context, name routing.TopicName, incarnation string, segments []topology.SegmentID) error {
 	if _, ok := m.Active(name.String()); ok {
 		return nil
 	}
@@ -336,6 +354,9 @@ func (m *Manager) DropTopic(ctx context.Context, name routing.TopicName, incarna
 	switch {
 	case err == nil && rec.Incarnation != incarnation:
 		return nil // made again since: its logs are another topic's now
+	case err == nil && len(segments) > 0:
+		m.store.SetIncarnation(name, rec.Incarnation)
+		return m.dropSegments(name, rec.Layout, segments)
 	case err == nil:
 		return api.Errorf(api.CodeLayoutRefused, "topic %s still exists", name)
 	case !errors.Is(err, meta.ErrNotFound):
@@ -355,5 +376,29 @@ func (m *Manager) DropTopic(ctx context.Context, name routing.TopicName, incarna
 		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", name, err)
 	}
 	m.log.Info("logs of a topic deleted on another node removed", "topic", name.String())
+	return nil
+}
+
+// dropSegments removes the logs of the segments of topic name that l says
+// are deleted.
+func (m *Manager) dropSegments(name routing.TopicName, l topology.Layout, segments []topology.SegmentID) error {
+	for _, id := range segments {
+		if s, ok := l.Segment(id); !ok || s.State != topology.StateDeleted {
+			return api.Errorf(api.CodeLayoutRefused, "segment %d of %s is not deleted", id, name)
+		}
+	}
+	for _, id := range segments {
+		m.hostedMu.Lock()
+		for k := range m.hosted {
+			if k.Topic == name && k.Segment == id {
+				delete(m.hosted, k)
+			}
+		}
+		m.hostedMu.Unlock()
+		if err := m.store.RemoveSegment(name, id); err != nil {
+			return api.Errorf(api.CodeInternal, "remove logs of segment %d of %s: %v", id, name, err)
+		}
+	}
+	m.log.Info("logs of segments retention deleted removed", "topic", name.String(), "segments", segments)
 	return nil
 }

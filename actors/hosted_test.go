@@ -60,12 +60,12 @@ func (u *inProcUnits) AppendUnit(owner string, req UnitAppend, done func(uint64,
 	}()
 }
 
-func (u *inProcUnits) DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string) error {
+func (u *inProcUnits) DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string, segments []topology.SegmentID) error {
 	m, err := u.node(owner)
 	if err != nil {
 		return err
 	}
-	return m.DropTopic(ctx, topic, incarnation)
+	return m.DropTopic(ctx, topic, incarnation, segments)
 }
 
 // twoNodes starts a home n1 whose new segments (but the one covering hash
@@ -332,5 +332,107 @@ func TestHostRefusesALateAppend(t *testing.T) {
 	}
 	if _, next, err := topic.Bounds(high, 0); err != nil || next != 1 {
 		t.Fatalf("the sealed segment holds %d records (%v), want the 1 written in time", next, err)
+	}
+}
+
+// TestRetentionDropsLogsElsewhere: when retention deletes a sealed segment
+// another node owns, that node removes its logs of it; when the topic is
+// deleted, that node removes all of them.
+func TestRetentionDropsLogsElsewhere(t *testing.T) {
+	home, other, _ := twoNodes(t, nil)
+	const uri = "topic://t/n/retained"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	ctx := context.Background()
+	if _, err := home.Change(ctx, uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	high := topic.Layout().OwnedActive("n2")[0]
+	for i := 0; i < 50; i++ {
+		if r := produceOne(t, topic, "k"+itoa(uint64(i)), "v"); r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	name, _ := routing.ParseTopic(uri)
+	segDir := func() string { return filepath.Join(other.store.TopicDir(name), "seg-"+itoa(uint64(high))) }
+	if _, err := os.Stat(segDir()); err != nil {
+		t.Fatalf("no log of segment %d on n2: %v", high, err)
+	}
+	if _, err := home.Change(ctx, uri, "merge", func(l topology.Layout) (topology.Layout, error) {
+		a := l.Active()
+		return l.Merge(a[0].ID, a[1].ID)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := home.Change(ctx, uri, "delete", func(l topology.Layout) (topology.Layout, error) { return l.Delete(high) }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(segDir()); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 still holds the logs of deleted segment %d", high)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A segment the record does not say is deleted is refused.
+	if err := other.DropTopic(ctx, name, topic.incarnation, []topology.SegmentID{0}); err == nil {
+		t.Fatal("n2 dropped segment 0, which is not deleted")
+	}
+	topicDir := other.store.TopicDir(name)
+	if err := home.DeleteTopic(ctx, uri); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(topicDir); !os.IsNotExist(err) {
+		t.Fatalf("n2 still holds the deleted topic's logs: %v", err)
+	}
+	if _, err := os.Stat(other.store.NameDir(name)); !os.IsNotExist(err) {
+		t.Fatalf("n2 still holds the deleted topic's directory: %v", err)
+	}
+}
+
+// TestHostedLogsOfATopicDeletedMeanwhileGoAtStart: a node that was down
+// when a topic it held segments of was deleted finds, at its next start,
+// their directory without a record: marked as held for another node, it
+// is removed, not a reason to refuse the start.
+func TestHostedLogsOfATopicDeletedMeanwhileGoAtStart(t *testing.T) {
+	home, other, units := twoNodes(t, nil)
+	const uri = "topic://t/n/gonewhiledown"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	ctx := context.Background()
+	if _, err := home.Change(ctx, uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if r := produceOne(t, topic, "k"+itoa(uint64(i)), "v"); r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	name, _ := routing.ParseTopic(uri)
+	nameDir := other.store.NameDir(name)
+	// n2 is down: the delete cannot tell it.
+	units.mu.Lock()
+	delete(units.nodes, "n2")
+	units.mu.Unlock()
+	if err := home.DeleteTopic(ctx, uri); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(nameDir); err != nil {
+		t.Fatalf("n2's logs should still be there: %v", err)
+	}
+	_ = other.Close()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	defer system.Shutdown()
+	again := NewManager(Config{DataDir: other.cfg.DataDir, NodeID: "n2", System: system, Meta: home.meta, RemoteUnits: units,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer again.Close()
+	if err := again.Recover(ctx); err != nil {
+		t.Fatalf("restart of n2: %v", err)
+	}
+	if _, err := os.Stat(nameDir); !os.IsNotExist(err) {
+		t.Fatalf("n2 kept the deleted topic's logs: %v", err)
 	}
 }

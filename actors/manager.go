@@ -559,12 +559,12 @@ func (m *Manager) dropElsewhere(ctx context.Context, t *Topic) {
 	}
 	var owners []string
 	for _, s := range t.Layout().Segments {
-		if s.Owner != "" && s.Owner != m.cfg.NodeID && s.State != topology.StateDeleted && !slices.Contains(owners, s.Owner) {
+		if s.Owner != "" && s.Owner != m.cfg.NodeID && !slices.Contains(owners, s.Owner) {
 			owners = append(owners, s.Owner)
 		}
 	}
 	for _, owner := range owners {
-		if err := m.cfg.RemoteUnits.DropTopic(ctx, owner, t.name, t.incarnation); err != nil {
+		if err := m.cfg.RemoteUnits.DropTopic(ctx, owner, t.name, t.incarnation, nil); err != nil {
 			m.m.dropFailures.Inc()
 			m.log.Error("a node that owns segments of a deleted topic could not be told to remove its logs; they stay on its disk",
 				"topic", t.uri, "node", owner, "err", err)

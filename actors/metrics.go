@@ -136,7 +136,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lateAppends: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_remote_unit_appends_late_total", Help: "Appends a topic's home sent this node that arrived, or were made durable, after the home had stopped waiting for them: refused, or (when late only at the end) kept unacknowledged."}),
 		dropFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_topic_drop_failures_total", Help: "Nodes owning segments of a topic deleted here that could not be told to remove their logs of it (they stay on that node's disk)."}),
+			Name: "braid_topic_drop_failures_total", Help: "Nodes owning segments of a topic deleted here, or of segments retention deleted, that could not be told to remove their logs (they stay on that node's disk)."}),
 		remoteAppends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_appends_total", Help: "Batches of appends this node, as a topic's home, sent to the node that owns their segment, by result (ok, failed)."},
 			[]string{"result"}),

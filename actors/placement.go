@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"time"
@@ -134,4 +135,33 @@ func (c *controller) relocateFrom(ctx actor.Context, node string) error {
 		return nil
 	}
 	return err
+}
+
+// elsewhere groups the segments ids that other nodes own by owner.
+func (c *controller) elsewhere(ids []topology.SegmentID) map[string][]topology.SegmentID {
+	out := map[string][]topology.SegmentID{}
+	for _, id := range ids {
+		if s, ok := c.rec.Layout.Segment(id); ok {
+			if owner, remote := c.t.remoteOwner(s); remote {
+				out[owner] = append(out[owner], id)
+			}
+		}
+	}
+	return out
+}
+
+// dropSegmentsElsewhere tells the nodes that own segments of t retention
+// deleted to remove their logs; one that cannot be told (it is down) is
+// logged and counted: its logs of them stay on its disk.
+func (m *Manager) dropSegmentsElsewhere(t *Topic, byOwner map[string][]topology.SegmentID) {
+	for owner, ids := range byOwner {
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+		err := m.cfg.RemoteUnits.DropTopic(ctx, owner, t.name, t.incarnation, ids)
+		cancel()
+		if err != nil {
+			m.m.dropFailures.Inc()
+			m.log.Error("a node that owns segments retention deleted could not be told to remove their logs; they stay on its disk",
+				"topic", t.uri, "node", owner, "segments", ids, "err", err)
+		}
+	}
 }

@@ -34,6 +34,13 @@ import (
 // delete a crash cut short, and is removed at start.
 const deletingMarker = "DELETING"
 
+// hostedMarker is the file the name directory of a topic holds when this
+// node wrote segments of it for another node, the topic's home: a
+// directory without a record that holds it is of a topic its home deleted
+// while this node could not be told (it was down), and is removed at
+// start.
+const hostedMarker = "HOSTED"
+
 // newIncarnation returns a fresh incarnation id.
 func newIncarnation() string {
 	var b [8]byte
@@ -80,6 +87,11 @@ func (m *Manager) checkDisk(ctx context.Context) (int, error) {
 					if err := os.RemoveAll(dir); err != nil {
 						return checked, fmt.Errorf("remove %s: %w", dir, err)
 					}
+				case errors.Is(err, meta.ErrNotFound) && fileExists(filepath.Join(dir, hostedMarker)):
+					m.log.Warn("removing the logs of segments this node held for a topic deleted on its home", "topic", name.String(), "dir", dir)
+					if err := os.RemoveAll(dir); err != nil {
+						return checked, fmt.Errorf("remove %s: %w", dir, err)
+					}
 				case errors.Is(err, meta.ErrNotFound):
 					orphans = append(orphans, dir)
 				case errors.Is(err, meta.ErrCorrupt):
@@ -114,7 +126,7 @@ func (m *Manager) reportLeftovers(name routing.TopicName, dir, inc string) {
 	entries, _ := os.ReadDir(dir)
 	var left []string
 	for _, e := range entries {
-		if e.Name() != inc && e.Name() != deletingMarker {
+		if e.Name() != inc && e.Name() != deletingMarker && e.Name() != hostedMarker {
 			left = append(left, e.Name())
 		}
 	}

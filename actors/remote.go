@@ -48,8 +48,9 @@ type RemoteUnits interface {
 	// of its first record, or why it failed, within remoteTimeout.
 	// Appends sent to one owner arrive in the order they were sent.
 	AppendUnit(owner string, req UnitAppend, done func(first uint64, err error))
-	// DropTopic tells owner that the topic was deleted: it removes its logs.
-	DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string) error
+	// DropTopic tells owner that the topic was deleted, or with segments
+	// that retention deleted those: it removes its logs of them.
+	DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string, segments []topology.SegmentID) error
 }
 
 // remoteTimeout bounds one read from another node.

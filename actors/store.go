@@ -296,6 +296,7 @@ func (s *LogStore) RemoveTopic(t routing.TopicName) error {
 		return err
 	}
 	_ = os.Remove(filepath.Join(s.NameDir(t), deletingMarker))
+	_ = os.Remove(filepath.Join(s.NameDir(t), hostedMarker))
 	_ = os.Remove(s.NameDir(t)) // fails, as it should, if an older incarnation's files are there
 	s.mu.Lock()
 	delete(s.incarnations, t.String())

@@ -217,7 +217,7 @@ func (r remoteUnits) AppendUnit(owner string, req actors.UnitAppend, done func(f
 const remoteAppendTimeout = 5 * time.Second
 
 // DropTopic tells owner that topic was deleted.
-func (r remoteUnits) DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string) error {
+func (r remoteUnits) DropTopic(ctx context.Context, owner string, topic routing.TopicName, incarnation string, segments []topology.SegmentID) error {
 	n := r.n
 	addr, err := n.members.actorAddrOf(owner)
 	if err != nil {
@@ -227,7 +227,7 @@ func (r remoteUnits) DropTopic(ctx context.Context, owner string, topic routing.
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
-	res, err := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), &clusterpb.TopicDrop{Topic: topic.String(), Incarnation: incarnation}, timeout).Result()
+	res, err := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), &clusterpb.TopicDrop{Topic: topic.String(), Incarnation: incarnation, Segments: segmentIDs(segments)}, timeout).Result()
 	if err != nil {
 		return api.Errorf(api.CodeUnavailable, "node %s: %v", owner, err)
 	}
@@ -287,7 +287,11 @@ func (n *Node) serveTopicDrop(req *clusterpb.TopicDrop) *clusterpb.TopicDropRepl
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 		defer cancel()
-		err = n.topics.DropTopic(ctx, name, req.Incarnation)
+		ids := make([]topology.SegmentID, len(req.Segments))
+		for i, id := range req.Segments {
+			ids[i] = topology.SegmentID(id)
+		}
+		err = n.topics.DropTopic(ctx, name, req.Incarnation, ids)
 	}
 	if err != nil {
 		e := api.AsError(err)
@@ -316,6 +320,14 @@ func fromProtoRecords(prs []*clusterpb.Record) []wal.Record {
 			rec.Headers = append(rec.Headers, wal.Header{Key: h.Key, Value: h.Value})
 		}
 		out[i] = rec
+	}
+	return out
+}
+
+func segmentIDs(ids []topology.SegmentID) []uint64 {
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
 	}
 	return out
 }

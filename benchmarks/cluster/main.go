@@ -51,6 +51,8 @@ func main() {
 	goKills := flag.Int("go-owner-kills", 0, "then kill a topic's owner this many times while a Go producer sends to it: its errors, and its longest wait for an acknowledgement")
 	drains := flag.Int("drains", 0, "then drain a node owning a topic of -drain-segments segments this many times, under a Go producer: time of the drain, errors the producer saw")
 	drainSegments := flag.Int("drain-segments", 16, "segments of the drained topic")
+	childKills := flag.Int("child-kills", 0, "then kill the node holding a split's child (the topic's home is another) this many times: time from the kill to the first acknowledged write of the child's keys")
+	splitSegments := flag.Int("split-segments", 4, "active segments of the topic split over the nodes")
 	ownerKills := flag.Int("owner-kills", 0, "then kill a topic's owner (not the entry node) this many times: time from the kill to the first acknowledged write of the topic's keys (moved to a live node)")
 	flag.Parse()
 
@@ -97,19 +99,24 @@ func main() {
 	}
 	owner, other := nodeIndex(three, oneThree), nodeIndex(three, fwdThree)
 	var spreadSingle, spreadThree []string
-	owners := map[string]int{}
+	spreadOwners := map[string]int{}
 	for i := range *spread {
 		uri := fmt.Sprintf("topic://public/default/spread%d", i)
 		spreadSingle = append(spreadSingle, createTopic(single[0].nc, uri).Topic)
 		d := createTopic(three[i%3].nc, uri)
-		owners[d.Segments[0].Owner]++
+		spreadOwners[d.Segments[0].Owner]++
 		spreadThree = append(spreadThree, d.Topic)
 	}
 	fmt.Printf("cluster: entry node %s; %s owned by it, %s by %s; the spread topics by %v\n", r.Serving, oneThree.Topic,
-		fwdThree.Topic, three[other].id, owners)
+		fwdThree.Topic, three[other].id, spreadOwners)
+	// One topic of splitSegments segments: on the single node, and on the
+	// cluster split so that its children are on the other nodes.
+	splitSingle := splitTo(single[0].nc, createTopic(single[0].nc, "topic://public/default/split"), *splitSegments)
+	splitThree := splitTopic(three, "topic://public/default/split", *splitSegments)
+	fmt.Printf("cluster: %s active segments by node %v\n", splitThree.Topic, owners(splitThree))
 
 	type series struct{ a, b []float64 }
-	var atOwner, forwarded, spreadRuns, replay, goDirect, goForwarded series
+	var atOwner, forwarded, spreadRuns, replay, goDirect, goForwarded, splitRuns, splitReplay series
 	for r := 1; r <= *rounds; r++ {
 		a := produce([]*nats.Conn{single[0].nc}, []string{oneSingle.Topic}, *messages, *conc, payload)
 		b := produce([]*nats.Conn{three[owner].nc}, []string{oneThree.Topic}, *messages, *conc, payload)
@@ -129,7 +136,15 @@ func main() {
 		fmt.Printf("round %d Go producer: single node %.0f msg/s; cluster, topic of another node: straight to it %.0f, forwarded %.0f\n", r, h, i, j)
 		goDirect.a, goDirect.b = append(goDirect.a, h), append(goDirect.b, i)
 		goForwarded.a, goForwarded.b = append(goForwarded.a, h), append(goForwarded.b, j)
+		sp := produce([]*nats.Conn{single[0].nc}, []string{splitSingle.Topic}, *messages, *conc, payload)
+		sq := produce([]*nats.Conn{three[entryIndex(three)].nc}, []string{splitThree.Topic}, *messages, *conc, payload)
+		fmt.Printf("round %d one topic of %d segments: single node %.0f msg/s; cluster, split over the nodes %.0f\n", r, *splitSegments, sp, sq)
+		splitRuns.a, splitRuns.b = append(splitRuns.a, sp), append(splitRuns.b, sq)
 		sub := "replay" + strconv.Itoa(r)
+		sr := readBack(single[0].nc, splitSingle.Topic, sub, r**messages)
+		ss := readBack(three[entryIndex(three)].nc, splitThree.Topic, sub, r**messages)
+		fmt.Printf("round %d replay of the split topic: single node %.0f msg/s, cluster %.0f\n", r, sr, ss)
+		splitReplay.a, splitReplay.b = append(splitReplay.a, sr), append(splitReplay.b, ss)
 		f := readBack(single[0].nc, oneSingle.Topic, sub, r**messages)
 		g := readBack(three[other].nc, fwdThree.Topic, sub, r**messages)
 		fmt.Printf("round %d replay of one topic: single node %.0f msg/s, cluster (forwarded) %.0f\n", r, f, g)
@@ -151,7 +166,9 @@ func main() {
 	row("replay, one topic (cluster: owned by another node, forwarded)", replay)
 	row("Go producer, one topic owned by another node, straight to it", goDirect)
 	row("Go producer, one topic owned by another node, forwarded (WithDirect(false))", goForwarded)
-	if *kills > 0 || *ownerKills > 0 || *drains > 0 || *goKills > 0 {
+	row(fmt.Sprintf("produce, one topic of %d segments (cluster: split over the nodes, through its home)", *splitSegments), splitRuns)
+	row("replay, that topic", splitReplay)
+	if *kills > 0 || *ownerKills > 0 || *drains > 0 || *goKills > 0 || *childKills > 0 {
 		stopAll(single)
 	}
 	if *goKills > 0 {
@@ -165,6 +182,9 @@ func main() {
 	}
 	if *ownerKills > 0 {
 		nodeLoss(three, *ownerKills, false)
+	}
+	if *childKills > 0 {
+		childLoss(three, *childKills)
 	}
 }
 

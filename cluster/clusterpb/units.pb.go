@@ -1060,12 +1060,14 @@ func (x *UnitAppendReply) GetError() string {
 	return ""
 }
 
-// TopicDrop tells a node that owns segments of a topic deleted elsewhere
-// (or made again: another incarnation) to remove its logs of it.
+// TopicDrop tells a node that owns segments of a topic its home deleted
+// to remove its logs of it; with segments, only those segments' (retention
+// deleted them).
 type TopicDrop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Segments      []uint64               `protobuf:"varint,3,rep,packed,name=segments,proto3" json:"segments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1112,6 +1114,13 @@ func (x *TopicDrop) GetIncarnation() string {
 		return x.Incarnation
 	}
 	return ""
+}
+
+func (x *TopicDrop) GetSegments() []uint64 {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
 }
 
 type TopicDropReply struct {
@@ -1256,10 +1265,11 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x05R\terrorCode\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"C\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"_\n" +
 	"\tTopicDrop\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\tR\vincarnation\"E\n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x1a\n" +
+	"\bsegments\x18\x03 \x03(\x04R\bsegments\"E\n" +
 	"\x0eTopicDropReply\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
