@@ -70,6 +70,11 @@ type handoverMsg struct {
 	done func()
 }
 
+// abandonMsg tells a bucket whose segment another node owns that the node
+// is gone: it answers what it sent there, and what comes, with err (see
+// remoteWriter.abandon).
+type abandonMsg struct{ err error }
+
 // openMsg lets a gated bucket take the appends it held back: its
 // segment's predecessors have handed over everything they held.
 type openMsg struct{}
@@ -264,6 +269,10 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			}
 		}
 		b.updateLane()
+	case abandonMsg:
+		if b.rw != nil {
+			b.rw.abandon(msg.err)
+		}
 	case drainReq:
 		b.flush()
 		b.drain()
@@ -293,6 +302,7 @@ func (b *bucketActor) startRemote() {
 		b.count(reqs)
 		b.store.Signal(topicName)
 	})
+	b.rw.lane = b.lane
 	b.sealedAt = b.topic.sealedAt(b.key.Segment)
 	if b.gate != nil {
 		b.gated = b.gate.Load()

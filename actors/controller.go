@@ -152,7 +152,7 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.checkOwners(ctx)
 		c.scheduleOwnerCheck(ctx)
 	case moveOffReq:
-		ctx.Respond(&changeResp{err: c.relocateFrom(ctx, msg.node)})
+		ctx.Respond(&changeResp{err: c.relocateFrom(ctx, msg.node, false)})
 	case controllerCrash:
 		panic("braid/actors: controller crash requested for " + c.t.uri)
 	case *actor.Restarting, *actor.Stopping:

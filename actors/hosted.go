@@ -68,14 +68,22 @@ type remoteWriter struct {
 	owner string
 	t     *Topic
 	// fence is asked before acknowledging (the home's lease); onAck
-	// counts what was acknowledged.
+	// counts what was acknowledged; lane (nil in tests) learns the
+	// bucket's next offset.
 	fence func() error
 	onAck func([]appendReq)
+	lane  *bucketLane
 
 	mu       sync.Mutex
 	cond     *sync.Cond
 	queue    []appendReq
 	inflight bool
+	// sending is the batch in flight, seq counts the batches sent (an
+	// answer to an older one than seq is for an abandoned batch), and
+	// dead, once set, fails every append at once (abandon).
+	sending []appendReq
+	seq     uint64
+	dead    error
 }
 
 func newRemoteWriter(key UnitKey, owner string, t *Topic, fence func() error, onAck func([]appendReq)) *remoteWriter {
@@ -88,19 +96,25 @@ func newRemoteWriter(key UnitKey, owner string, t *Topic, fence func() error, on
 // answered.
 func (w *remoteWriter) submit(reqs []appendReq) {
 	w.mu.Lock()
+	if w.dead != nil {
+		err := w.dead
+		w.mu.Unlock()
+		settleAll(w.unit, reqs, err)
+		return
+	}
 	w.queue = append(w.queue, reqs...)
 	if w.inflight {
 		w.mu.Unlock()
 		return
 	}
-	batch := w.takeLocked()
+	batch, seq := w.takeLocked()
 	w.mu.Unlock()
-	w.send(batch)
+	w.send(batch, seq)
 }
 
 // takeLocked takes the next batch off the queue (up to remoteBatchBytes)
 // and marks it in flight.
-func (w *remoteWriter) takeLocked() []appendReq {
+func (w *remoteWriter) takeLocked() ([]appendReq, uint64) {
 	n, size := 0, 0
 	for n < len(w.queue) && (n == 0 || size < remoteBatchBytes) {
 		for _, r := range w.queue[n].records {
@@ -111,10 +125,12 @@ func (w *remoteWriter) takeLocked() []appendReq {
 	batch := w.queue[:n:n]
 	w.queue = w.queue[n:]
 	w.inflight = true
-	return batch
+	w.sending = batch
+	w.seq++
+	return batch, w.seq
 }
 
-func (w *remoteWriter) send(batch []appendReq) {
+func (w *remoteWriter) send(batch []appendReq, seq uint64) {
 	var recs []wal.Record
 	for i := range batch {
 		recs = append(recs, batch[i].records...)
@@ -122,27 +138,61 @@ func (w *remoteWriter) send(batch []appendReq) {
 	m := w.t.mgr
 	m.cfg.RemoteUnits.AppendUnit(w.owner, UnitAppend{Topic: w.key.Topic, Incarnation: w.t.incarnation, Segment: w.key.Segment,
 		Bucket: w.key.Bucket, Records: recs, Options: *w.t.opts.Load(), Deadline: time.Now().Add(remoteAppendDeadline)}, func(first uint64, err error) {
+		w.mu.Lock()
+		if w.seq != seq || w.dead != nil {
+			w.mu.Unlock()
+			return // abandoned: answered already
+		}
+		w.sending = nil
+		w.mu.Unlock()
 		if err != nil {
 			m.m.remoteAppends.WithLabelValues("failed").Inc()
-			for i := range batch {
-				batch[i].settle(w.unit, 0, err)
-			}
+			settleAll(w.unit, batch, err)
 		} else {
 			m.m.remoteAppends.WithLabelValues("ok").Inc()
+			if w.lane != nil {
+				next := first + uint64(len(recs)) + 1
+				for cur := w.lane.ackedNext.Load(); cur < next && !w.lane.ackedNext.CompareAndSwap(cur, next); cur = w.lane.ackedNext.Load() {
+				}
+			}
 			ackBatch(w.unit, writtenBatch{reqs: batch, first: first}, w.fence)
 			w.onAck(batch)
 		}
 		w.mu.Lock()
-		if len(w.queue) == 0 {
+		if len(w.queue) == 0 || w.dead != nil {
 			w.inflight = false
 			w.cond.Broadcast()
 			w.mu.Unlock()
 			return
 		}
-		next := w.takeLocked()
+		next, nseq := w.takeLocked()
 		w.mu.Unlock()
-		w.send(next)
+		w.send(next, nseq)
 	})
+}
+
+// abandon answers, with err, the batch in flight and everything queued,
+// and from then on every append at once: the owner is gone (its lease
+// lapsed, so it writes nothing more), and the segment is being moved; its
+// answers are not waited for.
+func (w *remoteWriter) abandon(err error) {
+	w.mu.Lock()
+	if w.dead != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.dead = err
+	failed := append(w.sending, w.queue...)
+	w.sending, w.queue, w.inflight = nil, nil, false
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	settleAll(w.unit, failed, err)
+}
+
+func settleAll(u unitRef, reqs []appendReq, err error) {
+	for i := range reqs {
+		reqs[i].settle(u, 0, err)
+	}
 }
 
 // drain waits until every submitted append is answered.

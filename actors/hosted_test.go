@@ -25,9 +25,9 @@ import (
 type inProcUnits struct {
 	mu    sync.Mutex
 	nodes map[string]*Manager
-	// order serializes the appends sent to one owner, as the transport
-	// delivers them in order.
-	order sync.Mutex
+	// hang holds the owners whose appends are never answered (a node
+	// killed: the transport waits for its answer).
+	hang map[string]bool
 }
 
 func (u *inProcUnits) node(owner string) (*Manager, error) {
@@ -49,6 +49,12 @@ func (u *inProcUnits) ReadUnit(ctx context.Context, owner string, req UnitRead) 
 }
 
 func (u *inProcUnits) AppendUnit(owner string, req UnitAppend, done func(uint64, error)) {
+	u.mu.Lock()
+	hang := u.hang[owner]
+	u.mu.Unlock()
+	if hang {
+		return
+	}
 	m, err := u.node(owner)
 	if err != nil {
 		go done(0, err)
@@ -209,7 +215,7 @@ func TestHomeRelocatesTheSegmentsOfAGoneNode(t *testing.T) {
 	var placeOn atomic.Value
 	placeOn.Store("n2")
 	home, _, units := twoNodes(t, func(c *Config) {
-		c.Evict = func(node string) bool { return node == "n2" && gone.Load() }
+		c.Evict = func(node string) (bool, bool) { g := node == "n2" && gone.Load(); return g, g }
 		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
 	})
 	const uri = "topic://t/n/lost"
@@ -434,5 +440,50 @@ func TestHostedLogsOfATopicDeletedMeanwhileGoAtStart(t *testing.T) {
 	}
 	if _, err := os.Stat(nameDir); !os.IsNotExist(err) {
 		t.Fatalf("n2 kept the deleted topic's logs: %v", err)
+	}
+}
+
+// TestHomeAbandonsAppendsToAGoneNode: appends sent to a node that then
+// died are not waited for once its lease lapsed: they are answered
+// UNAVAILABLE and the range moves at once (the transport would wait for
+// their answer for seconds; here it never answers).
+func TestHomeAbandonsAppendsToAGoneNode(t *testing.T) {
+	var gone atomic.Bool
+	var placeOn atomic.Value
+	placeOn.Store("n2")
+	home, _, units := twoNodes(t, func(c *Config) {
+		c.Evict = func(node string) (bool, bool) { g := node == "n2" && gone.Load(); return g, g }
+		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
+	})
+	const uri = "topic://t/n/hung"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	high := topic.Layout().OwnedActive("n2")[0]
+	var key string
+	for i := 0; key == ""; i++ {
+		k := "k" + itoa(uint64(i))
+		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
+			key = k
+		}
+	}
+	units.mu.Lock()
+	units.hang = map[string]bool{"n2": true}
+	units.mu.Unlock()
+	stuck := make(chan api.Result, 1)
+	topic.Produce([]api.Record{{Key: []byte(key), Payload: []byte("stuck")}}, func(r []api.Result) { stuck <- r[0] })
+	placeOn.Store("n1")
+	gone.Store(true)
+	select {
+	case r := <-stuck:
+		if r.Code != api.CodeUnavailable.Number {
+			t.Fatalf("the append sent to the gone node: %+v, want UNAVAILABLE", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the append sent to the gone node is still waited for")
+	}
+	if r := produceOne(t, topic, key, "after"); r.Code != 0 || r.Segment == uint64(high) {
+		t.Fatalf("after the move: %+v", r)
 	}
 }

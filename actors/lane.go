@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -25,6 +26,10 @@ type bucketLane struct {
 	open       bool
 	commit     *committer
 	viaMailbox int
+	// ackedNext is, for a bucket that writes to another node (hosted.go),
+	// the offset after the last record that node acknowledged, plus one
+	// (0: none yet): the topic answers the bucket's bounds from it.
+	ackedNext atomic.Uint64
 }
 
 // send hands q to the bucket whose mailbox is pid: to its committer when

@@ -115,9 +115,9 @@ type Config struct {
 	// home); "" keeps it here. See placement.go.
 	PlaceSegment func(topic string, seg topology.SegmentID) string
 	// Evict, when set, says whether a node must give up the segments it
-	// owns (its lease lapsed, or it is being drained): the homes of their
-	// topics relocate them.
-	Evict func(node string) bool
+	// owns (move): its lease lapsed (gone), or it is being drained; the
+	// homes of their topics relocate them.
+	Evict func(node string) (move, gone bool)
 	// AckFence, when set, is asked before appends made durable are
 	// acknowledged: an error answers them with it instead (the node's
 	// lease has run out, and another node may have sealed its segments).

@@ -88,10 +88,11 @@ func (c *controller) checkOwners(ctx actor.Context) {
 		}
 	}
 	for _, owner := range owners {
-		if !c.t.mgr.cfg.Evict(owner) {
+		move, gone := c.t.mgr.cfg.Evict(owner)
+		if !move {
 			continue
 		}
-		if err := c.relocateFrom(ctx, owner); err != nil {
+		if err := c.relocateFrom(ctx, owner, gone); err != nil {
 			c.t.mgr.log.Error("relocating the segments of a node that is gone or draining failed; trying again",
 				"topic", c.t.uri, "node", owner, "err", err)
 		}
@@ -109,7 +110,7 @@ func (m *Manager) MoveSegmentsOff(name routing.TopicName, node string) error {
 	if err != nil {
 		return err
 	}
-	res, err := m.system.Root.RequestFuture(t.pid, moveOffReq{node: node}, 2*sealTimeout).Result()
+	res, err := m.system.Root.RequestFuture(t.pid, moveOffReq{node: node}, 2*sealTimeout+remoteTimeout).Result()
 	if err != nil {
 		return api.Errorf(api.CodeTimeout, "moving the segments of %s off node %s: %v", name, node, err)
 	}
@@ -120,9 +121,19 @@ func (m *Manager) MoveSegmentsOff(name routing.TopicName, node string) error {
 type moveOffReq struct{ node string }
 
 // relocateFrom relocates the active segments node owns, placing their
-// successors anew; nothing to do when it owns none.
-func (c *controller) relocateFrom(ctx actor.Context, node string) error {
+// successors anew; nothing to do when it owns none. When node is gone, what
+// was sent to it and not answered is answered UNAVAILABLE first rather than
+// waited for (its lease has lapsed: it writes nothing more).
+func (c *controller) relocateFrom(ctx actor.Context, node string, gone bool) error {
 	self := c.t.mgr.cfg.NodeID
+	if gone {
+		st := c.t.state.Load()
+		for _, id := range c.rec.Layout.OwnedActive(node) {
+			for _, pid := range st.buckets[id] {
+				ctx.Send(pid, abandonMsg{err: api.Errorf(api.CodeUnavailable, "node %s, which holds segment %d of %s, is gone; resend", node, id, c.t.uri)})
+			}
+		}
+	}
 	_, err := c.change(ctx, &changeReq{op: "relocate", reason: "node-lost", place: true,
 		apply: func(l topology.Layout) (topology.Layout, error) {
 			ids := l.OwnedActive(node)

@@ -73,6 +73,9 @@ type remoteBounds struct {
 type remoteBound struct {
 	first, next uint64
 	at          time.Time
+	// sealed says the segment was sealed when these were read: only such
+	// bounds stand for a sealed segment's (an active one's next moves on).
+	sealed bool
 }
 
 // remoteOwner returns the node that owns segment s when it is another
@@ -98,12 +101,12 @@ func (t *Topic) readRemote(owner string, s topology.Segment, bucket int, from ui
 	switch {
 	case err == nil:
 		m.m.remoteReads.WithLabelValues("ok").Inc()
-		if s.State != topology.StateActive {
+		if boundsOnly || s.State != topology.StateActive {
 			t.remote.mu.Lock()
 			if t.remote.m == nil {
 				t.remote.m = map[unitRef]remoteBound{}
 			}
-			t.remote.m[unitRef{seg: s.ID, bucket: bucket}] = remoteBound{first: d.First, next: d.Next, at: time.Now()}
+			t.remote.m[unitRef{seg: s.ID, bucket: bucket}] = remoteBound{first: d.First, next: d.Next, at: time.Now(), sealed: s.State != topology.StateActive}
 			t.remote.mu.Unlock()
 		}
 	case api.AsError(err).Code == api.CodeUnavailable:
@@ -116,16 +119,34 @@ func (t *Topic) readRemote(owner string, s topology.Segment, bucket int, from ui
 
 // remoteBoundsOf returns the bounds of a sealed unit on another node,
 // from the cache when they are fresh.
+//
+// An active one this node writes to knows its next offset from the
+// acknowledgements it got (bucketLane.ackedNext), and its first from the
+// cache: its bounds are read there only when the cache is stale.
 func (t *Topic) remoteBoundsOf(owner string, s topology.Segment, bucket int) (first, next uint64, err error) {
-	if s.State != topology.StateActive {
+	u := unitRef{seg: s.ID, bucket: bucket}
+	acked := uint64(0)
+	if s.State == topology.StateActive {
+		if l := t.state.Load().lane(u); l != nil {
+			acked = l.ackedNext.Load()
+		}
+	}
+	if s.State != topology.StateActive || acked > 0 {
 		t.remote.mu.Lock()
-		b, ok := t.remote.m[unitRef{seg: s.ID, bucket: bucket}]
+		b, ok := t.remote.m[u]
 		t.remote.mu.Unlock()
-		if ok && time.Since(b.at) < remoteBoundsTTL {
+		switch {
+		case !ok || time.Since(b.at) >= remoteBoundsTTL:
+		case acked > 0:
+			return b.first, max(b.next, acked-1), nil
+		case b.sealed:
 			return b.first, b.next, nil
 		}
 	}
 	d, err := t.readRemote(owner, s, bucket, 0, 0, 0, true)
+	if err == nil && acked > 0 {
+		d.Next = max(d.Next, acked-1)
+	}
 	return d.First, d.Next, err
 }
 

@@ -45,16 +45,17 @@ func (n *Node) placeSegment(topic string, seg topology.SegmentID) string {
 	return n.place(topic+"#"+strconv.FormatUint(uint64(seg), 10), n.nodeID)
 }
 
-// evict says whether node must give up its segments: its lease lapsed,
-// or it is being drained.
-func (n *Node) evict(node string) bool {
+// evict says whether node must give up its segments (move): its lease
+// lapsed (gone), or it is being drained.
+func (n *Node) evict(node string) (move, gone bool) {
 	if n.members == nil || node == "" || node == n.nodeID {
-		return false
+		return false, false
 	}
 	if r, ok := n.members.liveView()[node]; ok && r.Live(time.Now()) {
-		return r.Draining
+		return r.Draining, false
 	}
-	return n.ownerGone(node)
+	gone = n.ownerGone(node)
+	return gone, gone
 }
 
 // startEvictService serves the requests of drained nodes to move their

@@ -83,24 +83,35 @@ func owners(d api.TopicDescription) map[string]int {
 // lease lapsed), then restarts it. Each produce request waits 500 ms.
 func childLoss(nodes []*node, kills int) {
 	var took []time.Duration
+	var child0 api.TopicDescription
 	for k := 1; k <= kills; k++ {
-		d := splitTopic(nodes, fmt.Sprintf("topic://public/default/childloss%d-", k), 2)
+		// Split until a segment is on another node than the home (the
+		// least loaded node takes a new segment: the home too, when the
+		// others are busier).
 		home := entryIndex(nodes)
 		var child api.SegmentInfo
-		for _, s := range d.Segments {
-			if s.State == string(topology.StateActive) && s.Range[0] != topology.FormatHash(0) {
-				child = s
-			}
-		}
 		victim := -1
-		for i, nd := range nodes {
-			if nd.id == child.Owner {
-				victim = i
+		for segs := 2; victim < 0; segs++ {
+			if segs > 16 {
+				check(fmt.Errorf("no segment placed off the home in 16 splits"))
+			}
+			var d api.TopicDescription
+			if segs == 2 {
+				d = splitTopic(nodes, fmt.Sprintf("topic://public/default/childloss%d-", k), segs)
+				home = nodeIndex(nodes, d)
+			} else {
+				d = splitTo(nodes[home].nc, child0, segs)
+			}
+			child0 = d
+			for _, s := range d.Segments {
+				for i, nd := range nodes {
+					if s.State == string(topology.StateActive) && nd.id == s.Owner && i != home {
+						child, victim = s, i
+					}
+				}
 			}
 		}
-		if victim < 0 || victim == home {
-			check(fmt.Errorf("the child of %s is on %q (home %s)", d.Topic, child.Owner, nodes[home].id))
-		}
+		d := child0
 		via := 3 - home - victim
 		lo, _ := topology.ParseHash(child.Range[0])
 		hi, _ := topology.ParseHash(child.Range[1])
