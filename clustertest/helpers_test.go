@@ -196,8 +196,18 @@ func readAll(nc *nats.Conn, uri, sub string, n int) *keyed {
 // that it read each of them once and nothing else.
 func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 	GinkgoHelper()
-	c, err := client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
-	Expect(err).NotTo(HaveOccurred())
+	// The metadata store may elect a leader (4-9 s) while the nodes'
+	// leases are 4 s: a topic's owner may look lapsed for a moment, and
+	// its topic answers UNAVAILABLE meanwhile. That is waited out here.
+	var c *client.StreamConsumer
+	Eventually(func() error {
+		var err error
+		c, err = client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
+		if err != nil && !errors.Is(err, api.ErrUnavailable) {
+			StopTrying("join").Wrap(err).Now()
+		}
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	k := newKeyed()
@@ -209,6 +219,10 @@ func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 			break
 		}
 		m, err := c.Next(ctx)
+		if errors.Is(err, api.ErrUnavailable) && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond) // the next poll
+			continue
+		}
 		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages", got, to-from)
 		k.add(string(m.Key), m.Payload)
 		m.Ack()
