@@ -483,7 +483,20 @@ func TestHomeAbandonsAppendsToAGoneNode(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the append sent to the gone node is still waited for")
 	}
-	if r := produceOne(t, topic, key, "after"); r.Code != 0 || r.Segment == uint64(high) {
-		t.Fatalf("after the move: %+v", r)
+	// Until the move commits, appends of the range are refused too (the
+	// owner is gone); then they land in the successor.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := produceOne(t, topic, key, "after")
+		if r.Code == 0 {
+			if r.Segment == uint64(high) {
+				t.Fatalf("appended to the gone node's segment: %+v", r)
+			}
+			break
+		}
+		if r.Code != api.CodeUnavailable.Number || time.Now().After(deadline) {
+			t.Fatalf("after the move: %+v", r)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/topology"
 )
 
 func nodeWithLive(self string, live ...meta.NodeRecord) *Node {
@@ -51,5 +52,36 @@ func TestPlacement(t *testing.T) {
 	}
 	if got := nodeWithLive("solo").placeTopic("topic://t/n/w"); got != "solo" {
 		t.Fatalf("a node alone placed a topic on %q", got)
+	}
+}
+
+// TestSegmentPlacement: a topic's new segment goes to the least loaded
+// node; among equally loaded nodes never to the home asking (it routes the
+// topic's appends already), spread over the others; a joined idle node
+// takes the segments of a loaded cluster; a draining node takes none.
+func TestSegmentPlacement(t *testing.T) {
+	idle := nodeWithLive("a", meta.NodeRecord{ID: "a"}, meta.NodeRecord{ID: "b"}, meta.NodeRecord{ID: "c"})
+	count := map[string]int{}
+	for i := range 300 {
+		count[idle.placeSegment("topic://t/n/hot", topology.SegmentID(i))]++
+	}
+	if count["a"] != 0 || count["b"] < 100 || count["c"] < 100 {
+		t.Fatalf("300 segments of a topic homed on a, over three idle nodes: %v", count)
+	}
+	joined := nodeWithLive("a",
+		meta.NodeRecord{ID: "a", BytesPerSec: 20 << 20, Segments: 200},
+		meta.NodeRecord{ID: "b", BytesPerSec: 20 << 20, Segments: 200},
+		meta.NodeRecord{ID: "d"})
+	for i := range 20 {
+		if got := joined.placeSegment("topic://t/n/hot", topology.SegmentID(i)); got != "d" {
+			t.Fatalf("segment %d placed on %s, want d (joined, idle)", i, got)
+		}
+	}
+	loadedHome := nodeWithLive("a",
+		meta.NodeRecord{ID: "a"},
+		meta.NodeRecord{ID: "b", BytesPerSec: 5 << 20},
+		meta.NodeRecord{ID: "c", BytesPerSec: 5 << 20, Draining: true})
+	if got := loadedHome.placeSegment("topic://t/n/hot", 7); got != "a" {
+		t.Fatalf("placed on %s, want a: the others are busier or draining", got)
 	}
 }
