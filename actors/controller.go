@@ -119,6 +119,8 @@ type controller struct {
 	// sealed ones during their grace period.
 	segments map[topology.SegmentID]*actor.PID
 	scaler   *scaler
+	// checking says a checkOwnersMsg is scheduled (placement.go).
+	checking bool
 }
 
 func (c *controller) Receive(ctx actor.Context) {
@@ -149,6 +151,7 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.scaler = startScaler(c.t)
 		c.scheduleOwnerCheck(ctx)
 	case checkOwnersMsg:
+		c.checking = false
 		c.checkOwners(ctx)
 		c.scheduleOwnerCheck(ctx)
 	case moveOffReq:
@@ -332,6 +335,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
 	desc := Describe(c.t.uri, next)
 	c.t.mgr.publishLayout(c.t.name, desc)
+	c.scheduleOwnerCheck(ctx)
 	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "reason", req.reason, "epoch", next.Epoch,
 		"sealed", retiring, "created", created, "deleted", deleted, "spawn", spawned.Sub(began),
 		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed), "handover", handedOver.Sub(published))

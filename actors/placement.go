@@ -67,19 +67,20 @@ func (c *controller) remoteOf(s topology.Segment) string {
 }
 
 // scheduleOwnerCheck sends the controller a checkOwnersMsg after
-// ownerCheckEvery (each check schedules the next; a stopped controller's
-// is a dead letter).
+// ownerCheckEvery while its layout has segments on other nodes (each check
+// schedules the next; a stopped controller's is a dead letter). A topic
+// all of whose segments are here costs no timer.
 func (c *controller) scheduleOwnerCheck(ctx actor.Context) {
-	if c.t.mgr.cfg.Evict == nil || c.t.mgr.cfg.RemoteUnits == nil {
+	if c.checking || c.t.mgr.cfg.Evict == nil || c.t.mgr.cfg.RemoteUnits == nil || len(c.otherOwners()) == 0 {
 		return
 	}
+	c.checking = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	time.AfterFunc(ownerCheckEvery, func() { root.Send(self, checkOwnersMsg{}) })
 }
 
-// checkOwners relocates the segments of every other node that owns some
-// of this topic's active segments and must give them up.
-func (c *controller) checkOwners(ctx actor.Context) {
+// otherOwners lists the other nodes that own active segments of the topic.
+func (c *controller) otherOwners() []string {
 	self := c.t.mgr.cfg.NodeID
 	var owners []string
 	for _, s := range c.rec.Layout.Active() {
@@ -87,7 +88,13 @@ func (c *controller) checkOwners(ctx actor.Context) {
 			owners = append(owners, s.Owner)
 		}
 	}
-	for _, owner := range owners {
+	return owners
+}
+
+// checkOwners relocates the segments of every other node that owns some
+// of this topic's active segments and must give them up.
+func (c *controller) checkOwners(ctx actor.Context) {
+	for _, owner := range c.otherOwners() {
 		move, gone := c.t.mgr.cfg.Evict(owner)
 		if !move {
 			continue

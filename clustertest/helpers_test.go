@@ -211,6 +211,7 @@ func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	k := newKeyed()
+	var unavailable error
 	for {
 		k.mu.Lock()
 		got := len(k.seen)
@@ -220,10 +221,11 @@ func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 		}
 		m, err := c.Next(ctx)
 		if errors.Is(err, api.ErrUnavailable) && ctx.Err() == nil {
+			unavailable = err
 			time.Sleep(100 * time.Millisecond) // the next poll
 			continue
 		}
-		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages", got, to-from)
+		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages (the last UNAVAILABLE: %v)", got, to-from, unavailable)
 		k.add(string(m.Key), m.Payload)
 		m.Ack()
 	}
