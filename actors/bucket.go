@@ -72,7 +72,8 @@ type handoverMsg struct {
 
 // abandonMsg tells a bucket whose segment another node owns that the node
 // is gone: it answers what it sent there, and what comes, with err (see
-// remoteWriter.abandon).
+// remoteWriter.abandon); with no err, that the segment did not move after
+// all: it writes there again.
 type abandonMsg struct{ err error }
 
 // openMsg lets a gated bucket take the appends it held back: its

@@ -174,10 +174,14 @@ func (w *remoteWriter) send(batch []appendReq, seq uint64) {
 // abandon answers, with err, the batch in flight and everything queued,
 // and from then on every append at once: the owner is gone (its lease
 // lapsed, so it writes nothing more), and the segment is being moved; its
-// answers are not waited for.
+// answers are not waited for. With a nil err it revives the writer (the
+// move failed).
 func (w *remoteWriter) abandon(err error) {
 	w.mu.Lock()
-	if w.dead != nil {
+	if err == nil || w.dead != nil {
+		if err == nil {
+			w.dead = nil // revived: the segment did not move
+		}
 		w.mu.Unlock()
 		return
 	}

@@ -500,3 +500,54 @@ func TestHomeAbandonsAppendsToAGoneNode(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestHomeWritesAgainWhenAMoveFails: a node taken for gone whose segments
+// could not be moved (here the change is refused: no valid node to place
+// them on) is written to again, not refused for ever, once it is back.
+func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
+	var gone atomic.Bool
+	var placeOn atomic.Value
+	placeOn.Store("n2")
+	home, _, _ := twoNodes(t, func(c *Config) {
+		c.Evict = func(node string) (bool, bool) { g := node == "n2" && gone.Load(); return g, g }
+		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
+	})
+	const uri = "topic://t/n/back"
+	topic := createTestTopic(t, home, uri, 1, 1)
+	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	high := topic.Layout().OwnedActive("n2")[0]
+	var key string
+	for i := 0; key == ""; i++ {
+		k := "k" + itoa(uint64(i))
+		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
+			key = k
+		}
+	}
+	placeOn.Store("not a node id!")
+	gone.Store(true)
+	// The move is tried and refused; appends are refused meanwhile.
+	deadline := time.Now().Add(5 * time.Second)
+	for produceOne(t, topic, key, "x").Code == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("appends to a gone node's segment still taken")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	gone.Store(false)
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		r := produceOne(t, topic, key, "y")
+		if r.Code == 0 {
+			if r.Segment != uint64(high) {
+				t.Fatalf("landed in %d, want %d (nothing moved)", r.Segment, high)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("appends to the node that is back still refused: %v", r.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -133,9 +133,10 @@ type moveOffReq struct{ node string }
 // waited for (its lease has lapsed: it writes nothing more).
 func (c *controller) relocateFrom(ctx actor.Context, node string, gone bool) error {
 	self := c.t.mgr.cfg.NodeID
+	owned := c.rec.Layout.OwnedActive(node)
+	st := c.t.state.Load()
 	if gone {
-		st := c.t.state.Load()
-		for _, id := range c.rec.Layout.OwnedActive(node) {
+		for _, id := range owned {
 			for _, pid := range st.buckets[id] {
 				ctx.Send(pid, abandonMsg{err: api.Errorf(api.CodeUnavailable, "node %s, which holds segment %d of %s, is gone; resend", node, id, c.t.uri)})
 			}
@@ -151,6 +152,15 @@ func (c *controller) relocateFrom(ctx actor.Context, node string, gone bool) err
 		}})
 	if errors.Is(err, errStale) {
 		return nil
+	}
+	if err != nil && gone {
+		// Not moved (the store did not take the change): the buckets write
+		// to the node again, which may be back by the next check.
+		for _, id := range owned {
+			for _, pid := range st.buckets[id] {
+				ctx.Send(pid, abandonMsg{})
+			}
+		}
 	}
 	return err
 }
