@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
@@ -527,11 +528,19 @@ func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
 	}
 	placeOn.Store("not a node id!")
 	gone.Store(true)
-	// The move is tried and refused; appends are refused meanwhile.
+	// The move is tried and refused (its buckets refuse appends while it
+	// is tried).
 	deadline := time.Now().Add(5 * time.Second)
-	for produceOne(t, topic, key, "x").Code == 0 {
+	failures := func() float64 {
+		var m dto.Metric
+		if err := home.m.relocateFailures.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	for failures() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("appends to a gone node's segment still taken")
+			t.Fatal("no move of the gone node's segments tried")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

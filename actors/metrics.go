@@ -62,6 +62,9 @@ type metrics struct {
 	// lateAppends counts appends of other nodes' topics that arrived
 	// (or were written) after their deadline.
 	lateAppends prometheus.Counter
+	// relocateFailures counts the moves of a gone or draining node's
+	// segments that failed (tried again a second later).
+	relocateFailures prometheus.Counter
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -133,6 +136,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		remoteReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
 			[]string{"result"}),
+		relocateFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_segment_relocation_failures_total", Help: "Moves of the segments of a node that is gone or draining that a topic's home tried and could not make (tried again a second later)."}),
 		lateAppends: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_remote_unit_appends_late_total", Help: "Appends a topic's home sent this node that arrived, or were made durable, after the home had stopped waiting for them: refused, or (when late only at the end) kept unacknowledged."}),
 		dropFailures: prometheus.NewCounter(prometheus.CounterOpts{
@@ -178,7 +183,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
-			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends,
+			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

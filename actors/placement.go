@@ -100,6 +100,7 @@ func (c *controller) checkOwners(ctx actor.Context) {
 			continue
 		}
 		if err := c.relocateFrom(ctx, owner, gone); err != nil {
+			c.t.mgr.m.relocateFailures.Inc()
 			c.t.mgr.log.Error("relocating the segments of a node that is gone or draining failed; trying again",
 				"topic", c.t.uri, "node", owner, "err", err)
 		}
