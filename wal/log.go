@@ -73,6 +73,12 @@ type Log struct {
 	syncs      atomic.Uint64 // fsync passes done, for tests
 	// preallocated is tail.alloc - tail.size, for SizeBytes.
 	preallocated atomic.Int64
+	// tailStarted is when the tail file was started, or found at Open
+	// (unix ns; see TailStarted); newest caches the newest record time of
+	// closed files by first offset (ClosedFiles).
+	tailStarted atomic.Int64
+	newestMu    sync.Mutex
+	newest      map[uint64]int64
 	// slowSync, set by tests only, runs before each fsync pass that goes
 	// on without writeMu, as a slow disk would take time.
 	slowSync func()
@@ -209,6 +215,7 @@ func open(dir string, opts Options) (*Log, error) {
 		l.files = append(l.files, f.first)
 	}
 	l.view = view{first: files[0].first, next: index.next, files: l.files, tail: index, tailFile: f}
+	l.tailStarted.Store(time.Now().UnixNano())
 	return l, nil
 }
 
@@ -470,6 +477,7 @@ func (l *Log) rollLocked(first uint64) error {
 	l.readMu.Lock()
 	l.syncMu.Lock()
 	l.tail = tailFile{first: first, file: f, next: first}
+	l.tailStarted.Store(time.Now().UnixNano())
 	l.syncMu.Unlock()
 	l.mu.Lock()
 	l.view.files = l.files

@@ -1,0 +1,155 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"time"
+)
+
+// The storage lifecycle of a log: its files roll by size as it is written
+// (Options.SegmentBytes, changeable with SetSegmentBytes) and, on demand,
+// by age (Roll: a caller that ticks rolls a tail older than its policy);
+// retention removes whole closed files from the head (DropFilesBefore,
+// which rewrites nothing). ClosedFiles describes the closed files, with
+// the time of each one's newest record, for a caller to decide what is
+// past retention. None of these holds up appends for longer than a file
+// creation or removal.
+
+// FileInfo describes one closed file of a log: the offsets [First, Next)
+// it holds, its size, and the time (unix ms) of its newest record.
+type FileInfo struct {
+	First, Next uint64
+	Bytes       int64
+	Newest      int64
+}
+
+// Unlimited is a SegmentBytes that never rolls by size.
+const Unlimited = -1
+
+// SetSegmentBytes changes the size past which the log rolls to a new file
+// (0: DefaultSegmentBytes; Unlimited: never), from its next write on.
+func (l *Log) SetSegmentBytes(n int) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	switch {
+	case n == Unlimited || n < 0:
+		l.opts.SegmentBytes = math.MaxInt
+	case n == 0:
+		l.opts.SegmentBytes = DefaultSegmentBytes
+	default:
+		l.opts.SegmentBytes = n
+	}
+}
+
+// TailStarted returns when the log's open file (its tail) was started, or
+// the log opened when it found the tail on disk (unix ns).
+func (l *Log) TailStarted() time.Time { return time.Unix(0, l.tailStarted.Load()) }
+
+// Roll closes the open file and starts a new one for the next append, if
+// the open file holds any record; it reports whether it rolled. Under
+// DurabilityAlways what was written and not yet committed is made durable
+// first.
+func (l *Log) Roll() (bool, error) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return false, err
+	}
+	if err := l.commitWrittenLocked(); err != nil {
+		return false, err
+	}
+	if l.tail.next == l.tail.first {
+		return false, nil
+	}
+	if err := l.rollLocked(l.tail.next); err != nil {
+		return false, l.failLocked(fmt.Errorf("roll at %d: %w", l.tail.next, err))
+	}
+	return true, nil
+}
+
+// ClosedFiles describes the log's files before its open one, oldest first.
+// The newest record time of a file is read once and remembered (a closed
+// file does not change); a file whose last record cannot be read (a hole)
+// gets its modification time.
+func (l *Log) ClosedFiles() ([]FileInfo, error) {
+	l.mu.Lock()
+	files := l.view.files
+	first := l.view.first
+	l.mu.Unlock()
+	if len(files) < 2 {
+		return nil, nil
+	}
+	out := make([]FileInfo, 0, len(files)-1)
+	for i := 0; i+1 < len(files); i++ {
+		fi := FileInfo{First: max(files[i], first), Next: files[i+1]}
+		st, err := l.fs.Stat(filepath.Join(l.dir, segmentName(files[i])))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed under us by a head truncation
+			}
+			return nil, err
+		}
+		fi.Bytes = st.Size()
+		fi.Newest = l.newestIn(files[i], fi.Next, st.ModTime())
+		out = append(out, fi)
+	}
+	return out, nil
+}
+
+// newestIn returns the time of the newest record of the closed file that
+// starts at first and ends before next.
+func (l *Log) newestIn(first, next uint64, modified time.Time) int64 {
+	l.newestMu.Lock()
+	t, ok := l.newest[first]
+	l.newestMu.Unlock()
+	if ok {
+		return t
+	}
+	t = modified.UnixMilli()
+	if next > first {
+		if recs, err := l.ReadRange(next-1, 1, 0); err == nil && len(recs) == 1 {
+			t = recs[0].Timestamp
+		}
+	}
+	l.newestMu.Lock()
+	if l.newest == nil {
+		l.newest = map[uint64]int64{}
+	}
+	l.newest[first] = t
+	l.newestMu.Unlock()
+	return t
+}
+
+// DropFilesBefore removes the closed files that hold only offsets below
+// before, where before is the first offset of a file (as ClosedFiles
+// gives them): FirstOffset becomes before. It never touches the open file
+// and rewrites nothing.
+func (l *Log) DropFilesBefore(before uint64) error {
+	l.mu.Lock()
+	files := l.view.files
+	l.mu.Unlock()
+	if len(files) == 0 || before > files[len(files)-1] {
+		return fmt.Errorf("%w: %d is past the open file of %s", ErrNotFound, before, l.dir)
+	}
+	boundary := false
+	for _, f := range files {
+		boundary = boundary || f == before
+	}
+	if !boundary {
+		return fmt.Errorf("%w: %d is not the first offset of a file of %s", ErrNotFound, before, l.dir)
+	}
+	if err := l.TruncateHead(before); err != nil {
+		return err
+	}
+	l.newestMu.Lock()
+	for f := range l.newest {
+		if f < before {
+			delete(l.newest, f)
+		}
+	}
+	l.newestMu.Unlock()
+	return nil
+}

@@ -1,0 +1,210 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func appendN(t *testing.T, l *Log, n int, ts int64, size int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := l.Append(Record{Timestamp: ts, Key: []byte("k"), Payload: make([]byte, size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSetSegmentBytesRollsBySize: a smaller segment size set on an open log
+// rolls it at the next writes; Unlimited stops rolling.
+func TestSetSegmentBytesRollsBySize(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Durability: DurabilityNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendN(t, l, 10, 1, 100)
+	if files, _ := l.ClosedFiles(); len(files) != 0 {
+		t.Fatalf("closed files before any roll: %+v", files)
+	}
+	l.SetSegmentBytes(500)
+	appendN(t, l, 20, 1, 100)
+	files, err := l.ClosedFiles()
+	if err != nil || len(files) < 2 {
+		t.Fatalf("after a 500-byte segment size: %d closed files, %v", len(files), err)
+	}
+	l.SetSegmentBytes(Unlimited)
+	before := len(files)
+	appendN(t, l, 50, 1, 100)
+	if files, _ := l.ClosedFiles(); len(files) != before+1 {
+		// The frame that had crossed 500 bytes closed one more at most.
+		if len(files) > before+1 {
+			t.Fatalf("an unlimited segment size rolled: %d closed files, had %d", len(files), before)
+		}
+	}
+}
+
+// TestRollStartsANewFile: Roll closes a tail that holds records and not
+// an empty one; the records stay readable, before and after a reopen.
+func TestRollStartsANewFile(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rolled, err := l.Roll(); err != nil || rolled {
+		t.Fatalf("roll of an empty tail: %v %v", rolled, err)
+	}
+	appendN(t, l, 5, 1000, 10)
+	started := l.TailStarted()
+	if rolled, err := l.Roll(); err != nil || !rolled {
+		t.Fatalf("roll: %v %v", rolled, err)
+	}
+	if !l.TailStarted().After(started) {
+		t.Fatal("the new tail's start was not recorded")
+	}
+	if rolled, _ := l.Roll(); rolled {
+		t.Fatal("rolled a tail with no record")
+	}
+	appendN(t, l, 3, 2000, 10)
+	files, err := l.ClosedFiles()
+	if err != nil || len(files) != 1 || files[0].First != 0 || files[0].Next != 5 || files[0].Newest != 1000 || files[0].Bytes == 0 {
+		t.Fatalf("closed files: %+v, %v", files, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	recs, err := l.ReadRange(0, 100, 0)
+	if err != nil || len(recs) != 8 || recs[7].Timestamp != 2000 {
+		t.Fatalf("after reopen: %d records, %v", len(recs), err)
+	}
+}
+
+// TestDropFilesBeforeNeverTheOpenFile: retention removes whole closed
+// files from the head, never the open one, and the first offset stays
+// moved after a reopen; a bound that is not a file's first offset, or is
+// past the open file's, is refused.
+func TestDropFilesBeforeNeverTheOpenFile(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f := 0; f < 3; f++ {
+		appendN(t, l, 4, int64(f+1)*1000, 10)
+		if _, err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN(t, l, 2, 9000, 10) // the open file: offsets 12, 13
+	files, _ := l.ClosedFiles()
+	if len(files) != 3 || files[1].First != 4 || files[2].Newest != 3000 {
+		t.Fatalf("closed files: %+v", files)
+	}
+	if err := l.DropFilesBefore(6); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("drop inside a file: %v", err)
+	}
+	if err := l.DropFilesBefore(14); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("drop past the open file: %v", err)
+	}
+	if err := l.DropFilesBefore(8); err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstOffset() != 8 {
+		t.Fatalf("first offset %d, want 8", l.FirstOffset())
+	}
+	if files, _ := l.ClosedFiles(); len(files) != 1 || files[0].First != 8 {
+		t.Fatalf("closed files after the drop: %+v", files)
+	}
+	// Everything closed goes; the open file stays.
+	if err := l.DropFilesBefore(12); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := l.ReadRange(12, 10, 0)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("the open file's records: %d, %v", len(recs), err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.FirstOffset() != 12 || l.NextOffset() != 14 {
+		t.Fatalf("after reopen: [%d, %d), want [12, 14)", l.FirstOffset(), l.NextOffset())
+	}
+}
+
+// TestRollAndDropDuringAppends: rolls and drops while a writer appends
+// lose nothing the writer was told is stored and leave the offsets
+// contiguous.
+func TestRollAndDropDuringAppends(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	stop := make(chan struct{})
+	var last atomic.Uint64
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			off, err := l.Append(Record{Timestamp: int64(i), Payload: []byte(fmt.Sprint(i))})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			last.Store(off)
+		}
+	}()
+	for i := 0; i < 50; i++ {
+		// Some appends at each step.
+		want := l.NextOffset() + 10
+		deadline := time.Now().Add(10 * time.Second)
+		for l.NextOffset() < want {
+			if time.Now().After(deadline) {
+				t.Fatal("the writer appends nothing")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		if files, _ := l.ClosedFiles(); len(files) > 3 {
+			if err := l.DropFilesBefore(files[len(files)-3].First); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	first, end := l.FirstOffset(), last.Load()
+	recs, err := l.ReadRange(first, int(end-first+1), 0)
+	if err != nil || uint64(len(recs)) != end-first+1 {
+		t.Fatalf("read [%d, %d]: %d records, %v", first, end, len(recs), err)
+	}
+	for i, r := range recs {
+		if r.Timestamp != int64(first)+int64(i) {
+			t.Fatalf("record %d has time %d", first+uint64(i), r.Timestamp)
+		}
+	}
+}
