@@ -192,6 +192,32 @@ func (m *Manager) stopTopic(t *Topic, idle time.Duration, force bool) bool {
 	return true
 }
 
+// forgetStopped forgets topic t if it is still known as active once its
+// controller stopped: its supervisor gave up restarting it (a controller
+// that could not read its record for too long). Its last snapshot says
+// passivated, so that every handle looks the topic up again, and the next
+// request activates it anew. A topic stopped on purpose (passivated,
+// deleted, the manager closing) was forgotten before.
+func (m *Manager) forgetStopped(t *Topic) {
+	m.mu.Lock()
+	known := m.topics[t.uri] == t
+	if known {
+		delete(m.topics, t.uri)
+		m.m.activeTopics.Set(float64(len(m.topics)))
+	}
+	m.mu.Unlock()
+	if !known {
+		return
+	}
+	if st := t.state.Load(); st != nil && !st.passivated && !st.deleted {
+		next := *st
+		next.passivated = true
+		next.changed = make(chan struct{})
+		t.publish(&next)
+	}
+	m.log.Error("a topic controller stopped for good (its restarts failed); the topic activates again on its next request", "topic", t.uri)
+}
+
 // inUse reports whether something outside the topic's actors holds it
 // (Config.InUse: its consumer groups). The caller holds mu.
 func (m *Manager) inUse(uri string) bool {
@@ -204,6 +230,7 @@ func (m *Manager) forgetSeries(uri string) {
 	m.m.activeSegs.DeleteLabelValues(uri)
 	m.m.appendedMsgs.DeleteLabelValues(uri)
 	m.m.appendedBytes.DeleteLabelValues(uri)
+	m.m.topicDiskBytes.DeleteLabelValues(uri)
 	for _, v := range []*prometheus.CounterVec{m.m.scalingOps, m.m.suppressed} {
 		v.DeletePartialMatch(prometheus.Labels{"topic": uri})
 	}

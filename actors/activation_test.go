@@ -330,3 +330,29 @@ func TestReadsThatActivateATopicDoNotFail(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicOfAStoppedControllerActivatesAgain: a controller whose
+// supervisor gives up restarting it (more than its restarts in its
+// window) is forgotten: its handles look the topic up again and the next
+// request activates it anew, rather than being sent to stopped buckets
+// for ever.
+func TestTopicOfAStoppedControllerActivatesAgain(t *testing.T) {
+	m := newTestManager(t)
+	topic := createTestTopic(t, m, "topic://t/n/phoenix", 1, 1)
+	if r := produceOne(t, topic, "k", "before"); r.Code != 0 {
+		t.Fatal(r.Err())
+	}
+	for range maxRestarts + 2 {
+		m.system.Root.Send(topic.pid, controllerCrash{})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for topic.Live() {
+		if time.Now().After(deadline) {
+			t.Fatal("the stopped controller's topic is still live")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := produceOne(t, topic, "k", "after"); r.Code != 0 || r.Offset != 1 {
+		t.Fatalf("produce through the old handle: %+v", r)
+	}
+}

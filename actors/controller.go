@@ -48,8 +48,10 @@ type policiesResp struct{ err error }
 // which late appends still get SEGMENT_SEALED has passed.
 type retireMsg struct{ seg topology.SegmentID }
 
-// controllerCrash makes a controller panic (tests of its restart).
-type controllerCrash struct{}
+// controllerCrash makes a controller panic, and so restart and read its
+// record again (tests of its restart; a change whose outcome in the store
+// is unknown).
+type controllerCrash struct{ reason string }
 
 // changeStage, when set (by tests), is called at each named stage of a
 // layout change; a panic there crashes the controller mid-change.
@@ -75,11 +77,29 @@ func newControllerProps(t *Topic, rec meta.TopicRecord, rev uint64) *actor.Props
 	})
 }
 
-// reloadRecord reads the topic's record and revision from the store.
+// reloadRecord reads the topic's record and revision from the store,
+// trying again for up to reloadPatience while the store does not answer
+// (a leader election): a restart that gave up at once would spend the
+// supervisor's restarts in a moment, and a controller past them is gone.
 func (c *controller) reloadRecord() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), reloadPatience)
 	defer cancel()
-	rec, rev, err := c.t.mgr.meta.Topic(ctx, c.t.name)
+	var rec meta.TopicRecord
+	var rev uint64
+	var err error
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		rec, rev, err = c.t.mgr.meta.Topic(rctx, c.t.name)
+		rcancel()
+		if err == nil || errors.Is(err, meta.ErrNotFound) || errors.Is(err, meta.ErrCorrupt) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -87,6 +107,10 @@ func (c *controller) reloadRecord() error {
 	c.t.mgr.log.Warn("topic controller restarted; record read again from the store", "topic", c.t.uri, "epoch", rec.Layout.Epoch)
 	return nil
 }
+
+// reloadPatience bounds how long a restarted controller tries to read its
+// record.
+const reloadPatience = 30 * time.Second
 
 // sealGrace is how long a sealed segment's actors keep answering
 // SEGMENT_SEALED to appends routed by an older snapshot.
@@ -157,7 +181,12 @@ func (c *controller) Receive(ctx actor.Context) {
 	case moveOffReq:
 		ctx.Respond(&changeResp{err: c.relocateFrom(ctx, msg.node, false)})
 	case controllerCrash:
-		panic("braid/actors: controller crash requested for " + c.t.uri)
+		if msg.reason != "" {
+			c.t.mgr.log.Warn("topic controller restarting", "topic", c.t.uri, "why", msg.reason)
+		}
+		panic("braid/actors: controller restart requested for " + c.t.uri)
+	case *actor.Stopped:
+		c.t.mgr.forgetStopped(c.t)
 	case *actor.Restarting, *actor.Stopping:
 		// A restarted controller starts a new scaler in Started.
 		if c.scaler != nil {
@@ -298,10 +327,15 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 		c.t.setSealing(nil, 0)
 		_ = c.seal(retiring, 0, true)
 		c.abandon(created)
+		// The record moved on (a conflict), or the store did not say
+		// whether it took the change (a timeout: it may have): this
+		// controller's record may be behind the store's. It restarts,
+		// and reads it again.
+		ctx.Send(ctx.Self(), controllerCrash{reason: "its layout change failed and its record may be behind the store's"})
 		if errors.Is(err, meta.ErrConflict) {
 			return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "layout of %s changed elsewhere; retry: %v", c.t.uri, err)
 		}
-		return api.TopicDescription{}, api.Errorf(api.CodeInternal, "persist layout of %s: %v", c.t.uri, err)
+		return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "persist layout of %s: %v; retry", c.t.uri, err)
 	}
 	stage("persisted")
 	c.rec, c.rev = rec, rev

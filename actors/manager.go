@@ -118,6 +118,10 @@ type Config struct {
 	// owns (move): its lease lapsed (gone), or it is being drained; the
 	// homes of their topics relocate them.
 	Evict func(node string) (move, gone bool)
+	// StorageTick is how often the node's storage worker rolls and trims
+	// the open bucket logs by their topics' storage policies (storage.go);
+	// 0 or negative runs none.
+	StorageTick time.Duration
 	// AckFence, when set, is asked before appends made durable are
 	// acknowledged: an error answers them with it instead (the node's
 	// lease has run out, and another node may have sealed its segments).
@@ -155,6 +159,8 @@ type Manager struct {
 	// topics (hosted.go).
 	hostedMu sync.Mutex
 	hosted   map[UnitKey]*hostedUnit
+	// storagePID is the storage worker (nil: none).
+	storagePID *actor.PID
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.
@@ -235,6 +241,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if m.cfg.IdleTimeout > 0 {
 		m.stopSweeper = make(chan struct{})
 		go m.runSweeper(m.cfg.IdleTimeout, m.stopSweeper)
+	}
+	if err := m.startStorageWorker(); err != nil {
+		return err
 	}
 	m.mu.RLock()
 	quarantined := len(m.quarantined)
@@ -642,7 +651,12 @@ func (m *Manager) Close() error {
 		topics = append(topics, t)
 	}
 	m.topics = map[string]*Topic{}
+	storage := m.storagePID
+	m.storagePID = nil
 	m.mu.Unlock()
+	if storage != nil {
+		_ = m.system.Root.StopFuture(storage).Wait()
+	}
 	for _, t := range topics {
 		_ = m.system.Root.StopFuture(t.pid).Wait()
 	}

@@ -65,6 +65,10 @@ type metrics struct {
 	// relocateFailures counts the moves of a gone or draining node's
 	// segments that failed (tried again a second later).
 	relocateFailures prometheus.Counter
+	// The storage worker's (storage.go).
+	storageRolled, storageRemovedFiles, storageRemovedBytes, storageErrors prometheus.Counter
+	storageTickSeconds                                                     prometheus.Histogram
+	topicDiskBytes                                                         *prometheus.GaugeVec
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -136,6 +140,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		remoteReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
 			[]string{"result"}),
+		storageRolled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_storage_files_rolled_total", Help: "Open files of bucket logs the storage worker rolled because they were older than segment_ms."}),
+		storageRemovedFiles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_storage_files_removed_total", Help: "Closed files of bucket logs the storage worker removed (past retention, or over retention_bytes)."}),
+		storageRemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_storage_bytes_removed_total", Help: "Bytes of the files the storage worker removed."}),
+		storageErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_storage_errors_total", Help: "Rolls, listings and removals of the storage worker that failed (each logged at error level)."}),
+		storageTickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "braid_storage_tick_seconds", Help: "Time of one pass of the storage worker over the open logs.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		topicDiskBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "braid_topic_disk_bytes", Help: "Bytes the open bucket logs of a topic hold on this node's disk, at the storage worker's last pass."},
+			[]string{"topic"}),
 		relocateFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_segment_relocation_failures_total", Help: "Moves of the segments of a node that is gone or draining that a topic's home tried and could not make (tried again a second later)."}),
 		lateAppends: prometheus.NewCounter(prometheus.CounterOpts{
@@ -184,6 +201,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
+			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageErrors, m.storageTickSeconds, m.topicDiskBytes,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -346,6 +346,17 @@ func (s *LogStore) forgetLocked(k UnitKey) {
 	}
 }
 
+// openLogs returns the logs open now, by unit.
+func (s *LogStore) openLogs() map[UnitKey]*wal.Log {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[UnitKey]*wal.Log, len(s.logs))
+	for k, l := range s.logs {
+		out[k] = l
+	}
+	return out
+}
+
 // OpenLogs is the number of logs open.
 func (s *LogStore) OpenLogs() int {
 	s.mu.Lock()

@@ -32,7 +32,21 @@ type Policies struct {
 	Retention              *string  `json:"retention,omitempty"`
 	Durability             *string  `json:"durability,omitempty"`
 	MaxPayloadBytes        *int     `json:"max_payload_bytes,omitempty"`
+	// The storage lifecycle of the topic's logs (see the storage worker):
+	// the size and the age past which a log's open file rolls to a new one
+	// (-1: never), and the bytes a topic keeps on disk before its oldest
+	// closed files are removed (-1: no bound). Time retention is
+	// retention.
+	SegmentBytes   *int64 `json:"segment_bytes,omitempty"`
+	SegmentMs      *int64 `json:"segment_ms,omitempty"`
+	RetentionBytes *int64 `json:"retention_bytes,omitempty"`
 }
+
+// Bounds of the storage policies.
+const (
+	MinSegmentBytes = 4 << 10
+	MaxSegmentBytes = 1 << 40
+)
 
 // Validate checks every set field and returns an INVALID_POLICY error naming
 // the first bad one.
@@ -92,6 +106,15 @@ func (p *Policies) Validate() error {
 	}
 	if p.MinSegments != nil && p.MaxSegments != nil && *p.MinSegments > *p.MaxSegments {
 		return Errorf(CodeInvalidPolicy, "min_segments %d is above max_segments %d", *p.MinSegments, *p.MaxSegments)
+	}
+	if v := p.SegmentBytes; v != nil && *v != -1 && (*v < MinSegmentBytes || *v > MaxSegmentBytes) {
+		return Errorf(CodeInvalidPolicy, "segment_bytes must be -1 (never roll by size) or in [%d, %d], got %d", MinSegmentBytes, int64(MaxSegmentBytes), *v)
+	}
+	if v := p.SegmentMs; v != nil && *v != -1 && *v < 1 {
+		return Errorf(CodeInvalidPolicy, "segment_ms must be -1 (never roll by age) or at least 1, got %d", *v)
+	}
+	if v := p.RetentionBytes; v != nil && *v < -1 {
+		return Errorf(CodeInvalidPolicy, "retention_bytes must be -1 (no bound) or at least 0, got %d", *v)
 	}
 	if p.Durability != nil {
 		switch *p.Durability {

@@ -83,6 +83,10 @@ type Config struct {
 	// embedded cluster has three or more servers (this one and its
 	// Routes), else 1.
 	MetaReplicas int
+	// StorageTick is how often the storage worker rolls and trims the
+	// open bucket logs by their topics' storage policies; 0 is
+	// DefaultStorageTick, negative never.
+	StorageTick time.Duration
 	// RebalanceInterval is how often the entry node compares the nodes'
 	// loads and moves topics from the most to the least loaded one
 	// (rebalance.go); 0 is DefaultRebalanceInterval, negative never.
@@ -102,6 +106,8 @@ const (
 	DefaultMetricsListen = "127.0.0.1:9470"
 	DefaultClusterName   = "braid"
 	DefaultLeaseTTL      = 4 * time.Second
+	// DefaultStorageTick is how often the storage worker runs.
+	DefaultStorageTick = time.Minute
 	// DefaultRebalanceInterval is how often the entry node compares loads.
 	DefaultRebalanceInterval = 30 * time.Second
 	// natsMaxPayload is the embedded server's max message size: a produce
@@ -163,6 +169,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.StorageTick == 0 {
+		c.StorageTick = DefaultStorageTick
 	}
 	if c.RebalanceInterval == 0 {
 		c.RebalanceInterval = DefaultRebalanceInterval

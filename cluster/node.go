@@ -179,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, RemoteUnits: n.remoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies, AckFence: n.fence,
-		PlaceSegment: n.placeSegment, Evict: n.evict,
+		PlaceSegment: n.placeSegment, Evict: n.evict, StorageTick: cfg.StorageTick,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err

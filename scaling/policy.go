@@ -57,8 +57,13 @@ type Policy struct {
 	// segment splits if it takes at least this many msg/s, else rebuckets.
 	SplitVsRebucketMsgRate float64
 	// Retention is how long a sealed segment is kept after its seal once
-	// every subscription has drained it; negative keeps it forever.
+	// every subscription has drained it, and how long a closed file of any
+	// log is kept after its newest record; negative keeps them forever.
 	Retention time.Duration
+	// SegmentBytes and SegmentMs are the size and the age (ms) past which a
+	// log's open file rolls (-1: never); RetentionBytes bounds the bytes a
+	// topic keeps on disk (-1: no bound). See the storage worker.
+	SegmentBytes, SegmentMs, RetentionBytes int64
 }
 
 // Default is the broker default policy, as documented in the README.
@@ -78,6 +83,9 @@ var Default = Policy{
 	EntryBucketBudget:      4,
 	SplitVsRebucketMsgRate: 1_000,
 	Retention:              168 * time.Hour,
+	SegmentBytes:           128 << 20,
+	SegmentMs:              24 * 3600 * 1000,
+	RetentionBytes:         -1,
 }
 
 // Bounds of the resolved policy that api.Policies.Validate cannot check on
@@ -125,6 +133,9 @@ func (p *Policy) apply(l *api.Policies) {
 	set(&p.MaxDAGDepth, l.MaxDAGDepth)
 	set(&p.EntryBucketBudget, l.EntryBucketBudget)
 	set(&p.SplitVsRebucketMsgRate, l.SplitVsRebucketMsgRate)
+	set(&p.SegmentBytes, l.SegmentBytes)
+	set(&p.SegmentMs, l.SegmentMs)
+	set(&p.RetentionBytes, l.RetentionBytes)
 }
 
 func (p *Policy) check() error {
@@ -144,6 +155,11 @@ func (p *Policy) check() error {
 				"merge_%s %v must be below split_%s %v (after resolving topic, namespace and broker defaults): the gap keeps the layout from flapping",
 				name, merge[i], name, split[i])
 		}
+	}
+	if p.SegmentMs > 0 && p.Retention > 0 && time.Duration(p.SegmentMs)*time.Millisecond >= p.Retention {
+		return api.Errorf(api.CodeInvalidPolicy,
+			"segment_ms %d must be under the retention %s (after resolving topic, namespace and broker defaults): a file must roll before its records expire",
+			p.SegmentMs, p.Retention)
 	}
 	if p.MinSegments < 1 || p.MaxDAGDepth < 1 || p.EntryBucketBudget < 1 {
 		return api.Errorf(api.CodeInvalidPolicy, "min_segments, max_dag_depth and entry_bucket_budget must be at least 1")
@@ -168,9 +184,12 @@ func (p Policy) API() api.Policies {
 		SplitCooldown: dur(p.SplitCooldown), MergeCooldown: dur(p.MergeCooldown), RebucketCooldown: dur(p.RebucketCooldown),
 		MinSegments: num(p.MinSegments), MaxSegments: num(p.MaxSegments), MaxDAGDepth: num(p.MaxDAGDepth),
 		EntryBucketBudget: num(p.EntryBucketBudget), SplitVsRebucketMsgRate: rate(p.SplitVsRebucketMsgRate),
-		Retention: dur(p.Retention),
+		Retention:    dur(p.Retention),
+		SegmentBytes: i64(p.SegmentBytes), SegmentMs: i64(p.SegmentMs), RetentionBytes: i64(p.RetentionBytes),
 	}
 }
+
+func i64(v int64) *int64 { return &v }
 
 // set copies *v to *dst when the level sets it.
 func set[T any](dst *T, v *T) {

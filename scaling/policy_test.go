@@ -31,7 +31,8 @@ func TestDefaultMatchesDocumentedKeys(t *testing.T) {
 		"split_byte_rate_out": 262144000, "merge_msg_rate_in": 1000, "merge_byte_rate_in": 5242880, "merge_msg_rate_out": 5000,
 		"merge_byte_rate_out": 26214400, "evaluation_interval": "1s", "split_window": "3s", "merge_window": "60s",
 		"split_cooldown": "5s", "merge_cooldown": "60s", "rebucket_cooldown": "5s", "min_segments": 1, "max_segments": 64,
-		"max_dag_depth": 10, "entry_bucket_budget": 4, "split_vs_rebucket_msg_rate": 1000, "retention": "168h" }`)
+		"max_dag_depth": 10, "entry_bucket_budget": 4, "split_vs_rebucket_msg_rate": 1000, "retention": "168h",
+		"segment_bytes": 134217728, "segment_ms": 86400000, "retention_bytes": -1 }`)
 	zero := Policy{EvaluationInterval: time.Hour, MinSegments: 1, MaxSegments: 1, MaxDAGDepth: 1, EntryBucketBudget: 1}
 	got, err := Resolve(zero, doc)
 	if err != nil {
@@ -106,5 +107,30 @@ func TestAPIRoundTrip(t *testing.T) {
 	got, err := Resolve(Default, back)
 	if err != nil || got != p {
 		t.Errorf("round trip through %s: %+v, %v", b, got, err)
+	}
+}
+
+// TestSegmentMsUnderRetention: a file must roll before its records
+// expire: segment_ms at or above the resolved retention is refused, naming
+// both; with retention forever any segment_ms goes.
+func TestSegmentMsUnderRetention(t *testing.T) {
+	_, err := Resolve(Default, policies(t, `{"retention": "1h"}`), policies(t, `{"segment_ms": 7200000}`))
+	if e := api.AsError(err); e == nil || e.Code != api.CodeInvalidPolicy || !strings.Contains(e.Message, "segment_ms") || !strings.Contains(e.Message, "retention") {
+		t.Fatalf("segment_ms over retention: %v", err)
+	}
+	if _, err := Resolve(Default, policies(t, `{"retention": "-1s", "segment_ms": 7200000}`)); err != nil {
+		t.Fatalf("retention forever: %v", err)
+	}
+	if _, err := Resolve(Default, policies(t, `{"retention": "1h", "segment_ms": -1}`)); err != nil {
+		t.Fatalf("no roll by age: %v", err)
+	}
+	for _, bad := range []string{`{"segment_bytes": 100}`, `{"segment_ms": 0}`, `{"retention_bytes": -2}`} {
+		var p api.Policies
+		if err := json.Unmarshal([]byte(bad), &p); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(); err == nil {
+			t.Fatalf("%s validated", bad)
+		}
 	}
 }

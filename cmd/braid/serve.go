@@ -34,6 +34,7 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.ClusterName, "cluster-name", cluster.DefaultClusterName, "the NATS cluster's name")
 	routes := fs.String("routes", "", "the other nodes' cluster listeners, comma-separated (nats://host:port,...)")
 	fs.IntVar(&cfg.MetaReplicas, "meta-replicas", 0, "replicas of the metadata store (0: 3 when the cluster has three or more servers, else 1)")
+	fs.DurationVar(&cfg.StorageTick, "storage-tick", cluster.DefaultStorageTick, "how often the storage worker rolls the open bucket logs by segment_ms and removes their files past retention or retention_bytes (negative: never)")
 	fs.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", cluster.DefaultRebalanceInterval, "how often the entry node compares the nodes' active segments and moves topics from the most to the least loaded (negative: never)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")

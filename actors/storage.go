@@ -1,0 +1,213 @@
+package actors
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/scaling"
+	"github.com/braidmq/braid/wal"
+)
+
+// The storage worker: one actor per node (not a goroutine per log) that,
+// every Config.StorageTick, visits every open bucket log and applies its
+// topic's storage policies:
+//
+//   - roll: the log's open file rolls past segment_bytes as it is written
+//     (the worker sets the size on the log when the policy changes), and
+//     the worker rolls it once it is older than segment_ms. The age is
+//     checked at each tick, so a burst inside one tick makes one file
+//     bigger than segment_bytes only by what the frame crossing it holds,
+//     and a file lives up to segment_ms plus a tick;
+//   - retention by time: closed files whose newest record is older than
+//     retention (when positive) are removed from the head of the log;
+//   - retention by bytes: while a topic's logs hold more than
+//     retention_bytes, the oldest closed file among them is removed.
+//
+// It never removes the open file and rewrites nothing: a removal takes the
+// log's write lock for the unlinks only. Readers and consumers see the
+// log's first offset move on, as after any retention (OFFSET_GONE for a
+// read below it; subscriptions skip what is gone). Logs that are not open
+// (the topic idle) are visited when they are opened again.
+
+// storageTick asks the worker to visit the logs.
+type storageTick struct{}
+
+type storageWorker struct {
+	m    *Manager
+	tick time.Duration
+	// segmentBytes remembers the size set on each log (SetSegmentBytes).
+	segmentBytes map[*wal.Log]int64
+}
+
+// startStorageWorker spawns the node's storage worker (not without a tick).
+func (m *Manager) startStorageWorker() error {
+	if m.cfg.StorageTick <= 0 || m.system == nil {
+		return nil
+	}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &storageWorker{m: m, tick: m.cfg.StorageTick, segmentBytes: map[*wal.Log]int64{}}
+	})
+	pid, err := m.system.Root.SpawnNamed(props, "braid-storage")
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.storagePID = pid
+	m.mu.Unlock()
+	return nil
+}
+
+func (w *storageWorker) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		w.schedule(ctx)
+	case storageTick:
+		w.run(time.Now())
+		w.schedule(ctx)
+	}
+}
+
+// schedule sends the next tick a tick after this one ends: ticks never
+// overlap.
+func (w *storageWorker) schedule(ctx actor.Context) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(w.tick, func() { root.Send(self, storageTick{}) })
+}
+
+// storageLog is an open log of a topic, as the worker visits it.
+type storageLog struct {
+	key UnitKey
+	log *wal.Log
+}
+
+// run visits every open log once.
+func (w *storageWorker) run(now time.Time) {
+	begin := time.Now()
+	byTopic := map[routing.TopicName][]storageLog{}
+	for key, l := range w.m.store.openLogs() {
+		byTopic[key.Topic] = append(byTopic[key.Topic], storageLog{key: key, log: l})
+	}
+	seen := map[*wal.Log]bool{}
+	for name, logs := range byTopic {
+		p := w.m.storagePolicy(name)
+		for _, sl := range logs {
+			seen[sl.log] = true
+			w.visit(sl, p, now)
+		}
+		w.trimBytes(name, logs, p)
+	}
+	for l := range w.segmentBytes {
+		if !seen[l] {
+			delete(w.segmentBytes, l) // closed since
+		}
+	}
+	w.m.m.storageTickSeconds.Observe(time.Since(begin).Seconds())
+}
+
+// visit rolls and trims one log by time.
+func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time) {
+	l, m := sl.log, w.m
+	if set, ok := w.segmentBytes[l]; !ok || set != p.SegmentBytes {
+		l.SetSegmentBytes(int(p.SegmentBytes))
+		w.segmentBytes[l] = p.SegmentBytes
+	}
+	if p.SegmentMs > 0 && now.Sub(l.TailStarted()) >= time.Duration(p.SegmentMs)*time.Millisecond {
+		rolled, err := l.Roll()
+		switch {
+		case err != nil:
+			m.m.storageErrors.Inc()
+			m.log.Error("storage worker: rolling a log by age failed", "unit", sl.key.String(), "err", err)
+		case rolled:
+			m.m.storageRolled.Inc()
+		}
+	}
+	if p.Retention <= 0 {
+		// Forever; or 0, which removes sealed segments once drained
+		// (the scaler's rule) and leaves live logs to retention_bytes.
+		return
+	}
+	files, err := l.ClosedFiles()
+	if err != nil {
+		m.m.storageErrors.Inc()
+		m.log.Error("storage worker: listing a log's files failed", "unit", sl.key.String(), "err", err)
+		return
+	}
+	cutoff := now.Add(-p.Retention).UnixMilli()
+	k, bytes := 0, int64(0)
+	for k < len(files) && files[k].Newest < cutoff {
+		bytes += files[k].Bytes
+		k++
+	}
+	if k > 0 {
+		w.drop(sl, files[k-1].Next, k, bytes, "retention")
+	}
+}
+
+// trimBytes removes the oldest closed files of a topic's logs while they
+// hold more than retention_bytes, and records what they hold.
+func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p scaling.Policy) {
+	var total int64
+	for _, sl := range logs {
+		total += sl.log.SizeBytes()
+	}
+	if p.RetentionBytes >= 0 && total > p.RetentionBytes {
+		type head struct {
+			sl    storageLog
+			files []wal.FileInfo
+		}
+		var heads []*head
+		for _, sl := range logs {
+			if files, err := sl.log.ClosedFiles(); err == nil && len(files) > 0 {
+				heads = append(heads, &head{sl: sl, files: files})
+			}
+		}
+		for total > p.RetentionBytes && len(heads) > 0 {
+			// The log whose oldest closed file is the oldest of all.
+			i := 0
+			for j := range heads {
+				if cmp.Less(heads[j].files[0].Newest, heads[i].files[0].Newest) {
+					i = j
+				}
+			}
+			h := heads[i]
+			f := h.files[0]
+			if !w.drop(h.sl, f.Next, 1, f.Bytes, "retention_bytes") {
+				break
+			}
+			total -= f.Bytes
+			h.files = h.files[1:]
+			if len(h.files) == 0 {
+				heads = slices.Delete(heads, i, i+1)
+			}
+		}
+	}
+	w.m.m.topicDiskBytes.WithLabelValues(name.String()).Set(float64(total))
+}
+
+// drop removes the closed files of a log below before (files of them,
+// bytes in all), for why; it reports whether it did.
+func (w *storageWorker) drop(sl storageLog, before uint64, files int, bytes int64, why string) bool {
+	m := w.m
+	if err := sl.log.DropFilesBefore(before); err != nil {
+		m.m.storageErrors.Inc()
+		m.log.Error("storage worker: removing a log's expired files failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
+		return false
+	}
+	m.m.storageRemovedFiles.Add(float64(files))
+	m.m.storageRemovedBytes.Add(float64(bytes))
+	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", files, "bytes", bytes, "why", why, "first_offset", before)
+	return true
+}
+
+// storagePolicy is the resolved policy of topic name for its storage: the
+// topic's when it is active here, else the broker default (the logs of
+// segments this node holds for other nodes' topics).
+func (m *Manager) storagePolicy(name routing.TopicName) scaling.Policy {
+	if t, ok := m.Active(name.String()); ok {
+		return t.Policy()
+	}
+	return m.cfg.Defaults.Scaling
+}
