@@ -60,12 +60,14 @@ var _ = Describe("A cluster of three nodes", func() {
 				f()
 			}()
 		}
+		for _, nc := range conns {
+			describe(nc, uri) // every node forwards to the home by now
+		}
 		run(func() { produceGoKeys(conns[0], uri, "a", 0, per, keys) })
 		run(func() { producePlainKeys(conns[1], uri, "b", per, 2*per, keys) })
 		run(func() { produceGoKeys(conns[2], uri, "c", 2*per, 3*per, keys) })
 		run(func() { producePlainKeys(conns[0], uri, "d", 3*per, 4*per, keys) })
-		d, err := client.NewAdmin(conns[1]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[1], uri)
 		for _, s := range d.Segments {
 			if s.State == "active" && s.Range[0] != "0x0000000000000000" {
 				_, err = client.NewAdmin(conns[1]).Split(ctx, uri, s.ID, nil)
@@ -76,8 +78,7 @@ var _ = Describe("A cluster of three nodes", func() {
 		for range 4 {
 			<-done
 		}
-		d, err = client.NewAdmin(conns[0]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d = describe(conns[0], uri)
 		owners := map[string]int{}
 		for _, s := range d.Segments {
 			if s.State != "active" {

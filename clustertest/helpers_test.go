@@ -87,8 +87,15 @@ func produceGo(nc *nats.Conn, uri string, from, to, keys int) {
 // produceGoKeys is produceGo with keys prefix0, prefix1, ...
 func produceGoKeys(nc *nats.Conn, uri, prefix string, from, to, keys int) {
 	GinkgoHelper()
-	p, err := client.NewProducer(nc, uri)
-	Expect(err).NotTo(HaveOccurred())
+	// The producer's first request reads the layout: right after a
+	// cluster forms, a forward may find no interest for the owner yet on
+	// the entry node's server and go unanswered; it is asked again.
+	var p *client.Producer
+	Eventually(func() error {
+		var err error
+		p, err = client.NewProducer(nc, uri)
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for seq := from; seq < to; seq++ {
@@ -252,6 +259,7 @@ func topicOffEntry(ctx context.Context, nc *nats.Conn, prefix string, segments i
 		d, err := client.NewAdmin(nc).CreateTopic(ctx, uri, segments)
 		Expect(err).NotTo(HaveOccurred())
 		if owner := d.Segments[0].Owner; owner != r.Entry {
+			describe(nc, uri) // the entry node forwards to the owner by now
 			return uri, int(owner[1] - '1')
 		}
 	}
@@ -277,4 +285,20 @@ func waitAllLive(nc *nats.Conn) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(liveNodes(r)).To(HaveLen(3))
 	}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+// describe reads a topic's layout through nc, asking again while the
+// request goes unanswered or UNAVAILABLE (a forward racing the cluster's
+// interest, a metadata election).
+func describe(nc *nats.Conn, uri string) api.TopicDescription {
+	GinkgoHelper()
+	var d api.TopicDescription
+	Eventually(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		d, err = client.NewAdmin(nc).DescribeTopic(ctx, uri)
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return d
 }

@@ -50,8 +50,7 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 			}
 		}
 		Expect(first).To(BeFalse(), "no key of the child's range was written")
-		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[other], uri)
 		for _, s := range d.Segments {
 			switch {
 			case s.ID == child.ID:
@@ -121,8 +120,7 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 		Expect(reply.Segments).To(BeNumerically(">=", 1))
 		<-done
 		<-done
-		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[other], uri)
 		for _, s := range d.Segments {
 			switch {
 			case s.ID == child.ID:
@@ -152,8 +150,7 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 		nodes[stopped].signal(syscall.SIGCONT)
 		waitAllLive(conns[other])
 		producePlainRetrying(conns[stopped], uri, 400, 500, 8)
-		d, err := client.NewAdmin(conns[stopped]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[stopped], uri)
 		for _, s := range d.Segments {
 			if s.State == "active" {
 				Expect(s.Owner).NotTo(Equal(nodes[stopped].id), "active segment %d", s.ID)
@@ -187,6 +184,9 @@ func splitOffHome(ctx context.Context, conns []*nats.Conn, prefix string) (strin
 		}
 	}
 	Expect(uri).NotTo(BeEmpty())
+	for _, nc := range conns {
+		describe(nc, uri) // every node forwards to the home by now
+	}
 	d, err := client.NewAdmin(conns[0]).Split(ctx, uri, 0, nil)
 	Expect(err).NotTo(HaveOccurred())
 	var child api.SegmentInfo
