@@ -122,8 +122,7 @@ var _ = Describe("A cluster of three nodes", func() {
 		// requests carry parts of topics of several owners.
 		producers := make([]*client.Producer, topics)
 		for i, uri := range uris {
-			p, err := client.NewProducer(conns[0], uri)
-			Expect(err).NotTo(HaveOccurred())
+			p := newProducer(conns[0], uri)
 			producers[i] = p
 		}
 		for seq := range per {
@@ -146,8 +145,7 @@ var _ = Describe("A cluster of three nodes", func() {
 		for _, uri := range uris {
 			var seen []api.SegmentInfo
 			for _, nc := range conns {
-				d, err := client.NewAdmin(nc).DescribeTopic(ctx, uri)
-				Expect(err).NotTo(HaveOccurred())
+				d := describe(nc, uri)
 				for _, s := range d.Segments {
 					if s.State == "active" {
 						Expect(s.Owner).To(BeElementOf("n1", "n2", "n3"), "%s segment %d", uri, s.ID)
@@ -179,8 +177,7 @@ var _ = Describe("A cluster of three nodes", func() {
 		}
 		Expect(uri).NotTo(BeEmpty())
 		via := (entry + 1) % 3
-		p, err := client.NewProducer(conns[via], uri)
-		Expect(err).NotTo(HaveOccurred())
+		p := newProducer(conns[via], uri)
 		// The entry node stops: nothing reaches it, and no other node
 		// takes its role for a lease; the producer's batches go straight
 		// to the owner all the same.

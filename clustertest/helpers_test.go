@@ -90,12 +90,7 @@ func produceGoKeys(nc *nats.Conn, uri, prefix string, from, to, keys int) {
 	// The producer's first request reads the layout: right after a
 	// cluster forms, a forward may find no interest for the owner yet on
 	// the entry node's server and go unanswered; it is asked again.
-	var p *client.Producer
-	Eventually(func() error {
-		var err error
-		p, err = client.NewProducer(nc, uri)
-		return err
-	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	p := newProducer(nc, uri)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for seq := from; seq < to; seq++ {
@@ -301,4 +296,17 @@ func describe(nc *nats.Conn, uri string) api.TopicDescription {
 		return err
 	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	return d
+}
+
+// newProducer makes a Go producer of uri over nc, asking again while its
+// first read of the layout goes unanswered (see describe).
+func newProducer(nc *nats.Conn, uri string, opts ...client.ProducerOption) *client.Producer {
+	GinkgoHelper()
+	var p *client.Producer
+	Eventually(func() error {
+		var err error
+		p, err = client.NewProducer(nc, uri, opts...)
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return p
 }

@@ -61,8 +61,7 @@ var _ = Describe("Key ranges moving between nodes", func() {
 		producePlainRetrying(conns[other], lostURI, 500, 501, 8)
 		fmt.Fprintf(GinkgoWriter, "kill to first acknowledged write of the lost node's ranges: %s\n", time.Since(killed))
 		producePlainRetrying(conns[other], lostURI, 501, 600, 8)
-		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, lostURI)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[other], lostURI)
 		sealedThere, activeElsewhere := 0, 0
 		for _, s := range d.Segments {
 			switch {
@@ -129,8 +128,7 @@ var _ = Describe("Key ranges moving between nodes", func() {
 		nodes[victim].kill()
 		waitNodeGone(conns[other], nodes[victim].id)
 		producePlainRetrying(conns[other], uri, 300, 400, 8)
-		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[other], uri)
 		// Before the split: one root, sealed on the killed node, one
 		// successor. After: the root and its two children sealed there
 		// and two successors. Nothing in between.
@@ -169,8 +167,7 @@ var _ = Describe("Key ranges moving between nodes", func() {
 
 		// A Go producer keeps sending while the node is drained.
 		const total = 3000
-		p, err := client.NewProducer(conns[other], uri)
-		Expect(err).NotTo(HaveOccurred())
+		p := newProducer(conns[other], uri)
 		var acked sync.WaitGroup
 		var errs []error
 		var errMu sync.Mutex
@@ -211,8 +208,7 @@ var _ = Describe("Key ranges moving between nodes", func() {
 		Expect(errs).To(BeEmpty(), "errors seen by the producer")
 		errMu.Unlock()
 
-		d, err := client.NewAdmin(conns[other]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[other], uri)
 		for _, s := range d.Segments {
 			if s.State == "active" {
 				Expect(s.Owner).NotTo(Equal(nodes[drained].id))
@@ -297,8 +293,7 @@ var _ = Describe("Key ranges moving between nodes", func() {
 		// requests reach the new owner, and everything acknowledged is
 		// read once, in key order, the sealed segment first.
 		producePlainRetrying(conns[stopped], uri, 400, 500, 8)
-		d, err := client.NewAdmin(conns[stopped]).DescribeTopic(ctx, uri)
-		Expect(err).NotTo(HaveOccurred())
+		d := describe(conns[stopped], uri)
 		for _, s := range d.Segments {
 			if s.State == "active" {
 				Expect(s.Owner).NotTo(Equal(nodes[stopped].id))

@@ -90,8 +90,7 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 		go func() {
 			defer GinkgoRecover()
 			defer func() { done <- struct{}{} }()
-			p, err := client.NewProducer(conns[other], uri)
-			Expect(err).NotTo(HaveOccurred())
+			p := newProducer(conns[other], uri)
 			for seq := 200; seq < 3000; seq++ {
 				if seq == 400 {
 					close(started)
