@@ -1,0 +1,269 @@
+// Command storage measures the storage lifecycle: the cost of the storage
+// worker to produce throughput (two `braid serve` processes side by side,
+// one whose worker rolls and trims every -tick, one with no worker,
+// alternating rounds), and what a topic with a retention of seconds holds
+// on disk while a producer writes steadily (it should stay flat).
+//
+//	go run ./benchmarks/storage -messages 100000 -rounds 5 -steady 60s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
+)
+
+func main() {
+	messages := flag.Int("messages", 100_000, "messages per produce run")
+	rounds := flag.Int("rounds", 5, "alternating rounds")
+	conc := flag.Int("concurrency", 256, "produce requests in flight")
+	size := flag.Int("size", 100, "payload bytes")
+	tick := flag.Duration("tick", 100*time.Millisecond, "the storage worker's tick on the node that runs one")
+	steady := flag.Duration("steady", 60*time.Second, "then produce steadily this long to a topic of retention -retention and sample its bytes on disk (0: skip)")
+	retention := flag.String("retention", "5s", "the steady topic's retention")
+	rate := flag.Int("rate", 5000, "messages a second of the steady producer")
+	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
+	flag.Parse()
+
+	dir, err := os.MkdirTemp("", "braid-storage-bench-")
+	check(err)
+	defer os.RemoveAll(dir)
+	if *bin == "" {
+		*bin = filepath.Join(dir, "braid")
+		out, err := exec.Command("go", "build", "-o", *bin, "github.com/braidmq/braid/cmd/braid").CombinedOutput()
+		if err != nil {
+			check(fmt.Errorf("go build ./cmd/braid: %v\n%s", err, out))
+		}
+	}
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; %d messages of %d B per run, %d in flight, %d rounds; worker tick %s\n",
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *conc, *rounds, *tick)
+	with := start(*bin, filepath.Join(dir, "with"), tick.String())
+	defer with.stop()
+	without := start(*bin, filepath.Join(dir, "without"), "-1s")
+	defer without.stop()
+
+	// The same policies on both: files roll every 200 ms and expire after
+	// 2 s (only the node with a worker acts on them).
+	policies := `{"retention":"2s","segment_ms":200,"segment_bytes":1048576}`
+	createTopic(with.nc, "topic://public/default/bench", policies)
+	createTopic(without.nc, "topic://public/default/bench", policies)
+	payload := make([]byte, *size)
+	var a, b, ratios []float64
+	for r := 1; r <= *rounds; r++ {
+		x := produce(with.nc, "topic://public/default/bench", *messages, *conc, payload)
+		y := produce(without.nc, "topic://public/default/bench", *messages, *conc, payload)
+		fmt.Printf("round %d: worker every %s %.0f msg/s, no worker %.0f msg/s (%.2fx)\n", r, *tick, x, y, x/y)
+		a, b, ratios = append(a, x), append(b, y), append(ratios, x/y)
+	}
+	fmt.Printf("\n| run | worker every %s msg/s | no worker msg/s | ratio [min, max] |\n|---|---|---|---|\n", *tick)
+	fmt.Printf("| produce, files rolling every 200 ms, retention 2 s | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n",
+		median(a), median(b), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	fmt.Printf("files removed by the worker: %s\n", metric(with, "braid_storage_files_removed_total"))
+
+	if *steady <= 0 {
+		return
+	}
+	uri := "topic://public/default/steady"
+	createTopic(with.nc, uri, fmt.Sprintf(`{"retention":%q,"segment_ms":1000}`, *retention))
+	topicDir := filepath.Join(with.dir, "topics", "public", "default", "steady")
+	var stop atomic.Bool
+	var sent atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		subject := subjectOf(uri)
+		every := time.Second / time.Duration(*rate)
+		next := time.Now()
+		for i := 0; !stop.Load(); i++ {
+			m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(i%64)}}, Data: payload}
+			if err := with.nc.PublishMsg(m); err != nil { // fire and forget: the rate, not the replies
+				check(err)
+			}
+			sent.Add(1)
+			next = next.Add(every)
+			if d := time.Until(next); d > 0 {
+				time.Sleep(d)
+			}
+		}
+	}()
+	fmt.Printf("\nsteady produce of %d msg/s of %d B to %s (retention %s, files of 1 s, worker every %s), bytes on disk:\n", *rate, *size, uri, *retention, *tick)
+	var samples []int64
+	for t0 := time.Now(); time.Since(t0) < *steady; {
+		time.Sleep(5 * time.Second)
+		n := dirBytes(topicDir)
+		samples = append(samples, n)
+		fmt.Printf("  t=%3.0fs sent %8d, on disk %8d bytes\n", time.Since(t0).Seconds(), sent.Load(), n)
+	}
+	stop.Store(true)
+	<-done
+	half := samples[len(samples)/2:]
+	fmt.Printf("second half: min %d, max %d bytes on disk (%.0f s of data at the rate is %d bytes)\n",
+		slices.Min(half), slices.Max(half), mustDuration(*retention).Seconds(), int64(*rate)*int64(*size+40)*int64(mustDuration(*retention).Seconds()))
+}
+
+type server struct {
+	cmd *exec.Cmd
+	nc  *nats.Conn
+	dir string
+	url string
+}
+
+func start(bin, dir, tick string) *server {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	addr := l.Addr().String()
+	l.Close()
+	metrics, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	maddr := metrics.Addr().String()
+	metrics.Close()
+	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--nats-listen", addr, "--metrics-listen", maddr, "--log-level", "warn", "--storage-tick", tick)
+	logf, err := os.Create(dir + ".log")
+	check(err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	check(cmd.Start())
+	s := &server{cmd: cmd, dir: dir, url: "http://" + maddr + "/metrics"}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		nc, err := nats.Connect("nats://" + addr)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err = client.NewAdmin(nc).ListNodes(ctx)
+			cancel()
+			if err == nil {
+				s.nc = nc
+				return s
+			}
+			nc.Close()
+		}
+		if time.Now().After(deadline) {
+			check(fmt.Errorf("braid serve in %s not ready in a minute", dir))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *server) stop() {
+	s.nc.Close()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Wait()
+}
+
+// metric returns the value of a metric line of the server's /metrics.
+func metric(s *server, name string) string {
+	out, err := exec.Command("curl", "-s", s.url).Output()
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimPrefix(line, name+" ")
+		}
+	}
+	return "?"
+}
+
+func createTopic(nc *nats.Conn, uri, policies string) {
+	var p api.Policies
+	check(json.Unmarshal([]byte(policies), &p))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := client.NewAdmin(nc).CreateTopic(ctx, uri, 1, client.WithTopicPolicies(&p))
+	check(err)
+}
+
+func subjectOf(uri string) string {
+	p := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
+	return api.TopicSubject(api.ProducePrefix, p[0], p[1], p[2])
+}
+
+// produce sends messages single-message requests, concurrency in flight,
+// and returns the rate of the acknowledged ones.
+func produce(nc *nats.Conn, uri string, messages, concurrency int, payload []byte) float64 {
+	subject := subjectOf(uri)
+	var next, failed atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= messages {
+					return
+				}
+				m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(i%1000)}}, Data: payload}
+				reply, err := nc.RequestMsg(m, 10*time.Second)
+				if err == nil && reply.Header.Get(micro.ErrorCodeHeader) != "" {
+					err = errors.New(reply.Header.Get(micro.ErrorHeader))
+				}
+				if err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		fmt.Printf("  %d produce requests failed, the first: %v\n", n, first.Load())
+	}
+	return float64(int64(messages)-failed.Load()) / time.Since(t0).Seconds()
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func mustDuration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	check(err)
+	return d
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storage benchmark:", err)
+		os.Exit(1)
+	}
+}
