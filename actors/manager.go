@@ -40,7 +40,7 @@ type Defaults struct {
 var DefaultDefaults = Defaults{
 	Durability:        wal.DurabilityAlways,
 	SyncInterval:      wal.DefaultSyncInterval,
-	SegmentBytes:      wal.DefaultSegmentBytes,
+	SegmentBytes:      int(scaling.Default.SegmentBytes),
 	MaxPayloadBytes:   1 << 20,
 	EntryBucketBudget: 4,
 	Scaling:           scaling.Default,

@@ -111,7 +111,7 @@ func (w *storageWorker) run(now time.Time) {
 func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time) {
 	l, m := sl.log, w.m
 	if set, ok := w.segmentBytes[l]; !ok || set != p.SegmentBytes {
-		l.SetSegmentBytes(int(p.SegmentBytes))
+		l.SetSegmentBytes(walSegmentBytes(p.SegmentBytes))
 		w.segmentBytes[l] = p.SegmentBytes
 	}
 	if p.SegmentMs > 0 && now.Sub(l.TailStarted()) >= time.Duration(p.SegmentMs)*time.Millisecond {

@@ -3,6 +3,11 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,4 +125,97 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestRollPolicyAdoptsASingleFileLogInPlace: a log made with no roll
+// policy (segment_bytes and segment_ms -1: one file that never rolls, the
+// legacy layout) that is given one rolls at its next use: its file stays
+// as it is — the same inode, not rewritten (this process writes a few KiB,
+// not the file's size) — and becomes its first closed file; new records
+// go to new files, and no offset changes.
+func TestRollPolicyAdoptsASingleFileLogInPlace(t *testing.T) {
+	m, topic := storageTopic(t, "topic://t/n/legacy", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s"}`)
+	for i := 0; i < 600; i++ {
+		if r := produceOne(t, topic, "k", string(make([]byte, 1024))); r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	l, err := topic.unitLog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := l.ClosedFiles(); len(files) != 0 {
+		t.Fatalf("a log with no roll policy rolled: %+v", files)
+	}
+	entries, err := os.ReadDir(l.Dir())
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("the log's files: %v, %v", entries, err)
+	}
+	path := filepath.Join(l.Dir(), entries[0].Name())
+	inode := func() uint64 {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sys().(*syscall.Stat_t).Ino
+	}
+	before := inode()
+	written := procWrittenBytes(t)
+	if _, err := m.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.uri,
+		Policies: &api.Policies{SegmentBytes: ptr(int64(64 << 10)), SegmentMs: ptr(int64(50))}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := produceOne(t, topic, "k", "after"); r.Code != 0 || r.Offset != 600 {
+		t.Fatalf("produce after the policy: %+v", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		files, _ := l.ClosedFiles()
+		if len(files) > 0 {
+			if files[0].First != 0 || files[0].Next < 600 {
+				t.Fatalf("the adopted file: %+v", files[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the legacy file was not rolled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := procWrittenBytes(t) - written; got > 256<<10 {
+		t.Fatalf("adopting a %d KiB file wrote %d KiB: it was copied", 600, got>>10)
+	}
+	if inode() != before {
+		t.Fatal("the adopted file is another file (a new inode)")
+	}
+	recs, err := topic.Read(0, 0, 0, 1, 0)
+	if err != nil || len(recs) != 1 || len(recs[0].Payload) != 1024 {
+		t.Fatalf("offset 0 after the adoption: %v, %v", recs, err)
+	}
+	if recs, err := topic.Read(0, 0, 600, 1, 0); err != nil || len(recs) != 1 || string(recs[0].Payload) != "after" {
+		t.Fatalf("offset 600 after the adoption: %v, %v", recs, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// procWrittenBytes is what this process has written with write calls
+// (wchar of /proc/self/io).
+func procWrittenBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no /proc/self/io: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no wchar in /proc/self/io")
+	return 0
 }
