@@ -132,8 +132,12 @@ func (r *crashRun) setUp(ctx context.Context) {
 		t.Fatal(err)
 	}
 	off := false
+	// The storage worker rolls the topic's logs every 50 ms (the server
+	// runs it every 20 ms), so that kills land in rolls too; retention
+	// forever keeps every acknowledged message for the checker.
+	rollMs, forever := int64(50), "-1s"
 	if _, err := r.admin.CreateTopic(ctx, topicURI, 2, client.WithTopicBuckets(4),
-		client.WithTopicPolicies(&api.Policies{AutoScale: &off})); err != nil {
+		client.WithTopicPolicies(&api.Policies{AutoScale: &off, SegmentMs: &rollMs, Retention: &forever})); err != nil {
 		t.Fatalf("create %s: %v", topicURI, err)
 	}
 

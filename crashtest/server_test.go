@@ -97,7 +97,7 @@ func (s *childServer) start() error {
 	s.runs++
 	fmt.Fprintf(s.log, "=== run %d at %s\n", s.runs, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(s.bin, "serve", "--data-dir", s.dataDir, "--nats-listen", s.addr,
-		"--metrics-listen", "off", "--log-level", "warn")
+		"--metrics-listen", "off", "--log-level", "warn", "--storage-tick", "20ms")
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
