@@ -560,3 +560,61 @@ func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStorageWorkerLeavesOtherNodesLogs: the storage worker of a node
+// that holds a segment of another node's topic leaves its log alone: the
+// topic's policies (here retention forever) are known at its home, and
+// the broker default's retention would remove records older than it.
+func TestStorageWorkerLeavesOtherNodesLogs(t *testing.T) {
+	home, other, _ := twoNodes(t, nil)
+	other.cfg.StorageTick = 10 * time.Millisecond
+	if err := other.startStorageWorker(); err != nil {
+		t.Fatal(err)
+	}
+	forever, small := "-1s", int64(4096)
+	const uri = "topic://t/n/kept"
+	if _, err := home.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1,
+		Policies: &api.Policies{Retention: &forever, SegmentBytes: &small}}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := home.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	high := topic.Layout().OwnedActive("n2")[0]
+	var key string
+	for i := 0; key == ""; i++ {
+		k := "k" + itoa(uint64(i))
+		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
+			key = k
+		}
+	}
+	old := time.Now().Add(-10 * 24 * time.Hour).UnixMilli() // past the broker default's 7 days
+	for i := 0; i < 40; i++ {
+		done := make(chan api.Result, 1)
+		topic.Produce([]api.Record{{Key: []byte(key), Payload: make([]byte, 1024), Time: old}}, func(r []api.Result) { done <- r[0] })
+		if r := <-done; r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	ticks := func() uint64 {
+		var m dto.Metric
+		if err := other.m.storageTickSeconds.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for start := ticks(); ticks() < start+5; {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker does not tick")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if first, next, err := topic.Bounds(high, 0); err != nil || first != 0 || next != 40 {
+		t.Fatalf("the held segment's log: [%d, %d), %v; want [0, 40)", first, next, err)
+	}
+}

@@ -30,7 +30,8 @@ import (
 // log's write lock for the unlinks only. Readers and consumers see the
 // log's first offset move on, as after any retention (OFFSET_GONE for a
 // read below it; subscriptions skip what is gone). Logs that are not open
-// (the topic idle) are visited when they are opened again.
+// (the topic idle) are visited when they are opened again; logs of topics
+// not active here (segments held for another node's topic) are not.
 
 // storageTick asks the worker to visit the logs.
 type storageTick struct{}
@@ -92,7 +93,10 @@ func (w *storageWorker) run(now time.Time) {
 	}
 	seen := map[*wal.Log]bool{}
 	for name, logs := range byTopic {
-		p := w.m.storagePolicy(name)
+		p, ok := w.m.storagePolicy(name)
+		if !ok {
+			continue
+		}
 		for _, sl := range logs {
 			seen[sl.log] = true
 			w.visit(sl, p, now)
@@ -202,12 +206,15 @@ func (w *storageWorker) drop(sl storageLog, before uint64, files int, bytes int6
 	return true
 }
 
-// storagePolicy is the resolved policy of topic name for its storage: the
-// topic's when it is active here, else the broker default (the logs of
-// segments this node holds for other nodes' topics).
-func (m *Manager) storagePolicy(name routing.TopicName) scaling.Policy {
+// storagePolicy is the resolved policy of topic name for its storage,
+// when the topic is active here. The logs of topics not active here (the
+// segments this node holds for other nodes' topics, logs opened to serve
+// another node's reads) are left as they are: their policies are known at
+// their home, and the broker default's retention could remove what a
+// topic keeps for longer.
+func (m *Manager) storagePolicy(name routing.TopicName) (scaling.Policy, bool) {
 	if t, ok := m.Active(name.String()); ok {
-		return t.Policy()
+		return t.Policy(), true
 	}
-	return m.cfg.Defaults.Scaling
+	return scaling.Policy{}, false
 }
