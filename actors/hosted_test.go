@@ -220,21 +220,8 @@ func TestHomeRelocatesTheSegmentsOfAGoneNode(t *testing.T) {
 		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
 	})
 	const uri = "topic://t/n/lost"
-	topic := createTestTopic(t, home, uri, 1, 1)
-	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
-		t.Fatal(err)
-	}
-	high := topic.Layout().OwnedActive("n2")
-	if len(high) != 1 {
-		t.Fatalf("n2 owns %v", high)
-	}
-	var key string
-	for i := 0; key == ""; i++ {
-		k := "k" + itoa(uint64(i))
-		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high[0]) {
-			key = k
-		}
-	}
+	topic, child, key := splitToN2(t, home, uri)
+	high := []topology.SegmentID{child}
 	if r := produceOne(t, topic, key, "before"); r.Code != 0 {
 		t.Fatal(r.Err())
 	}
@@ -277,18 +264,7 @@ func TestHostFencedWritesNothing(t *testing.T) {
 		return nil
 	}
 	const uri = "topic://t/n/fencedhost"
-	topic := createTestTopic(t, home, uri, 1, 1)
-	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
-		t.Fatal(err)
-	}
-	high := topic.Layout().OwnedActive("n2")[0]
-	var key string
-	for i := 0; key == ""; i++ {
-		k := "k" + itoa(uint64(i))
-		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
-			key = k
-		}
-	}
+	topic, high, key := splitToN2(t, home, uri)
 	fenced.Store(true)
 	if r := produceOne(t, topic, key, "x"); r.Code != api.CodeUnavailable.Number {
 		t.Fatalf("append to a fenced host: %+v", r)
@@ -457,18 +433,7 @@ func TestHomeAbandonsAppendsToAGoneNode(t *testing.T) {
 		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
 	})
 	const uri = "topic://t/n/hung"
-	topic := createTestTopic(t, home, uri, 1, 1)
-	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
-		t.Fatal(err)
-	}
-	high := topic.Layout().OwnedActive("n2")[0]
-	var key string
-	for i := 0; key == ""; i++ {
-		k := "k" + itoa(uint64(i))
-		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
-			key = k
-		}
-	}
+	topic, high, key := splitToN2(t, home, uri)
 	units.mu.Lock()
 	units.hang = map[string]bool{"n2": true}
 	units.mu.Unlock()
@@ -514,18 +479,7 @@ func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
 		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
 	})
 	const uri = "topic://t/n/back"
-	topic := createTestTopic(t, home, uri, 1, 1)
-	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
-		t.Fatal(err)
-	}
-	high := topic.Layout().OwnedActive("n2")[0]
-	var key string
-	for i := 0; key == ""; i++ {
-		k := "k" + itoa(uint64(i))
-		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
-			key = k
-		}
-	}
+	topic, high, key := splitToN2(t, home, uri)
 	placeOn.Store("not a node id!")
 	gone.Store(true)
 	// The move is tried and refused (its buckets refuse appends while it
@@ -581,17 +535,7 @@ func TestStorageWorkerLeavesOtherNodesLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
-		t.Fatal(err)
-	}
-	high := topic.Layout().OwnedActive("n2")[0]
-	var key string
-	for i := 0; key == ""; i++ {
-		k := "k" + itoa(uint64(i))
-		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(high) {
-			key = k
-		}
-	}
+	high, key := splitOffN2(t, home, topic)
 	old := time.Now().Add(-10 * 24 * time.Hour).UnixMilli() // past the broker default's 7 days
 	for i := 0; i < 40; i++ {
 		done := make(chan api.Result, 1)
@@ -616,5 +560,34 @@ func TestStorageWorkerLeavesOtherNodesLogs(t *testing.T) {
 	}
 	if first, next, err := topic.Bounds(high, 0); err != nil || first != 0 || next != 40 {
 		t.Fatalf("the held segment's log: [%d, %d), %v; want [0, 40)", first, next, err)
+	}
+}
+
+// splitToN2 creates topic uri of one segment and one bucket on home and
+// splits it: the high child goes to n2 (placement). It returns the topic,
+// the child and a key of the child's range.
+func splitToN2(t *testing.T, home *Manager, uri string) (*Topic, topology.SegmentID, string) {
+	t.Helper()
+	topic := createTestTopic(t, home, uri, 1, 1)
+	high, key := splitOffN2(t, home, topic)
+	return topic, high, key
+}
+
+// splitOffN2 splits segment 0 of topic and returns its child on n2 and a
+// key of that child's range.
+func splitOffN2(t *testing.T, home *Manager, topic *Topic) (topology.SegmentID, string) {
+	t.Helper()
+	if _, err := home.Change(context.Background(), topic.uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	owned := topic.Layout().OwnedActive("n2")
+	if len(owned) != 1 {
+		t.Fatalf("n2 owns %v after the split", owned)
+	}
+	for i := 0; ; i++ {
+		k := "k" + itoa(uint64(i))
+		if topic.state.Load().table.Lookup(routing.KeyHashString(k)).Segment == uint64(owned[0]) {
+			return owned[0], k
+		}
 	}
 }
