@@ -212,13 +212,7 @@ func itoa(v uint64) string {
 // and places successors anew; appends of their keys work again, on the
 // home.
 func TestHomeRelocatesTheSegmentsOfAGoneNode(t *testing.T) {
-	var gone atomic.Bool
-	var placeOn atomic.Value
-	placeOn.Store("n2")
-	home, _, units := twoNodes(t, func(c *Config) {
-		c.Evict = func(node string) (bool, bool) { g := node == "n2" && gone.Load(); return g, g }
-		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
-	})
+	home, units, gone, placeOn := evictingNodes(t)
 	const uri = "topic://t/n/lost"
 	topic, child, key := splitToN2(t, home, uri)
 	high := []topology.SegmentID{child}
@@ -425,13 +419,7 @@ func TestHostedLogsOfATopicDeletedMeanwhileGoAtStart(t *testing.T) {
 // UNAVAILABLE and the range moves at once (the transport would wait for
 // their answer for seconds; here it never answers).
 func TestHomeAbandonsAppendsToAGoneNode(t *testing.T) {
-	var gone atomic.Bool
-	var placeOn atomic.Value
-	placeOn.Store("n2")
-	home, _, units := twoNodes(t, func(c *Config) {
-		c.Evict = func(node string) (bool, bool) { g := node == "n2" && gone.Load(); return g, g }
-		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
-	})
+	home, units, gone, placeOn := evictingNodes(t)
 	const uri = "topic://t/n/hung"
 	topic, high, key := splitToN2(t, home, uri)
 	units.mu.Lock()
@@ -471,13 +459,7 @@ func TestHomeAbandonsAppendsToAGoneNode(t *testing.T) {
 // could not be moved (here the change is refused: no valid node to place
 // them on) is written to again, not refused for ever, once it is back.
 func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
-	var gone atomic.Bool
-	var placeOn atomic.Value
-	placeOn.Store("n2")
-	home, _, _ := twoNodes(t, func(c *Config) {
-		c.Evict = func(node string) (bool, bool) { g := node == "n2" && gone.Load(); return g, g }
-		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
-	})
+	home, _, gone, placeOn := evictingNodes(t)
 	const uri = "topic://t/n/back"
 	topic, high, key := splitToN2(t, home, uri)
 	placeOn.Store("not a node id!")
@@ -590,4 +572,17 @@ func splitOffN2(t *testing.T, home *Manager, topic *Topic) (topology.SegmentID, 
 			return owned[0], k
 		}
 	}
+}
+
+// evictingNodes is twoNodes where placement names the node placeOn holds
+// (at first n2), and n2 is gone (to be evicted) once gone is set.
+func evictingNodes(t *testing.T) (*Manager, *inProcUnits, *atomic.Bool, *atomic.Value) {
+	t.Helper()
+	gone, placeOn := new(atomic.Bool), new(atomic.Value)
+	placeOn.Store("n2")
+	home, _, units := twoNodes(t, func(c *Config) {
+		c.Evict = func(node string) (bool, bool) { g := node == "n2" && gone.Load(); return g, g }
+		c.PlaceSegment = func(string, topology.SegmentID) string { return placeOn.Load().(string) }
+	})
+	return home, units, gone, placeOn
 }
