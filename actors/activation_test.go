@@ -356,3 +356,41 @@ func TestTopicOfAStoppedControllerActivatesAgain(t *testing.T) {
 		t.Fatalf("produce through the old handle: %+v", r)
 	}
 }
+
+// TestAStoppedHandleSeesLaterLayouts: a handle kept across a forced stop
+// of its topic (a consumer group's, across a release after a lapsed lease
+// or a move) reads the layout as it is now, and its Changed wakes for
+// the changes made since: with the stopped snapshot, a group never saw the
+// segments made after the stop and waited for ever.
+func TestAStoppedHandleSeesLaterLayouts(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/kepthandle"
+	old := createTestTopic(t, m, uri, 1, 1)
+	changed := old.Changed()
+	if !m.stopTopic(old, 0, true) {
+		t.Fatal("the topic did not stop")
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the stop did not close the old snapshot's Changed")
+	}
+	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(old.Layout().Active()); got != 2 {
+		t.Fatalf("the old handle sees %d active segments, want the 2 made after the stop", got)
+	}
+	next := old.Changed()
+	if _, err := m.Change(context.Background(), uri, "merge", func(l topology.Layout) (topology.Layout, error) {
+		a := l.Active()
+		return l.Merge(a[0].ID, a[1].ID)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-next:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old handle's Changed did not wake at a later change")
+	}
+}

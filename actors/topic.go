@@ -134,14 +134,30 @@ func (t *Topic) Name() routing.TopicName { return t.name }
 func (t *Topic) Topic() string { return t.uri }
 
 // Layout is the current layout.
-func (t *Topic) Layout() topology.Layout { return t.state.Load().layout }
+//
+// A handle of a topic stopped since (passivated, released, moved: a
+// consumer group keeps its handle) reads the topic as it is now, so that
+// its holder sees the layout changes made after the stop.
+func (t *Topic) Layout() topology.Layout { return t.current().state.Load().layout }
+
+// current returns the live topic of t's name when t was stopped (looking
+// it up, activating it), or t; t itself when the topic cannot be had here
+// now (moved to another node, or the lookup failed).
+func (t *Topic) current() *Topic {
+	if st := t.state.Load(); st != nil && st.passivated {
+		if nt, err := t.again(); err == nil {
+			return nt
+		}
+	}
+	return t
+}
 
 // Deleted reports whether the topic was deleted (its handle is then dead:
 // a topic created again under the name is a new one).
 func (t *Topic) Deleted() bool { return t.state.Load().deleted }
 
 // Epoch is the current layout epoch.
-func (t *Topic) Epoch() uint64 { return t.state.Load().layout.Epoch }
+func (t *Topic) Epoch() uint64 { return t.Layout().Epoch }
 
 func (t *Topic) publish(st *topicState) {
 	old := t.state.Swap(st)
@@ -217,7 +233,18 @@ func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBy
 func (t *Topic) Appended() <-chan struct{} { return t.mgr.store.Appended(t.uri) }
 
 // Changed returns a channel closed at the next layout change.
-func (t *Topic) Changed() <-chan struct{} { return t.state.Load().changed }
+func (t *Topic) Changed() <-chan struct{} {
+	if st := t.state.Load(); st.passivated {
+		if nt := t.current(); nt != t {
+			return nt.Changed()
+		}
+		// Not to be had here now: wake the waiter, to look again.
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return t.state.Load().changed
+}
 
 // unitSegment returns the segment of a unit of the topic as it is now,
 // or why it has none.
