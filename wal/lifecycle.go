@@ -32,16 +32,23 @@ const Unlimited = -1
 // SetSegmentBytes changes the size past which the log rolls to a new file
 // (0: DefaultSegmentBytes; Unlimited: never), from its next write on.
 func (l *Log) SetSegmentBytes(n int) {
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
 	switch {
 	case n == Unlimited || n < 0:
-		l.opts.SegmentBytes = math.MaxInt
+		n = math.MaxInt
 	case n == 0:
-		l.opts.SegmentBytes = DefaultSegmentBytes
-	default:
-		l.opts.SegmentBytes = n
+		n = DefaultSegmentBytes
 	}
+	l.segmentBytes.Store(int64(n))
+}
+
+// rollBytes is the size past which the tail rolls: SetSegmentBytes's,
+// else Options.SegmentBytes (l.opts is not written after Open: readers
+// read it without the write lock).
+func (l *Log) rollBytes() int64 {
+	if n := l.segmentBytes.Load(); n > 0 {
+		return n
+	}
+	return int64(l.opts.SegmentBytes)
 }
 
 // TailStarted returns when the log's open file (its tail) was started, or

@@ -77,8 +77,10 @@ type Log struct {
 	// (unix ns; see TailStarted); newest caches the newest record time of
 	// closed files by first offset (ClosedFiles).
 	tailStarted atomic.Int64
-	newestMu    sync.Mutex
-	newest      map[uint64]int64
+	// segmentBytes is the roll size SetSegmentBytes set (0: Options').
+	segmentBytes atomic.Int64
+	newestMu     sync.Mutex
+	newest       map[uint64]int64
 	// slowSync, set by tests only, runs before each fsync pass that goes
 	// on without writeMu, as a slow disk would take time.
 	slowSync func()
@@ -357,7 +359,7 @@ func encodeLocked[S bodySource](l *Log, src S, first uint64) {
 func (l *Log) writeFramesLocked() error {
 	chunk := 0
 	for _, f := range l.plan {
-		if l.tail.size >= int64(l.opts.SegmentBytes) {
+		if l.tail.size >= l.rollBytes() {
 			if err := l.writeTailLocked(l.buf[chunk:f.start]); err != nil {
 				return err
 			}
