@@ -314,34 +314,23 @@ func markHosted(dir string) error {
 // servedRecordTTL ago, again when it does not say so) that this node owns
 // the segment of req, active.
 func (m *Manager) checkHosted(ctx context.Context, req UnitAppend) error {
-	for fresh := false; ; fresh = true {
-		if fresh {
-			m.servedMu.Lock()
-			delete(m.served, req.Topic.String())
-			m.servedMu.Unlock()
-		}
-		rec, err := m.servedRecord(ctx, req.Topic)
-		if err != nil {
-			return err
-		}
-		s, ok := rec.Layout.Segment(req.Segment)
-		switch {
-		case rec.Incarnation != req.Incarnation:
-			if fresh {
-				return api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again", req.Topic)
-			}
-		case !ok || s.State != topology.StateActive || s.Owner != m.cfg.NodeID:
-			if fresh {
-				return api.Errorf(api.CodeSegmentSealed, "segment %d of %s is not active on node %s (layout epoch %d)", req.Segment, req.Topic, m.cfg.NodeID, rec.Layout.Epoch)
-			}
-		case req.Bucket < 0 || req.Bucket >= s.Buckets:
-			return api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", req.Segment, req.Topic, s.Buckets, req.Bucket)
-		default:
-			m.store.SetIncarnation(req.Topic, rec.Incarnation)
-			m.noteServed(req.Topic.String())
-			return nil
-		}
+	mine := func(rec meta.TopicRecord, s topology.Segment, ok bool) bool {
+		return rec.Incarnation == req.Incarnation && ok && s.State == topology.StateActive && s.Owner == m.cfg.NodeID
 	}
+	rec, s, ok, err := m.servedRecordOf(ctx, req.Topic, req.Segment, mine)
+	switch {
+	case err != nil:
+		return err
+	case rec.Incarnation != req.Incarnation:
+		return api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again", req.Topic)
+	case !ok || s.State != topology.StateActive || s.Owner != m.cfg.NodeID:
+		return api.Errorf(api.CodeSegmentSealed, "segment %d of %s is not active on node %s (layout epoch %d)", req.Segment, req.Topic, m.cfg.NodeID, rec.Layout.Epoch)
+	case req.Bucket < 0 || req.Bucket >= s.Buckets:
+		return api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", req.Segment, req.Topic, s.Buckets, req.Bucket)
+	}
+	m.store.SetIncarnation(req.Topic, rec.Incarnation)
+	m.noteServed(req.Topic.String())
+	return nil
 }
 
 // forgetHosted drops what this node knows of the units it holds for other

@@ -136,12 +136,17 @@ func (c *controller) relocateFrom(ctx actor.Context, node string, gone bool) err
 	self := c.t.mgr.cfg.NodeID
 	owned := c.rec.Layout.OwnedActive(node)
 	st := c.t.state.Load()
-	if gone {
+	// abandon sends every bucket of owned an abandonMsg (with err: answer
+	// what was sent to node; nil: write to it again).
+	abandon := func(err error) {
 		for _, id := range owned {
 			for _, pid := range st.buckets[id] {
-				ctx.Send(pid, abandonMsg{err: api.Errorf(api.CodeUnavailable, "node %s, which holds segment %d of %s, is gone; resend", node, id, c.t.uri)})
+				ctx.Send(pid, abandonMsg{err: err})
 			}
 		}
+	}
+	if gone {
+		abandon(api.Errorf(api.CodeUnavailable, "node %s, which holds segments %v of %s, is gone; resend", node, owned, c.t.uri))
 	}
 	_, err := c.change(ctx, &changeReq{op: "relocate", reason: "node-lost", place: true,
 		apply: func(l topology.Layout) (topology.Layout, error) {
@@ -157,11 +162,7 @@ func (c *controller) relocateFrom(ctx actor.Context, node string, gone bool) err
 	if err != nil && gone {
 		// Not moved (the store did not take the change): the buckets write
 		// to the node again, which may be back by the next check.
-		for _, id := range owned {
-			for _, pid := range st.buckets[id] {
-				ctx.Send(pid, abandonMsg{})
-			}
-		}
+		abandon(nil)
 	}
 	return err
 }

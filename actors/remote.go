@@ -193,39 +193,48 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 }
 
 // servedSegment returns the record of a topic not active here and its
-// segment that req reads, which this node must own; a record that does
-// not say so is read again once (it is cached, and the segment may be
-// new).
+// segment that req reads, which this node must own.
 func (m *Manager) servedSegment(ctx context.Context, req UnitRead) (meta.TopicRecord, topology.Segment, error) {
 	uri := req.Topic.String()
-	for fresh := false; ; fresh = true {
-		if fresh {
-			m.servedMu.Lock()
-			delete(m.served, uri)
-			m.servedMu.Unlock()
-		}
-		rec, err := m.servedRecord(ctx, req.Topic)
-		if err != nil {
-			return rec, topology.Segment{}, err
-		}
-		s, ok := rec.Layout.Segment(req.Segment)
-		switch {
-		case rec.Incarnation != req.Incarnation:
-			if fresh {
-				return rec, s, api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again; read its layout again", uri)
-			}
-		case !ok || s.State == topology.StateDeleted:
-			if fresh {
-				return rec, s, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
-			}
-		case s.Owner != m.cfg.NodeID:
-			if fresh {
-				return rec, s, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %q, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
-			}
-		default:
-			return rec, s, nil
-		}
+	owned := func(rec meta.TopicRecord, s topology.Segment, ok bool) bool {
+		return rec.Incarnation == req.Incarnation && ok && s.State != topology.StateDeleted && s.Owner == m.cfg.NodeID
 	}
+	rec, s, ok, err := m.servedRecordOf(ctx, req.Topic, req.Segment, owned)
+	switch {
+	case err != nil:
+		return rec, s, err
+	case rec.Incarnation != req.Incarnation:
+		return rec, s, api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again; read its layout again", uri)
+	case !ok || s.State == topology.StateDeleted:
+		return rec, s, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
+	case s.Owner != m.cfg.NodeID:
+		return rec, s, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %q, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
+	}
+	return rec, s, nil
+}
+
+// servedRecordOf returns the record of a topic not active here (read at
+// most servedRecordTTL ago) and its segment seg, read again once from the
+// store when want says the cached one will not do (the segment may be
+// newer than the cache).
+func (m *Manager) servedRecordOf(ctx context.Context, name routing.TopicName, seg topology.SegmentID,
+	want func(rec meta.TopicRecord, s topology.Segment, ok bool) bool) (meta.TopicRecord, topology.Segment, bool, error) {
+	rec, err := m.servedRecord(ctx, name)
+	if err != nil {
+		return rec, topology.Segment{}, false, err
+	}
+	s, ok := rec.Layout.Segment(seg)
+	if want(rec, s, ok) {
+		return rec, s, ok, nil
+	}
+	m.servedMu.Lock()
+	delete(m.served, name.String())
+	m.servedMu.Unlock()
+	if rec, err = m.servedRecord(ctx, name); err != nil {
+		return rec, topology.Segment{}, false, err
+	}
+	s, ok = rec.Layout.Segment(seg)
+	return rec, s, ok, nil
 }
 
 // readLocal serves a UnitRead from a log.

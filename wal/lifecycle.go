@@ -78,9 +78,10 @@ func (l *Log) Roll() (bool, error) {
 }
 
 // ClosedFiles describes the log's files before its open one, oldest first.
-// The newest record time of a file is read once and remembered (a closed
-// file does not change); a file whose last record cannot be read (a hole)
-// gets its modification time.
+// A closed file does not change, so its size and the time of its newest
+// record are read once (a Stat, a read of its last record) and remembered;
+// a file whose last record cannot be read (a hole) gets its modification
+// time.
 func (l *Log) ClosedFiles() ([]FileInfo, error) {
 	l.mu.Lock()
 	files := l.view.files
@@ -91,43 +92,59 @@ func (l *Log) ClosedFiles() ([]FileInfo, error) {
 	}
 	out := make([]FileInfo, 0, len(files)-1)
 	for i := 0; i+1 < len(files); i++ {
-		fi := FileInfo{First: max(files[i], first), Next: files[i+1]}
-		st, err := l.fs.Stat(filepath.Join(l.dir, segmentName(files[i])))
+		c, ok, err := l.closedFile(files[i], files[i+1])
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed under us by a head truncation
-			}
 			return nil, err
 		}
-		fi.Bytes = st.Size()
-		fi.Newest = l.newestIn(files[i], fi.Next, st.ModTime())
-		out = append(out, fi)
+		if ok {
+			out = append(out, FileInfo{First: max(files[i], first), Next: files[i+1], Bytes: c.bytes, Newest: c.newest})
+		}
 	}
 	return out, nil
 }
 
-// newestIn returns the time of the newest record of the closed file that
-// starts at first and ends before next.
-func (l *Log) newestIn(first, next uint64, modified time.Time) int64 {
+// forgetClosed drops what ClosedFiles remembers.
+func (l *Log) forgetClosed() {
 	l.newestMu.Lock()
-	t, ok := l.newest[first]
+	l.newest = nil
+	l.newestMu.Unlock()
+}
+
+// closedInfo is what ClosedFiles remembers of a closed file.
+type closedInfo struct {
+	bytes, newest int64
+}
+
+// closedFile returns what is known of the closed file that starts at first
+// and ends before next, reading it the first time; ok is false when the
+// file was removed under us (by a head truncation).
+func (l *Log) closedFile(first, next uint64) (closedInfo, bool, error) {
+	l.newestMu.Lock()
+	c, ok := l.newest[first]
 	l.newestMu.Unlock()
 	if ok {
-		return t
+		return c, true, nil
 	}
-	t = modified.UnixMilli()
+	st, err := l.fs.Stat(filepath.Join(l.dir, segmentName(first)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, err
+	}
+	c = closedInfo{bytes: st.Size(), newest: st.ModTime().UnixMilli()}
 	if next > first {
 		if recs, err := l.ReadRange(next-1, 1, 0); err == nil && len(recs) == 1 {
-			t = recs[0].Timestamp
+			c.newest = recs[0].Timestamp
 		}
 	}
 	l.newestMu.Lock()
 	if l.newest == nil {
-		l.newest = map[uint64]int64{}
+		l.newest = map[uint64]closedInfo{}
 	}
-	l.newest[first] = t
+	l.newest[first] = c
 	l.newestMu.Unlock()
-	return t
+	return c, true, nil
 }
 
 // DropFilesBefore removes the closed files that hold only offsets below

@@ -40,11 +40,9 @@ func TestSetSegmentBytesRollsBySize(t *testing.T) {
 	l.SetSegmentBytes(Unlimited)
 	before := len(files)
 	appendN(t, l, 50, 1, 100)
-	if files, _ := l.ClosedFiles(); len(files) != before+1 {
-		// The frame that had crossed 500 bytes closed one more at most.
-		if len(files) > before+1 {
-			t.Fatalf("an unlimited segment size rolled: %d closed files, had %d", len(files), before)
-		}
+	// The frame that had crossed 500 bytes closes one more at most.
+	if files, _ := l.ClosedFiles(); len(files) > before+1 {
+		t.Fatalf("an unlimited segment size rolled: %d closed files, had %d", len(files), before)
 	}
 }
 

@@ -74,13 +74,13 @@ type Log struct {
 	// preallocated is tail.alloc - tail.size, for SizeBytes.
 	preallocated atomic.Int64
 	// tailStarted is when the tail file was started, or found at Open
-	// (unix ns; see TailStarted); newest caches the newest record time of
-	// closed files by first offset (ClosedFiles).
+	// (unix ns; see TailStarted); newest caches the size and newest record
+	// time of closed files by first offset (ClosedFiles).
 	tailStarted atomic.Int64
 	// segmentBytes is the roll size SetSegmentBytes set (0: Options').
 	segmentBytes atomic.Int64
 	newestMu     sync.Mutex
-	newest       map[uint64]int64
+	newest       map[uint64]closedInfo
 	// slowSync, set by tests only, runs before each fsync pass that goes
 	// on without writeMu, as a slow disk would take time.
 	slowSync func()

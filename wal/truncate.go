@@ -109,6 +109,9 @@ func (l *Log) TruncateTail(from uint64) error {
 	if from >= l.view.next {
 		return nil
 	}
+	// A closed file may become the tail again: what ClosedFiles remembers
+	// of it would be stale.
+	l.forgetClosed()
 	if from < l.view.first {
 		return fmt.Errorf("%w: truncate tail to %d below first offset %d in %s", ErrNotFound, from, l.view.first, l.dir)
 	}

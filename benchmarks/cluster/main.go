@@ -229,16 +229,7 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 		t0 := time.Now()
 		_ = nodes[victim].cmd.Process.Kill()
 		_ = nodes[victim].cmd.Wait()
-		for {
-			reply, err := nodes[via].nc.Request(subject, []byte("x"), 500*time.Millisecond)
-			if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
-				break
-			}
-			if time.Since(t0) > 2*time.Minute {
-				check(fmt.Errorf("kill %d: no write acknowledged 2 minutes after the kill", k))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitAcked(nodes[via].nc, &nats.Msg{Subject: subject, Data: []byte("x")}, t0, fmt.Sprintf("kill %d", k))
 		took = append(took, time.Since(t0))
 		fmt.Printf("kill %d of %s (%s): a write acknowledged again after %s\n", k, what, nodes[victim].id,
 			took[len(took)-1].Round(time.Millisecond))
@@ -247,6 +238,21 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 	slices.Sort(took)
 	fmt.Printf("loss of %s over %d kills: p50 %s, p99 (max) %s\n", what, len(took), took[len(took)/2].Round(time.Millisecond),
 		took[len(took)-1].Round(time.Millisecond))
+}
+
+// waitAcked sends m again and again (each request waiting 500 ms for its
+// reply) until one is acknowledged, for up to 2 minutes after since.
+func waitAcked(nc *nats.Conn, m *nats.Msg, since time.Time, what string) {
+	for {
+		reply, err := nc.RequestMsg(m, 500*time.Millisecond)
+		if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
+			return
+		}
+		if time.Since(since) > 2*time.Minute {
+			check(fmt.Errorf("%s: no write acknowledged 2 minutes after the kill", what))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // goOwnerLoss kills the owner of a topic a Go producer (default options)

@@ -131,16 +131,7 @@ func childLoss(nodes []*node, kills int) {
 		t0 := time.Now()
 		_ = nodes[victim].cmd.Process.Kill()
 		_ = nodes[victim].cmd.Wait()
-		for {
-			reply, err := nodes[via].nc.RequestMsg(m, 500*time.Millisecond)
-			if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
-				break
-			}
-			if time.Since(t0) > 2*time.Minute {
-				check(fmt.Errorf("kill %d: no write of the child's range acknowledged 2 minutes after the kill", k))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitAcked(nodes[via].nc, m, t0, fmt.Sprintf("kill %d of the child's node", k))
 		took = append(took, time.Since(t0))
 		fmt.Printf("kill %d of the node holding a split's child (%s; home %s): a write of its range acknowledged again after %s\n", k,
 			nodes[victim].id, nodes[home].id, took[len(took)-1].Round(time.Millisecond))

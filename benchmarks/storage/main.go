@@ -9,8 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -22,15 +20,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
 )
 
@@ -71,8 +68,8 @@ func main() {
 	payload := make([]byte, *size)
 	var a, b, ratios []float64
 	for r := 1; r <= *rounds; r++ {
-		x := produce(with.nc, "topic://public/default/bench", *messages, *conc, payload)
-		y := produce(without.nc, "topic://public/default/bench", *messages, *conc, payload)
+		x := produce(with.nc, "topic://public/default/bench", *messages, *conc, *size)
+		y := produce(without.nc, "topic://public/default/bench", *messages, *conc, *size)
 		fmt.Printf("round %d: worker every %s %.0f msg/s, no worker %.0f msg/s (%.2fx)\n", r, *tick, x, y, x/y)
 		a, b, ratios = append(a, x), append(b, y), append(ratios, x/y)
 	}
@@ -186,12 +183,9 @@ func metric(s *server, name string) string {
 }
 
 func createTopic(nc *nats.Conn, uri, policies string) {
-	var p api.Policies
-	check(json.Unmarshal([]byte(policies), &p))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := client.NewAdmin(nc).CreateTopic(ctx, uri, 1, client.WithTopicPolicies(&p))
-	check(err)
+	check(workload.CreateTopicWith(ctx, nc, uri, 1, 0, policies))
 }
 
 func subjectOf(uri string) string {
@@ -199,40 +193,17 @@ func subjectOf(uri string) string {
 	return api.TopicSubject(api.ProducePrefix, p[0], p[1], p[2])
 }
 
-// produce sends messages single-message requests, concurrency in flight,
-// and returns the rate of the acknowledged ones.
-func produce(nc *nats.Conn, uri string, messages, concurrency int, payload []byte) float64 {
-	subject := subjectOf(uri)
-	var next, failed atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for range concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= messages {
-					return
-				}
-				m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(i%1000)}}, Data: payload}
-				reply, err := nc.RequestMsg(m, 10*time.Second)
-				if err == nil && reply.Header.Get(micro.ErrorCodeHeader) != "" {
-					err = errors.New(reply.Header.Get(micro.ErrorHeader))
-				}
-				if err != nil {
-					failed.Add(1)
-					first.CompareAndSwap(nil, err.Error())
-				}
-			}
-		}()
+// produce sends messages plain single-message requests over 1,000 keys,
+// concurrency in flight (workload.PlainProduce), and returns the rate.
+func produce(nc *nats.Conn, uri string, messages, concurrency, size int) float64 {
+	p := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
+	spec := workload.Spec{Messages: messages, Size: size, Keys: 1000}
+	r, err := workload.PlainProduce(context.Background(), nc, workload.BraidTarget(p[0], p[1], p[2], spec), spec, concurrency, 10*time.Second)
+	check(err)
+	if r.Errors > 0 {
+		fmt.Printf("  %d produce requests failed\n", r.Errors)
 	}
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		fmt.Printf("  %d produce requests failed, the first: %v\n", n, first.Load())
-	}
-	return float64(int64(messages)-failed.Load()) / time.Since(t0).Seconds()
+	return r.Rate()
 }
 
 // dirBytes is the size of the files under dir.
