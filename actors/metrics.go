@@ -67,6 +67,7 @@ type metrics struct {
 	relocateFailures prometheus.Counter
 	// The storage worker's (storage.go).
 	storageRolled, storageRemovedFiles, storageRemovedBytes, storageErrors prometheus.Counter
+	storageHeadTrims                                                       prometheus.Counter
 	storageTickSeconds                                                     prometheus.Histogram
 	topicDiskBytes                                                         *prometheus.GaugeVec
 
@@ -146,6 +147,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_storage_files_removed_total", Help: "Closed files of bucket logs the storage worker removed (past retention, or over retention_bytes)."}),
 		storageRemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_storage_bytes_removed_total", Help: "Bytes of the files the storage worker removed."}),
+		storageHeadTrims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_storage_head_trims_total", Help: "Progressive trims of the head of an oversized oldest file (its expired or excess records given back in place; their bytes count in braid_storage_bytes_removed_total)."}),
 		storageErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_storage_errors_total", Help: "Rolls, listings and removals of the storage worker that failed (each logged at error level)."}),
 		storageTickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -201,7 +204,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
-			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageErrors, m.storageTickSeconds, m.topicDiskBytes,
+			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageHeadTrims, m.storageErrors, m.storageTickSeconds, m.topicDiskBytes,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

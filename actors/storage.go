@@ -24,7 +24,14 @@ import (
 //   - retention by time: closed files whose newest record is older than
 //     retention (when positive) are removed from the head of the log;
 //   - retention by bytes: while a topic's logs hold more than
-//     retention_bytes, the oldest closed file among them is removed.
+//     retention_bytes, the oldest closed file among them is removed;
+//   - progressive head trim: the oldest closed file of a log, when it is
+//     oversized (over segment_bytes: a legacy single file adopted, or one
+//     that grew before a tick rolled it), gives back its expired records
+//     (or, by bytes, the excess) in place a step at a time (wal.TrimHead:
+//     a record of its new start, then a hole punched in its head), rather
+//     than all at once when the whole file expires. A step is at least
+//     headTrimStep bytes, so that a file is not re-recorded every tick.
 //
 // It never removes the open file and rewrites nothing: a removal takes the
 // log's write lock for the unlinks only. Readers and consumers see the
@@ -145,9 +152,59 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time) {
 		bytes += files[k].Bytes
 		k++
 	}
-	if k > 0 {
-		w.drop(sl, files[k-1].Next, k, bytes, "retention")
+	if k > 0 && !w.drop(sl, files[k-1].Next, k, bytes, "retention") {
+		return
 	}
+	if k < len(files) && oversized(files[k], p) {
+		before, err := l.ExpiredBefore(cutoff)
+		if err != nil {
+			m.m.storageErrors.Inc()
+			m.log.Error("storage worker: finding a log's expired records failed", "unit", sl.key.String(), "err", err)
+			return
+		}
+		if before > files[k].First {
+			w.trimHead(sl, before, headTrimStep(p), "retention")
+		}
+	}
+}
+
+// oversized says whether a closed file is trimmed a part at a time.
+func oversized(f wal.FileInfo, p scaling.Policy) bool {
+	if p.SegmentBytes > 0 {
+		return f.Bytes > p.SegmentBytes
+	}
+	return f.Bytes > maxHeadTrimStep
+}
+
+// maxHeadTrimStep bounds headTrimStep.
+const maxHeadTrimStep = 16 << 20
+
+// headTrimStep is the least a progressive head trim gives back: an eighth
+// of segment_bytes, at least a file system block, at most 16 MiB.
+func headTrimStep(p scaling.Policy) int64 {
+	if p.SegmentBytes <= 0 {
+		return maxHeadTrimStep
+	}
+	return min(max(p.SegmentBytes/8, 4096), maxHeadTrimStep)
+}
+
+// trimHead trims the head of a log's oldest closed file to before (see
+// wal.TrimHead), when that gives back at least minBytes; it returns the
+// bytes given back.
+func (w *storageWorker) trimHead(sl storageLog, before uint64, minBytes int64, why string) int64 {
+	m := w.m
+	freed, err := sl.log.TrimHead(before, minBytes)
+	if err != nil {
+		m.m.storageErrors.Inc()
+		m.log.Error("storage worker: trimming the head of a log's oldest file failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
+		return 0
+	}
+	if freed > 0 {
+		m.m.storageHeadTrims.Inc()
+		m.m.storageRemovedBytes.Add(float64(freed))
+		m.log.Debug("storage worker: head trimmed", "unit", sl.key.String(), "bytes", freed, "why", why, "first_offset", sl.log.FirstOffset())
+	}
+	return freed
 }
 
 // trimBytes removes the oldest closed files of a topic's logs while they
@@ -178,6 +235,13 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 			}
 			h := heads[i]
 			f := h.files[0]
+			if oversized(f, p) && f.Bytes > total-p.RetentionBytes {
+				// Part of the file is enough: its head goes.
+				if before, err := h.sl.log.HeadOffsetPast(total - p.RetentionBytes); err == nil && before < f.Next {
+					total -= w.trimHead(h.sl, before, 0, "retention_bytes")
+					break
+				}
+			}
 			if !w.drop(h.sl, f.Next, 1, f.Bytes, "retention_bytes") {
 				break
 			}

@@ -221,3 +221,95 @@ func procWrittenBytes(t *testing.T) int64 {
 	t.Skip("no wchar in /proc/self/io")
 	return 0
 }
+
+// TestAdoptedFileIsTrimmedProgressively: a legacy single file given a
+// roll policy and a retention is rolled, then gives back its records in
+// place as they expire, a step at a time (the file stays, its first offset
+// moves on), before all of it has expired; in the end it goes.
+func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
+	m, topic := storageTopic(t, "topic://t/n/legacy-trim", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
+	// 400 records of 1 KiB over about 800 ms: their times spread.
+	for i := 0; i < 400; i++ {
+		if r := produceOne(t, topic, "k", string(make([]byte, 1024))); r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+		if i%20 == 19 {
+			time.Sleep(40 * time.Millisecond) // spreads the records' times: not a wait for anything
+		}
+	}
+	l, err := topic.unitLog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(l.Dir())
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("the log's files: %v, %v", entries, err)
+	}
+	path := filepath.Join(l.Dir(), entries[0].Name())
+	if _, err := m.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.uri,
+		Policies: &api.Policies{SegmentBytes: ptr(int64(64 << 10)), SegmentMs: ptr(int64(50)), Retention: ptr("600ms")}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := produceOne(t, topic, "k", "after"); r.Code != 0 || r.Offset != 400 {
+		t.Fatalf("produce after the policy: %+v", r)
+	}
+	partly := false // seen: the file still there, its head trimmed
+	deadline := time.Now().Add(10 * time.Second)
+	for l.FirstOffset() < 400 {
+		if first := l.FirstOffset(); first > 0 {
+			if _, err := os.Stat(path); err == nil {
+				partly = true
+				if _, err := topic.Read(0, 0, first-1, 1, 0); err == nil {
+					t.Fatalf("offset %d, below the trimmed head at %d, still reads", first-1, first)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first offset %d: the adopted file was not trimmed away", l.FirstOffset())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !partly || counterValue(t, m.m.storageHeadTrims) == 0 {
+		t.Fatalf("the adopted file went whole: trimmed in part seen %v, %v head trims", partly, counterValue(t, m.m.storageHeadTrims))
+	}
+	if l.NextOffset() != 401 {
+		t.Fatalf("next offset %d, want 401", l.NextOffset())
+	}
+}
+
+// TestAdoptedFileIsTrimmedToRetentionBytes: a legacy single file over
+// retention_bytes gives back its head in place down to about the bound,
+// rather than going whole.
+func TestAdoptedFileIsTrimmedToRetentionBytes(t *testing.T) {
+	m, topic := storageTopic(t, "topic://t/n/legacy-bytes", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
+	for i := 0; i < 400; i++ {
+		if r := produceOne(t, topic, "k", string(make([]byte, 1024))); r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	l, err := topic.unitLog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.uri,
+		Policies: &api.Policies{SegmentBytes: ptr(int64(64 << 10)), SegmentMs: ptr(int64(50)), RetentionBytes: ptr(int64(200 << 10))}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := produceOne(t, topic, "k", "after"); r.Code != 0 {
+		t.Fatalf("produce after the policy: %+v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.SizeBytes() > 200<<10+8<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes on disk, first offset %d, with retention_bytes 200 KiB", l.SizeBytes(), l.FirstOffset())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// About half of the file is left, in the same file.
+	if first := l.FirstOffset(); first < 150 || first > 260 {
+		t.Fatalf("first offset %d for 200 KiB kept of 400 KiB", first)
+	}
+	if files, err := l.ClosedFiles(); err != nil || len(files) == 0 || files[0].First != l.FirstOffset() || files[0].Next < 400 {
+		t.Fatalf("the adopted file: %+v, %v", files, err)
+	}
+}

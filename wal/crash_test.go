@@ -192,11 +192,17 @@ func crashWorkload() []step {
 // (the same when none did).
 func runWorkload(t *testing.T, mem *crashfs.Mem, opts wal.Options) (acked, attempted model, failed string) {
 	t.Helper()
+	return runSteps(t, opts, crashWorkload())
+}
+
+// runSteps is runWorkload of steps.
+func runSteps(t *testing.T, opts wal.Options, steps []step) (acked, attempted model, failed string) {
+	t.Helper()
 	l, err := wal.Open(crashDir, opts)
 	if err != nil {
 		return model{}, model{}, "open"
 	}
-	for _, s := range crashWorkload() {
+	for _, s := range steps {
 		next := s.apply(acked.clone())
 		if err := s.do(&l, opts); err != nil {
 			if !errors.Is(err, crashfs.ErrDied) {

@@ -20,6 +20,7 @@ const (
 	offsetNameLen = 20
 	startSuffix   = ".START"
 	endSuffix     = ".END"
+	headSuffix    = ".HEAD"
 	tempSuffix    = ".TEMP"
 )
 
@@ -29,6 +30,7 @@ const (
 	plainFile fileKind = iota
 	startFile
 	endFile
+	headFile // the record of a trimmed head (see TrimHead), not a data file
 )
 
 // segmentFile is one directory entry that is part of the log.
@@ -62,14 +64,17 @@ func parseSegmentName(name string) (segmentFile, bool) {
 		f.kind = startFile
 	case endSuffix:
 		f.kind = endFile
+	case headSuffix:
+		f.kind = headFile
 	default:
 		return segmentFile{}, false
 	}
 	return f, true
 }
 
-// listSegmentFiles returns the files of dir that are part of the log, in
-// name order: by first offset, a plain file before its ".END" and ".START".
+// listSegmentFiles returns the data files of dir that are part of the log,
+// in name order: by first offset, a plain file before its ".END" and
+// ".START".
 func listSegmentFiles(fsys FS, dir string) ([]segmentFile, error) {
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
@@ -80,7 +85,7 @@ func listSegmentFiles(fsys FS, dir string) ([]segmentFile, error) {
 		if e.IsDir() {
 			continue
 		}
-		if f, ok := parseSegmentName(e.Name()); ok {
+		if f, ok := parseSegmentName(e.Name()); ok && f.kind != headFile {
 			files = append(files, f)
 		}
 	}

@@ -104,7 +104,14 @@ const entryHeaderLen = binary.MaxVarintLen64 + batchHeaderLen
 // does at a frame of an unknown version. A file whose frames end before
 // limit has a hole at its end.
 func scanFrameIndex(r io.ReaderAt, size int64, first, limit uint64) frameIndex {
-	x := frameIndex{next: first}
+	return scanFrameIndexFrom(r, size, 0, first, limit)
+}
+
+// scanFrameIndexFrom is scanFrameIndex of a file whose first frame starts at
+// byte start (a file with a trimmed head, see TrimHead): the bytes before
+// it are not the log's.
+func scanFrameIndexFrom(r io.ReaderAt, size, start int64, first, limit uint64) frameIndex {
+	x := frameIndex{next: first, end: start}
 	var window []byte
 	var buf []byte // the file's bytes [bufPos, bufPos+len(buf))
 	var bufPos int64

@@ -125,14 +125,20 @@ func (l *Log) closedFile(first, next uint64) (closedInfo, bool, error) {
 	if ok {
 		return c, true, nil
 	}
-	st, err := l.fs.Stat(filepath.Join(l.dir, segmentName(first)))
+	l.mu.RLock()
+	name, trimmed := segmentName(first), int64(0)
+	if len(l.view.files) > 0 && l.view.files[0] == first && l.view.headPos > 0 {
+		name, trimmed = segmentName(l.view.headName), l.view.headPos
+	}
+	l.mu.RUnlock()
+	st, err := l.fs.Stat(filepath.Join(l.dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, false, nil
 	}
 	if err != nil {
 		return c, false, err
 	}
-	c = closedInfo{bytes: st.Size(), newest: st.ModTime().UnixMilli()}
+	c = closedInfo{bytes: st.Size() - trimmed, newest: st.ModTime().UnixMilli()}
 	if next > first {
 		if recs, err := l.ReadRange(next-1, 1, 0); err == nil && len(recs) == 1 {
 			c.newest = recs[0].Timestamp

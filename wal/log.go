@@ -81,6 +81,10 @@ type Log struct {
 	segmentBytes atomic.Int64
 	newestMu     sync.Mutex
 	newest       map[uint64]closedInfo
+	// trimMu serializes TrimHead with the truncations; taken before
+	// writeMu, it lets TrimHead write its record and punch its file
+	// without holding up appends.
+	trimMu sync.Mutex
 	// slowSync, set by tests only, runs before each fsync pass that goes
 	// on without writeMu, as a slow disk would take time.
 	slowSync func()
@@ -98,6 +102,11 @@ type view struct {
 	tail     frameIndex // the tail's frames that Read may serve
 	tailFile File       // the writer's descriptor of the tail
 	closed   bool
+	// headPos, when above 0, says the first file's head was trimmed (see
+	// TrimHead): it is the file named by headName, and its frames start
+	// at byte headPos with offset files[0].
+	headName uint64
+	headPos  int64
 }
 
 // tailFile is the file appends go to.
@@ -181,6 +190,10 @@ func open(dir string, opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
+	head, err := loadHead(fsys, dir, files)
+	if err != nil {
+		return nil, err
+	}
 	last := files[len(files)-1]
 	path := filepath.Join(dir, last.name)
 	report, index, err := repairTail(fsys, path, last.first)
@@ -216,7 +229,13 @@ func open(dir string, opts Options) (*Log, error) {
 	for _, f := range files {
 		l.files = append(l.files, f.first)
 	}
-	l.view = view{first: files[0].first, next: index.next, files: l.files, tail: index, tailFile: f}
+	if head.pos > 0 {
+		l.files[0] = head.first
+	}
+	l.view = view{first: l.files[0], next: index.next, files: l.files, tail: index, tailFile: f}
+	if head.pos > 0 {
+		l.view.headName, l.view.headPos = files[0].first, head.pos
+	}
 	l.tailStarted.Store(time.Now().UnixNano())
 	return l, nil
 }
@@ -748,5 +767,8 @@ func (l *Log) SizeBytes() int64 {
 			total += info.Size()
 		}
 	}
-	return max(total-l.preallocated.Load(), 0)
+	l.mu.RLock()
+	trimmed := l.view.headPos
+	l.mu.RUnlock()
+	return max(total-l.preallocated.Load()-trimmed, 0)
 }

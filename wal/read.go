@@ -179,13 +179,13 @@ func (l *Log) batchAtLocked(v *view, off uint64) (*batch, error) {
 	}
 	index, file := &v.tail, v.tailFile
 	if i < len(v.files)-1 {
-		o, err := l.olderFileLocked(v.files[i], v.files[i+1])
+		o, err := l.olderFileLocked(v, i)
 		if err != nil {
 			return nil, fmt.Errorf("braid/wal: reading offset %d: %w", off, err)
 		}
 		index, file = &o.index, o.file
 	}
-	name := func() string { return filepath.Join(l.dir, segmentName(v.files[i])) } // for errors
+	name := func() string { return filepath.Join(l.dir, v.fileName(i)) } // for errors
 	if h := index.holeAt(off); h != nil {
 		return nil, &HoleError{Hole: *h}
 	}
@@ -240,10 +240,10 @@ func (l *Log) batchAtLocked(v *view, off uint64) (*batch, error) {
 	return b, nil
 }
 
-// olderFileLocked returns the file before the tail that starts at offset
-// first (limit is where the next file starts), opening and indexing it if
-// it is not cached. The caller holds readMu.
-func (l *Log) olderFileLocked(first, limit uint64) (*olderFile, error) {
+// olderFileLocked returns files[i] of v, a file before the tail, opening
+// and indexing it if it is not cached. The caller holds readMu.
+func (l *Log) olderFileLocked(v *view, i int) (*olderFile, error) {
+	first, limit := v.files[i], v.files[i+1]
 	for i, o := range l.older {
 		if o.first == first {
 			copy(l.older[1:i+1], l.older[:i])
@@ -251,7 +251,7 @@ func (l *Log) olderFileLocked(first, limit uint64) (*olderFile, error) {
 			return o, nil
 		}
 	}
-	f, err := openLogFile(l.opts, filepath.Join(l.dir, segmentName(first)), os.O_RDONLY, os.O_RDONLY, 0)
+	f, err := openLogFile(l.opts, filepath.Join(l.dir, v.fileName(i)), os.O_RDONLY, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (l *Log) olderFileLocked(first, limit uint64) (*olderFile, error) {
 		f.Close()
 		return nil, err
 	}
-	o := &olderFile{first: first, file: f, index: scanFrameIndex(f, info.Size(), first, limit).withFile(f.Name())}
+	o := &olderFile{first: first, file: f, index: scanFrameIndexFrom(f, info.Size(), v.fileStart(i), first, limit).withFile(f.Name())}
 	l.addHolesLocked(o.index.holes)
 	if len(l.older) == olderFilesCached {
 		l.older[len(l.older)-1].file.Close()

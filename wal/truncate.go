@@ -21,22 +21,31 @@ import (
 // that a crash leaves either the old files or a ".START" file that Open
 // puts in their place.
 func (l *Log) TruncateHead(before uint64) error {
+	l.trimMu.Lock()
+	defer l.trimMu.Unlock()
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
+	return l.truncateHeadLocked(before, false)
+}
+
+// truncateHeadLocked is TruncateHead; with rewriteHead, it rewrites a first
+// file with a trimmed head (see TrimHead) even where before is its first
+// offset. The caller holds trimMu and writeMu.
+func (l *Log) truncateHeadLocked(before uint64, rewriteHead bool) error {
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
 	if err := l.commitWrittenLocked(); err != nil {
 		return err
 	}
-	if before <= l.view.first {
+	if before < l.view.first || before == l.view.first && !rewriteHead {
 		return nil
 	}
 	if before > l.view.next {
 		return fmt.Errorf("%w: truncate head to %d beyond next offset %d in %s", ErrNotFound, before, l.view.next, l.dir)
 	}
 	i := fileHolding(l.files, before)
-	rewrite := l.files[i] != before
+	rewrite := l.files[i] != before || i == 0 && rewriteHead && l.view.headPos > 0
 	keepFrom := i // the first file that stays as it is
 	var content []byte
 	if rewrite {
@@ -63,6 +72,10 @@ func (l *Log) TruncateHead(before uint64) error {
 			err = promote(l.fs, l.dir, segmentFile{name: segmentName(before) + startSuffix, first: before})
 		}
 	}
+	if err == nil && l.view.headPos > 0 {
+		// The trimmed file went (or was rewritten): its head record goes.
+		err = removeHeadRecord(l.fs, l.dir, l.view.headName)
+	}
 	if err != nil {
 		return l.failLocked(fmt.Errorf("truncate head to %d: %w", before, err))
 	}
@@ -81,6 +94,7 @@ func (l *Log) TruncateHead(before uint64) error {
 	l.mu.Lock()
 	l.view.first = before
 	l.view.files = files
+	l.view.headName, l.view.headPos = 0, 0
 	l.publishTailViewLocked()
 	l.mu.Unlock()
 	l.clipHolesLocked(before, math.MaxUint64)
@@ -98,6 +112,8 @@ func (l *Log) TruncateHead(before uint64) error {
 // crash leaves either the old files or an ".END" file that Open puts in
 // their place.
 func (l *Log) TruncateTail(from uint64) error {
+	l.trimMu.Lock()
+	defer l.trimMu.Unlock()
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -120,6 +136,12 @@ func (l *Log) TruncateTail(from uint64) error {
 		return err
 	}
 	i := fileHolding(l.files, from)
+	if i == 0 {
+		// The first file becomes the open one, which starts at byte 0.
+		if err := l.materializeHeadLocked(); err != nil {
+			return err
+		}
+	}
 	data, index, err := l.readFileLocked(i)
 	if err != nil {
 		return fmt.Errorf("braid/wal: truncate tail to %d: %w", from, err)
@@ -216,8 +238,8 @@ func fileHolding(files []uint64, off uint64) int {
 // segmentFilesLocked returns the plain files files[from:to].
 func (l *Log) segmentFilesLocked(from, to int) []segmentFile {
 	var out []segmentFile
-	for _, first := range l.files[from:to] {
-		out = append(out, segmentFile{name: segmentName(first), first: first})
+	for i := from; i < to; i++ {
+		out = append(out, segmentFile{name: l.view.fileName(i), first: l.files[i]})
 	}
 	return out
 }
@@ -232,11 +254,11 @@ func (l *Log) readFileLocked(i int) ([]byte, frameIndex, error) {
 		}
 		return data, l.tail.index(), nil
 	}
-	data, err := readWholeFile(l.fs, filepath.Join(l.dir, segmentName(l.files[i])))
+	data, err := readWholeFile(l.fs, filepath.Join(l.dir, l.view.fileName(i)))
 	if err != nil {
 		return nil, frameIndex{}, err
 	}
-	index := scanFrameIndex(bytes.NewReader(data), int64(len(data)), l.files[i], l.files[i+1])
+	index := scanFrameIndexFrom(bytes.NewReader(data), int64(len(data)), l.view.fileStart(i), l.files[i], l.files[i+1])
 	return data[:index.end], index, nil
 }
 

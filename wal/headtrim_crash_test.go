@@ -1,0 +1,96 @@
+package wal_test
+
+import (
+	"testing"
+
+	"github.com/braidmq/braid/wal"
+	"github.com/braidmq/braid/wal/crashfs"
+)
+
+// trimWorkload: a big first file, rolled, then its head trimmed twice (to
+// the start of an append's frame, which is where TrimHead lands), a reopen,
+// and the file dropped whole; appends between.
+func trimWorkload() []step {
+	n := 0
+	appendStep := func() step {
+		rec := crashRecord(n)
+		n++
+		return step{
+			name:  "append",
+			do:    func(l **wal.Log, _ wal.Options) error { _, err := (*l).Append(rec); return err },
+			apply: func(m model) model { m.recs = append(m.recs, rec); return m },
+		}
+	}
+	var steps []step
+	for range 12 {
+		steps = append(steps, appendStep())
+	}
+	steps = append(steps, step{
+		name:  "roll",
+		do:    func(l **wal.Log, _ wal.Options) error { _, err := (*l).Roll(); return err },
+		apply: func(m model) model { return m },
+	}, appendStep())
+	trim := func(at uint64) step {
+		return step{
+			name: "trim head",
+			do: func(l **wal.Log, _ wal.Options) error {
+				_, err := (*l).TrimHead(at, 0)
+				return err
+			},
+			apply: func(m model) model { m.first = at; return m },
+		}
+	}
+	reopen := step{
+		name: "close and open",
+		do: func(l **wal.Log, opts wal.Options) error {
+			if err := (*l).Close(); err != nil {
+				return err
+			}
+			var err error
+			*l, err = wal.Open(crashDir, opts)
+			return err
+		},
+		apply: func(m model) model { return m },
+	}
+	steps = append(steps, trim(4), appendStep(), trim(9), reopen, appendStep(), step{
+		name:  "drop the trimmed file",
+		do:    func(l **wal.Log, _ wal.Options) error { return (*l).DropFilesBefore(12) },
+		apply: func(m model) model { m.first = 12; return m },
+	}, reopen, appendStep())
+	return steps
+}
+
+// TestCrashAtEveryOperationOfAHeadTrim: a crash before any operation of
+// trimming a file's head, or dropping a trimmed file, leaves the log at
+// the old start or the new one, every record kept whole, and no hole.
+func TestCrashAtEveryOperationOfAHeadTrim(t *testing.T) {
+	opts := wal.Options{Durability: wal.DurabilityAlways, SegmentBytes: wal.Unlimited}
+	mem := crashfs.NewMem()
+	opts.FS = mem
+	acked, _, failed := runSteps(t, opts, trimWorkload())
+	if failed != "" {
+		t.Fatalf("the workload failed without a crash at %s", failed)
+	}
+	if acked.first != 12 {
+		t.Fatalf("the workload ends at first offset %d", acked.first)
+	}
+	total := mem.Ops()
+	checkRecovered(t, mem, opts, acked, acked)
+	steps := map[string]int{}
+	for k := range total {
+		mem := crashfs.NewMem()
+		opts.FS = mem
+		mem.DieAfter(k)
+		acked, attempted, failed := runSteps(t, opts, trimWorkload())
+		mem.Crash()
+		steps[failed]++
+		checkRecovered(t, mem, opts, acked, attempted)
+		if t.Failed() {
+			t.Fatalf("crash before operation %d of %d, in %q", k, total, failed)
+		}
+	}
+	t.Logf("%d crash points, by step: %v", total, steps)
+	if steps["trim head"] == 0 || steps["drop the trimmed file"] == 0 {
+		t.Fatalf("no crash inside a trim: %v", steps)
+	}
+}
