@@ -231,6 +231,7 @@ func (m *Manager) forgetSeries(uri string) {
 	m.m.appendedMsgs.DeleteLabelValues(uri)
 	m.m.appendedBytes.DeleteLabelValues(uri)
 	m.m.topicDiskBytes.DeleteLabelValues(uri)
+	m.m.topicTierBytes.DeleteLabelValues(uri)
 	for _, v := range []*prometheus.CounterVec{m.m.scalingOps, m.m.suppressed} {
 		v.DeletePartialMatch(prometheus.Labels{"topic": uri})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
+	"github.com/braidmq/braid/wal/tier"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -122,6 +123,9 @@ type Config struct {
 	// the open bucket logs by their topics' storage policies (storage.go);
 	// 0 or negative runs none.
 	StorageTick time.Duration
+	// Tier is the remote tier closed files are offloaded to (the offload
+	// policy); nil: none, offload does nothing.
+	Tier *tier.Tier
 	// AckFence, when set, is asked before appends made durable are
 	// acknowledged: an error answers them with it instead (the node's
 	// lease has run out, and another node may have sealed its segments).
@@ -185,6 +189,7 @@ func NewManager(cfg Config) *Manager {
 	}
 	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
 	m.store.syncMode, m.store.logger, m.store.holdReplies, m.store.ackFence = cfg.CommitSync, cfg.Logger, cfg.HoldReplies, cfg.AckFence
+	m.store.tier = cfg.Tier
 	m.store.files = wal.NewFileCache(m.cfg.MaxOpenFiles)
 	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
 	if m.system != nil {
@@ -591,7 +596,7 @@ func (m *Manager) deleteQuarantined(ctx context.Context, name routing.TopicName)
 	if err := m.meta.DeleteTopic(ctx, name); err != nil {
 		return metaError(err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := m.store.removeLogs(dir); err != nil {
 		return api.Errorf(api.CodeInternal, "remove the files of %s: %v", name, err)
 	}
 	m.mu.Lock()

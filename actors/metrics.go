@@ -66,10 +66,13 @@ type metrics struct {
 	// segments that failed (tried again a second later).
 	relocateFailures prometheus.Counter
 	// The storage worker's (storage.go).
-	storageRolled, storageRemovedFiles, storageRemovedBytes, storageErrors prometheus.Counter
-	storageHeadTrims                                                       prometheus.Counter
-	storageTickSeconds                                                     prometheus.Histogram
-	topicDiskBytes                                                         *prometheus.GaugeVec
+	storageRolled, storageRemovedFiles, storageRemovedBytes, storageErrors                 prometheus.Counter
+	storageHeadTrims                                                                       prometheus.Counter
+	tierOffloadedFiles, tierOffloadedBytes, tierRemovedFiles, tierRemovedBytes, tierErrors prometheus.Counter
+	tierReads                                                                              *prometheus.CounterVec
+	topicTierBytes                                                                         *prometheus.GaugeVec
+	storageTickSeconds                                                                     prometheus.Histogram
+	topicDiskBytes                                                                         *prometheus.GaugeVec
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -149,6 +152,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_storage_bytes_removed_total", Help: "Bytes of the files the storage worker removed."}),
 		storageHeadTrims: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_storage_head_trims_total", Help: "Progressive trims of the head of an oversized oldest file (its expired or excess records given back in place; their bytes count in braid_storage_bytes_removed_total)."}),
+		tierOffloadedFiles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_tier_files_offloaded_total", Help: "Closed files of bucket logs copied to the remote tier and recorded (the offload policy)."}),
+		tierOffloadedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_tier_bytes_offloaded_total", Help: "Bytes of the files offloaded to the remote tier."}),
+		tierRemovedFiles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_tier_files_removed_total", Help: "Files the storage worker removed from the remote tier (past retention, or over retention_bytes)."}),
+		tierRemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_tier_bytes_removed_total", Help: "Bytes of the files removed from the remote tier."}),
+		tierErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_tier_errors_total", Help: "Offloads and removals in the remote tier that failed (each logged at error level; tried again at the next tick)."}),
+		tierReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_tier_reads_total", Help: "Reads of bucket logs served from the remote tier (below the local first offset), by result (ok, error)."},
+			[]string{"result"}),
+		topicTierBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "braid_topic_tier_bytes", Help: "Bytes the remote tier holds of a topic's open bucket logs, at the storage worker's last pass."},
+			[]string{"topic"}),
 		storageErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_storage_errors_total", Help: "Rolls, listings and removals of the storage worker that failed (each logged at error level)."}),
 		storageTickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -204,7 +223,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
-			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageHeadTrims, m.storageErrors, m.storageTickSeconds, m.topicDiskBytes,
+			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageHeadTrims, m.storageErrors,
+			m.tierOffloadedFiles, m.tierOffloadedBytes, m.tierRemovedFiles, m.tierRemovedBytes, m.tierErrors, m.tierReads, m.topicTierBytes, m.storageTickSeconds, m.topicDiskBytes,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -14,6 +14,7 @@ import (
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
+	"github.com/braidmq/braid/wal/tier"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,7 +59,11 @@ func newTestManagerWith(t *testing.T, configure func(*Config)) *Manager {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
-	cfg := Config{DataDir: dir + "/topics", System: system, Meta: store,
+	tr, err := tier.Open(ctx, js, tier.Config{Root: dir + "/topics", CacheDir: dir + "/tier-cache"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{DataDir: dir + "/topics", System: system, Meta: store, Tier: tr,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if configure != nil {
 		configure(&cfg)

@@ -84,12 +84,12 @@ func (m *Manager) checkDisk(ctx context.Context) (int, error) {
 				switch {
 				case errors.Is(err, meta.ErrNotFound) && fileExists(filepath.Join(dir, deletingMarker)):
 					m.log.Warn("removing the logs of a topic whose delete was cut short", "topic", name.String(), "dir", dir)
-					if err := os.RemoveAll(dir); err != nil {
+					if err := m.store.removeLogs(dir); err != nil {
 						return checked, fmt.Errorf("remove %s: %w", dir, err)
 					}
 				case errors.Is(err, meta.ErrNotFound) && fileExists(filepath.Join(dir, hostedMarker)):
 					m.log.Warn("removing the logs of segments this node held for a topic deleted on its home", "topic", name.String(), "dir", dir)
-					if err := os.RemoveAll(dir); err != nil {
+					if err := m.store.removeLogs(dir); err != nil {
 						return checked, fmt.Errorf("remove %s: %w", dir, err)
 					}
 				case errors.Is(err, meta.ErrNotFound):

@@ -163,7 +163,7 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		if _, remote := t.remoteOwner(s); remote {
 			return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %s, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
 		}
-		return readLocal(t.unitLogFor(s, req.Bucket), req)
+		return m.readLocal(t.unitLogFor(s, req.Bucket), req)
 	}
 	rec, s, err := m.servedSegment(ctx, req)
 	if err != nil {
@@ -187,7 +187,7 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		return UnitData{}, api.Errorf(api.CodeUnavailable, "node %s has no data of %s", m.cfg.NodeID, uri)
 	}
 	m.noteServed(uri)
-	return readLocal(func() (*wal.Log, error) {
+	return m.readLocal(func() (*wal.Log, error) {
 		return m.store.Log(UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}, m.cfg.Defaults.logOptions())
 	}, req)
 }
@@ -235,27 +235,6 @@ func (m *Manager) servedRecordOf(ctx context.Context, name routing.TopicName, se
 	}
 	s, ok = rec.Layout.Segment(seg)
 	return rec, s, ok, nil
-}
-
-// readLocal serves a UnitRead from a log.
-func readLocal(open func() (*wal.Log, error), req UnitRead) (UnitData, error) {
-	l, err := open()
-	if err != nil {
-		return UnitData{}, err
-	}
-	d := UnitData{First: l.FirstOffset(), Next: l.NextOffset(), Bytes: l.SizeBytes()}
-	if req.BoundsOnly || req.From >= d.Next {
-		return d, nil
-	}
-	d.Records, err = l.ReadRange(req.From, req.Max, req.MaxBytes)
-	if errors.Is(err, wal.ErrClosed) {
-		// The log was opened again under the read (its bucket reopened
-		// it after a failed write): read the one the store has now.
-		if l, err = open(); err == nil {
-			d.Records, err = l.ReadRange(req.From, req.Max, req.MaxBytes)
-		}
-	}
-	return d, err
 }
 
 // servedRecordTTL is how long a topic record read to serve another node's

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/wal"
+	"github.com/braidmq/braid/wal/tier"
 )
 
 // The storage worker: one actor per node (not a goroutine per log) that,
@@ -48,6 +50,8 @@ type storageWorker struct {
 	tick time.Duration
 	// segmentBytes remembers the size set on each log (SetSegmentBytes).
 	segmentBytes map[*wal.Log]int64
+	// swept is when the tier was last swept (sweepTier).
+	swept time.Time
 }
 
 // startStorageWorker spawns the node's storage worker (not without a tick).
@@ -115,10 +119,12 @@ func (w *storageWorker) run(now time.Time) {
 			delete(w.segmentBytes, l) // closed since
 		}
 	}
+	w.sweepTier(now)
 	w.m.m.storageTickSeconds.Observe(time.Since(begin).Seconds())
 }
 
-// visit rolls and trims one log by time.
+// visit rolls one log by age, offloads it and drops its local copies
+// (offload), and trims it by time.
 func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time) {
 	l, m := sl.log, w.m
 	if set, ok := w.segmentBytes[l]; !ok || set != p.SegmentBytes {
@@ -135,7 +141,8 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time) {
 			m.m.storageRolled.Inc()
 		}
 	}
-	if p.Retention <= 0 {
+	tiered := m.store.tier != nil && (p.Offload || m.store.tier.Bytes(l.Dir()) > 0)
+	if p.Retention <= 0 && !tiered {
 		// Forever; or 0, which removes sealed segments once drained
 		// (the scaler's rule) and leaves live logs to retention_bytes.
 		return
@@ -146,13 +153,21 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time) {
 		m.log.Error("storage worker: listing a log's files failed", "unit", sl.key.String(), "err", err)
 		return
 	}
+	if tiered && p.Offload {
+		files = w.offload(sl, p, now, files)
+	}
+	if p.Retention <= 0 {
+		return
+	}
 	cutoff := now.Add(-p.Retention).UnixMilli()
-	k, bytes := 0, int64(0)
+	if tiered {
+		w.expireTier(sl, func(e tier.Entry) bool { return e.Newest < cutoff }, "retention")
+	}
+	k := 0
 	for k < len(files) && files[k].Newest < cutoff {
-		bytes += files[k].Bytes
 		k++
 	}
-	if k > 0 && !w.drop(sl, files[k-1].Next, k, bytes, "retention") {
+	if k > 0 && !w.drop(sl, files[:k], "retention") {
 		return
 	}
 	if k < len(files) && oversized(files[k], p) {
@@ -207,66 +222,112 @@ func (w *storageWorker) trimHead(sl storageLog, before uint64, minBytes int64, w
 	return freed
 }
 
-// trimBytes removes the oldest closed files of a topic's logs while they
-// hold more than retention_bytes, and records what they hold.
+// trimBytes bounds the bytes of a topic's logs: the tier and the disk
+// together by retention_bytes (the tier's oldest files first, then the
+// disk's), and, with offload, the disk by local_retention_bytes (only
+// files the tier holds go). It records what they hold.
 func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p scaling.Policy) {
-	var total int64
+	var local, tiered int64
 	for _, sl := range logs {
-		total += sl.log.SizeBytes()
-	}
-	if p.RetentionBytes >= 0 && total > p.RetentionBytes {
-		type head struct {
-			sl    storageLog
-			files []wal.FileInfo
-		}
-		var heads []*head
-		for _, sl := range logs {
-			if files, err := sl.log.ClosedFiles(); err == nil && len(files) > 0 {
-				heads = append(heads, &head{sl: sl, files: files})
-			}
-		}
-		for total > p.RetentionBytes && len(heads) > 0 {
-			// The log whose oldest closed file is the oldest of all.
-			i := 0
-			for j := range heads {
-				if cmp.Less(heads[j].files[0].Newest, heads[i].files[0].Newest) {
-					i = j
-				}
-			}
-			h := heads[i]
-			f := h.files[0]
-			if oversized(f, p) && f.Bytes > total-p.RetentionBytes {
-				// Part of the file is enough: its head goes.
-				if before, err := h.sl.log.HeadOffsetPast(total - p.RetentionBytes); err == nil && before < f.Next {
-					total -= w.trimHead(h.sl, before, 0, "retention_bytes")
-					break
-				}
-			}
-			if !w.drop(h.sl, f.Next, 1, f.Bytes, "retention_bytes") {
-				break
-			}
-			total -= f.Bytes
-			h.files = h.files[1:]
-			if len(h.files) == 0 {
-				heads = slices.Delete(heads, i, i+1)
-			}
+		local += sl.log.SizeBytes()
+		if tr := w.m.store.tier; tr != nil {
+			tiered += tr.Bytes(sl.log.Dir())
 		}
 	}
-	w.m.m.topicDiskBytes.WithLabelValues(name.String()).Set(float64(total))
+	if p.RetentionBytes >= 0 && local+tiered > p.RetentionBytes && tiered > 0 {
+		tiered = w.trimTierBytes(logs, local+tiered-p.RetentionBytes, tiered)
+	}
+	if p.RetentionBytes >= 0 && local+tiered > p.RetentionBytes {
+		local = w.dropOldest(logs, p, local+tiered, p.RetentionBytes, nil, "retention_bytes") - tiered
+	}
+	if bound := p.LocalBytes(); p.Offload && w.m.store.tier != nil && bound >= 0 && local > bound {
+		tr := w.m.store.tier
+		held := func(sl storageLog, f wal.FileInfo) bool { return tr.Holds(sl.log.Dir(), f.First) }
+		local = w.dropOldest(logs, p, local, bound, held, "local_retention_bytes")
+	}
+	w.m.m.topicDiskBytes.WithLabelValues(name.String()).Set(float64(local))
+	if w.m.store.tier != nil {
+		w.m.m.topicTierBytes.WithLabelValues(name.String()).Set(float64(tiered))
+	}
 }
 
-// drop removes the closed files of a log below before (files of them,
-// bytes in all), for why; it reports whether it did.
-func (w *storageWorker) drop(sl storageLog, before uint64, files int, bytes int64, why string) bool {
+// dropOldest removes the oldest closed file among the topic's logs (of
+// those eligible allows; nil: any) while total is above bound, and returns
+// total less what went. An oversized file (see oversized) gives back just
+// its head when that is enough.
+func (w *storageWorker) dropOldest(logs []storageLog, p scaling.Policy, total, bound int64, eligible func(storageLog, wal.FileInfo) bool, why string) int64 {
+	type head struct {
+		sl    storageLog
+		files []wal.FileInfo
+	}
+	var heads []*head
+	for _, sl := range logs {
+		if files, err := sl.log.ClosedFiles(); err == nil && len(files) > 0 {
+			heads = append(heads, &head{sl: sl, files: files})
+		}
+	}
+	for total > bound && len(heads) > 0 {
+		// The log whose oldest closed file is the oldest of all.
+		i := 0
+		for j := range heads {
+			if cmp.Less(heads[j].files[0].Newest, heads[i].files[0].Newest) {
+				i = j
+			}
+		}
+		h := heads[i]
+		f := h.files[0]
+		if eligible != nil && !eligible(h.sl, f) {
+			heads = slices.Delete(heads, i, i+1) // its older files must go first
+			continue
+		}
+		if eligible == nil && oversized(f, p) && f.Bytes > total-bound {
+			// Part of the file is enough: its head goes.
+			if before, err := h.sl.log.HeadOffsetPast(total - bound); err == nil && before < f.Next {
+				total -= w.trimHead(h.sl, before, 0, why)
+				break
+			}
+		}
+		if !w.drop(h.sl, h.files[:1], why) {
+			break
+		}
+		total -= f.Bytes
+		h.files = h.files[1:]
+		if len(h.files) == 0 {
+			heads = slices.Delete(heads, i, i+1)
+		}
+	}
+	return total
+}
+
+// drop removes the closed files gone (the first ones) of a log, for why;
+// it reports whether it did. With a remote tier, the object an offload cut
+// short may have left of a file the tier does not hold goes first.
+func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) bool {
 	m := w.m
+	if tr := m.store.tier; tr != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), tierReadTimeout)
+		defer cancel()
+		for _, f := range gone {
+			if err := tr.Forget(ctx, sl.log.Dir(), f.First); err != nil {
+				m.m.tierErrors.Inc()
+				m.log.Error("storage worker: removing what an offload left in the remote tier failed; the local file stays", "unit", sl.key.String(), "first", f.First, "err", err)
+				return false
+			}
+		}
+	}
+	before := gone[len(gone)-1].Next
+	var bytes int64
+	for _, f := range gone {
+		bytes += f.Bytes
+	}
 	if err := sl.log.DropFilesBefore(before); err != nil {
 		m.m.storageErrors.Inc()
 		m.log.Error("storage worker: removing a log's expired files failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
 		return false
 	}
-	m.m.storageRemovedFiles.Add(float64(files))
+	m.m.storageRemovedFiles.Add(float64(len(gone)))
 	m.m.storageRemovedBytes.Add(float64(bytes))
-	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", files, "bytes", bytes, "why", why, "first_offset", before)
+	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", len(gone), "bytes", bytes, "why", why, "first_offset", before)
 	return true
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
+	"github.com/braidmq/braid/wal/tier"
 )
 
 // UnitKey names one bucket log.
@@ -32,6 +33,9 @@ func (k UnitKey) String() string {
 type LogStore struct {
 	dir string
 	fs  wal.FS // nil: wal.OSFS
+	// tier holds the files of logs offloaded to the remote tier (nil:
+	// none); a removal of logs removes what it holds of them.
+	tier *tier.Tier
 	// syncMode is how the rounds of the node's commits sync (see
 	// wal.CommitGroup); commits makes them, from the first committer on
 	// (commitsOnce), and logger hears what it has to say.
@@ -285,14 +289,14 @@ func (s *LogStore) CloseSegment(t routing.TopicName, seg topology.SegmentID) {
 // RemoveSegment closes and deletes the logs of one segment.
 func (s *LogStore) RemoveSegment(t routing.TopicName, seg topology.SegmentID) error {
 	s.CloseSegment(t, seg)
-	return os.RemoveAll(filepath.Join(s.TopicDir(t), fmt.Sprintf("seg-%d", seg)))
+	return s.removeLogs(filepath.Join(s.TopicDir(t), fmt.Sprintf("seg-%d", seg)))
 }
 
 // RemoveTopic closes and deletes every log of a topic: its incarnation's
 // directory, and its name's directory once nothing else is left in it.
 func (s *LogStore) RemoveTopic(t routing.TopicName) error {
 	_ = s.CloseTopic(t)
-	if err := os.RemoveAll(s.TopicDir(t)); err != nil {
+	if err := s.removeLogs(s.TopicDir(t)); err != nil {
 		return err
 	}
 	_ = os.Remove(filepath.Join(s.NameDir(t), deletingMarker))

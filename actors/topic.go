@@ -206,7 +206,7 @@ func (t *Topic) Bounds(seg topology.SegmentID, bucket int) (first, next uint64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	return l.FirstOffset(), l.NextOffset(), nil
+	return t.mgr.store.firstOffset(l), l.NextOffset(), nil
 }
 
 // Read reads records of a unit from an offset. What it returns from an
@@ -222,7 +222,7 @@ func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBy
 		d, err := t.readRemote(owner, s, bucket, from, max, maxBytes, false)
 		return d.Records, err
 	}
-	d, err := readLocal(t.unitLogFor(s, bucket), UnitRead{From: from, Max: max, MaxBytes: maxBytes})
+	d, err := t.mgr.readLocal(t.unitLogFor(s, bucket), UnitRead{From: from, Max: max, MaxBytes: maxBytes})
 	if m := t.state.Load().meters[seg]; m != nil && len(d.Records) > 0 {
 		m.read(d.Records)
 	}
@@ -355,7 +355,15 @@ func (t *Topic) Stats() api.TopicStats {
 				continue
 			}
 			bs := api.BucketStats{Segment: uint64(s.ID), Bucket: b, State: string(s.State),
-				FirstOffset: lg.FirstOffset(), NextOffset: lg.NextOffset(), Bytes: lg.SizeBytes()}
+				FirstOffset: t.mgr.store.firstOffset(lg), NextOffset: lg.NextOffset(), Bytes: lg.SizeBytes()}
+			if tr := t.mgr.store.tier; tr != nil {
+				if entries, err := tr.Entries(lg.Dir()); err == nil && len(entries) > 0 {
+					bs.TierFiles = len(entries)
+					bs.TierBytes = tr.Bytes(lg.Dir())
+					bs.LocalFirstOffset = lg.FirstOffset()
+					st.TierBytes += bs.TierBytes
+				}
+			}
 			st.Buckets = append(st.Buckets, bs)
 			st.Messages += bs.NextOffset - bs.FirstOffset
 			st.Bytes += bs.Bytes

@@ -144,6 +144,12 @@ type BucketStats struct {
 	// and bytes are then unknown).
 	Owner       string `json:"owner,omitempty"`
 	Unavailable bool   `json:"unavailable,omitempty"`
+	// TierBytes and TierFiles are what the remote tier holds of the
+	// bucket (offloaded files; FirstOffset counts them). LocalFirstOffset
+	// is the first offset on local disk when the tier holds older ones.
+	TierBytes        int64  `json:"tier_bytes,omitempty"`
+	TierFiles        int    `json:"tier_files,omitempty"`
+	LocalFirstOffset uint64 `json:"local_first_offset,omitempty"`
 }
 
 // SubscriptionStats is one subscription in topic.stats.
@@ -161,6 +167,7 @@ type TopicStats struct {
 	Epoch         uint64              `json:"epoch"`
 	Messages      uint64              `json:"messages"`
 	Bytes         int64               `json:"bytes"`
+	TierBytes     int64               `json:"tier_bytes,omitempty"`
 	Buckets       []BucketStats       `json:"buckets"`
 	Subscriptions []SubscriptionStats `json:"subscriptions"`
 }

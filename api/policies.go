@@ -40,6 +40,16 @@ type Policies struct {
 	SegmentBytes   *int64 `json:"segment_bytes,omitempty"`
 	SegmentMs      *int64 `json:"segment_ms,omitempty"`
 	RetentionBytes *int64 `json:"retention_bytes,omitempty"`
+	// The remote tier (after Kafka's KIP-405): with offload, a closed
+	// file is copied to the tier once its newest record is offload_after
+	// old; the local copy of an offloaded file is kept for
+	// local_retention_ms and within local_retention_bytes (-2: as
+	// retention and retention_bytes; -1: no bound). retention and
+	// retention_bytes bound the tier and the disk together.
+	Offload             *bool   `json:"offload,omitempty"`
+	OffloadAfter        *string `json:"offload_after,omitempty"`
+	LocalRetentionMs    *int64  `json:"local_retention_ms,omitempty"`
+	LocalRetentionBytes *int64  `json:"local_retention_bytes,omitempty"`
 }
 
 // Bounds of the storage policies.
@@ -70,6 +80,7 @@ func (p *Policies) Validate() error {
 		"evaluation_interval": p.EvaluationInterval, "split_window": p.SplitWindow,
 		"merge_window": p.MergeWindow, "split_cooldown": p.SplitCooldown,
 		"merge_cooldown": p.MergeCooldown, "rebucket_cooldown": p.RebucketCooldown,
+		"offload_after": p.OffloadAfter,
 	}
 	for _, name := range sortedKeys(durations) {
 		if v := durations[name]; v != nil {
@@ -115,6 +126,12 @@ func (p *Policies) Validate() error {
 	}
 	if v := p.RetentionBytes; v != nil && *v < -1 {
 		return Errorf(CodeInvalidPolicy, "retention_bytes must be -1 (no bound) or at least 0, got %d", *v)
+	}
+	if v := p.LocalRetentionMs; v != nil && *v < -2 {
+		return Errorf(CodeInvalidPolicy, "local_retention_ms must be -2 (as retention), -1 (no bound) or at least 0, got %d", *v)
+	}
+	if v := p.LocalRetentionBytes; v != nil && *v < -2 {
+		return Errorf(CodeInvalidPolicy, "local_retention_bytes must be -2 (as retention_bytes), -1 (no bound) or at least 0, got %d", *v)
 	}
 	if p.Durability != nil {
 		switch *p.Durability {

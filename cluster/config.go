@@ -87,6 +87,9 @@ type Config struct {
 	// open bucket logs by their topics' storage policies; 0 is
 	// DefaultStorageTick, negative never.
 	StorageTick time.Duration
+	// TierCacheBytes bounds the files the node keeps downloaded from the
+	// remote tier for reads (default DefaultTierCacheBytes).
+	TierCacheBytes int64
 	// RebalanceInterval is how often the entry node compares the nodes'
 	// loads and moves topics from the most to the least loaded one
 	// (rebalance.go); 0 is DefaultRebalanceInterval, negative never.
@@ -108,6 +111,8 @@ const (
 	DefaultLeaseTTL      = 4 * time.Second
 	// DefaultStorageTick is how often the storage worker runs.
 	DefaultStorageTick = time.Minute
+	// DefaultTierCacheBytes bounds the remote tier's read cache.
+	DefaultTierCacheBytes = 256 << 20
 	// DefaultRebalanceInterval is how often the entry node compares loads.
 	DefaultRebalanceInterval = 30 * time.Second
 	// natsMaxPayload is the embedded server's max message size: a produce
@@ -169,6 +174,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.TierCacheBytes <= 0 {
+		c.TierCacheBytes = DefaultTierCacheBytes
 	}
 	if c.StorageTick == 0 {
 		c.StorageTick = DefaultStorageTick

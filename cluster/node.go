@@ -29,6 +29,7 @@ import (
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/wal"
+	"github.com/braidmq/braid/wal/tier"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -153,6 +154,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.bootstrap(ctx); err != nil {
 		return nil, err
 	}
+	// The remote tier: an object store bucket in the same JetStream,
+	// replicated as the metadata is.
+	tr, err := tier.Open(ctx, js, tier.Config{Root: filepath.Join(cfg.DataDir, "topics"), CacheDir: filepath.Join(cfg.DataDir, "tier-cache"),
+		CacheBytes: cfg.TierCacheBytes, Replicas: cfg.MetaReplicas})
+	if err != nil {
+		return nil, err
+	}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return n.log.With("lib", "protoactor")
 	}))
@@ -179,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, RemoteUnits: n.remoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies, AckFence: n.fence,
-		PlaceSegment: n.placeSegment, Evict: n.evict, StorageTick: cfg.StorageTick,
+		PlaceSegment: n.placeSegment, Evict: n.evict, StorageTick: cfg.StorageTick, Tier: tr,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err

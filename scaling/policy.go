@@ -64,6 +64,33 @@ type Policy struct {
 	// log's open file rolls (-1: never); RetentionBytes bounds the bytes a
 	// topic keeps on disk (-1: no bound). See the storage worker.
 	SegmentBytes, SegmentMs, RetentionBytes int64
+	// Offload copies closed files to the remote tier once their newest
+	// record is OffloadAfter old; LocalRetentionMs and LocalRetentionBytes
+	// bound the local copies of offloaded files (-2: as Retention and
+	// RetentionBytes; -1: no bound). See the storage worker.
+	Offload                               bool
+	OffloadAfter                          time.Duration
+	LocalRetentionMs, LocalRetentionBytes int64
+}
+
+// LocalRetention is how long the local copy of an offloaded file is kept
+// after its newest record (negative: for ever).
+func (p Policy) LocalRetention() time.Duration {
+	if p.LocalRetentionMs == -2 {
+		return p.Retention
+	}
+	if p.LocalRetentionMs < 0 {
+		return -1
+	}
+	return time.Duration(p.LocalRetentionMs) * time.Millisecond
+}
+
+// LocalBytes bounds the bytes a topic keeps on disk (negative: no bound).
+func (p Policy) LocalBytes() int64 {
+	if p.LocalRetentionBytes == -2 || !p.Offload {
+		return p.RetentionBytes
+	}
+	return p.LocalRetentionBytes
 }
 
 // Default is the broker default policy, as documented in the README.
@@ -86,6 +113,8 @@ var Default = Policy{
 	SegmentBytes:           128 << 20,
 	SegmentMs:              24 * 3600 * 1000,
 	RetentionBytes:         -1,
+	LocalRetentionMs:       -2,
+	LocalRetentionBytes:    -2,
 }
 
 // Bounds of the resolved policy that api.Policies.Validate cannot check on
@@ -136,6 +165,10 @@ func (p *Policy) apply(l *api.Policies) {
 	set(&p.SegmentBytes, l.SegmentBytes)
 	set(&p.SegmentMs, l.SegmentMs)
 	set(&p.RetentionBytes, l.RetentionBytes)
+	set(&p.Offload, l.Offload)
+	setDuration(&p.OffloadAfter, l.OffloadAfter)
+	set(&p.LocalRetentionMs, l.LocalRetentionMs)
+	set(&p.LocalRetentionBytes, l.LocalRetentionBytes)
 }
 
 func (p *Policy) check() error {
@@ -160,6 +193,20 @@ func (p *Policy) check() error {
 		return api.Errorf(api.CodeInvalidPolicy,
 			"segment_ms %d must be under the retention %s (after resolving topic, namespace and broker defaults): a file must roll before its records expire",
 			p.SegmentMs, p.Retention)
+	}
+	if p.Offload && p.Retention > 0 {
+		if p.OffloadAfter >= p.Retention {
+			return api.Errorf(api.CodeInvalidPolicy, "offload_after %s must be under the retention %s (after resolving topic, namespace and broker defaults): a file must be offloaded before it expires",
+				p.OffloadAfter, p.Retention)
+		}
+		if local := p.LocalRetention(); local > p.Retention {
+			return api.Errorf(api.CodeInvalidPolicy, "local_retention_ms %d must not be above the retention %s (after resolving topic, namespace and broker defaults)",
+				p.LocalRetentionMs, p.Retention)
+		}
+	}
+	if p.Offload && p.RetentionBytes >= 0 && p.LocalRetentionBytes > p.RetentionBytes {
+		return api.Errorf(api.CodeInvalidPolicy, "local_retention_bytes %d must not be above retention_bytes %d (after resolving topic, namespace and broker defaults)",
+			p.LocalRetentionBytes, p.RetentionBytes)
 	}
 	if p.MinSegments < 1 || p.MaxDAGDepth < 1 || p.EntryBucketBudget < 1 {
 		return api.Errorf(api.CodeInvalidPolicy, "min_segments, max_dag_depth and entry_bucket_budget must be at least 1")
@@ -186,6 +233,8 @@ func (p Policy) API() api.Policies {
 		EntryBucketBudget: num(p.EntryBucketBudget), SplitVsRebucketMsgRate: rate(p.SplitVsRebucketMsgRate),
 		Retention:    dur(p.Retention),
 		SegmentBytes: i64(p.SegmentBytes), SegmentMs: i64(p.SegmentMs), RetentionBytes: i64(p.RetentionBytes),
+		Offload: &p.Offload, OffloadAfter: dur(p.OffloadAfter),
+		LocalRetentionMs: i64(p.LocalRetentionMs), LocalRetentionBytes: i64(p.LocalRetentionBytes),
 	}
 }
 

@@ -32,7 +32,8 @@ func TestDefaultMatchesDocumentedKeys(t *testing.T) {
 		"merge_byte_rate_out": 26214400, "evaluation_interval": "1s", "split_window": "3s", "merge_window": "60s",
 		"split_cooldown": "5s", "merge_cooldown": "60s", "rebucket_cooldown": "5s", "min_segments": 1, "max_segments": 64,
 		"max_dag_depth": 10, "entry_bucket_budget": 4, "split_vs_rebucket_msg_rate": 1000, "retention": "168h",
-		"segment_bytes": 134217728, "segment_ms": 86400000, "retention_bytes": -1 }`)
+		"segment_bytes": 134217728, "segment_ms": 86400000, "retention_bytes": -1, "offload": false, "offload_after": "0s",
+		"local_retention_ms": -2, "local_retention_bytes": -2 }`)
 	zero := Policy{EvaluationInterval: time.Hour, MinSegments: 1, MaxSegments: 1, MaxDAGDepth: 1, EntryBucketBudget: 1}
 	got, err := Resolve(zero, doc)
 	if err != nil {

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -291,5 +292,55 @@ func TestExpiredBeforeAndHeadOffsetPast(t *testing.T) {
 	}
 	if got, err := l.ExpiredBefore(1000 + int64(off) - 5); err != nil || got != l.FirstOffset() {
 		t.Fatalf("ExpiredBefore below the trimmed head = %d, %v", got, err)
+	}
+}
+
+// TestClosedFileCopiedOutReadsBack: a closed file copied out (after its
+// head was trimmed) reads back through a FileReader as the log reads it.
+func TestClosedFileCopiedOutReadsBack(t *testing.T) {
+	l := bigFirstFile(t, t.TempDir(), 300, 100)
+	defer l.Close()
+	if _, err := l.TrimHead(100, 0); err != nil {
+		t.Fatal(err)
+	}
+	first := l.FirstOffset()
+	if _, _, err := l.OpenClosedFile(first + 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a file that does not start there: %v", err)
+	}
+	r, closeFile, err := l.OpenClosedFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, r.Size())
+	if _, err := r.ReadAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	closeFile()
+	fr, err := NewFileReader(bytes.NewReader(data), int64(len(data)), first, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := first; from < 300; {
+		got, err := fr.ReadRange(from, 17, 0)
+		want, werr := l.ReadRange(from, int(min(17, 300-from)), 0)
+		if err != nil || werr != nil || len(got) != len(want) || len(got) == 0 {
+			t.Fatalf("from %d: %d records, %v; the log: %d, %v", from, len(got), err, len(want), werr)
+		}
+		for i := range got {
+			if got[i].Timestamp != want[i].Timestamp || !bytes.Equal(got[i].Payload, want[i].Payload) {
+				t.Fatalf("offset %d differs", from+uint64(i))
+			}
+		}
+		from += uint64(len(got))
+	}
+	if recs, err := fr.ReadRange(300, 1, 0); err != nil || len(recs) != 0 {
+		t.Fatalf("at next: %v %v", recs, err)
+	}
+	if recs, err := fr.ReadRange(first, 0, 500); err != nil || len(recs) != 4 {
+		t.Fatalf("by bytes: %d records, %v", len(recs), err)
+	}
+	// A copy cut short is refused.
+	if _, err := NewFileReader(bytes.NewReader(data[:len(data)-10]), int64(len(data)-10), first, 300); err == nil {
+		t.Fatal("a cut copy was taken")
 	}
 }
