@@ -275,4 +275,16 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *LogStore, budget i
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_checkpoint_failures_total",
 			Help: "Checkpoints of the commit journal that failed (logged at error level; the next one tries again)."},
 			func() float64 { return float64(s.journalCounts().CheckpointFailures) }))
+	if tr := s.tier; tr != nil {
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_tier_cache_downloads_total",
+				Help: "Files the remote tier's read cache downloaded from the object store."},
+				func() float64 { d, _, _ := tr.Stats(); return float64(d) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_tier_cache_hits_total",
+				Help: "Reads from the remote tier served from a file the cache had."},
+				func() float64 { _, h, _ := tr.Stats(); return float64(h) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_tier_cache_bytes",
+				Help: "Bytes of the files the remote tier's read cache holds (--tier-cache-bytes bounds it)."},
+				func() float64 { _, _, b := tr.Stats(); return float64(b) }))
+	}
 }

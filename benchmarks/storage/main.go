@@ -2,9 +2,12 @@
 // worker to produce throughput (two `braid serve` processes side by side,
 // one whose worker rolls and trims every -tick, one with no worker,
 // alternating rounds), and what a topic with a retention of seconds holds
-// on disk while a producer writes steadily (it should stay flat).
+// on disk while a producer writes steadily (it should stay flat), and the
+// replay of a topic whose files are in the remote tier (offloaded, local
+// copies dropped, a read cache smaller than the data) against the replay
+// of the same data on local disk, alternating rounds.
 //
-//	go run ./benchmarks/storage -messages 100000 -rounds 5 -steady 60s
+//	go run ./benchmarks/storage -messages 100000 -rounds 5 -steady 60s -replay 200000
 package main
 
 import (
@@ -41,6 +44,7 @@ func main() {
 	retention := flag.String("retention", "5s", "the steady topic's retention")
 	rate := flag.Int("rate", 5000, "messages a second of the steady producer")
 	bin := flag.String("braid", "", "a braid binary (default: go build ./cmd/braid)")
+	replay := flag.Int("replay", 200_000, "messages of the replay from the remote tier vs. local disk (0: skip)")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "braid-storage-bench-")
@@ -55,7 +59,7 @@ func main() {
 	}
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; %d messages of %d B per run, %d in flight, %d rounds; worker tick %s\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *conc, *rounds, *tick)
-	with := start(*bin, filepath.Join(dir, "with"), tick.String())
+	with := start(*bin, filepath.Join(dir, "with"), tick.String(), "--tier-cache-bytes", "4194304")
 	defer with.stop()
 	without := start(*bin, filepath.Join(dir, "without"), "-1s")
 	defer without.stop()
@@ -77,6 +81,10 @@ func main() {
 	fmt.Printf("| produce, files rolling every 200 ms, retention 2 s | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n",
 		median(a), median(b), median(ratios), slices.Min(ratios), slices.Max(ratios))
 	fmt.Printf("files removed by the worker: %s\n", metric(with, "braid_storage_files_removed_total"))
+
+	if *replay > 0 {
+		replayBench(with, *replay, *rounds, *size)
+	}
 
 	if *steady <= 0 {
 		return
@@ -119,6 +127,62 @@ func main() {
 		slices.Min(half), slices.Max(half), mustDuration(*retention).Seconds(), int64(*rate)*int64(*size+40)*int64(mustDuration(*retention).Seconds()))
 }
 
+// replayBench fills a topic that keeps its files local and one that
+// offloads them (files of 1 MiB, local copies dropped at once) with the
+// same messages, waits for the offload, then replays both from the
+// earliest offset with a checkpoint consumer, alternating rounds. The
+// server's tier cache (4 MiB) is smaller than the data: every round of
+// the tiered topic downloads its files again.
+func replayBench(s *server, messages, rounds, size int) {
+	local, tiered := "topic://public/default/replay-local", "topic://public/default/replay-tiered"
+	createTopic(s.nc, local, `{"segment_bytes":1048576,"segment_ms":200,"retention":"1h"}`)
+	createTopic(s.nc, tiered, `{"segment_bytes":1048576,"segment_ms":200,"retention":"1h","offload":true,"local_retention_ms":0}`)
+	produce(s.nc, local, messages, 256, size)
+	produce(s.nc, tiered, messages, 256, size)
+	admin := client.NewAdmin(s.nc)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := admin.Stats(ctx, tiered)
+		cancel()
+		check(err)
+		var local, total uint64
+		for _, b := range st.Buckets {
+			local += b.NextOffset - max(b.LocalFirstOffset, b.FirstOffset)
+			total += b.NextOffset - b.FirstOffset
+		}
+		if total > 0 && local*20 < total { // over 95% in the tier only
+			fmt.Printf("\nreplay of %d messages of %d B: %.1f%% of the tiered topic in the tier only (%d bytes there)\n",
+				messages, size, 100*float64(total-local)/float64(total), st.TierBytes)
+			break
+		}
+		if time.Now().After(deadline) {
+			check(fmt.Errorf("the tiered topic was not offloaded in 5 minutes: %d of %d local", local, total))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var a, b, ratios []float64
+	for r := 1; r <= rounds; r++ {
+		x := replayRate(s.nc, tiered, messages)
+		y := replayRate(s.nc, local, messages)
+		fmt.Printf("round %d: from the tier %.0f msg/s, from local disk %.0f msg/s (%.2fx)\n", r, x, y, x/y)
+		a, b, ratios = append(a, x), append(b, y), append(ratios, x/y)
+	}
+	fmt.Printf("\n| replay from earliest | tier msg/s | local msg/s | ratio [min, max] |\n|---|---|---|---|\n")
+	fmt.Printf("| %d messages, checkpoint consumer, tier cache 4 MiB | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n",
+		messages, median(a), median(b), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	fmt.Printf("tier reads: %s ok, %s file downloads, %s cache hits\n", metric(s, `braid_tier_reads_total{result="ok"}`),
+		metric(s, "braid_tier_cache_downloads_total"), metric(s, "braid_tier_cache_hits_total"))
+}
+
+func replayRate(nc *nats.Conn, uri string, messages int) float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r, err := workload.ReplayCheckpointBraid(ctx, nc, uri, messages)
+	check(err)
+	return r.Rate()
+}
+
 type server struct {
 	cmd *exec.Cmd
 	nc  *nats.Conn
@@ -126,7 +190,7 @@ type server struct {
 	url string
 }
 
-func start(bin, dir, tick string) *server {
+func start(bin, dir, tick string, extra ...string) *server {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	addr := l.Addr().String()
@@ -135,7 +199,8 @@ func start(bin, dir, tick string) *server {
 	check(err)
 	maddr := metrics.Addr().String()
 	metrics.Close()
-	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--nats-listen", addr, "--metrics-listen", maddr, "--log-level", "warn", "--storage-tick", tick)
+	args := append([]string{"serve", "--data-dir", dir, "--nats-listen", addr, "--metrics-listen", maddr, "--log-level", "warn", "--storage-tick", tick}, extra...)
+	cmd := exec.Command(bin, args...)
 	logf, err := os.Create(dir + ".log")
 	check(err)
 	cmd.Stdout, cmd.Stderr = logf, logf
