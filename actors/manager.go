@@ -446,6 +446,17 @@ func (m *Manager) TopicByName(name routing.TopicName) (*Topic, error) {
 	}
 }
 
+// activeTopics returns the topics active here.
+func (m *Manager) activeTopics() []*Topic {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*Topic, 0, len(m.topics))
+	for _, t := range m.topics {
+		out = append(out, t)
+	}
+	return out
+}
+
 // Active returns the topic if it is active here, without activating it.
 func (m *Manager) Active(uri string) (*Topic, bool) {
 	m.mu.RLock()

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
+	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 	"github.com/braidmq/braid/wal/tier"
 )
@@ -50,8 +51,58 @@ type storageWorker struct {
 	tick time.Duration
 	// segmentBytes remembers the size set on each log (SetSegmentBytes).
 	segmentBytes map[*wal.Log]int64
-	// swept is when the tier was last swept (sweepTier).
-	swept time.Time
+	// swept is when the tier was last swept (sweepTier), sealedVisited
+	// when the sealed segments' logs were last opened (run).
+	swept, sealedVisited time.Time
+}
+
+// sealedSegments returns the sealed segments of topic name, when it is
+// active here.
+func (w *storageWorker) sealedSegments(name routing.TopicName) map[topology.SegmentID]bool {
+	t, ok := w.m.Active(name.String())
+	if !ok {
+		return nil
+	}
+	out := map[topology.SegmentID]bool{}
+	for _, s := range t.Layout().Segments {
+		if s.State == topology.StateSealed {
+			out[s.ID] = true
+		}
+	}
+	return out
+}
+
+// addSealed adds to byTopic the logs of the sealed segments this node
+// holds of the topics active here whose policies act on them (retention
+// or offload), opening those that are not open (the idle sweeper closes
+// them again).
+func (w *storageWorker) addSealed(byTopic map[routing.TopicName][]storageLog, open map[UnitKey]*wal.Log) {
+	for _, t := range w.m.activeTopics() {
+		if p := t.Policy(); p.Retention <= 0 && !p.Offload {
+			continue
+		}
+		for _, s := range t.Layout().Segments {
+			if s.State != topology.StateSealed {
+				continue
+			}
+			if _, remote := t.remoteOwner(s); remote {
+				continue
+			}
+			for b := 0; b < s.Buckets; b++ {
+				key := UnitKey{Topic: t.name, Segment: s.ID, Bucket: b}
+				if open[key] != nil {
+					continue
+				}
+				l, err := t.unitLogFor(s, b)()
+				if err != nil {
+					w.m.m.storageErrors.Inc()
+					w.m.log.Error("storage worker: opening a sealed segment's log failed", "unit", key.String(), "err", err)
+					continue
+				}
+				byTopic[t.name] = append(byTopic[t.name], storageLog{key: key, log: l})
+			}
+		}
+	}
 }
 
 // startStorageWorker spawns the node's storage worker (not without a tick).
@@ -95,12 +146,23 @@ type storageLog struct {
 	log *wal.Log
 }
 
-// run visits every open log once.
+// sealedVisitEvery is how often the worker opens the logs of sealed
+// segments that are not open, to apply retention and offload to them: a
+// minute, or 50 ticks when that is sooner.
+func (w *storageWorker) sealedVisitEvery() time.Duration { return min(time.Minute, 50*w.tick) }
+
+// run visits every open log once, and, every sealedVisitEvery, the logs
+// of the sealed segments of the topics active here.
 func (w *storageWorker) run(now time.Time) {
 	begin := time.Now()
 	byTopic := map[routing.TopicName][]storageLog{}
-	for key, l := range w.m.store.openLogs() {
+	open := w.m.store.openLogs()
+	for key, l := range open {
 		byTopic[key.Topic] = append(byTopic[key.Topic], storageLog{key: key, log: l})
+	}
+	if now.Sub(w.sealedVisited) >= w.sealedVisitEvery() {
+		w.sealedVisited = now
+		w.addSealed(byTopic, open)
 	}
 	seen := map[*wal.Log]bool{}
 	for name, logs := range byTopic {
@@ -108,9 +170,10 @@ func (w *storageWorker) run(now time.Time) {
 		if !ok {
 			continue
 		}
+		sealed := w.sealedSegments(name)
 		for _, sl := range logs {
 			seen[sl.log] = true
-			w.visit(sl, p, now)
+			w.visit(sl, p, now, sealed[sl.key.Segment])
 		}
 		w.trimBytes(name, logs, p)
 	}
@@ -123,15 +186,17 @@ func (w *storageWorker) run(now time.Time) {
 	w.m.m.storageTickSeconds.Observe(time.Since(begin).Seconds())
 }
 
-// visit rolls one log by age, offloads it and drops its local copies
-// (offload), and trims it by time.
-func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time) {
+// visit rolls one log by age (a sealed segment's at once: it takes no
+// more appends, and its last file then expires by its records' time like
+// any other), offloads it and drops its local copies (offload), and trims
+// it by time.
+func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, sealed bool) {
 	l, m := sl.log, w.m
 	if set, ok := w.segmentBytes[l]; !ok || set != p.SegmentBytes {
 		l.SetSegmentBytes(walSegmentBytes(p.SegmentBytes))
 		w.segmentBytes[l] = p.SegmentBytes
 	}
-	if p.SegmentMs > 0 && now.Sub(l.TailStarted()) >= time.Duration(p.SegmentMs)*time.Millisecond {
+	if sealed && (p.Retention > 0 || p.Offload) || p.SegmentMs > 0 && now.Sub(l.TailStarted()) >= time.Duration(p.SegmentMs)*time.Millisecond {
 		rolled, err := l.Roll()
 		switch {
 		case err != nil:

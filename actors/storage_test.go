@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -311,5 +312,47 @@ func TestAdoptedFileIsTrimmedToRetentionBytes(t *testing.T) {
 	}
 	if files, err := l.ClosedFiles(); err != nil || len(files) == 0 || files[0].First != l.FirstOffset() || files[0].Next < 400 {
 		t.Fatalf("the adopted file: %+v, %v", files, err)
+	}
+}
+
+// TestStorageWorkerTrimsSealedSegments: the logs of a sealed segment that
+// no one has open are visited too: records past retention go (the last
+// file rolled first: no more appends come), while the segment itself
+// stays until the scaler's rule deletes it.
+func TestStorageWorkerTrimsSealedSegments(t *testing.T) {
+	m, topic := storageTopic(t, "topic://t/n/sealed-trim", `{"retention":"1h","segment_ms":60000}`)
+	old := time.Now().Add(-2 * time.Hour).UnixMilli()
+	recs := make([]api.Record, 100)
+	for i := range recs {
+		recs[i] = api.Record{Key: []byte(fmt.Sprint("k", i)), Payload: []byte("old"), Time: old}
+	}
+	done := make(chan []api.Result, 1)
+	topic.Produce(recs, func(r []api.Result) { done <- r })
+	for _, r := range <-done {
+		if r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	if _, err := m.Change(context.Background(), topic.uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	m.store.CloseSegment(topic.name, 0)
+	// Nobody opens it: the worker does.
+	deadline := time.Now().Add(10 * time.Second)
+	for counterValue(t, m.m.storageRemovedFiles) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no file of the sealed segment was removed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l, err := topic.unitLog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstOffset() != 100 || l.NextOffset() != 100 {
+		t.Fatalf("the sealed segment's log holds [%d, %d), want nothing at 100", l.FirstOffset(), l.NextOffset())
+	}
+	if s, ok := topic.Layout().Segment(0); !ok || s.State != topology.StateSealed {
+		t.Fatalf("the sealed segment: %+v", s)
 	}
 }
