@@ -56,13 +56,8 @@ type storageWorker struct {
 	swept, sealedVisited time.Time
 }
 
-// sealedSegments returns the sealed segments of topic name, when it is
-// active here.
-func (w *storageWorker) sealedSegments(name routing.TopicName) map[topology.SegmentID]bool {
-	t, ok := w.m.Active(name.String())
-	if !ok {
-		return nil
-	}
+// sealedSegments returns the sealed segments of topic t.
+func (w *storageWorker) sealedSegments(t *Topic) map[topology.SegmentID]bool {
 	out := map[topology.SegmentID]bool{}
 	for _, s := range t.Layout().Segments {
 		if s.State == topology.StateSealed {
@@ -140,10 +135,12 @@ func (w *storageWorker) schedule(ctx actor.Context) {
 	time.AfterFunc(w.tick, func() { root.Send(self, storageTick{}) })
 }
 
-// storageLog is an open log of a topic, as the worker visits it.
+// storageLog is an open log of a topic, as the worker visits it, and
+// where it counts what it does to the topic.
 type storageLog struct {
-	key UnitKey
-	log *wal.Log
+	key    UnitKey
+	log    *wal.Log
+	counts *storageCounts
 }
 
 // sealedVisitEvery is how often the worker opens the logs of sealed
@@ -170,11 +167,14 @@ func (w *storageWorker) run(now time.Time) {
 		if !ok {
 			continue
 		}
-		sealed := w.sealedSegments(name)
-		for _, sl := range logs {
-			seen[sl.log] = true
-			w.visit(sl, p, now, sealed[sl.key.Segment])
+		t, _ := w.m.Active(name.String())
+		sealed := w.sealedSegments(t)
+		for i := range logs {
+			logs[i].counts = &t.storage
+			seen[logs[i].log] = true
+			w.visit(logs[i], p, now, sealed[logs[i].key.Segment])
 		}
+		t.storage.lastPass.Store(now.UnixNano())
 		w.trimBytes(name, logs, p)
 	}
 	for l := range w.segmentBytes {
@@ -201,9 +201,11 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 		switch {
 		case err != nil:
 			m.m.storageErrors.Inc()
+			sl.counts.errors.Add(1)
 			m.log.Error("storage worker: rolling a log by age failed", "unit", sl.key.String(), "err", err)
 		case rolled:
 			m.m.storageRolled.Inc()
+			sl.counts.rolled.Add(1)
 		}
 	}
 	tiered := m.store.tier != nil && (p.Offload || m.store.tier.Bytes(l.Dir()) > 0)
@@ -215,6 +217,7 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 	files, err := l.ClosedFiles()
 	if err != nil {
 		m.m.storageErrors.Inc()
+		sl.counts.errors.Add(1)
 		m.log.Error("storage worker: listing a log's files failed", "unit", sl.key.String(), "err", err)
 		return
 	}
@@ -239,6 +242,7 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 		before, err := l.ExpiredBefore(cutoff)
 		if err != nil {
 			m.m.storageErrors.Inc()
+			sl.counts.errors.Add(1)
 			m.log.Error("storage worker: finding a log's expired records failed", "unit", sl.key.String(), "err", err)
 			return
 		}
@@ -276,12 +280,15 @@ func (w *storageWorker) trimHead(sl storageLog, before uint64, minBytes int64, w
 	freed, err := sl.log.TrimHead(before, minBytes)
 	if err != nil {
 		m.m.storageErrors.Inc()
+		sl.counts.errors.Add(1)
 		m.log.Error("storage worker: trimming the head of a log's oldest file failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
 		return 0
 	}
 	if freed > 0 {
 		m.m.storageHeadTrims.Inc()
 		m.m.storageRemovedBytes.Add(float64(freed))
+		sl.counts.headTrims.Add(1)
+		sl.counts.removedBytes.Add(uint64(freed))
 		m.log.Debug("storage worker: head trimmed", "unit", sl.key.String(), "bytes", freed, "why", why, "first_offset", sl.log.FirstOffset())
 	}
 	return freed
@@ -375,6 +382,7 @@ func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) boo
 		for _, f := range gone {
 			if err := tr.Forget(ctx, sl.log.Dir(), f.First); err != nil {
 				m.m.tierErrors.Inc()
+				sl.counts.errors.Add(1)
 				m.log.Error("storage worker: removing what an offload left in the remote tier failed; the local file stays", "unit", sl.key.String(), "first", f.First, "err", err)
 				return false
 			}
@@ -387,11 +395,14 @@ func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) boo
 	}
 	if err := sl.log.DropFilesBefore(before); err != nil {
 		m.m.storageErrors.Inc()
+		sl.counts.errors.Add(1)
 		m.log.Error("storage worker: removing a log's expired files failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
 		return false
 	}
 	m.m.storageRemovedFiles.Add(float64(len(gone)))
 	m.m.storageRemovedBytes.Add(float64(bytes))
+	sl.counts.removed.Add(uint64(len(gone)))
+	sl.counts.removedBytes.Add(uint64(bytes))
 	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", len(gone), "bytes", bytes, "why", why, "first_offset", before)
 	return true
 }

@@ -2,8 +2,10 @@ package actors
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/wal"
 	"github.com/braidmq/braid/wal/tier"
@@ -51,12 +53,15 @@ func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, 
 		}
 		if err := tr.Offload(ctx, dir, sl.log, f); err != nil {
 			m.m.tierErrors.Inc()
+			sl.counts.errors.Add(1)
 			m.log.Error("storage worker: offloading a file to the remote tier failed; it stays local, tried again next pass",
 				"unit", sl.key.String(), "first", f.First, "next", f.Next, "err", err)
 			break
 		}
 		m.m.tierOffloadedFiles.Inc()
 		m.m.tierOffloadedBytes.Add(float64(f.Bytes))
+		sl.counts.offloaded.Add(1)
+		sl.counts.offloadedBytes.Add(uint64(f.Bytes))
 		m.log.Debug("storage worker: file offloaded", "unit", sl.key.String(), "first", f.First, "next", f.Next, "bytes", f.Bytes)
 	}
 	keep := p.LocalRetention()
@@ -83,11 +88,13 @@ func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool,
 	files, bytes, err := m.store.tier.Expire(ctx, sl.log.Dir(), expired)
 	if err != nil {
 		m.m.tierErrors.Inc()
+		sl.counts.errors.Add(1)
 		m.log.Error("storage worker: removing files from the remote tier failed; tried again next pass", "unit", sl.key.String(), "why", why, "err", err)
 	}
 	if files > 0 {
 		m.m.tierRemovedFiles.Add(float64(files))
 		m.m.tierRemovedBytes.Add(float64(bytes))
+		sl.counts.tierRemoved.Add(uint64(files))
 		m.log.Debug("storage worker: files removed from the remote tier", "unit", sl.key.String(), "files", files, "bytes", bytes, "why", why)
 	}
 }
@@ -144,4 +151,21 @@ func (w *storageWorker) sweepTier(now time.Time) {
 	if n > 0 {
 		w.m.log.Warn("storage worker: removed the chunks of uploads to the remote tier that died before they were recorded", "uploads", n)
 	}
+}
+
+// storageCounts is what the storage worker did to one topic's logs (see
+// api.StorageStats).
+type storageCounts struct {
+	rolled, removed, removedBytes, headTrims, offloaded, offloadedBytes, tierRemoved, errors atomic.Uint64
+	lastPass                                                                                 atomic.Int64 // unix ns
+}
+
+func (c *storageCounts) stats() *api.StorageStats {
+	st := &api.StorageStats{FilesRolled: c.rolled.Load(), FilesRemoved: c.removed.Load(), BytesRemoved: c.removedBytes.Load(),
+		HeadTrims: c.headTrims.Load(), FilesOffloaded: c.offloaded.Load(), BytesOffloaded: c.offloadedBytes.Load(),
+		TierFilesRemoved: c.tierRemoved.Load(), Errors: c.errors.Load()}
+	if ns := c.lastPass.Load(); ns != 0 {
+		st.LastPass = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+	}
+	return st
 }

@@ -54,6 +54,9 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 		t.Fatal("no offload counted")
 	}
 	st := topic.Stats()
+	if c := st.Storage; c == nil || c.FilesOffloaded == 0 || c.BytesOffloaded == 0 || c.FilesRolled == 0 || c.FilesRemoved == 0 || c.LastPass == "" {
+		t.Fatalf("the worker's counts in the stats: %+v", st.Storage)
+	}
 	if st.TierBytes == 0 || len(st.Buckets) != 1 || st.Buckets[0].FirstOffset != 0 || st.Buckets[0].LocalFirstOffset == 0 || st.Buckets[0].TierFiles == 0 {
 		t.Fatalf("stats: %+v", st)
 	}
@@ -81,8 +84,8 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 	if first, _, _ := topic.Bounds(0, 0); first != n {
 		t.Fatalf("first offset %d after the tier's retention", first)
 	}
-	if v := counterValue(t, m.m.tierRemovedFiles); v == 0 {
-		t.Fatal("no removal from the tier counted")
+	if v := counterValue(t, m.m.tierRemovedFiles); v == 0 || topic.Stats().Storage.TierFilesRemoved == 0 {
+		t.Fatalf("no removal from the tier counted: %v, %+v", v, topic.Stats().Storage)
 	}
 }
 

@@ -71,6 +71,8 @@ type Topic struct {
 	// holding it exclusively, so that afterwards no append routed by the
 	// older snapshot is still on its way.
 	routeMu sync.RWMutex
+	// storage counts what the storage worker did to the topic's logs.
+	storage storageCounts
 	// lastUse is when the topic was last used (unix ns; see touch).
 	lastUse atomic.Int64
 	// incarnation is the record's (see LogStore); remote caches the
@@ -331,7 +333,7 @@ func ids(in []topology.SegmentID) []uint64 {
 // Stats reports the topic's buckets.
 func (t *Topic) Stats() api.TopicStats {
 	l := t.Layout()
-	st := api.TopicStats{Topic: t.uri, Epoch: l.Epoch, Buckets: []api.BucketStats{}, Subscriptions: []api.SubscriptionStats{}}
+	st := api.TopicStats{Topic: t.uri, Epoch: l.Epoch, Buckets: []api.BucketStats{}, Subscriptions: []api.SubscriptionStats{}, Storage: t.storage.stats()}
 	for _, s := range l.Segments {
 		if s.State == topology.StateDeleted {
 			continue

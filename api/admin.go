@@ -168,8 +168,24 @@ type TopicStats struct {
 	Messages      uint64              `json:"messages"`
 	Bytes         int64               `json:"bytes"`
 	TierBytes     int64               `json:"tier_bytes,omitempty"`
+	Storage       *StorageStats       `json:"storage,omitempty"`
 	Buckets       []BucketStats       `json:"buckets"`
 	Subscriptions []SubscriptionStats `json:"subscriptions"`
+}
+
+// StorageStats is what the storage worker did to a topic's logs on the
+// node that answered, since the topic became active there.
+type StorageStats struct {
+	FilesRolled      uint64 `json:"files_rolled"`
+	FilesRemoved     uint64 `json:"files_removed"`
+	BytesRemoved     uint64 `json:"bytes_removed"`
+	HeadTrims        uint64 `json:"head_trims"`
+	FilesOffloaded   uint64 `json:"files_offloaded"`
+	BytesOffloaded   uint64 `json:"bytes_offloaded"`
+	TierFilesRemoved uint64 `json:"tier_files_removed"`
+	Errors           uint64 `json:"errors"`
+	// LastPass is when the worker last visited the topic (RFC 3339).
+	LastPass string `json:"last_pass,omitempty"`
 }
 
 // ProduceReply is the reply of produce one.

@@ -128,15 +128,15 @@ func main() {
 }
 
 // replayBench fills a topic that keeps its files local and one that
-// offloads them (files of 1 MiB, local copies dropped at once) with the
+// offloads them (one segment each; files of 1 MiB, local copies dropped at once) with the
 // same messages, waits for the offload, then replays both from the
 // earliest offset with a checkpoint consumer, alternating rounds. The
 // server's tier cache (4 MiB) is smaller than the data: every round of
 // the tiered topic downloads its files again.
 func replayBench(s *server, messages, rounds, size int) {
 	local, tiered := "topic://public/default/replay-local", "topic://public/default/replay-tiered"
-	createTopic(s.nc, local, `{"segment_bytes":1048576,"segment_ms":200,"retention":"1h"}`)
-	createTopic(s.nc, tiered, `{"segment_bytes":1048576,"segment_ms":200,"retention":"1h","offload":true,"local_retention_ms":0}`)
+	createTopic(s.nc, local, `{"auto_scale":false,"segment_bytes":1048576,"segment_ms":200,"retention":"1h"}`)
+	createTopic(s.nc, tiered, `{"auto_scale":false,"segment_bytes":1048576,"segment_ms":200,"retention":"1h","offload":true,"local_retention_ms":0}`)
 	produce(s.nc, local, messages, 256, size)
 	produce(s.nc, tiered, messages, 256, size)
 	admin := client.NewAdmin(s.nc)
