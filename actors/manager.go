@@ -271,7 +271,7 @@ func (m *Manager) CreateTopicOn(ctx context.Context, req api.TopicCreateRequest,
 	if err != nil {
 		return api.TopicDescription{}, err
 	}
-	if err := req.Policies.Validate(); err != nil {
+	if err := req.Policies.ValidateTopic(); err != nil {
 		return api.TopicDescription{}, err
 	}
 	ns, err := m.namespace(ctx, name.NamespaceName())

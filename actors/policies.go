@@ -34,7 +34,7 @@ func (m *Manager) TopicPolicies(ctx context.Context, req api.TopicPoliciesReques
 	if err != nil {
 		return api.PoliciesReply{}, err
 	}
-	if err := req.Policies.Validate(); err != nil {
+	if err := req.Policies.ValidateTopic(); err != nil {
 		return api.PoliciesReply{}, err
 	}
 	if req.Policies != nil || len(req.Unset) > 0 {

@@ -15,8 +15,9 @@ import (
 )
 
 // The storage worker: one actor per node (not a goroutine per log) that,
-// every Config.StorageTick, visits every open bucket log and applies its
-// topic's storage policies:
+// every Config.StorageTick (or a namespace's storage_tick, for its
+// topics: the worker then ticks at the shortest), visits every open bucket
+// log and applies its topic's storage policies:
 //
 //   - roll: the log's open file rolls past segment_bytes as it is written
 //     (the worker sets the size on the log when the policy changes), and
@@ -51,6 +52,9 @@ type storageWorker struct {
 	tick time.Duration
 	// segmentBytes remembers the size set on each log (SetSegmentBytes).
 	segmentBytes map[*wal.Log]int64
+	// next is the delay to the next pass: the tick, or the shortest
+	// storage_tick of the namespaces whose topics it visited.
+	next time.Duration
 	// swept is when the tier was last swept (sweepTier), sealedVisited
 	// when the sealed segments' logs were last opened (run).
 	swept, sealedVisited time.Time
@@ -121,6 +125,9 @@ func (m *Manager) startStorageWorker() error {
 func (w *storageWorker) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
+		// The first pass comes within a second, whatever the tick: it
+		// learns the namespaces' ticks (next).
+		w.next = min(w.tick, time.Second)
 		w.schedule(ctx)
 	case storageTick:
 		w.run(time.Now())
@@ -132,7 +139,11 @@ func (w *storageWorker) Receive(ctx actor.Context) {
 // overlap.
 func (w *storageWorker) schedule(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	time.AfterFunc(w.tick, func() { root.Send(self, storageTick{}) })
+	d := w.tick
+	if w.next > 0 {
+		d = w.next
+	}
+	time.AfterFunc(d, func() { root.Send(self, storageTick{}) })
 }
 
 // storageLog is an open log of a topic, as the worker visits it, and
@@ -162,12 +173,19 @@ func (w *storageWorker) run(now time.Time) {
 		w.addSealed(byTopic, open)
 	}
 	seen := map[*wal.Log]bool{}
+	next := w.tick
 	for name, logs := range byTopic {
 		p, ok := w.m.storagePolicy(name)
 		if !ok {
 			continue
 		}
 		t, _ := w.m.Active(name.String())
+		if p.StorageTick > 0 {
+			next = min(next, p.StorageTick)
+			if last := t.storage.lastPass.Load(); last != 0 && now.Sub(time.Unix(0, last)) < p.StorageTick {
+				continue // its namespace's tick has not come
+			}
+		}
 		sealed := w.sealedSegments(t)
 		for i := range logs {
 			logs[i].counts = &t.storage
@@ -182,6 +200,7 @@ func (w *storageWorker) run(now time.Time) {
 			delete(w.segmentBytes, l) // closed since
 		}
 	}
+	w.next = next
 	w.sweepTier(now)
 	w.m.m.storageTickSeconds.Observe(time.Since(begin).Seconds())
 }

@@ -356,3 +356,54 @@ func TestStorageWorkerTrimsSealedSegments(t *testing.T) {
 		t.Fatalf("the sealed segment: %+v", s)
 	}
 }
+
+// TestNamespaceStorageTick: a namespace's storage_tick makes the worker
+// visit its topics that often, though the broker's tick is an hour; a
+// topic cannot set it.
+func TestNamespaceStorageTick(t *testing.T) {
+	m := newTestManagerWith(t, func(c *Config) { c.StorageTick = time.Hour })
+	ctx := context.Background()
+	if err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.NamespacePolicies(ctx, api.NamespacePoliciesRequest{Namespace: "t/n", Policies: &api.Policies{StorageTick: ptr("0s")}}); err == nil || api.AsError(err).Code != api.CodeInvalidPolicy {
+		t.Fatalf("a storage_tick of 0: %v", err)
+	}
+	if _, err := m.NamespacePolicies(ctx, api.NamespacePoliciesRequest{Namespace: "t/n", Policies: &api.Policies{StorageTick: ptr("10ms")}}); err != nil {
+		t.Fatal(err)
+	}
+	var p api.Policies
+	if err := json.Unmarshal([]byte(`{"retention":"300ms","segment_ms":50}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	bad := p
+	bad.StorageTick = ptr("10ms")
+	if _, err := m.CreateTopic(ctx, api.TopicCreateRequest{Topic: "topic://t/n/refused", Segments: 1, Buckets: 1, Policies: &bad}); err == nil || api.AsError(err).Code != api.CodeInvalidPolicy {
+		t.Fatalf("a topic's storage_tick: %v", err)
+	}
+	if _, err := m.CreateTopic(ctx, api.TopicCreateRequest{Topic: "topic://t/n/ticked", Segments: 1, Buckets: 1, Policies: &p}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := m.Topic("topic://t/n/ticked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff := topic.effectivePolicies(); eff.StorageTick == nil || *eff.StorageTick != "10ms" {
+		t.Fatalf("effective storage_tick: %v", eff.StorageTick)
+	}
+	produceFor(t, topic, time.Second)
+	passes := func() uint64 {
+		var d dto.Metric
+		if err := m.m.storageTickSeconds.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetHistogram().GetSampleCount()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for counterValue(t, m.m.storageRemovedFiles) == 0 || passes() < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d passes, %v files removed: the namespace's tick was not kept", passes(), counterValue(t, m.m.storageRemovedFiles))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -50,6 +50,22 @@ type Policies struct {
 	OffloadAfter        *string `json:"offload_after,omitempty"`
 	LocalRetentionMs    *int64  `json:"local_retention_ms,omitempty"`
 	LocalRetentionBytes *int64  `json:"local_retention_bytes,omitempty"`
+	// StorageTick is how often the storage worker visits the logs of the
+	// namespace's topics (default: the broker's --storage-tick). A
+	// namespace policy: a topic cannot set it.
+	StorageTick *string `json:"storage_tick,omitempty"`
+}
+
+// MinStorageTick bounds storage_tick.
+const MinStorageTick = time.Millisecond
+
+// ValidateTopic is Validate for a topic's own policies: storage_tick,
+// a namespace policy, is refused.
+func (p *Policies) ValidateTopic() error {
+	if p != nil && p.StorageTick != nil {
+		return Errorf(CodeInvalidPolicy, "storage_tick is set per namespace (or by the broker's --storage-tick), not per topic")
+	}
+	return p.Validate()
 }
 
 // Bounds of the storage policies.
@@ -80,7 +96,7 @@ func (p *Policies) Validate() error {
 		"evaluation_interval": p.EvaluationInterval, "split_window": p.SplitWindow,
 		"merge_window": p.MergeWindow, "split_cooldown": p.SplitCooldown,
 		"merge_cooldown": p.MergeCooldown, "rebucket_cooldown": p.RebucketCooldown,
-		"offload_after": p.OffloadAfter,
+		"offload_after": p.OffloadAfter, "storage_tick": p.StorageTick,
 	}
 	for _, name := range sortedKeys(durations) {
 		if v := durations[name]; v != nil {
@@ -132,6 +148,11 @@ func (p *Policies) Validate() error {
 	}
 	if v := p.LocalRetentionBytes; v != nil && *v < -2 {
 		return Errorf(CodeInvalidPolicy, "local_retention_bytes must be -2 (as retention_bytes), -1 (no bound) or at least 0, got %d", *v)
+	}
+	if p.StorageTick != nil {
+		if d, _ := time.ParseDuration(*p.StorageTick); d < MinStorageTick {
+			return Errorf(CodeInvalidPolicy, "storage_tick must be at least %s, got %s", MinStorageTick, *p.StorageTick)
+		}
 	}
 	if p.Durability != nil {
 		switch *p.Durability {

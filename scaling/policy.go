@@ -71,6 +71,9 @@ type Policy struct {
 	Offload                               bool
 	OffloadAfter                          time.Duration
 	LocalRetentionMs, LocalRetentionBytes int64
+	// StorageTick is how often the storage worker visits the topic's logs
+	// (a namespace policy; 0: the broker's tick).
+	StorageTick time.Duration
 }
 
 // LocalRetention is how long the local copy of an offloaded file is kept
@@ -169,6 +172,7 @@ func (p *Policy) apply(l *api.Policies) {
 	setDuration(&p.OffloadAfter, l.OffloadAfter)
 	set(&p.LocalRetentionMs, l.LocalRetentionMs)
 	set(&p.LocalRetentionBytes, l.LocalRetentionBytes)
+	setDuration(&p.StorageTick, l.StorageTick)
 }
 
 func (p *Policy) check() error {
@@ -235,10 +239,20 @@ func (p Policy) API() api.Policies {
 		SegmentBytes: i64(p.SegmentBytes), SegmentMs: i64(p.SegmentMs), RetentionBytes: i64(p.RetentionBytes),
 		Offload: &p.Offload, OffloadAfter: dur(p.OffloadAfter),
 		LocalRetentionMs: i64(p.LocalRetentionMs), LocalRetentionBytes: i64(p.LocalRetentionBytes),
+		StorageTick: storageTick(p.StorageTick),
 	}
 }
 
 func i64(v int64) *int64 { return &v }
+
+// storageTick is StorageTick in wire form: unset when it is the broker's.
+func storageTick(d time.Duration) *string {
+	if d <= 0 {
+		return nil
+	}
+	s := d.String()
+	return &s
+}
 
 // set copies *v to *dst when the level sets it.
 func set[T any](dst *T, v *T) {
