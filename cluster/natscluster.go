@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/wal/tier"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -55,36 +57,56 @@ const metaOpenRetry = 250 * time.Millisecond
 // replicated bucket needs its replicas' servers): the node tries again
 // until it does or ctx ends, saying what it waits for.
 func (n *Node) openMeta(ctx context.Context, js jetstream.JetStream) (*meta.Store, error) {
-	if n.cfg.ClusterListen == "" {
+	return untilJetStream(ctx, n, "the metadata store", func(ctx context.Context) (*meta.Store, error) {
 		return meta.Open(ctx, js, meta.DefaultBucket, n.cfg.MetaReplicas)
+	})
+}
+
+// openTier opens the remote tier's object store bucket, with the
+// metadata's replicas, as openMeta opens the metadata store.
+func (n *Node) openTier(ctx context.Context, js jetstream.JetStream) (*tier.Tier, error) {
+	return untilJetStream(ctx, n, "the remote tier", func(ctx context.Context) (*tier.Tier, error) {
+		return tier.Open(ctx, js, tier.Config{Root: filepath.Join(n.cfg.DataDir, "topics"), CacheDir: filepath.Join(n.cfg.DataDir, "tier-cache"),
+			CacheBytes: n.cfg.TierCacheBytes, Replicas: n.cfg.MetaReplicas})
+	})
+}
+
+// untilJetStream runs open (which makes or binds a replicated JetStream
+// asset) until it succeeds or ctx ends: alone, once; in a cluster, again
+// and again while the JetStream cluster forms and elects its leaders.
+func untilJetStream[T any](ctx context.Context, n *Node, what string, open func(context.Context) (T, error)) (T, error) {
+	if n.cfg.ClusterListen == "" {
+		return open(ctx)
 	}
 	t0 := time.Now()
 	lastLog := t0
 	// JetStream answers nothing until its cluster has elected a leader:
 	// short attempts at first, longer ones once a leader may be busy
-	// creating the replicated bucket.
+	// creating the replicated asset.
 	attempt := time.Second
 	for {
 		octx, cancel := context.WithTimeout(ctx, attempt)
 		attempt = min(2*attempt, 10*time.Second)
-		s, err := meta.Open(octx, js, meta.DefaultBucket, n.cfg.MetaReplicas)
+		v, err := open(octx)
 		cancel()
 		if err == nil {
-			n.log.Info("metadata store open", "replicas", n.cfg.MetaReplicas, "waited", time.Since(t0).Round(time.Millisecond))
-			return s, nil
+			n.log.Info(what+" open", "replicas", n.cfg.MetaReplicas, "waited", time.Since(t0).Round(time.Millisecond))
+			return v, nil
 		}
 		if time.Since(lastLog) >= 5*time.Second {
 			lastLog = time.Now()
-			n.log.Warn("waiting for the NATS cluster to form (the metadata store needs its replicas' servers)",
+			n.log.Warn("waiting for the NATS cluster to form ("+what+" needs its replicas' servers)",
 				"replicas", n.cfg.MetaReplicas, "routes", n.cfg.Routes, "waited", time.Since(t0).Round(time.Second), "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("opening the metadata store (%d replicas) in the NATS cluster: %w (last: %v)", n.cfg.MetaReplicas, ctx.Err(), err)
+			var zero T
+			return zero, fmt.Errorf("opening %s (%d replicas) in the NATS cluster: %w (last: %v)", what, n.cfg.MetaReplicas, ctx.Err(), err)
 		case <-time.After(metaOpenRetry):
 		}
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return nil, err
+			var zero T
+			return zero, err
 		}
 	}
 }

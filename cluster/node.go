@@ -29,7 +29,6 @@ import (
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/wal"
-	"github.com/braidmq/braid/wal/tier"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -156,8 +155,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	// The remote tier: an object store bucket in the same JetStream,
 	// replicated as the metadata is.
-	tr, err := tier.Open(ctx, js, tier.Config{Root: filepath.Join(cfg.DataDir, "topics"), CacheDir: filepath.Join(cfg.DataDir, "tier-cache"),
-		CacheBytes: cfg.TierCacheBytes, Replicas: cfg.MetaReplicas})
+	tr, err := n.openTier(ctx, js)
 	if err != nil {
 		return nil, err
 	}
