@@ -133,11 +133,14 @@ func (r *crashRun) setUp(ctx context.Context) {
 	}
 	off := false
 	// The storage worker rolls the topic's logs every 50 ms (the server
-	// runs it every 20 ms), so that kills land in rolls too; retention
-	// forever keeps every acknowledged message for the checker.
-	rollMs, forever := int64(50), "-1s"
+	// runs it every 20 ms) and offloads every closed file to the remote
+	// tier, dropping its local copy at once, so that kills land in rolls
+	// and in each step of offloads too, and the consumer and the checker
+	// read most of the topic back from the tier; retention forever keeps
+	// every acknowledged message for the checker.
+	rollMs, forever, offload, dropLocal := int64(50), "-1s", true, int64(0)
 	if _, err := r.admin.CreateTopic(ctx, topicURI, 2, client.WithTopicBuckets(4),
-		client.WithTopicPolicies(&api.Policies{AutoScale: &off, SegmentMs: &rollMs, Retention: &forever})); err != nil {
+		client.WithTopicPolicies(&api.Policies{AutoScale: &off, SegmentMs: &rollMs, Retention: &forever, Offload: &offload, LocalRetentionMs: &dropLocal})); err != nil {
 		t.Fatalf("create %s: %v", topicURI, err)
 	}
 
@@ -265,6 +268,20 @@ func (r *crashRun) judge(ctx context.Context, acked map[msgID]api.Position) {
 		r.k.avgReady(), r.k.maxReady.Round(time.Millisecond))
 	t.Logf("topic: %d segments at epoch %d, %d messages stored, %d holes in unit offsets; %d asynchronous client errors",
 		len(d.Segments), d.Epoch, len(all), holes, asyncErrors.Load())
+	st, err := r.admin.Stats(ctx, topicURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tierOnly uint64
+	for _, b := range st.Buckets {
+		if b.LocalFirstOffset > b.FirstOffset {
+			tierOnly += b.LocalFirstOffset - b.FirstOffset
+		}
+	}
+	t.Logf("remote tier: %d bytes, %d of the %d messages there only (read back from it)", st.TierBytes, tierOnly, len(all))
+	if st.TierBytes == 0 || tierOnly == 0 {
+		t.Errorf("the topic offloads every closed file, yet the tier holds %d bytes and %d messages only there", st.TierBytes, tierOnly)
+	}
 	for _, level := range []string{"ERROR", "WARN"} {
 		counts := r.srv.logMessages(level)
 		for _, msg := range slices.Sorted(maps.Keys(counts)) {
