@@ -14,6 +14,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -405,5 +406,49 @@ func TestNamespaceStorageTick(t *testing.T) {
 			t.Fatalf("%d passes, %v files removed: the namespace's tick was not kept", passes(), counterValue(t, m.m.storageRemovedFiles))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStorageWorkerByInjectedClock: the worker's pass takes the time it
+// runs at: a day and an hour on, the defaults roll the open file
+// (segment_ms 24 h) and keep it (retention 168 h); eight days on, every
+// record has expired: the open file rolls and both closed files go, and
+// the log goes on from where it was.
+func TestStorageWorkerByInjectedClock(t *testing.T) {
+	m := newTestManager(t) // no worker of its own: the test runs the passes
+	topic := createTestTopic(t, m, "topic://t/n/clocked", 1, 1)
+	for i := 0; i < 10; i++ {
+		if r := produceOne(t, topic, "k", "v"); r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	l, err := topic.unitLog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &storageWorker{m: m, tick: time.Hour, segmentBytes: map[*wal.Log]int64{}}
+	now := time.Now()
+	w.run(now.Add(23 * time.Hour))
+	if files, _ := l.ClosedFiles(); len(files) != 0 {
+		t.Fatalf("rolled before segment_ms: %+v", files)
+	}
+	w.run(now.Add(25 * time.Hour))
+	files, _ := l.ClosedFiles()
+	if len(files) != 1 || files[0].First != 0 || files[0].Next != 10 {
+		t.Fatalf("after a day and an hour: closed files %+v", files)
+	}
+	if r := produceOne(t, topic, "k", "new"); r.Code != 0 || r.Offset != 10 {
+		t.Fatalf("produce after the roll: %+v", r)
+	}
+	w.run(now.Add(100 * time.Hour))
+	if l.FirstOffset() != 0 {
+		t.Fatalf("removed before retention: first offset %d", l.FirstOffset())
+	}
+	w.run(now.Add(8 * 24 * time.Hour))
+	if l.FirstOffset() != 11 || l.NextOffset() != 11 {
+		t.Fatalf("eight days on: offsets [%d, %d), want [11, 11)", l.FirstOffset(), l.NextOffset())
+	}
+	if st := topic.Stats().Storage; st.FilesRolled != 2 || st.FilesRemoved != 2 {
+		t.Fatalf("the worker's counts: %+v", st)
 	}
 }

@@ -75,6 +75,12 @@ func (p *Policies) Update(set *Policies, unset []string) (*Policies, error) {
 			}
 		}
 	}
+	if set != nil && set.Retention != nil {
+		out.RetentionMs = nil // one name replaces the other
+	}
+	if set != nil && set.RetentionMs != nil {
+		out.Retention = nil
+	}
 	for _, key := range unset {
 		i := slices.IndexFunc(reflect.VisibleFields(dst.Type()), func(f reflect.StructField) bool { return jsonName(f) == key })
 		if i < 0 {

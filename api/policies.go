@@ -30,8 +30,11 @@ type Policies struct {
 	EntryBucketBudget      *int     `json:"entry_bucket_budget,omitempty"`
 	SplitVsRebucketMsgRate *float64 `json:"split_vs_rebucket_msg_rate,omitempty"`
 	Retention              *string  `json:"retention,omitempty"`
-	Durability             *string  `json:"durability,omitempty"`
-	MaxPayloadBytes        *int     `json:"max_payload_bytes,omitempty"`
+	// RetentionMs is retention in milliseconds (-1: forever), as Kafka
+	// names it; a level sets one or the other.
+	RetentionMs     *int64  `json:"retention_ms,omitempty"`
+	Durability      *string `json:"durability,omitempty"`
+	MaxPayloadBytes *int    `json:"max_payload_bytes,omitempty"`
 	// The storage lifecycle of the topic's logs (see the storage worker):
 	// the size and the age past which a log's open file rolls to a new one
 	// (-1: never), and the bytes a topic keeps on disk before its oldest
@@ -142,6 +145,12 @@ func (p *Policies) Validate() error {
 	}
 	if v := p.RetentionBytes; v != nil && *v < -1 {
 		return Errorf(CodeInvalidPolicy, "retention_bytes must be -1 (no bound) or at least 0, got %d", *v)
+	}
+	if v := p.RetentionMs; v != nil && *v < -1 {
+		return Errorf(CodeInvalidPolicy, "retention_ms must be -1 (forever) or at least 0, got %d", *v)
+	}
+	if p.RetentionMs != nil && p.Retention != nil {
+		return Errorf(CodeInvalidPolicy, "retention %q and retention_ms %d name the same policy: set one", *p.Retention, *p.RetentionMs)
 	}
 	if v := p.LocalRetentionMs; v != nil && *v < -2 {
 		return Errorf(CodeInvalidPolicy, "local_retention_ms must be -2 (as retention), -1 (no bound) or at least 0, got %d", *v)

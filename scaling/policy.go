@@ -160,6 +160,12 @@ func (p *Policy) apply(l *api.Policies) {
 	setDuration(&p.MergeCooldown, l.MergeCooldown)
 	setDuration(&p.RebucketCooldown, l.RebucketCooldown)
 	setDuration(&p.Retention, l.Retention)
+	if v := l.RetentionMs; v != nil {
+		p.Retention = time.Duration(*v) * time.Millisecond
+		if *v < 0 {
+			p.Retention = -1
+		}
+	}
 	set(&p.MinSegments, l.MinSegments)
 	set(&p.MaxSegments, l.MaxSegments)
 	set(&p.MaxDAGDepth, l.MaxDAGDepth)

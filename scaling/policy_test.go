@@ -135,3 +135,52 @@ func TestSegmentMsUnderRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionMsAndTieringPolicies: retention_ms names retention in
+// milliseconds at any level (a level sets one or the other); the tier's
+// policies resolve and are checked against retention.
+func TestRetentionMsAndTieringPolicies(t *testing.T) {
+	p, err := Resolve(Default, policies(t, `{"retention": "1h", "segment_ms": 1000}`), policies(t, `{"retention_ms": 5000}`))
+	if err != nil || p.Retention != 5*time.Second {
+		t.Fatalf("retention_ms over a namespace's retention: %v, %v", p.Retention, err)
+	}
+	if p, _ := Resolve(Default, policies(t, `{"retention_ms": -1}`)); p.Retention >= 0 {
+		t.Fatalf("retention_ms -1: %v", p.Retention)
+	}
+	if p, _ := Resolve(Default, policies(t, `{"retention_ms": 5000, "segment_ms": 1000}`), policies(t, `{"retention": "2h"}`)); p.Retention != 2*time.Hour {
+		t.Fatalf("retention over a namespace's retention_ms: %v", p.Retention)
+	}
+	for _, bad := range []string{`{"retention_ms": -2}`, `{"retention": "1h", "retention_ms": 1000}`, `{"local_retention_ms": -3}`,
+		`{"local_retention_bytes": -3}`, `{"offload_after": "-1s"}`, `{"storage_tick": "0s"}`} {
+		var p api.Policies
+		if err := json.Unmarshal([]byte(bad), &p); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(); err == nil {
+			t.Fatalf("%s validated", bad)
+		}
+	}
+	set, _ := (&api.Policies{Retention: ptrString("1h")}).Update(policies(t, `{"retention_ms": 1000}`), nil)
+	if set.Retention != nil || set.RetentionMs == nil {
+		t.Fatalf("retention_ms set over a stored retention: %+v", set)
+	}
+	for _, c := range []struct{ js, want string }{
+		{`{"offload": true, "retention": "1h", "segment_ms": 1000, "offload_after": "2h"}`, "offload_after"},
+		{`{"offload": true, "retention": "1h", "segment_ms": 1000, "local_retention_ms": 7200000}`, "local_retention_ms"},
+		{`{"offload": true, "retention_bytes": 100, "local_retention_bytes": 200}`, "local_retention_bytes"},
+	} {
+		_, err := Resolve(Default, policies(t, c.js))
+		if e := api.AsError(err); e == nil || e.Code != api.CodeInvalidPolicy || !strings.Contains(e.Message, c.want) {
+			t.Fatalf("%s: %v", c.js, err)
+		}
+	}
+	p, err = Resolve(Default, policies(t, `{"offload": true, "retention": "1h", "segment_ms": 1000, "local_retention_ms": 60000}`))
+	if err != nil || p.LocalRetention() != time.Minute || p.LocalBytes() != -1 {
+		t.Fatalf("tiering: local %v, bytes %d, %v", p.LocalRetention(), p.LocalBytes(), err)
+	}
+	if p, _ := Resolve(Default, policies(t, `{"offload": true, "retention": "1h", "segment_ms": 1000}`)); p.LocalRetention() != time.Hour {
+		t.Fatalf("local_retention_ms -2 is retention: %v", p.LocalRetention())
+	}
+}
+
+func ptrString(s string) *string { return &s }
