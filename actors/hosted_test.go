@@ -497,11 +497,12 @@ func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
 	}
 }
 
-// TestStorageWorkerLeavesOtherNodesLogs: the storage worker of a node
-// that holds a segment of another node's topic leaves its log alone: the
-// topic's policies (here retention forever) are known at its home, and
-// the broker default's retention would remove records older than it.
-func TestStorageWorkerLeavesOtherNodesLogs(t *testing.T) {
+// TestStorageWorkerAppliesTheHomesPolicies: the storage worker of a node
+// that holds a segment of another node's topic applies the topic's own
+// policies (from its record) to its log: with retention forever it keeps
+// records older than the broker default's retention; once the topic's
+// retention is an hour, they go.
+func TestStorageWorkerAppliesTheHomesPolicies(t *testing.T) {
 	home, other, _ := twoNodes(t, nil)
 	other.cfg.StorageTick = 10 * time.Millisecond
 	if err := other.startStorageWorker(); err != nil {
@@ -542,6 +543,22 @@ func TestStorageWorkerLeavesOtherNodesLogs(t *testing.T) {
 	}
 	if first, next, err := topic.Bounds(high, 0); err != nil || first != 0 || next != 40 {
 		t.Fatalf("the held segment's log: [%d, %d), %v; want [0, 40)", first, next, err)
+	}
+	hour, roll := "1h", int64(100)
+	if _, err := home.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: uri, Policies: &api.Policies{Retention: &hour, SegmentMs: &roll}}); err != nil {
+		t.Fatal(err)
+	}
+	// The holder reads the record again within servedRecordTTL.
+	deadline = time.Now().Add(servedRecordTTL + 10*time.Second)
+	for {
+		first, next, err := topic.Bounds(high, 0)
+		if err == nil && first == 40 && next == 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the held segment's log after a retention of an hour: [%d, %d), %v; want its records ten days old gone", first, next, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
@@ -41,8 +42,8 @@ import (
 // log's write lock for the unlinks only. Readers and consumers see the
 // log's first offset move on, as after any retention (OFFSET_GONE for a
 // read below it; subscriptions skip what is gone). Logs that are not open
-// (the topic idle) are visited when they are opened again; logs of topics
-// not active here (segments held for another node's topic) are not.
+// (the topic idle) are visited when they are opened again; the logs a node
+// holds of another node's topic by that topic's policies (storageView).
 
 // storageTick asks the worker to visit the logs.
 type storageTick struct{}
@@ -55,20 +56,76 @@ type storageWorker struct {
 	// next is the delay to the next pass: the tick, or the shortest
 	// storage_tick of the namespaces whose topics it visited.
 	next time.Duration
+	// held counts what the worker does to the logs it holds of other
+	// nodes' topics (their stats are their home's).
+	held map[routing.TopicName]*storageCounts
 	// swept is when the tier was last swept (sweepTier), sealedVisited
 	// when the sealed segments' logs were last opened (run).
 	swept, sealedVisited time.Time
 }
 
-// sealedSegments returns the sealed segments of topic t.
-func (w *storageWorker) sealedSegments(t *Topic) map[topology.SegmentID]bool {
+// storageView is what the worker knows of a topic whose logs it visits:
+// its resolved policy, its layout, and where it counts what it does.
+type storageView struct {
+	policy scaling.Policy
+	layout topology.Layout
+	counts *storageCounts
+}
+
+// sealed returns the sealed segments of the view's layout.
+func (v storageView) sealed() map[topology.SegmentID]bool {
 	out := map[topology.SegmentID]bool{}
-	for _, s := range t.Layout().Segments {
+	for _, s := range v.layout.Segments {
 		if s.State == topology.StateSealed {
 			out[s.ID] = true
 		}
 	}
 	return out
+}
+
+// storageView returns the view of topic name: from the topic when it is
+// active here; else, for the segments this node holds of another node's
+// topic, from the topic's record (read at most servedRecordTTL ago) and
+// its namespace's policies, so that the home's policies apply to them
+// (the broker default's could remove what a topic keeps for longer). A
+// topic whose record cannot be read, or is of another incarnation than
+// the logs, is not visited this pass.
+func (w *storageWorker) storageView(name routing.TopicName, namespaces map[routing.NamespaceName]*api.Policies) (storageView, bool) {
+	m := w.m
+	if t, ok := m.Active(name.String()); ok {
+		return storageView{policy: t.Policy(), layout: t.Layout(), counts: &t.storage}, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, err := m.servedRecord(ctx, name)
+	if err != nil || rec.Incarnation != m.store.incarnation(name) {
+		return storageView{}, false
+	}
+	nsName := name.NamespaceName()
+	ns, ok := namespaces[nsName]
+	if !ok {
+		nsRec, err := m.namespace(ctx, nsName)
+		if err != nil {
+			return storageView{}, false
+		}
+		ns, namespaces[nsName] = nsRec.Policies, nsRec.Policies
+	}
+	p, err := m.ResolvePolicies(rec.Policies, ns)
+	if err != nil {
+		m.m.storageErrors.Inc()
+		m.log.Error("storage worker: the policies of a topic whose segments this node holds do not resolve; its logs are left as they are",
+			"topic", name.String(), "err", err)
+		return storageView{}, false
+	}
+	if w.held == nil {
+		w.held = map[routing.TopicName]*storageCounts{}
+	}
+	c := w.held[name]
+	if c == nil {
+		c = &storageCounts{}
+		w.held[name] = c
+	}
+	return storageView{policy: p, layout: rec.Layout, counts: c}, true
 }
 
 // addSealed adds to byTopic the logs of the sealed segments this node
@@ -174,26 +231,32 @@ func (w *storageWorker) run(now time.Time) {
 	}
 	seen := map[*wal.Log]bool{}
 	next := w.tick
+	namespaces := map[routing.NamespaceName]*api.Policies{}
 	for name, logs := range byTopic {
-		p, ok := w.m.storagePolicy(name)
+		v, ok := w.storageView(name, namespaces)
 		if !ok {
 			continue
 		}
-		t, _ := w.m.Active(name.String())
+		p := v.policy
 		if p.StorageTick > 0 {
 			next = min(next, p.StorageTick)
-			if last := t.storage.lastPass.Load(); last != 0 && now.Sub(time.Unix(0, last)) < p.StorageTick {
+			if last := v.counts.lastPass.Load(); last != 0 && now.Sub(time.Unix(0, last)) < p.StorageTick {
 				continue // its namespace's tick has not come
 			}
 		}
-		sealed := w.sealedSegments(t)
+		sealed := v.sealed()
 		for i := range logs {
-			logs[i].counts = &t.storage
+			logs[i].counts = v.counts
 			seen[logs[i].log] = true
 			w.visit(logs[i], p, now, sealed[logs[i].key.Segment])
 		}
-		t.storage.lastPass.Store(now.UnixNano())
+		v.counts.lastPass.Store(now.UnixNano())
 		w.trimBytes(name, logs, p)
+	}
+	for name := range w.held {
+		if _, ok := byTopic[name]; !ok {
+			delete(w.held, name) // no log of it open any more
+		}
 	}
 	for l := range w.segmentBytes {
 		if !seen[l] {
@@ -424,17 +487,4 @@ func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) boo
 	sl.counts.removedBytes.Add(uint64(bytes))
 	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", len(gone), "bytes", bytes, "why", why, "first_offset", before)
 	return true
-}
-
-// storagePolicy is the resolved policy of topic name for its storage,
-// when the topic is active here. The logs of topics not active here (the
-// segments this node holds for other nodes' topics, logs opened to serve
-// another node's reads) are left as they are: their policies are known at
-// their home, and the broker default's retention could remove what a
-// topic keeps for longer.
-func (m *Manager) storagePolicy(name routing.TopicName) (scaling.Policy, bool) {
-	if t, ok := m.Active(name.String()); ok {
-		return t.Policy(), true
-	}
-	return scaling.Policy{}, false
 }

@@ -174,6 +174,13 @@ func (s *LogStore) journalCounts() wal.JournalCounts {
 // Journal returns the store's journal (nil without one).
 func (s *LogStore) Journal() *wal.Journal { return s.journal }
 
+// incarnation returns the incarnation the store keeps the logs of t in.
+func (s *LogStore) incarnation(t routing.TopicName) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.incarnations[t.String()]
+}
+
 // SetIncarnation says which incarnation of topic t is served here: its
 // logs are in the directory of that name under the topic's.
 func (s *LogStore) SetIncarnation(t routing.TopicName, incarnation string) {
