@@ -51,8 +51,9 @@ func (l *Log) rollBytes() int64 {
 	return int64(l.opts.SegmentBytes)
 }
 
-// TailStarted returns when the log's open file (its tail) was started, or
-// the log opened when it found the tail on disk (unix ns).
+// TailStarted returns when the log's open file (its tail) was started; for
+// a tail found on disk at Open, the time of its first record if it holds
+// any and that is earlier, else when the log opened.
 func (l *Log) TailStarted() time.Time { return time.Unix(0, l.tailStarted.Load()) }
 
 // Roll closes the open file and starts a new one for the next append, if

@@ -206,3 +206,39 @@ func TestRollAndDropDuringAppends(t *testing.T) {
 		}
 	}
 }
+
+// TestTailStartedAtReopenIsItsFirstRecord: a tail found on disk started
+// no later than its first record: a file of old records is due to roll by
+// age at once, not a segment_ms after the reopen.
+func TestTailStartedAtReopenIsItsFirstRecord(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-365 * 24 * time.Hour).UnixMilli()
+	appendN(t, l, 3, old, 10)
+	l.Close()
+	if l, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.TailStarted().UnixMilli(); got != old {
+		t.Fatalf("a reopened tail of a year-old record started at %d, want %d", got, old)
+	}
+	l.Close()
+	// An empty tail, or records stamped in the future, start at the open.
+	dir = t.TempDir()
+	if l, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1, time.Now().Add(time.Hour).UnixMilli(), 10)
+	l.Close()
+	before := time.Now()
+	if l, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.TailStarted().Before(before) {
+		t.Fatalf("a tail of a record from the future started at %v, before the open", l.TailStarted())
+	}
+}

@@ -236,7 +236,16 @@ func open(dir string, opts Options) (*Log, error) {
 	if head.pos > 0 {
 		l.view.headName, l.view.headPos = files[0].first, head.pos
 	}
-	l.tailStarted.Store(time.Now().UnixNano())
+	// A tail found with records started no later than its first record
+	// (its time as stamped: a legacy file's may be a year old, and is
+	// then due to roll by age at once).
+	started := time.Now()
+	if index.next > last.first {
+		if rec, err := l.Read(last.first); err == nil && rec.Timestamp > 0 && time.UnixMilli(rec.Timestamp).Before(started) {
+			started = time.UnixMilli(rec.Timestamp)
+		}
+	}
+	l.tailStarted.Store(started.UnixNano())
 	return l, nil
 }
 
