@@ -57,6 +57,15 @@ type Policies struct {
 	// namespace's topics (default: the broker's --storage-tick). A
 	// namespace policy: a topic cannot set it.
 	StorageTick *string `json:"storage_tick,omitempty"`
+	// Compaction (see the compactor): the bytes written since the last
+	// compaction that start one (0: only when asked), whether unkeyed
+	// messages stay in the compacted view, how long a tombstone (a keyed
+	// message with an empty payload) stays in it, and how young a message
+	// must be never to be compacted away.
+	CompactionThresholdBytes *int64 `json:"compaction_threshold_bytes,omitempty"`
+	CompactionRetainNullKey  *bool  `json:"compaction_retain_null_key,omitempty"`
+	DeleteRetentionMs        *int64 `json:"delete_retention_ms,omitempty"`
+	CompactionLagMs          *int64 `json:"compaction_lag_ms,omitempty"`
 }
 
 // MinStorageTick bounds storage_tick.
@@ -145,6 +154,14 @@ func (p *Policies) Validate() error {
 	}
 	if v := p.RetentionBytes; v != nil && *v < -1 {
 		return Errorf(CodeInvalidPolicy, "retention_bytes must be -1 (no bound) or at least 0, got %d", *v)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"compaction_threshold_bytes", p.CompactionThresholdBytes}, {"delete_retention_ms", p.DeleteRetentionMs}, {"compaction_lag_ms", p.CompactionLagMs}} {
+		if f.v != nil && *f.v < 0 {
+			return Errorf(CodeInvalidPolicy, "%s must be at least 0, got %d", f.name, *f.v)
+		}
 	}
 	if v := p.RetentionMs; v != nil && *v < -1 {
 		return Errorf(CodeInvalidPolicy, "retention_ms must be -1 (forever) or at least 0, got %d", *v)

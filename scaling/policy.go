@@ -74,6 +74,15 @@ type Policy struct {
 	// StorageTick is how often the storage worker visits the topic's logs
 	// (a namespace policy; 0: the broker's tick).
 	StorageTick time.Duration
+	// Compaction: CompactionThresholdBytes written since the last
+	// compaction start one (0: only when asked); CompactionRetainNullKey
+	// keeps unkeyed messages in the compacted view; DeleteRetention is how
+	// long a tombstone stays in it; CompactionLag how young a message is
+	// never compacted away.
+	CompactionThresholdBytes int64
+	CompactionRetainNullKey  bool
+	DeleteRetention          time.Duration
+	CompactionLag            time.Duration
 }
 
 // LocalRetention is how long the local copy of an offloaded file is kept
@@ -118,6 +127,7 @@ var Default = Policy{
 	RetentionBytes:         -1,
 	LocalRetentionMs:       -2,
 	LocalRetentionBytes:    -2,
+	DeleteRetention:        24 * time.Hour,
 }
 
 // Bounds of the resolved policy that api.Policies.Validate cannot check on
@@ -179,6 +189,17 @@ func (p *Policy) apply(l *api.Policies) {
 	set(&p.LocalRetentionMs, l.LocalRetentionMs)
 	set(&p.LocalRetentionBytes, l.LocalRetentionBytes)
 	setDuration(&p.StorageTick, l.StorageTick)
+	set(&p.CompactionThresholdBytes, l.CompactionThresholdBytes)
+	set(&p.CompactionRetainNullKey, l.CompactionRetainNullKey)
+	setMs(&p.DeleteRetention, l.DeleteRetentionMs)
+	setMs(&p.CompactionLag, l.CompactionLagMs)
+}
+
+// setMs sets *dst to v milliseconds when the level sets it.
+func setMs(dst *time.Duration, v *int64) {
+	if v != nil {
+		*dst = time.Duration(*v) * time.Millisecond
+	}
 }
 
 func (p *Policy) check() error {
@@ -245,7 +266,9 @@ func (p Policy) API() api.Policies {
 		SegmentBytes: i64(p.SegmentBytes), SegmentMs: i64(p.SegmentMs), RetentionBytes: i64(p.RetentionBytes),
 		Offload: &p.Offload, OffloadAfter: dur(p.OffloadAfter),
 		LocalRetentionMs: i64(p.LocalRetentionMs), LocalRetentionBytes: i64(p.LocalRetentionBytes),
-		StorageTick: storageTick(p.StorageTick),
+		StorageTick:              storageTick(p.StorageTick),
+		CompactionThresholdBytes: i64(p.CompactionThresholdBytes), CompactionRetainNullKey: &p.CompactionRetainNullKey,
+		DeleteRetentionMs: i64(p.DeleteRetention.Milliseconds()), CompactionLagMs: i64(p.CompactionLag.Milliseconds()),
 	}
 }
 

@@ -33,7 +33,8 @@ func TestDefaultMatchesDocumentedKeys(t *testing.T) {
 		"split_cooldown": "5s", "merge_cooldown": "60s", "rebucket_cooldown": "5s", "min_segments": 1, "max_segments": 64,
 		"max_dag_depth": 10, "entry_bucket_budget": 4, "split_vs_rebucket_msg_rate": 1000, "retention": "168h",
 		"segment_bytes": 134217728, "segment_ms": 86400000, "retention_bytes": -1, "offload": false, "offload_after": "0s",
-		"local_retention_ms": -2, "local_retention_bytes": -2 }`)
+		"local_retention_ms": -2, "local_retention_bytes": -2, "compaction_threshold_bytes": 0, "compaction_retain_null_key": false,
+		"delete_retention_ms": 86400000, "compaction_lag_ms": 0 }`)
 	zero := Policy{EvaluationInterval: time.Hour, MinSegments: 1, MaxSegments: 1, MaxDAGDepth: 1, EntryBucketBudget: 1}
 	got, err := Resolve(zero, doc)
 	if err != nil {
@@ -151,7 +152,8 @@ func TestRetentionMsAndTieringPolicies(t *testing.T) {
 		t.Fatalf("retention over a namespace's retention_ms: %v", p.Retention)
 	}
 	for _, bad := range []string{`{"retention_ms": -2}`, `{"retention": "1h", "retention_ms": 1000}`, `{"local_retention_ms": -3}`,
-		`{"local_retention_bytes": -3}`, `{"offload_after": "-1s"}`, `{"storage_tick": "0s"}`} {
+		`{"local_retention_bytes": -3}`, `{"offload_after": "-1s"}`, `{"storage_tick": "0s"}`,
+		`{"compaction_threshold_bytes": -1}`, `{"delete_retention_ms": -1}`, `{"compaction_lag_ms": -5}`} {
 		var p api.Policies
 		if err := json.Unmarshal([]byte(bad), &p); err != nil {
 			t.Fatal(err)
