@@ -165,6 +165,8 @@ type Manager struct {
 	hosted   map[UnitKey]*hostedUnit
 	// storagePID is the storage worker (nil: none).
 	storagePID *actor.PID
+	// compact runs the node's compactions (compactor.go).
+	compact compactions
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.

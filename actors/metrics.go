@@ -70,6 +70,7 @@ type metrics struct {
 	storageHeadTrims                                                                       prometheus.Counter
 	tierOffloadedFiles, tierOffloadedBytes, tierRemovedFiles, tierRemovedBytes, tierErrors prometheus.Counter
 	tierReads                                                                              *prometheus.CounterVec
+	compactions, compactionErrors                                                          prometheus.Counter
 	topicTierBytes                                                                         *prometheus.GaugeVec
 	storageTickSeconds                                                                     prometheus.Histogram
 	topicDiskBytes                                                                         *prometheus.GaugeVec
@@ -168,6 +169,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		topicTierBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_topic_tier_bytes", Help: "Bytes the remote tier holds of a topic's open bucket logs, at the storage worker's last pass."},
 			[]string{"topic"}),
+		compactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_compactions_total", Help: "Compactions of topics this node ran to the end (recorded)."}),
+		compactionErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_compaction_errors_total", Help: "Compactions that failed (each logged at error level; the topic keeps its earlier compacted view)."}),
 		storageErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_storage_errors_total", Help: "Rolls, listings and removals of the storage worker that failed (each logged at error level)."}),
 		storageTickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -224,7 +229,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
 			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageHeadTrims, m.storageErrors,
-			m.tierOffloadedFiles, m.tierOffloadedBytes, m.tierRemovedFiles, m.tierRemovedBytes, m.tierErrors, m.tierReads, m.topicTierBytes, m.storageTickSeconds, m.topicDiskBytes,
+			m.tierOffloadedFiles, m.tierOffloadedBytes, m.tierRemovedFiles, m.tierRemovedBytes, m.tierErrors, m.tierReads, m.topicTierBytes, m.compactions, m.compactionErrors, m.storageTickSeconds, m.topicDiskBytes,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/braidmq/braid/compaction"
+	"github.com/braidmq/braid/meta"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -73,6 +75,12 @@ type Topic struct {
 	routeMu sync.RWMutex
 	// storage counts what the storage worker did to the topic's logs.
 	storage storageCounts
+	// compaction is the topic's compaction record as this node last read
+	// or wrote it (nil: not read yet); compacted caches the readers of its
+	// units' compacted logs.
+	compaction  atomic.Pointer[meta.CompactionRecord]
+	compactedMu sync.Mutex
+	compacted   map[string]*compaction.LogReader
 	// lastUse is when the topic was last used (unix ns; see touch).
 	lastUse atomic.Int64
 	// incarnation is the record's (see LogStore); remote caches the

@@ -188,6 +188,41 @@ type StorageStats struct {
 	LastPass string `json:"last_pass,omitempty"`
 }
 
+// CompactionStatus is the reply of topic.compact and topic.compaction: the
+// compaction running on the topic's node, and the last one recorded.
+type CompactionStatus struct {
+	Topic     string `json:"topic"`
+	Running   bool   `json:"running"`
+	Phase     string `json:"phase,omitempty"` // queued, deciding, writing, done, failed
+	Started   string `json:"started,omitempty"`
+	UnitsDone int    `json:"units_done,omitempty"`
+	Units     int    `json:"units,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// The last compaction recorded: its generation (0: none yet), when it
+	// finished, the keys it found, the records it read below the horizons
+	// and kept, the bytes of the units' logs and of their compacted logs,
+	// its duration, its passes over the records, and each unit's horizon.
+	Generation  uint64           `json:"generation"`
+	Finished    string           `json:"finished,omitempty"`
+	Keys        int              `json:"keys"`
+	Read        uint64           `json:"read"`
+	Kept        uint64           `json:"kept"`
+	BytesBefore int64            `json:"bytes_before"`
+	BytesAfter  int64            `json:"bytes_after"`
+	DurationMs  int64            `json:"duration_ms"`
+	Passes      int              `json:"passes"`
+	Horizons    []CompactionUnit `json:"horizons,omitempty"`
+}
+
+// CompactionUnit is a unit's compaction horizon: its offsets below it are
+// read compacted.
+type CompactionUnit struct {
+	Segment uint64 `json:"segment"`
+	Bucket  int    `json:"bucket"`
+	Horizon uint64 `json:"horizon"`
+	Kept    uint64 `json:"kept"`
+}
+
 // ProduceReply is the reply of produce one.
 type ProduceReply struct {
 	Segment uint64 `json:"segment"`

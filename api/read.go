@@ -69,6 +69,11 @@ type ReadRequest struct {
 	// Format "binary" (default, the read reply above) or "json"
 	// (ReadReplyJSON), as consume.fetch.
 	Format string `json:"format,omitempty"`
+	// Compacted reads the compacted view: below a unit's compaction
+	// horizon only the records compaction kept (the latest of each key),
+	// at their offsets; an offset below the unit's first is not
+	// OFFSET_GONE but read from the next kept one.
+	Compacted bool `json:"compacted,omitempty"`
 }
 
 // UnitStatusJSON is one unit of a ReadReplyJSON: UnitStatus with the

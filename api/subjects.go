@@ -53,6 +53,10 @@ const (
 	AdminTopicRebucket   = "topic.rebucket"
 	AdminTopicDelete     = "topic.delete"
 	AdminTopicStats      = "topic.stats"
+	// AdminTopicCompact starts a compaction (TopicRequest ->
+	// CompactionStatus); AdminTopicCompaction reports it.
+	AdminTopicCompact    = "topic.compact"
+	AdminTopicCompaction = "topic.compaction"
 )
 
 // AdminSubject is the subject of one admin operation, e.g. AdminSubject(AdminTopicSplit).

@@ -32,6 +32,8 @@ func (n *Node) adminOps() map[string]adminOp {
 		api.AdminTopicRebucket:   n.topicRebucket,
 		api.AdminTopicDelete:     n.topicDelete,
 		api.AdminTopicStats:      n.topicStats,
+		api.AdminTopicCompact:    n.topicCompact,
+		api.AdminTopicCompaction: n.topicCompaction,
 		// Elastic topics (elastic.go).
 		api.AdminTopicPolicies:     n.topicPolicies,
 		api.AdminNamespacePolicies: n.namespacePolicies,
@@ -274,6 +276,22 @@ func (n *Node) topicStats(_ context.Context, body []byte) (any, error) {
 	st := t.Stats()
 	st.Subscriptions = n.subscriptionStats(t)
 	return st, nil
+}
+
+func (n *Node) topicCompact(ctx context.Context, body []byte) (any, error) {
+	var req api.TopicRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	return n.topics.Compact(ctx, req.Topic)
+}
+
+func (n *Node) topicCompaction(ctx context.Context, body []byte) (any, error) {
+	var req api.TopicRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	return n.topics.CompactionStatus(ctx, req.Topic)
 }
 
 func metaErr(err error, what string) error {

@@ -155,7 +155,7 @@ func (n *Node) forwardRoutes() []fwdRoute {
 // topicAdminOps are the admin operations on one topic, which its owner
 // serves.
 var topicAdminOps = []string{api.AdminTopicDescribe, api.AdminTopicSplit, api.AdminTopicMerge, api.AdminTopicRebucket,
-	api.AdminTopicDelete, api.AdminTopicStats, api.AdminTopicPolicies}
+	api.AdminTopicDelete, api.AdminTopicStats, api.AdminTopicPolicies, api.AdminTopicCompact, api.AdminTopicCompaction}
 
 // fwdRequest is a forwarded request, served as a micro request.
 type fwdRequest struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/braidmq/braid/compaction"
 	"sync"
 	"time"
 
@@ -51,7 +52,7 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 		r.data(api.AppendReadReply(make([]byte, 0, size), reply), nil)
 	}
 	appended, changed := t.Appended(), t.Changed()
-	reply := readUnits(t, rr.Units, f.Max, maxBytes)
+	reply := readUnits(t, rr.Units, f.Max, maxBytes, rr.Compacted)
 	if !worthWaiting(reply) || f.Wait <= 0 {
 		send(reply)
 		return
@@ -78,7 +79,7 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 			}
 			timer.Stop()
 			appended, changed = t.Appended(), t.Changed()
-			reply := readUnits(t, rr.Units, f.Max, maxBytes)
+			reply := readUnits(t, rr.Units, f.Max, maxBytes, rr.Compacted)
 			if !worthWaiting(reply) || !time.Now().Before(deadline) {
 				send(reply)
 				return
@@ -119,8 +120,9 @@ func worthWaiting(r *api.ReadReply) bool {
 }
 
 // readUnits reads up to maxMsgs messages and about maxBytes of payload from
-// the units, in fair shares, each from its offset.
-func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *api.ReadReply {
+// the units, in fair shares, each from its offset; compacted reads the
+// compacted view (actors.Topic.ReadCompacted).
+func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, compacted bool) *api.ReadReply {
 	l := t.Layout()
 	reply := &api.ReadReply{Epoch: l.Epoch, Units: make([]api.UnitStatus, len(units))}
 	from := make([]uint64, len(units))
@@ -147,6 +149,11 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *ap
 		}
 		st.First, st.Next, st.Sealed = first, next, s.State == topology.StateSealed
 		switch {
+		case ru.Offset < first && compacted:
+			from[i] = first // what retention removed is not in the compacted view: read on
+			if first < next {
+				active = append(active, i)
+			}
 		case ru.Offset < first:
 			st.Code = api.CodeOffsetGone.Number
 		case ru.Offset > next:
@@ -160,7 +167,18 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *ap
 	full := func() bool { return len(reply.Messages) >= maxMsgs || (len(reply.Messages) > 0 && bytes >= maxBytes) }
 	_ = consumers.FairShares(active, maxMsgs, func() int { return len(reply.Messages) }, full, func(i int, n int) (bool, error) {
 		ru := units[i]
-		recs, err := t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
+		var recs []compaction.Kept
+		var err error
+		if compacted {
+			recs, err = t.ReadCompacted(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
+		} else {
+			var raw []wal.Record
+			raw, err = t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
+			recs = make([]compaction.Kept, len(raw))
+			for j := range raw {
+				recs[j] = compaction.Kept{Offset: from[i] + uint64(j), Record: raw[j]}
+			}
+		}
 		if err != nil {
 			if from[i] == ru.Offset {
 				// Nothing of the unit was read: its status says why.
@@ -170,17 +188,17 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int) *ap
 		}
 		taken := 0
 		for j := range recs {
-			if len(reply.Messages) > 0 && bytes+len(recs[j].Payload) > maxBytes {
+			if len(reply.Messages) > 0 && bytes+len(recs[j].Record.Payload) > maxBytes {
 				break
 			}
-			rec := &recs[j]
-			m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: from[i], Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
+			rec := &recs[j].Record
+			m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: recs[j].Offset, Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
 			for _, h := range rec.Headers {
 				m.Headers = append(m.Headers, api.Header{Name: h.Key, Value: h.Value})
 			}
 			reply.Messages = append(reply.Messages, m)
 			bytes += len(rec.Payload)
-			from[i]++
+			from[i] = recs[j].Offset + 1
 			taken++
 		}
 		return taken == n && taken == len(recs) && from[i] < reply.Units[i].Next, nil

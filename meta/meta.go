@@ -484,6 +484,9 @@ func (s *Store) DeleteTopic(ctx context.Context, name routing.TopicName) error {
 			return fmt.Errorf("braid/meta: delete subscription %s: %w", sub, err)
 		}
 	}
+	if err := s.DeleteCompaction(ctx, name); err != nil {
+		return fmt.Errorf("braid/meta: delete the compaction record of %s: %w", name, err)
+	}
 	if err := s.purgeTopic(ctx, topicKey(name, buckets)); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil

@@ -1,0 +1,131 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"github.com/braidmq/braid/compaction"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/topology"
+)
+
+// Reads of the compacted view (read.fetch "compacted":true): a unit's
+// offsets below its horizon are read from its compacted log (the kept
+// records, at their offsets), those from the horizon on from its log.
+
+// compactionRecord returns the topic's compaction record, read from the
+// metadata once per activation (and written by a compaction here); nil
+// when it has none.
+func (t *Topic) compactionRecord() *meta.CompactionRecord {
+	if r := t.compaction.Load(); r != nil {
+		if r.Generation == 0 {
+			return nil
+		}
+		return r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, _, err := t.mgr.meta.Compaction(ctx, t.name)
+	switch {
+	case errors.Is(err, meta.ErrNotFound) || err == nil && rec.Incarnation != t.incarnation:
+		rec = meta.CompactionRecord{}
+	case err != nil:
+		return nil // read raw this time; the next read asks again
+	}
+	t.compaction.Store(&rec)
+	if rec.Generation == 0 {
+		return nil
+	}
+	return &rec
+}
+
+// ReadCompacted reads a unit of the topic's compacted view from from: the
+// kept records at their offsets below the unit's horizon (none below its
+// first offset: what retention removed is not in the view), then, once
+// those are read, its log from the horizon. A unit another node owns is
+// read raw (not compacted there yet).
+func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]compaction.Kept, error) {
+	rec := t.compactionRecord()
+	if rec != nil {
+		s, err := t.unitSegment(seg, bucket)
+		if err != nil {
+			return nil, err
+		}
+		if _, remote := t.remoteOwner(s); !remote {
+			for _, u := range rec.Units {
+				if u.Segment != uint64(seg) || u.Bucket != bucket || from >= u.Horizon {
+					continue
+				}
+				l, err := t.unitLogFor(s, bucket)()
+				if err != nil {
+					return nil, err
+				}
+				r, err := t.compactedReader(generationDir(l.Dir(), rec.Generation))
+				if err != nil {
+					return nil, err
+				}
+				first := t.mgr.store.firstOffset(l)
+				kept, err := r.ReadFrom(max64(from, first), max, maxBytes)
+				if err != nil {
+					return nil, err
+				}
+				out := kept[:0]
+				for _, k := range kept {
+					if k.Offset < u.Horizon {
+						out = append(out, k)
+					}
+				}
+				if len(out) > 0 {
+					return out, nil
+				}
+				from = max64(u.Horizon, from)
+			}
+		}
+	}
+	recs, err := t.Read(seg, bucket, from, max, maxBytes)
+	out := make([]compaction.Kept, len(recs))
+	for i, r := range recs {
+		out[i] = compaction.Kept{Offset: from + uint64(i), Record: r}
+	}
+	return out, err
+}
+
+func max64(a, b uint64) uint64 { return max(a, b) }
+
+// compactedReader returns the reader of the compacted log in dir, opening
+// it on first use.
+func (t *Topic) compactedReader(dir string) (*compaction.LogReader, error) {
+	t.compactedMu.Lock()
+	defer t.compactedMu.Unlock()
+	if r := t.compacted[dir]; r != nil {
+		return r, nil
+	}
+	r, err := compaction.OpenLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	if t.compacted == nil {
+		t.compacted = map[string]*compaction.LogReader{}
+	}
+	t.compacted[dir] = r
+	return r, nil
+}
+
+// closeCompacted closes the readers of generations other than gen (their
+// directories are going).
+func (m *Manager) closeCompacted(t *Topic, gen uint64) {
+	t.compactedMu.Lock()
+	defer t.compactedMu.Unlock()
+	for dir, r := range t.compacted {
+		if !hasGeneration(dir, gen) {
+			r.Close()
+			delete(t.compacted, dir)
+		}
+	}
+}
+
+func hasGeneration(dir string, gen uint64) bool {
+	return filepath.Base(dir) == filepath.Base(generationDir("", gen))
+}

@@ -1,0 +1,150 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+)
+
+// compactAndWait runs a compaction of uri and waits for its end.
+func compactAndWait(t *testing.T, m *Manager, uri string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := m.Compact(ctx, uri); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := m.CompactionStatus(ctx, uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Running {
+			if st.Error != "" {
+				t.Fatalf("compaction failed: %s", st.Error)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("compaction still running: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// compactedView reads every unit of the topic's compacted view from 0 and
+// returns "key=payload@segment" of what it holds, sorted.
+func compactedView(t *testing.T, topic *Topic) []string {
+	t.Helper()
+	var out []string
+	for _, s := range topic.Layout().Segments {
+		if s.State == topology.StateDeleted {
+			continue
+		}
+		for b := 0; b < s.Buckets; b++ {
+			for from := uint64(0); ; {
+				kept, err := topic.ReadCompacted(s.ID, b, from, 100, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(kept) == 0 {
+					break
+				}
+				for _, k := range kept {
+					rec, err := topic.Read(s.ID, b, k.Offset, 1, 0)
+					if err != nil || string(rec[0].Payload) != string(k.Record.Payload) {
+						t.Fatalf("offset %d of segment %d: kept %q, the log holds %v (%v)", k.Offset, s.ID, k.Record.Payload, rec, err)
+					}
+					out = append(out, fmt.Sprintf("%s=%s@%d", k.Record.Key, k.Record.Payload, s.ID))
+				}
+				from = kept[len(kept)-1].Offset + 1
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestCompactionAcrossTheDAG: after a split, a key's value in a child
+// obscures its values in the parent, a tombstone in a child deletes the
+// key's value in the parent (the tombstone stays, within
+// delete_retention), a key only the parent has keeps its latest value
+// there; offsets do not change; a second compaction reads the first's
+// output and removes its generation; a generation a crash left behind is
+// removed before the next is written.
+func TestCompactionAcrossTheDAG(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/compacted"
+	topic := createTestTopic(t, m, uri, 1, 1)
+	for _, kv := range [][2]string{{"a", "1"}, {"b", "1"}, {"c", "1"}, {"d", "1"}, {"a", "2"}, {"e", "1"}, {"d", "2"}} {
+		if r := produceOne(t, topic, kv[0], kv[1]); r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	topic, _ = m.Topic(uri)
+	for _, kv := range [][2]string{{"a", "3"}, {"b", "3"}, {"c", ""}} {
+		if r := produceOne(t, topic, kv[0], kv[1]); r.Code != 0 || r.Segment == 0 {
+			t.Fatalf("produce after the split: %+v", r)
+		}
+	}
+	compactAndWait(t, m, uri)
+	got := compactedView(t, topic)
+	seg := func(key string) uint64 {
+		s, _ := topic.Layout().Owner(routing.KeyHashString(key))
+		return uint64(s.ID)
+	}
+	want := []string{
+		fmt.Sprintf("a=3@%d", seg("a")), fmt.Sprintf("b=3@%d", seg("b")), fmt.Sprintf("c=@%d", seg("c")),
+		"d=2@0", "e=1@0",
+	}
+	slices.Sort(want)
+	view := got
+	if !slices.Equal(view, want) {
+		t.Fatalf("compacted view %v, want %v", view, want)
+	}
+	st, err := m.CompactionStatus(context.Background(), uri)
+	if err != nil || st.Generation != 1 || st.Keys != 5 || st.Kept != 5 || st.Read != 10 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+
+	// A second compaction: the first's output and what came after.
+	if r := produceOne(t, topic, "e", "2"); r.Code != 0 {
+		t.Fatal(r.Err())
+	}
+	l0, err := topic.unitLog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A third generation's directory, as a crash would leave it.
+	if err := os.MkdirAll(filepath.Join(l0.Dir(), "compacted-3"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	compactAndWait(t, m, uri)
+	st, _ = m.CompactionStatus(context.Background(), uri)
+	if st.Generation != 2 {
+		t.Fatalf("second compaction: %+v", st)
+	}
+	for _, g := range []string{"compacted-1", "compacted-3"} {
+		if _, err := os.Stat(filepath.Join(l0.Dir(), g)); !os.IsNotExist(err) {
+			t.Fatalf("%s left: %v", g, err)
+		}
+	}
+	view = compactedView(t, topic)
+	if !slices.Contains(view, fmt.Sprintf("e=2@%d", seg("e"))) || slices.Contains(view, "e=1@0") || !slices.Contains(view, "d=2@0") {
+		t.Fatalf("after the second compaction: %v", view)
+	}
+	// The raw log is untouched.
+	if recs, err := topic.Read(0, 0, 0, 100, 0); err != nil || len(recs) != 7 {
+		t.Fatalf("the parent's raw log: %d records, %v", len(recs), err)
+	}
+}
