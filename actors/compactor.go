@@ -40,6 +40,18 @@ import (
 // after 4, the old generation's directories, removed by the next. Readers
 // only ever open the recorded generation: the old view or the new one.
 
+// compactStep, set by tests only, runs at each step of a compaction
+// ("written": the compacted logs are synced; "recorded": the record is
+// written); an error stops the compaction there, as a crash would.
+var compactStep func(step string) error
+
+func compactionStep(step string) error {
+	if compactStep != nil {
+		return compactStep(step)
+	}
+	return nil
+}
+
 // compactConcurrency bounds the compactions a node runs at once.
 const compactConcurrency = 2
 
@@ -287,10 +299,16 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 	}
 	next.Finished = time.Now().UTC()
 	next.DurationMs = time.Since(begin).Milliseconds()
+	if err := compactionStep("written"); err != nil {
+		return err
+	}
 	if _, err := m.meta.PutCompaction(ctx, t.name, next, rev); err != nil {
 		return fmt.Errorf("recording the compaction of %s: %w", uri, metaError(err))
 	}
 	t.compaction.Store(&next)
+	if err := compactionStep("recorded"); err != nil {
+		return err
+	}
 	m.m.compactions.Inc()
 	for _, u := range units {
 		if err := removeGenerations(u.log.Dir(), gen); err != nil {

@@ -148,3 +148,79 @@ func TestCompactionAcrossTheDAG(t *testing.T) {
 		t.Fatalf("the parent's raw log: %d records, %v", len(recs), err)
 	}
 }
+
+// TestCompactionStoppedAtEachStep: a compaction stopped after writing its
+// logs and before recording them leaves the old view (its logs are
+// removed by the next compaction); stopped after recording, the new view
+// (the old generation's logs are removed by the next). A reader never
+// sees a mix, and no generation is left behind once a compaction ends.
+func TestCompactionStoppedAtEachStep(t *testing.T) {
+	for _, step := range []string{"written", "recorded"} {
+		t.Run(step, func(t *testing.T) {
+			m := newTestManager(t)
+			uri := "topic://t/n/stopped-" + step
+			topic := createTestTopic(t, m, uri, 1, 1)
+			for _, kv := range [][2]string{{"a", "1"}, {"a", "2"}, {"b", "1"}} {
+				produceOne(t, topic, kv[0], kv[1])
+			}
+			compactAndWait(t, m, uri)
+			produceOne(t, topic, "a", "3")
+			compactStep = func(s string) error {
+				if s == step {
+					return fmt.Errorf("stopped at %s", s)
+				}
+				return nil
+			}
+			defer func() { compactStep = nil }()
+			if _, err := m.Compact(context.Background(), uri); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, _ := m.CompactionStatus(context.Background(), uri)
+				if !st.Running {
+					if st.Error == "" {
+						t.Fatalf("the compaction did not stop: %+v", st)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("still running")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			compactStep = nil
+			// As a node that restarts: the record read again.
+			topic.compaction.Store(nil)
+			view := compactedView(t, topic)
+			want := []string{"a=2@0", "a=3@0", "b=1@0"} // the old view, and a=3 after its horizon
+			if step == "recorded" {
+				want = []string{"a=3@0", "b=1@0"}
+			}
+			if !slices.Equal(view, want) {
+				t.Fatalf("view %v, want %v", view, want)
+			}
+			l, _ := topic.unitLog(0, 0)
+			gens := func() []string {
+				entries, _ := os.ReadDir(l.Dir())
+				var out []string
+				for _, e := range entries {
+					if e.IsDir() {
+						out = append(out, e.Name())
+					}
+				}
+				return out
+			}
+			if got := gens(); len(got) != 2 {
+				t.Fatalf("generations after the stop: %v, want the recorded one and the other", got)
+			}
+			compactAndWait(t, m, uri)
+			if got := gens(); len(got) != 1 {
+				t.Fatalf("generations after the next compaction: %v", got)
+			}
+			if view := compactedView(t, topic); !slices.Equal(view, []string{"a=3@0", "b=1@0"}) {
+				t.Fatalf("view after the next compaction: %v", view)
+			}
+		})
+	}
+}
