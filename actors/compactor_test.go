@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // compactAndWait runs a compaction of uri and waits for its end.
@@ -222,5 +224,52 @@ func TestCompactionStoppedAtEachStep(t *testing.T) {
 				t.Fatalf("view after the next compaction: %v", view)
 			}
 		})
+	}
+}
+
+// TestCompactionOverThreshold: a topic with compaction_threshold_bytes is
+// compacted by itself once its logs grew by that much since the last
+// compaction, not before.
+func TestCompactionOverThreshold(t *testing.T) {
+	m, topic := storageTopic(t, "topic://t/n/auto-compacted", `{"compaction_threshold_bytes":65536}`)
+	status := func() api.CompactionStatus {
+		st, err := m.CompactionStatus(context.Background(), topic.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for i := 0; i < 20; i++ {
+		produceOne(t, topic, fmt.Sprint("k", i%10), string(make([]byte, 1024)))
+	}
+	// Under the threshold: a few passes of the worker compact nothing.
+	ticks := func() uint64 {
+		var d dto.Metric
+		if err := m.m.storageTickSeconds.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetHistogram().GetSampleCount()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for start := ticks(); ticks() < start+5; {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker does not tick")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := status(); st.Generation != 0 || st.Running {
+		t.Fatalf("compacted under the threshold: %+v", st)
+	}
+	for i := 0; i < 80; i++ {
+		produceOne(t, topic, fmt.Sprint("k", i%10), string(make([]byte, 1024)))
+	}
+	for status().Generation == 0 {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("not compacted over the threshold")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := status(); st.Keys != 10 {
+		t.Fatalf("status: %+v", st)
 	}
 }

@@ -251,7 +251,10 @@ func (w *storageWorker) run(now time.Time) {
 			w.visit(logs[i], p, now, sealed[logs[i].key.Segment])
 		}
 		v.counts.lastPass.Store(now.UnixNano())
-		w.trimBytes(name, logs, p)
+		held := w.trimBytes(name, logs, p)
+		if p.CompactionThresholdBytes > 0 {
+			w.maybeCompact(name, held, p.CompactionThresholdBytes)
+		}
 	}
 	for name := range w.held {
 		if _, ok := byTopic[name]; !ok {
@@ -380,7 +383,7 @@ func (w *storageWorker) trimHead(sl storageLog, before uint64, minBytes int64, w
 // together by retention_bytes (the tier's oldest files first, then the
 // disk's), and, with offload, the disk by local_retention_bytes (only
 // files the tier holds go). It records what they hold.
-func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p scaling.Policy) {
+func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p scaling.Policy) int64 {
 	var local, tiered int64
 	for _, sl := range logs {
 		local += sl.log.SizeBytes()
@@ -402,6 +405,27 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 	w.m.m.topicDiskBytes.WithLabelValues(name.String()).Set(float64(local))
 	if w.m.store.tier != nil {
 		w.m.m.topicTierBytes.WithLabelValues(name.String()).Set(float64(tiered))
+	}
+	return local + tiered
+}
+
+// maybeCompact starts a compaction of a topic active here whose logs hold
+// threshold bytes more than when it was last compacted (its whole logs the
+// first time): compaction_threshold_bytes.
+func (w *storageWorker) maybeCompact(name routing.TopicName, held, threshold int64) {
+	t, ok := w.m.Active(name.String())
+	if !ok {
+		return
+	}
+	var before int64
+	if rec := t.compactionRecord(); rec != nil {
+		before = rec.BytesBefore
+	}
+	if held-before < threshold {
+		return
+	}
+	if _, err := w.m.Compact(context.Background(), t.uri); err != nil {
+		w.m.log.Error("storage worker: starting a compaction over compaction_threshold_bytes failed", "topic", t.uri, "err", err)
 	}
 }
 

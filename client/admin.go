@@ -158,6 +158,22 @@ func (a *Admin) Stats(ctx context.Context, uri string) (api.TopicStats, error) {
 	return s, err
 }
 
+// Compact starts a compaction of the topic (one already running is not
+// started again) and returns its status.
+func (a *Admin) Compact(ctx context.Context, uri string) (api.CompactionStatus, error) {
+	var s api.CompactionStatus
+	err := a.call(ctx, api.AdminTopicCompact, api.TopicRequest{Topic: uri}, &s)
+	return s, err
+}
+
+// Compaction returns the topic's compaction status: the one running, and
+// the last one recorded.
+func (a *Admin) Compaction(ctx context.Context, uri string) (api.CompactionStatus, error) {
+	var s api.CompactionStatus
+	err := a.call(ctx, api.AdminTopicCompaction, api.TopicRequest{Topic: uri}, &s)
+	return s, err
+}
+
 // describe is the producer's layout refresh.
 func describe(ctx context.Context, nc *nats.Conn, timeout time.Duration, uri string) (api.TopicDescription, error) {
 	var d api.TopicDescription

@@ -29,6 +29,8 @@ verbs:
   delete   URI
   stats    URI
   policies URI [--set JSON] [--unset KEY,KEY] [--json]
+  compact  URI [--json]      compact the topic now, with a progress bar
+  compaction URI             the topic's compaction: running, last horizons, keys, bytes
 `
 
 func topicCmd(args []string) error {
@@ -48,7 +50,7 @@ func topicCmd(args []string) error {
 	buckets := fs.Int("buckets", 0, "entry-bucket budget over the initial segments (create; default: the policy, 4)")
 	policies := fs.String("policies", "", "policies as JSON (create)")
 	at := fs.String("at", "", "split hash: the first hash of the upper child (split)")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table (describe)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table (describe, compact)")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -172,6 +174,20 @@ func topicCmd(args []string) error {
 			return err
 		}
 		st, err := adm.Stats(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return printJSON(os.Stdout, st)
+	case "compact":
+		if err := need(1, "URI"); err != nil {
+			return err
+		}
+		return compactCmd(ctx, adm, pos[0], *asJSON)
+	case "compaction":
+		if err := need(1, "URI"); err != nil {
+			return err
+		}
+		st, err := adm.Compaction(ctx, pos[0])
 		if err != nil {
 			return err
 		}
