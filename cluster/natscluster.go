@@ -90,7 +90,7 @@ func untilJetStream[T any](ctx context.Context, n *Node, what string, open func(
 		v, err := open(octx)
 		cancel()
 		if err == nil {
-			n.log.Info(what+" open", "replicas", n.cfg.MetaReplicas, "waited", time.Since(t0).Round(time.Millisecond))
+			n.log.Info(what+" ready", "replicas", n.cfg.MetaReplicas, "waited", time.Since(t0).Round(time.Millisecond))
 			return v, nil
 		}
 		if time.Since(lastLog) >= 5*time.Second {

@@ -150,7 +150,15 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.meta, err = n.openMeta(ctx, js); err != nil {
 		return nil, err
 	}
-	if err := n.bootstrap(ctx); err != nil {
+	// In a cluster whose JetStream is still electing the metadata bucket's
+	// leaders (a node restarting into it) the first writes may go
+	// unanswered: tried again for up to a minute, as the opening was.
+	bctx, cancel := context.WithTimeout(ctx, time.Minute)
+	_, err = untilJetStream(bctx, n, "the metadata store's first records", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, n.bootstrap(ctx)
+	})
+	cancel()
+	if err != nil {
 		return nil, err
 	}
 	// The remote tier: an object store bucket in the same JetStream,
