@@ -46,7 +46,7 @@ func (t *Topic) compactionRecord() *meta.CompactionRecord {
 // first offset: what retention removed is not in the view), then, once
 // those are read, its log from the horizon. A unit another node owns is
 // read raw (not compacted there yet).
-func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]compaction.Kept, error) {
+func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, maxRecs, maxBytes int) ([]compaction.Kept, error) {
 	rec := t.compactionRecord()
 	if rec != nil {
 		s, err := t.unitSegment(seg, bucket)
@@ -67,7 +67,7 @@ func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, m
 					return nil, err
 				}
 				first := t.mgr.store.firstOffset(l)
-				kept, err := r.ReadFrom(max64(from, first), max, maxBytes)
+				kept, err := r.ReadFrom(max(from, first), maxRecs, maxBytes)
 				if err != nil {
 					return nil, err
 				}
@@ -80,19 +80,17 @@ func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, m
 				if len(out) > 0 {
 					return out, nil
 				}
-				from = max64(u.Horizon, from)
+				from = max(u.Horizon, from)
 			}
 		}
 	}
-	recs, err := t.Read(seg, bucket, from, max, maxBytes)
+	recs, err := t.Read(seg, bucket, from, maxRecs, maxBytes)
 	out := make([]compaction.Kept, len(recs))
 	for i, r := range recs {
 		out[i] = compaction.Kept{Offset: from + uint64(i), Record: r}
 	}
 	return out, err
 }
-
-func max64(a, b uint64) uint64 { return max(a, b) }
 
 // compactedReader returns the reader of the compacted log in dir, opening
 // it on first use.

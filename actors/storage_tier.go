@@ -80,8 +80,8 @@ func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, 
 }
 
 // expireTier removes from the head of a log's tier the files expired
-// says are.
-func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool, why string) {
+// says are, and returns the bytes that went.
+func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool, why string) int64 {
 	m := w.m
 	ctx, cancel := context.WithTimeout(context.Background(), tierOffloadTimeout)
 	defer cancel()
@@ -97,6 +97,7 @@ func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool,
 		sl.counts.tierRemoved.Add(uint64(files))
 		m.log.Debug("storage worker: files removed from the remote tier", "unit", sl.key.String(), "files", files, "bytes", bytes, "why", why)
 	}
+	return bytes
 }
 
 // trimTierBytes removes the oldest files of the topic's logs from the tier
@@ -119,16 +120,12 @@ func (w *storageWorker) trimTierBytes(logs []storageLog, excess, tiered int64) i
 		if oldest == nil {
 			break
 		}
-		before := tiered
-		w.expireTier(*oldest, func(e tier.Entry) bool { return e.First == oldestEntry.First }, "retention_bytes")
-		tiered = 0
-		for _, sl := range logs {
-			tiered += tr.Bytes(sl.log.Dir())
-		}
-		if tiered >= before {
+		gone := w.expireTier(*oldest, func(e tier.Entry) bool { return e.First == oldestEntry.First }, "retention_bytes")
+		if gone == 0 {
 			break // it failed (logged)
 		}
-		excess -= before - tiered
+		tiered -= gone
+		excess -= gone
 	}
 	return tiered
 }

@@ -167,17 +167,20 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 	full := func() bool { return len(reply.Messages) >= maxMsgs || (len(reply.Messages) > 0 && bytes >= maxBytes) }
 	_ = consumers.FairShares(active, maxMsgs, func() int { return len(reply.Messages) }, full, func(i int, n int) (bool, error) {
 		ru := units[i]
-		var recs []compaction.Kept
+		// recs from the log, at offsets from[i] on; or, compacted, the
+		// kept records at the offsets in offs.
+		var recs []wal.Record
+		var offs []uint64
 		var err error
 		if compacted {
-			recs, err = t.ReadCompacted(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
-		} else {
-			var raw []wal.Record
-			raw, err = t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
-			recs = make([]compaction.Kept, len(raw))
-			for j := range raw {
-				recs[j] = compaction.Kept{Offset: from[i] + uint64(j), Record: raw[j]}
+			var kept []compaction.Kept
+			kept, err = t.ReadCompacted(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
+			recs, offs = make([]wal.Record, len(kept)), make([]uint64, len(kept))
+			for j, k := range kept {
+				recs[j], offs[j] = k.Record, k.Offset
 			}
+		} else {
+			recs, err = t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
 		}
 		if err != nil {
 			if from[i] == ru.Offset {
@@ -188,17 +191,21 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 		}
 		taken := 0
 		for j := range recs {
-			if len(reply.Messages) > 0 && bytes+len(recs[j].Record.Payload) > maxBytes {
+			if len(reply.Messages) > 0 && bytes+len(recs[j].Payload) > maxBytes {
 				break
 			}
-			rec := &recs[j].Record
-			m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: recs[j].Offset, Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
+			rec := &recs[j]
+			off := from[i]
+			if offs != nil {
+				off = offs[j]
+			}
+			m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: off, Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
 			for _, h := range rec.Headers {
 				m.Headers = append(m.Headers, api.Header{Name: h.Key, Value: h.Value})
 			}
 			reply.Messages = append(reply.Messages, m)
 			bytes += len(rec.Payload)
-			from[i] = recs[j].Offset + 1
+			from[i] = off + 1
 			taken++
 		}
 		return taken == n && taken == len(recs) && from[i] < reply.Units[i].Next, nil

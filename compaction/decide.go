@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/braidmq/braid/wal"
@@ -187,7 +188,7 @@ func (d *Decision) decide(units []Unit, scan Scan, ranks []uint64, parts, maxKey
 			}
 		}
 		for u, offs := range byUnit {
-			sortOffsets(offs)
+			slices.Sort(offs)
 			if parts == 1 {
 				d.kept[u] = &keptOffsets{mem: offs}
 				continue

@@ -8,10 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 )
-
-func sortOffsets(offs []uint64) { slices.Sort(offs) }
 
 // keptOffsets walks the kept offsets of one unit in ascending order: from
 // memory (one pass), or from the sorted runs the passes spilled, merged

@@ -46,6 +46,22 @@ type step struct {
 
 const crashDir = "/data/log"
 
+// reopenStep closes the log and opens it again.
+func reopenStep() step {
+	return step{
+		name: "close and open",
+		do: func(l **wal.Log, opts wal.Options) error {
+			if err := (*l).Close(); err != nil {
+				return err
+			}
+			var err error
+			*l, err = wal.Open(crashDir, opts)
+			return err
+		},
+		apply: func(m model) model { return m },
+	}
+}
+
 func crashWorkload() []step {
 	n := 0
 	appendStep := func(count int) step {
@@ -155,18 +171,7 @@ func crashWorkload() []step {
 			},
 		}
 	}
-	reopen := step{
-		name: "close and open",
-		do: func(l **wal.Log, opts wal.Options) error {
-			if err := (*l).Close(); err != nil {
-				return err
-			}
-			var err error
-			*l, err = wal.Open(crashDir, opts)
-			return err
-		},
-		apply: func(m model) model { return m },
-	}
+	reopen := reopenStep()
 	sync := step{name: "sync", do: func(l **wal.Log, _ wal.Options) error { return (*l).Sync() }, apply: func(m model) model { return m }}
 
 	var steps []step

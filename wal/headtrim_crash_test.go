@@ -40,18 +40,7 @@ func trimWorkload() []step {
 			apply: func(m model) model { m.first = at; return m },
 		}
 	}
-	reopen := step{
-		name: "close and open",
-		do: func(l **wal.Log, opts wal.Options) error {
-			if err := (*l).Close(); err != nil {
-				return err
-			}
-			var err error
-			*l, err = wal.Open(crashDir, opts)
-			return err
-		},
-		apply: func(m model) model { return m },
-	}
+	reopen := reopenStep()
 	steps = append(steps, trim(4), appendStep(), trim(9), reopen, appendStep(), step{
 		name:  "drop the trimmed file",
 		do:    func(l **wal.Log, _ wal.Options) error { return (*l).DropFilesBefore(12) },

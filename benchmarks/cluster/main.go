@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
 )
 
@@ -60,11 +61,8 @@ func main() {
 	check(err)
 	defer os.RemoveAll(dir)
 	if *bin == "" {
-		*bin = filepath.Join(dir, "braid")
-		out, err := exec.Command("go", "build", "-o", *bin, "github.com/braidmq/braid/cmd/braid").CombinedOutput()
-		if err != nil {
-			check(fmt.Errorf("go build ./cmd/braid: %v\n%s", err, out))
-		}
+		*bin, err = workload.BuildBraid(dir)
+		check(err)
 	}
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; %d messages of %d B per run, %d in flight, %d rounds\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *conc, *rounds)
@@ -158,7 +156,7 @@ func main() {
 		for i := range s.a {
 			ratios[i] = s.b[i] / s.a[i]
 		}
-		fmt.Printf("| %s | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n", name, median(s.a), median(s.b), median(ratios), slices.Min(ratios), slices.Max(ratios))
+		fmt.Printf("| %s | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n", name, workload.Median(s.a), workload.Median(s.b), workload.Median(ratios), slices.Min(ratios), slices.Max(ratios))
 	}
 	row("produce, one topic owned by the entry node", atOwner)
 	row("produce, one topic owned by another node (forwarded)", forwarded)
@@ -669,12 +667,6 @@ func readBack(nc *nats.Conn, uri, sub string, n int) float64 {
 	rate := float64(n) / time.Since(t0).Seconds()
 	check(c.Close(ctx))
 	return rate
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func check(err error) {

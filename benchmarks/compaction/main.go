@@ -113,7 +113,7 @@ func main() {
 	fmt.Printf("| produce %d updates over %d keys, both fsyncing | %.0f msg/s | %.0f msg/s | %.2fx |\n", *messages, *keys, bp.Rate(), jp.Rate(), bp.Rate()/jp.Rate())
 	fmt.Printf("| the same, JetStream on its default sync (not like for like) | %.0f msg/s | %.0f msg/s | %.2fx |\n", bp.Rate(), jp2.Rate(), bp.Rate()/jp2.Rate())
 	fmt.Printf("| replay the %d latest values from the start | %s | %s | %.2fx [%.2f, %.2f] |\n", *keys,
-		secs(median(bt)), secs(median(jt)), median(ratios), slices.Min(ratios), slices.Max(ratios))
+		secs(workload.Median(bt)), secs(workload.Median(jt)), workload.Median(ratios), slices.Min(ratios), slices.Max(ratios))
 	fmt.Printf("Braid's full replay (read.fetch, not compacted): %d messages in %s; compaction %.1f MB/s, %d -> %d bytes\n",
 		n, fullTook.Round(time.Millisecond), float64(st.BytesBefore)/1e6/took.Seconds(), st.BytesBefore, st.BytesAfter)
 }
@@ -179,12 +179,6 @@ func replay(nc *nats.Conn, compacted bool) int {
 
 func secs(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func check(err error) {

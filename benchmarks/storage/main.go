@@ -51,11 +51,8 @@ func main() {
 	check(err)
 	defer os.RemoveAll(dir)
 	if *bin == "" {
-		*bin = filepath.Join(dir, "braid")
-		out, err := exec.Command("go", "build", "-o", *bin, "github.com/braidmq/braid/cmd/braid").CombinedOutput()
-		if err != nil {
-			check(fmt.Errorf("go build ./cmd/braid: %v\n%s", err, out))
-		}
+		*bin, err = workload.BuildBraid(dir)
+		check(err)
 	}
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; %d messages of %d B per run, %d in flight, %d rounds; worker tick %s\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *conc, *rounds, *tick)
@@ -79,7 +76,7 @@ func main() {
 	}
 	fmt.Printf("\n| run | worker every %s msg/s | no worker msg/s | ratio [min, max] |\n|---|---|---|---|\n", *tick)
 	fmt.Printf("| produce, files rolling every 200 ms, retention 2 s | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n",
-		median(a), median(b), median(ratios), slices.Min(ratios), slices.Max(ratios))
+		workload.Median(a), workload.Median(b), workload.Median(ratios), slices.Min(ratios), slices.Max(ratios))
 	fmt.Printf("files removed by the worker: %s\n", metric(with, "braid_storage_files_removed_total"))
 
 	if *replay > 0 {
@@ -170,7 +167,7 @@ func replayBench(s *server, messages, rounds, size int) {
 	}
 	fmt.Printf("\n| replay from earliest | tier msg/s | local msg/s | ratio [min, max] |\n|---|---|---|---|\n")
 	fmt.Printf("| %d messages, checkpoint consumer, tier cache 4 MiB | %.0f | %.0f | %.2fx [%.2f, %.2f] |\n",
-		messages, median(a), median(b), median(ratios), slices.Min(ratios), slices.Max(ratios))
+		messages, workload.Median(a), workload.Median(b), workload.Median(ratios), slices.Min(ratios), slices.Max(ratios))
 	fmt.Printf("tier reads: %s ok, %s file downloads, %s cache hits\n", metric(s, `braid_tier_reads_total{result="ok"}`),
 		metric(s, "braid_tier_cache_downloads_total"), metric(s, "braid_tier_cache_hits_total"))
 }
@@ -289,12 +286,6 @@ func mustDuration(s string) time.Duration {
 	d, err := time.ParseDuration(s)
 	check(err)
 	return d
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func check(err error) {

@@ -93,7 +93,7 @@ type Tier struct {
 	js    jetstream.JetStream
 	store jetstream.ObjectStore
 
-	mu        sync.Mutex
+	mu        sync.RWMutex       // read: a cached manifest; write: loading or replacing one
 	manifests map[string][]Entry // by log directory
 	cache     *cache
 }
@@ -142,10 +142,23 @@ func (t *Tier) objectName(dir string, first uint64) (string, error) {
 
 // Entries returns the offloaded files of the log in dir, by offset.
 func (t *Tier) Entries(dir string) ([]Entry, error) {
+	e, err := t.entries(dir)
+	return slices.Clone(e), err
+}
+
+// entries returns the manifest of dir, read-only: cached (under the read
+// lock, as every read of a unit asks for its first offset), else loaded.
+// A manifest is replaced, never changed in place.
+func (t *Tier) entries(dir string) ([]Entry, error) {
+	t.mu.RLock()
+	e, ok := t.manifests[dir]
+	t.mu.RUnlock()
+	if ok {
+		return e, nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, err := t.entriesLocked(dir)
-	return slices.Clone(e), err
+	return t.entriesLocked(dir)
 }
 
 func (t *Tier) entriesLocked(dir string) ([]Entry, error) {
@@ -216,9 +229,7 @@ func syncDir(dir string) error {
 // First returns the first offset the tier holds of the log in dir, if it
 // holds any.
 func (t *Tier) First(dir string) (uint64, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, err := t.entriesLocked(dir)
+	e, err := t.entries(dir)
 	if err != nil || len(e) == 0 {
 		return 0, false
 	}
@@ -228,17 +239,13 @@ func (t *Tier) First(dir string) (uint64, bool) {
 // Holds reports whether the tier holds the file of the log in dir that
 // starts at first.
 func (t *Tier) Holds(dir string, first uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, _ := t.entriesLocked(dir)
+	e, _ := t.entries(dir)
 	return slices.ContainsFunc(e, func(e Entry) bool { return e.First == first })
 }
 
 // Bytes returns the bytes the tier holds of the log in dir.
 func (t *Tier) Bytes(dir string) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, _ := t.entriesLocked(dir)
+	e, _ := t.entries(dir)
 	var n int64
 	for _, e := range e {
 		n += e.Bytes
@@ -374,9 +381,7 @@ func (t *Tier) step(name string) {
 // Tracks reports whether the log in dir has a manifest: whether it was
 // ever offloaded (or an offload of it started).
 func (t *Tier) Tracks(dir string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, err := t.entriesLocked(dir)
+	e, err := t.entries(dir)
 	return e != nil || err != nil
 }
 
