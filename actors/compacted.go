@@ -43,15 +43,17 @@ func (t *Topic) compactionRecord() *meta.CompactionRecord {
 
 // ReadCompacted reads a unit of the topic's compacted view from from: the
 // kept records at their offsets below the unit's horizon (none below its
-// first offset: what retention removed is not in the view), then, once
-// those are read, its log from the horizon. A unit another node owns is
-// read raw (not compacted there yet).
-func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, maxRecs, maxBytes int) ([]compaction.Kept, error) {
-	rec := t.compactionRecord()
-	if rec != nil {
+// first offset: what retention removed is not in the view), then, in the
+// same read when there is room, its log from the horizon. It returns the
+// records with their offsets and resume, the offset the next read of the
+// unit goes on from: past the last record returned, and past the offsets
+// compaction removed after it. A unit another node owns is read raw (not
+// compacted there yet).
+func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, maxRecs, maxBytes int) (kept []compaction.Kept, resume uint64, err error) {
+	if rec := t.compactionRecord(); rec != nil {
 		s, err := t.unitSegment(seg, bucket)
 		if err != nil {
-			return nil, err
+			return nil, from, err
 		}
 		if _, remote := t.remoteOwner(s); !remote {
 			for _, u := range rec.Units {
@@ -60,36 +62,46 @@ func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, m
 				}
 				l, err := t.unitLogFor(s, bucket)()
 				if err != nil {
-					return nil, err
+					return nil, from, err
 				}
 				r, err := t.compactedReader(generationDir(l.Dir(), rec.Generation))
 				if err != nil {
-					return nil, err
+					return nil, from, err
 				}
 				first := t.mgr.store.firstOffset(l)
-				kept, err := r.ReadFrom(max(from, first), maxRecs, maxBytes)
+				got, end, err := r.ReadFrom(max(from, first), maxRecs, maxBytes)
 				if err != nil {
-					return nil, err
+					return nil, from, err
 				}
-				out := kept[:0]
-				for _, k := range kept {
-					if k.Offset < u.Horizon {
-						out = append(out, k)
+				n, limited := 0, maxBytes > 0
+				for n < len(got) && got[n].Offset < u.Horizon {
+					if limited {
+						maxBytes -= len(got[n].Record.Payload)
 					}
+					n++
 				}
-				if len(out) > 0 {
-					return out, nil
+				kept = got[:n]
+				if n < len(got) || end || n == 0 {
+					from = max(u.Horizon, first) // the rest of the view is the log's
+				} else {
+					return kept, kept[n-1].Offset + 1, nil
 				}
-				from = max(u.Horizon, from)
+				maxRecs -= n
+				if maxRecs <= 0 || limited && n > 0 && maxBytes <= 0 {
+					return kept, from, nil
+				}
+				break
 			}
 		}
 	}
 	recs, err := t.Read(seg, bucket, from, maxRecs, maxBytes)
-	out := make([]compaction.Kept, len(recs))
-	for i, r := range recs {
-		out[i] = compaction.Kept{Offset: from + uint64(i), Record: r}
+	if err != nil && len(kept) > 0 {
+		return kept, from, nil // the next read reports it
 	}
-	return out, err
+	for i, r := range recs {
+		kept = append(kept, compaction.Kept{Offset: from + uint64(i), Record: r})
+	}
+	return kept, from + uint64(len(recs)), err
 }
 
 // compactedReader returns the reader of the compacted log in dir, opening

@@ -328,7 +328,7 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 	from := u.first
 	if u.prev != nil {
 		for {
-			kept, err := u.prev.ReadFrom(from, 4096, 4<<20)
+			kept, _, err := u.prev.ReadFrom(from, 4096, 4<<20)
 			if err != nil {
 				return err
 			}

@@ -159,6 +159,8 @@ type SubscriptionStats struct {
 	Consumers []string `json:"consumers"`
 	Backlog   uint64   `json:"backlog"`
 	Drained   []uint64 `json:"drained"`
+	// ReadCompacted: a stream subscription reading the compacted view.
+	ReadCompacted bool `json:"read_compacted,omitempty"`
 }
 
 // TopicStats is the reply of topic.stats.

@@ -23,6 +23,11 @@ type JoinRequest struct {
 	Consumer     string `json:"consumer"`
 	// Start applies when the subscription is created: earliest (default) or latest.
 	Start string `json:"start,omitempty"`
+	// ReadCompacted applies when the subscription is created: it reads the
+	// topic's compacted view (below each unit's compaction horizon only the
+	// latest record of each key, at its offset; the log from there). A
+	// join of an existing subscription must ask as it was created.
+	ReadCompacted bool `json:"read_compacted,omitempty"`
 	// SessionTimeout ("10s" default) after which a silent consumer is dead.
 	SessionTimeout string `json:"session_timeout,omitempty"`
 }

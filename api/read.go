@@ -19,8 +19,10 @@ import (
 //	unit = | uvarint segment | uvarint bucket | uvarint code (0 = ok) | uvarint first | uvarint next | flags (1B) |
 //	       [ uvarint lostFrom | uvarint lostTo ]    (when flags bit 1 is set)
 //	       [ uvarint len | message (UTF-8) ]        (when flags bit 2 is set)
+//	       [ uvarint resume ]                       (when flags bit 3 is set)
 //	flags: bit 0 (1) sealed, bit 1 (2) a lost range follows, bit 2 (4) a
-//	message follows (what went wrong, with a code); no other bit is set
+//	message follows (what went wrong, with a code), bit 3 (8) a resume
+//	offset follows (compacted reads); no other bit is set
 //
 // There is one unit entry per requested unit, in request order. first and
 // next are the unit's first retained offset and next offset after the read;
@@ -32,8 +34,12 @@ import (
 // [lostFrom, lostTo) follows; read on from lostTo), SEGMENT_NOT_FOUND when
 // the layout has no such segment; no message of that unit is returned then.
 // A read that reaches a lost range stops before it; the next read, from its
-// start, reports it. Messages come in offset order per unit. (Replies
-// without a lost range are what earlier releases sent: flags 0 or 1.)
+// start, reports it. Messages come in offset order per unit. A compacted
+// read (ReadRequest.Compacted) sets resume on every unit read without
+// error: the offset the unit's next read goes on from, past the offsets
+// compaction removed (which may follow the last message, or stand in for
+// a reply with no message of the unit). (Replies without a lost range are
+// what earlier releases sent: flags 0 or 1.)
 
 // Read verbs.
 const (
@@ -90,6 +96,8 @@ type UnitStatusJSON struct {
 	// LostFrom and LostTo: see UnitStatus.
 	LostFrom uint64 `json:"lost_from,omitempty"`
 	LostTo   uint64 `json:"lost_to,omitempty"`
+	// Resume: see UnitStatus.
+	Resume uint64 `json:"resume,omitempty"`
 }
 
 // ReadReplyJSON is the reply of a read.fetch with "format":"json":
@@ -115,6 +123,9 @@ type UnitStatus struct {
 	// Message says what went wrong, with some codes (OFFSETS_LOST,
 	// INTERNAL, UNAVAILABLE).
 	Message string
+	// Resume, in compacted reads, is the offset the unit's next read goes
+	// on from (0: not set).
+	Resume uint64
 }
 
 // ReadReply is the decoded read reply.
@@ -129,6 +140,7 @@ const (
 	unitSealed  = 1 << 0
 	unitLost    = 1 << 1
 	unitMessage = 1 << 2
+	unitResume  = 1 << 3
 )
 
 // AppendReadReply encodes a read reply.
@@ -152,6 +164,9 @@ func AppendReadReply(dst []byte, r *ReadReply) []byte {
 		if u.Message != "" {
 			flags |= unitMessage
 		}
+		if u.Resume != 0 {
+			flags |= unitResume
+		}
 		dst = append(dst, flags)
 		if flags&unitLost != 0 {
 			dst = binary.AppendUvarint(dst, u.LostFrom)
@@ -160,6 +175,9 @@ func AppendReadReply(dst []byte, r *ReadReply) []byte {
 		if flags&unitMessage != 0 {
 			dst = binary.AppendUvarint(dst, uint64(len(u.Message)))
 			dst = append(dst, u.Message...)
+		}
+		if flags&unitResume != 0 {
+			dst = binary.AppendUvarint(dst, u.Resume)
 		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.Messages)))
@@ -188,7 +206,7 @@ func DecodeReadReply(b []byte) (ReadReply, error) {
 		u.Next = d.uvarint("next")
 		switch f := d.byteValue("flags"); {
 		case d.err != nil:
-		case f&^(unitSealed|unitLost|unitMessage) != 0:
+		case f&^(unitSealed|unitLost|unitMessage|unitResume) != 0:
 			d.fail(fmt.Sprintf("unknown unit flags %#x", f))
 		default:
 			u.Sealed = f&unitSealed != 0
@@ -201,6 +219,11 @@ func DecodeReadReply(b []byte) (ReadReply, error) {
 			if f&unitMessage != 0 {
 				if u.Message = string(d.bytes("message")); d.err == nil && u.Message == "" {
 					d.fail("empty message")
+				}
+			}
+			if f&unitResume != 0 {
+				if u.Resume = d.uvarint("resume"); d.err == nil && u.Resume == 0 {
+					d.fail("resume 0")
 				}
 			}
 		}

@@ -14,6 +14,8 @@ func TestReadReplyRoundTrip(t *testing.T) {
 			{Segment: 5, Bucket: 2, Code: CodeOffsetsLost.Number, First: 0, Next: 90, Sealed: true, LostFrom: 10, LostTo: 20,
 				Message: "offsets [10, 20) lost"},
 			{Segment: 6, Code: CodeInternal.Number, Message: "disk on fire"},
+			{Segment: 7, First: 0, Next: 500, Sealed: true, Resume: 500},
+			{Segment: 8, First: 3, Next: 9, Resume: 5},
 		},
 		Messages: []Message{{Segment: 3, Bucket: 1, Offset: 2, Time: 5, Key: []byte("k"), Payload: []byte("v"),
 			Headers: []Header{{Name: "h", Value: []byte("x")}}}},
@@ -32,9 +34,14 @@ func TestReadReplyRoundTrip(t *testing.T) {
 		}
 	}
 	bad := AppendReadReply(nil, &ReadReply{Units: []UnitStatus{{Sealed: true}}})
-	bad[len(bad)-2] = 4 // the flags
+	bad[len(bad)-2] = 16 // the flags
 	if _, err := DecodeReadReply(bad); err == nil {
-		t.Fatal("unit flag 4 accepted")
+		t.Fatal("unit flag 16 accepted")
+	}
+	bad = AppendReadReply(nil, &ReadReply{Units: []UnitStatus{{Resume: 1}}})
+	bad[len(bad)-2] = 0 // resume 0
+	if _, err := DecodeReadReply(bad); err == nil {
+		t.Fatal("resume 0 accepted")
 	}
 	bad = AppendReadReply(nil, &ReadReply{Units: []UnitStatus{{LostFrom: 3, LostTo: 4}}})
 	bad[len(bad)-2] = 3 // lost to = lost from

@@ -300,6 +300,10 @@ func (c *CheckpointConsumer) Next(ctx context.Context) (*CheckpointMessage, erro
 			c.buf[0] = api.Message{}
 			c.buf = c.buf[1:]
 			c.consumed(&m)
+			if m.Deliveries == skipMarker {
+				c.mu.Unlock()
+				continue
+			}
 			c.mu.Unlock()
 			out := &CheckpointMessage{ID: MessageID{Segment: m.Segment, Bucket: m.Bucket, Offset: m.Offset},
 				Key: m.Key, Payload: m.Payload, Headers: m.Headers}
@@ -381,6 +385,11 @@ func (c *CheckpointConsumer) waitLayout(ctx context.Context, changed chan struct
 	return nil
 }
 
+// skipMarker, as the Deliveries of a message in buf, marks the end of a
+// run of offsets compaction removed (at Offset): Next moves past it without
+// returning it.
+const skipMarker = ^uint32(0)
+
 // consumed records that Next returned m.
 func (c *CheckpointConsumer) consumed(m *api.Message) {
 	u := unit{m.Segment, m.Bucket}
@@ -438,7 +447,7 @@ func (c *CheckpointConsumer) checkDeletedLocked() error {
 // nextReadLocked builds the read of every unit the ordering rule allows
 // that is not read to its end.
 func (c *CheckpointConsumer) nextReadLocked() (api.ReadRequest, bool) {
-	req := api.ReadRequest{Max: c.cfg.fetchMax, MaxBytes: c.cfg.fetchMaxBytes, Wait: c.cfg.fetchWait.String()}
+	req := api.ReadRequest{Max: c.cfg.fetchMax, MaxBytes: c.cfg.fetchMaxBytes, Wait: c.cfg.fetchWait.String(), Compacted: c.cfg.readCompacted}
 	for {
 		settled := false
 		req.Units = req.Units[:0]
@@ -531,11 +540,21 @@ func (c *CheckpointConsumer) apply(ctx context.Context, r readResult) error {
 	for i := range r.reply.Messages {
 		m := &r.reply.Messages[i]
 		u := unit{m.Segment, m.Bucket}
-		if m.Offset != c.fetchPos[u] {
+		if m.Offset != c.fetchPos[u] && (!c.cfg.readCompacted || m.Offset < c.fetchPos[u]) {
 			continue // cannot happen with a well-behaved server
 		}
 		c.fetchPos[u] = m.Offset + 1
 		c.buf = append(c.buf, *m)
+	}
+	if c.cfg.readCompacted {
+		// Past the offsets compaction removed: a marker in buf moves pos
+		// there too once Next has returned what comes before it.
+		for _, st := range r.reply.Units {
+			if u := (unit{st.Segment, st.Bucket}); st.Code == 0 && st.Resume > c.fetchPos[u] {
+				c.fetchPos[u] = st.Resume
+				c.buf = append(c.buf, api.Message{Segment: st.Segment, Bucket: st.Bucket, Offset: st.Resume - 1, Deliveries: skipMarker})
+			}
+		}
 	}
 	for _, st := range r.reply.Units {
 		if st.Code == 0 && st.Sealed {

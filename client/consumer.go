@@ -255,6 +255,7 @@ func (c *StreamConsumer) join(ctx context.Context) error {
 		Subscription:   c.subscription,
 		Consumer:       c.name,
 		Start:          c.cfg.start,
+		ReadCompacted:  c.cfg.readCompacted,
 		SessionTimeout: c.cfg.sessionTimeout.String(),
 	}
 	var reply api.JoinReply

@@ -125,6 +125,7 @@ type consumerConfig struct {
 	sessionTimeout time.Duration
 	ackInterval    time.Duration
 	requestTimeout time.Duration
+	readCompacted  bool
 }
 
 func defaultConsumerConfig() consumerConfig {
@@ -263,6 +264,21 @@ func WithConsumerName(name string) ConsumerOption {
 func WithStart(start string) ConsumerOption {
 	return consumerOption(func(c *consumerConfig) { c.start = start })
 }
+
+// ReadCompactedOption is what WithReadCompacted returns: an option of
+// stream and checkpoint consumers; NewQueueConsumer refuses it.
+type ReadCompactedOption struct{}
+
+func (ReadCompactedOption) applyConsumer(c *consumerConfig)     { c.readCompacted = true }
+func (ReadCompactedOption) applyCheckpoint(c *checkpointConfig) { c.readCompacted = true }
+func (ReadCompactedOption) applyQueue(c *queueConfig)           { c.readCompacted = true }
+
+// WithReadCompacted makes a consumer read the topic's compacted view:
+// below each unit's compaction horizon only the latest record of each key
+// (at its own offset, so message ids do not change), then the log from
+// there. A stream subscription reads it when the join that creates it
+// asks; joining an existing subscription must ask as it was created.
+func WithReadCompacted() ReadCompactedOption { return ReadCompactedOption{} }
 
 // WithFetch sets the size of one fetch: at most max messages (default 256,
 // at most 10,000) and about maxBytes of payload (default 1 MiB), and how

@@ -85,6 +85,19 @@ func TestConsumerOptionsValidated(t *testing.T) {
 	}
 }
 
+func TestReadCompactedIsNotAQueueOption(t *testing.T) {
+	stream, queue, cp := defaultConsumerConfig(), queueConfig{consumerConfig: defaultConsumerConfig()}, checkpointConfig{consumerConfig: defaultConsumerConfig()}
+	WithReadCompacted().applyConsumer(&stream)
+	WithReadCompacted().applyQueue(&queue)
+	WithReadCompacted().applyCheckpoint(&cp)
+	if !stream.readCompacted || stream.validate() != nil || !cp.readCompacted || cp.validate() != nil {
+		t.Fatal("stream and checkpoint consumers take WithReadCompacted")
+	}
+	if err := queue.validate(); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("a queue consumer with WithReadCompacted: %v", err)
+	}
+}
+
 func TestNewAdminPanicsOnBadOption(t *testing.T) {
 	defer func() {
 		if recover() == nil {

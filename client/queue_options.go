@@ -36,6 +36,9 @@ type queueConfig struct {
 }
 
 func (c *queueConfig) validate() error {
+	if c.readCompacted {
+		return invalid("WithReadCompacted: a queue subscription does not read the compacted view (use a stream or checkpoint consumer)")
+	}
 	if err := c.consumerConfig.validate(); err != nil {
 		return err
 	}

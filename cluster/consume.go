@@ -116,7 +116,7 @@ func (n *Node) subscriptionStats(t *actors.Topic) []api.SubscriptionStats {
 		ch := make(chan consumers.Stats, 1)
 		n.subs.Stats(t, sub, func(s consumers.Stats, err error) { ch <- s })
 		s := <-ch
-		ss := api.SubscriptionStats{Name: sub, Consumers: []string{}, Backlog: s.Backlog, Drained: []uint64{}}
+		ss := api.SubscriptionStats{Name: sub, Consumers: []string{}, Backlog: s.Backlog, Drained: []uint64{}, ReadCompacted: s.ReadCompacted}
 		for _, c := range s.Consumers {
 			ss.Consumers = append(ss.Consumers, c.Name)
 		}

@@ -93,7 +93,7 @@ func readReplyJSON(r *api.ReadReply) api.ReadReplyJSON {
 	out := api.ReadReplyJSON{Epoch: r.Epoch, Units: make([]api.UnitStatusJSON, len(r.Units)), Messages: fetchJSON(r.Messages).Messages}
 	for i, u := range r.Units {
 		j := api.UnitStatusJSON{Segment: u.Segment, Bucket: u.Bucket, Code: u.Code, First: u.First, Next: u.Next, Sealed: u.Sealed,
-			LostFrom: u.LostFrom, LostTo: u.LostTo}
+			LostFrom: u.LostFrom, LostTo: u.LostTo, Resume: u.Resume}
 		if c, ok := api.CodeByNumber(u.Code); ok && u.Code != 0 {
 			j.Error = c.Symbol
 			if u.Message != "" {
@@ -130,6 +130,7 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 	for i, ru := range units {
 		st := &reply.Units[i]
 		st.Segment, st.Bucket = ru.Segment, ru.Bucket
+		from[i] = ru.Offset
 		s, ok := l.Segment(topology.SegmentID(ru.Segment))
 		switch {
 		case !ok:
@@ -159,11 +160,11 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 		case ru.Offset > next:
 			st.Code = api.CodeInvalidArgument.Number
 		case ru.Offset < next:
-			from[i] = ru.Offset
 			active = append(active, i)
 		}
 	}
 	bytes := 0
+	started := make([]bool, len(units))
 	full := func() bool { return len(reply.Messages) >= maxMsgs || (len(reply.Messages) > 0 && bytes >= maxBytes) }
 	_ = consumers.FairShares(active, maxMsgs, func() int { return len(reply.Messages) }, full, func(i int, n int) (bool, error) {
 		ru := units[i]
@@ -172,9 +173,10 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 		var recs []wal.Record
 		var offs []uint64
 		var err error
+		resume := uint64(0)
 		if compacted {
 			var kept []compaction.Kept
-			kept, err = t.ReadCompacted(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
+			kept, resume, err = t.ReadCompacted(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
 			recs, offs = make([]wal.Record, len(kept)), make([]uint64, len(kept))
 			for j, k := range kept {
 				recs[j], offs[j] = k.Record, k.Offset
@@ -183,12 +185,13 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 			recs, err = t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
 		}
 		if err != nil {
-			if from[i] == ru.Offset {
+			if !started[i] {
 				// Nothing of the unit was read: its status says why.
 				unitError(&reply.Units[i], err)
 			}
 			return false, err
 		}
+		started[i] = true
 		taken := 0
 		for j := range recs {
 			if len(reply.Messages) > 0 && bytes+len(recs[j].Payload) > maxBytes {
@@ -208,8 +211,18 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 			from[i] = off + 1
 			taken++
 		}
+		if compacted && taken == len(recs) {
+			from[i] = max(from[i], resume) // past what compaction removed after the last one too
+		}
 		return taken == n && taken == len(recs) && from[i] < reply.Units[i].Next, nil
 	})
+	if compacted {
+		for i := range reply.Units {
+			if st := &reply.Units[i]; st.Code == 0 {
+				st.Resume = from[i]
+			}
+		}
+	}
 	return reply
 }
 

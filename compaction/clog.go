@@ -111,30 +111,35 @@ type Kept struct {
 }
 
 // ReadFrom returns up to max kept records (within maxBytes, at least one)
-// at or after offset from; none when no kept record is.
-func (r *LogReader) ReadFrom(from uint64, max, maxBytes int) ([]Kept, error) {
+// at or after offset from; none when no kept record is. end reports that
+// they are the last the log keeps.
+func (r *LogReader) ReadFrom(from uint64, max, maxBytes int) (kept []Kept, end bool, err error) {
 	idx, err := r.seek(from)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if idx >= r.l.NextOffset() {
+		return nil, true, nil
 	}
 	recs, err := r.l.ReadRange(idx, max, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]Kept, 0, len(recs))
 	for _, rec := range recs {
 		off, stripped, err := splitOffset(rec)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, Kept{Offset: off, Record: stripped})
 	}
-	if n := len(out); n > 0 {
+	n := len(out)
+	if n > 0 {
 		r.mu.Lock()
 		r.lastOff, r.lastIdx = out[n-1].Offset+1, idx+uint64(n)
 		r.mu.Unlock()
 	}
-	return out, nil
+	return out, idx+uint64(n) >= r.l.NextOffset(), nil
 }
 
 // seek returns the index in the log of the first kept record at or after

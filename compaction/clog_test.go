@@ -44,13 +44,16 @@ func TestCompactedLogKeepsOffsets(t *testing.T) {
 		t.Fatalf("len %d", r.Len())
 	}
 	for _, from := range []uint64{0, 3, 4, 10, 3500, 6996, 6997} {
-		got, err := r.ReadFrom(from, 5, 0)
+		got, end, err := r.ReadFrom(from, 5, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := 0
 		for want < len(offs) && offs[want] < from {
 			want++
+		}
+		if wantEnd := want+5 >= len(offs); end != wantEnd {
+			t.Fatalf("from %d: end %v, want %v", from, end, wantEnd)
 		}
 		if want == len(offs) {
 			if len(got) != 0 {
@@ -68,11 +71,14 @@ func TestCompactedLogKeepsOffsets(t *testing.T) {
 	// Going on from where a read ended.
 	var all []uint64
 	for from := uint64(0); ; {
-		got, err := r.ReadFrom(from, 64, 0)
+		got, end, err := r.ReadFrom(from, 64, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) == 0 {
+			if !end {
+				t.Fatalf("from %d: nothing and not at the end", from)
+			}
 			break
 		}
 		for _, k := range got {

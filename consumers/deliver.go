@@ -321,6 +321,9 @@ func (g *group) readUnit(u topology.Unit, n, maxBytes int, out *[]api.Message, b
 		return false, nil
 	}
 	n = int(min(uint64(n), next-us.delivered))
+	if g.state.Start.compacted() {
+		return g.readCompacted(u, us, n, next, maxBytes, out, bytes)
+	}
 	recs, err := g.cfg.Source.Read(u.Segment, u.Bucket, us.delivered, n, max(maxBytes-*bytes, 1))
 	if len(recs) == 0 {
 		if h, ok := holeAt(err, us.delivered); ok {
@@ -351,6 +354,49 @@ func (g *group) readUnit(u topology.Unit, n, maxBytes int, out *[]api.Message, b
 		taken++
 	}
 	return taken == len(recs) && us.delivered < next, nil
+}
+
+// readCompacted is readUnit for a subscription reading the compacted view:
+// the records come at their own offsets, with gaps where compaction removed
+// records, which skipTo takes as acknowledged.
+func (g *group) readCompacted(u topology.Unit, us *unitState, n int, next uint64, maxBytes int, out *[]api.Message, bytes *int) (bool, error) {
+	kept, resume, err := g.cfg.Source.ReadCompacted(u.Segment, u.Bucket, us.delivered, n, max(maxBytes-*bytes, 1))
+	if len(kept) == 0 {
+		resume = min(resume, next)
+		if resume > us.delivered {
+			g.skipTo(u, us, resume)
+			return us.delivered < next, nil
+		}
+		if h, ok := holeAt(err, us.delivered); ok {
+			g.skipLost(u, us, h)
+			return us.delivered < next, nil
+		}
+		return false, err
+	}
+	taken := 0
+	for i := range kept {
+		k := &kept[i]
+		if k.Offset >= next || len(*out) > 0 && *bytes+len(k.Record.Payload) > maxBytes {
+			break
+		}
+		*out = append(*out, api.Message{
+			Segment:    uint64(u.Segment),
+			Bucket:     u.Bucket,
+			Offset:     k.Offset,
+			Deliveries: us.counts.at(k.Offset) + 1,
+			Time:       k.Record.Timestamp,
+			Key:        k.Record.Key,
+			Headers:    apiHeaders(k.Record.Headers),
+			Payload:    k.Record.Payload,
+		})
+		us.delivered = k.Offset + 1
+		*bytes += len(k.Record.Payload)
+		taken++
+	}
+	if taken == len(kept) {
+		g.skipTo(u, us, min(resume, next))
+	}
+	return taken == len(kept) && us.delivered < next, nil
 }
 
 func apiHeaders(hs []wal.Header) []api.Header {

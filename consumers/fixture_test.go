@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/braidmq/braid/compaction"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -30,6 +31,15 @@ type testSource struct {
 	layout   topology.Layout
 	logs     map[topology.Unit]*wal.Log
 	appended chan struct{}
+	// compacted is the compacted view of units ReadCompacted serves: below
+	// horizon only the offsets in kept.
+	compacted map[topology.Unit]testCompacted
+}
+
+// testCompacted is a unit's compacted view in a testSource.
+type testCompacted struct {
+	horizon uint64
+	kept    map[uint64]bool
 }
 
 func newTestSource(t testing.TB, segments, bucketBudget int) *testSource {
@@ -119,6 +129,50 @@ func (s *testSource) Read(seg topology.SegmentID, bucket int, from uint64, max, 
 		return nil, err
 	}
 	return l.ReadRange(from, max, maxBytes)
+}
+
+// compact sets the compacted view of a unit: below horizon only the
+// offsets kept.
+func (s *testSource) compact(seg topology.SegmentID, bucket int, horizon uint64, kept ...uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.compacted == nil {
+		s.compacted = map[topology.Unit]testCompacted{}
+	}
+	c := testCompacted{horizon: horizon, kept: map[uint64]bool{}}
+	for _, k := range kept {
+		c.kept[k] = true
+	}
+	s.compacted[topology.Unit{Segment: seg, Bucket: bucket}] = c
+}
+
+func (s *testSource) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]compaction.Kept, uint64, error) {
+	s.mu.Lock()
+	c := s.compacted[topology.Unit{Segment: seg, Bucket: bucket}]
+	l, err := s.logLocked(seg, bucket)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, from, err
+	}
+	var out []compaction.Kept
+	for ; from < c.horizon && len(out) < max; from++ {
+		if !c.kept[from] {
+			continue
+		}
+		rec, err := l.Read(from)
+		if err != nil {
+			return out, from, err
+		}
+		out = append(out, compaction.Kept{Offset: from, Record: rec})
+	}
+	if len(out) == max {
+		return out, from, nil
+	}
+	recs, err := l.ReadRange(from, max-len(out), maxBytes)
+	for i, r := range recs {
+		out = append(out, compaction.Kept{Offset: from + uint64(i), Record: r})
+	}
+	return out, from + uint64(len(recs)), err
 }
 
 func (s *testSource) Appended() <-chan struct{} {

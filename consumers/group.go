@@ -305,10 +305,16 @@ func replyErr(reply func(error), err error) {
 
 func (g *group) onJoin(m *Join) {
 	if !g.state.Created {
-		if err := g.create(m.Start); err != nil {
+		if err := g.create(m.Start, m.ReadCompacted); err != nil {
 			replyJoin(m, api.JoinReply{}, err)
 			return
 		}
+	}
+	if m.ReadCompacted != g.state.Start.compacted() {
+		replyJoin(m, api.JoinReply{}, api.Errorf(api.CodeInvalidArgument,
+			"subscription %q was created with read_compacted %v; join it with read_compacted %v (or use another subscription)",
+			g.cfg.Subscription, g.state.Start.compacted(), g.state.Start.compacted()))
+		return
 	}
 	now := time.Now()
 	c := g.consumers[m.Consumer]
@@ -335,10 +341,13 @@ func (g *group) onJoin(m *Join) {
 // the next offset of every unit of every active segment as its cursor and
 // every sealed segment as drained, so that only what is appended from now on
 // is delivered.
-func (g *group) create(start string) error {
+func (g *group) create(start string, compacted bool) error {
 	rec := stateRecord{Kind: kindCreated, Start: startEarliest}
+	if compacted {
+		rec.Start |= startCompacted
+	}
 	if start == api.StartLatest {
-		rec.Start = startLatest
+		rec.Start |= startLatest
 		l := g.cfg.Source.Layout()
 		for _, s := range l.Segments {
 			if s.State != topology.StateActive {
@@ -370,7 +379,7 @@ func (g *group) create(start string) error {
 		return api.Errorf(api.CodeInternal, "subscription %q: %v", g.cfg.Subscription, err)
 	}
 	g.dirty = true
-	g.logger.Info("subscription created", "start", rec.Start.String())
+	g.logger.Info("subscription created", "start", rec.Start.String(), "read_compacted", rec.Start.compacted())
 	return nil
 }
 

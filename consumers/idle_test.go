@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -64,7 +65,22 @@ func TestIdleGroupsPassivate(t *testing.T) {
 		}
 		done := make(chan int, 1)
 		go func() { done <- h.m.PassivateIdle(0) }()
-		for stopped := false; !stopped; {
+		// The fetches start once the passivation has picked the group: a
+		// fetch before that keeps it busy, and nothing races.
+		stopped := false
+		for picked := false; !picked && !stopped; {
+			select {
+			case n := <-done:
+				passivated += n
+				stopped = true
+			default:
+				h.m.mu.Lock()
+				picked = len(h.m.parked) > 0
+				h.m.mu.Unlock()
+				runtime.Gosched()
+			}
+		}
+		for !stopped {
 			select {
 			case n := <-done:
 				passivated += n

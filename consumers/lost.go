@@ -1,7 +1,9 @@
 package consumers
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -29,16 +31,33 @@ func holeAt(err error, off uint64) (wal.Hole, bool) {
 // offset. When nothing before the hole waits for an ack, the cursor moves
 // past it now; otherwise the ack that reaches it will (pastLost).
 func (g *group) skipLost(u topology.Unit, us *unitState, h wal.Hole) {
-	from := us.delivered
 	g.logger.Error("subscription skips records lost to damage in the log", "segment", u.Segment, "bucket", u.Bucket,
-		"from", from, "to", h.To, "file", h.File, "reason", h.Reason)
-	us.delivered = h.To
+		"from", us.delivered, "to", h.To, "file", h.File, "reason", h.Reason)
+	g.skipTo(u, us, h.To)
+}
+
+// skipTo moves a stream unit's delivery from its delivered offset to to,
+// over offsets that have nothing to deliver (lost to damage, removed by
+// compaction), counting them as acknowledged: at once when nothing before
+// them waits for an ack, else when the ack that reaches them comes.
+func (g *group) skipTo(u topology.Unit, us *unitState, to uint64) {
+	from := us.delivered
+	if to <= from {
+		return
+	}
+	us.delivered = to
 	if max(us.acked, g.batch.cursors[u]) >= from {
-		g.batch.cursors[u] = h.To
+		g.batch.cursors[u] = to
 		g.scheduleFlush()
 		return
 	}
-	us.lost = append(us.lost, lostRun{from: from, to: h.To})
+	for _, r := range us.lost {
+		if r.from <= from && to <= r.to {
+			return // skipped before, then delivered again (a resync)
+		}
+	}
+	us.lost = append(us.lost, lostRun{from: from, to: to})
+	slices.SortFunc(us.lost, func(a, b lostRun) int { return cmp.Compare(a.from, b.from) })
 }
 
 // pastLost returns an ack cursor of us moved past the skipped runs it

@@ -282,7 +282,7 @@ func (m *Manager) Join(src Source, req api.JoinRequest, reply func(api.JoinReply
 		}
 		timeout = d
 	}
-	m.sendAs(src, req.Subscription, &Join{Consumer: req.Consumer, Start: req.Start, SessionTimeout: timeout, Reply: reply}, fail, timeout)
+	m.sendAs(src, req.Subscription, &Join{Consumer: req.Consumer, Start: req.Start, ReadCompacted: req.ReadCompacted, SessionTimeout: timeout, Reply: reply}, fail, timeout)
 }
 
 // Fetch validates req and asks the group for messages. The cluster layer

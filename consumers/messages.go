@@ -23,6 +23,10 @@ type Join struct {
 	// Start is api.StartEarliest ("" too) or api.StartLatest; it is used
 	// only by the join that creates the subscription.
 	Start string
+	// ReadCompacted: the subscription reads the topic's compacted view;
+	// it is set by the join that creates it, and a join that asks
+	// otherwise is refused.
+	ReadCompacted bool
 	// SessionTimeout after which a silent consumer is dead; 0 means the
 	// manager's default (10s).
 	SessionTimeout time.Duration
@@ -76,6 +80,8 @@ type Stats struct {
 	// Created is false until the first join.
 	Created bool
 	Start   string // "earliest" or "latest"
+	// ReadCompacted: the subscription reads the topic's compacted view.
+	ReadCompacted bool
 	// Epoch is the layout epoch the figures were computed at.
 	Epoch     uint64
 	Consumers []ConsumerStats // sorted by name

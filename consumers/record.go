@@ -24,7 +24,7 @@ import (
 //	kind 4 owners:   | owners | sessions |
 //	kind 5 snapshot: | start (1B) | cursors | drained | owners | sessions |
 //
-//	start    = 0 earliest | 1 latest
+//	start    = 0 earliest | 1 latest, plus 128 when it reads the compacted view
 //	cursors  = | uvarint count | (uvarint segment | uvarint bucket | uvarint acked) * count |
 //	drained  = | uvarint count | uvarint segment * count |
 //	owners   = | uvarint count | (uvarint segment | uvarint bucket | name) * count |
@@ -82,14 +82,20 @@ type startPosition uint8
 const (
 	startEarliest startPosition = 0
 	startLatest   startPosition = 1
+	// startCompacted, or'ed with the position, makes a stream subscription
+	// read the topic's compacted view (api.JoinRequest.ReadCompacted).
+	startCompacted startPosition = 1 << 7
 )
 
 func (s startPosition) String() string {
-	if s == startLatest {
+	if s&^startCompacted == startLatest {
 		return "latest"
 	}
 	return "earliest"
 }
+
+// compacted reports whether the subscription reads the compacted view.
+func (s startPosition) compacted() bool { return s&startCompacted != 0 }
 
 // unitCursor is the ack cursor of one unit.
 type unitCursor struct {
@@ -211,7 +217,7 @@ func decodeRecord(b []byte) (stateRecord, error) {
 	switch r.Kind {
 	case kindCreated, kindSnapshot, kindSnapshotOwners:
 		r.Start = startPosition(d.byte("start"))
-		if r.Start != startEarliest && r.Start != startLatest && d.err == nil {
+		if base := r.Start &^ startCompacted; base != startEarliest && base != startLatest && d.err == nil {
 			return r, fmt.Errorf("%w: unknown start position %d", ErrBadRecord, r.Start)
 		}
 	case kindUpdate, kindOwners:

@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"github.com/braidmq/braid/compaction"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -21,6 +22,12 @@ type Source interface {
 	// Read returns records of a unit from offset from: at most max records
 	// and about maxBytes of payload (at least one record when one exists).
 	Read(segment topology.SegmentID, bucket int, from uint64, max, maxBytes int) ([]wal.Record, error)
+	// ReadCompacted reads a unit's compacted view from offset from, as
+	// Read does its log: below the unit's compaction horizon only the
+	// records compaction kept, at their offsets, then the log. resume is
+	// where the next read goes on from (past the offsets compaction
+	// removed after the last record returned).
+	ReadCompacted(segment topology.SegmentID, bucket int, from uint64, max, maxBytes int) (kept []compaction.Kept, resume uint64, err error)
 	// Appended returns a channel closed at the next append to any unit of
 	// the topic (or at the next layout change); used to wake parked fetches.
 	Appended() <-chan struct{}

@@ -13,11 +13,12 @@ import (
 func (g *group) onStats(m *GetStats) {
 	g.refresh()
 	st := Stats{
-		Topic:        g.cfg.Source.Topic(),
-		Subscription: g.cfg.Subscription,
-		Created:      g.state.Created,
-		Start:        g.state.Start.String(),
-		Epoch:        g.layout.Epoch,
+		Topic:         g.cfg.Source.Topic(),
+		Subscription:  g.cfg.Subscription,
+		Created:       g.state.Created,
+		Start:         g.state.Start.String(),
+		ReadCompacted: g.state.Start.compacted(),
+		Epoch:         g.layout.Epoch,
 	}
 	if !g.state.Created {
 		st.Epoch = g.cfg.Source.Layout().Epoch

@@ -1,12 +1,14 @@
 package specs
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -46,11 +48,21 @@ func (s *server) readView(topic string, compacted bool) []api.Message {
 				reply, err := api.DecodeReadReply(data)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(reply.Units[0].Code).To(BeZero(), reply.Units[0].Message)
-				if len(reply.Messages) == 0 {
+				next := off
+				if n := len(reply.Messages); n > 0 {
+					next = reply.Messages[n-1].Offset + 1
+				}
+				if compacted {
+					// Resume says where to go on from: past the last
+					// message, and past what compaction removed after it.
+					Expect(reply.Units[0].Resume).To(BeNumerically(">=", next))
+					next = reply.Units[0].Resume
+				}
+				if next == off {
 					break
 				}
 				out = append(out, reply.Messages...)
-				off = reply.Messages[len(reply.Messages)-1].Offset + 1
+				off = next
 			}
 		}
 	}
@@ -170,6 +182,74 @@ var _ = Describe("Topic compaction", func() {
 		s.compact("dag")
 		Expect(latest(s.readView("dag", true))).To(Equal([]string{"gone=", "k=grandchild", "stay=root"}),
 			"k's values in the root and a child are obscured by the grandchild's; the child's tombstone deletes the root's value")
+	})
+
+	It("gives a read_compacted stream subscription and a compacted checkpoint consumer the final value of every key across the DAG, then the live tail", func() {
+		create("feed", "")
+		s.produceBatch("feed", keyed("k", "v1", "j", "v1", "x", "v1", "k", "v2"))
+		zero := uint64(0)
+		s.admin(api.AdminTopicSplit, api.SplitRequest{Topic: "topic://public/default/feed", Segment: &zero}, nil)
+		s.produceBatch("feed", keyed("k", "v3", "x", "", "j", "v2", "k", "v4"))
+		s.compact("feed")
+		want := []string{"j=v2", "k=v4", "x="}
+		// Records after the compaction, in the children's live tails.
+		s.produceBatch("feed", keyed("k", "v5"))
+		wantAll := append(slices.Clone(want), "k=v5")
+		slices.Sort(wantAll)
+
+		// A stream subscription that asks for the compacted view.
+		s.consume(api.ConsumeJoin, "feed", api.JoinRequest{Subscription: "view", Consumer: "c", ReadCompacted: true})
+		var got []api.Message
+		Eventually(func() []string {
+			msgs := s.fetch("feed", "view", "c", 100)
+			got = append(got, msgs...)
+			s.ackAll("feed", "view", "c", msgs)
+			return latest(got)
+		}).WithTimeout(10 * time.Second).WithPolling(10 * time.Millisecond).Should(Equal(wantAll))
+		// Per key in order: k's v4 (compacted) before v5 (the tail).
+		var ks []string
+		for _, m := range got {
+			if string(m.Key) == "k" {
+				ks = append(ks, string(m.Payload))
+			}
+		}
+		Expect(ks).To(Equal([]string{"v4", "v5"}))
+		var stats api.TopicStats
+		s.admin(api.AdminTopicStats, api.TopicRequest{Topic: "topic://public/default/feed"}, &stats)
+		Expect(stats.Subscriptions).To(ContainElement(SatisfyAll(
+			HaveField("Name", "view"), HaveField("ReadCompacted", true), HaveField("Backlog", uint64(0)),
+			HaveField("Drained", []uint64{0}))), "the root drained past what compaction removed")
+		// Joining it without asking for the compacted view is refused.
+		b, _ := json.Marshal(api.JoinRequest{Subscription: "view", Consumer: "d"})
+		_, err := s.request(api.ConsumeSubject(api.ConsumeJoin, "public", "default", "feed"), b)
+		Expect(api.AsError(err)).To(HaveField("Code", api.CodeInvalidArgument))
+		// A subscription that does not ask reads every message.
+		s.consume(api.ConsumeJoin, "feed", api.JoinRequest{Subscription: "all", Consumer: "c"})
+		var every []api.Message
+		Eventually(func() int {
+			msgs := s.fetch("feed", "all", "c", 100)
+			every = append(every, msgs...)
+			s.ackAll("feed", "all", "c", msgs)
+			return len(every)
+		}).WithTimeout(10 * time.Second).WithPolling(10 * time.Millisecond).Should(Equal(9))
+
+		// A checkpoint consumer reading the compacted view.
+		c, err := client.NewCheckpointConsumer(s.nc, "topic://public/default/feed", client.WithReadCompacted(),
+			client.WithFetch(100, 1<<20, 50*time.Millisecond))
+		Expect(err).NotTo(HaveOccurred())
+		defer c.Close()
+		var seen []api.Message
+		for len(seen) < len(wantAll) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			m, err := c.Next(ctx)
+			cancel()
+			Expect(err).NotTo(HaveOccurred())
+			seen = append(seen, api.Message{Segment: m.ID.Segment, Offset: m.ID.Offset, Key: m.Key, Payload: m.Payload})
+		}
+		Expect(latest(seen)).To(Equal(wantAll))
+		// Its checkpoint is past the root, which it drained though its
+		// last offsets were removed by compaction.
+		Expect(c.Checkpoint().Drained).To(ContainElement(uint64(0)))
 	})
 })
 

@@ -155,20 +155,19 @@ func replay(nc *nats.Conn, compacted bool) int {
 			last[[2]uint64{msg.Segment, uint64(msg.Bucket)}] = msg.Offset + 1
 		}
 		total += len(reply.Messages)
-		full := len(reply.Messages) >= 10000
 		var next []api.ReadUnit
 		for i, u := range units {
 			st := reply.Units[i]
 			if st.Code != 0 {
 				check(fmt.Errorf("unit %d/%d: code %d %s", u.Segment, u.Bucket, st.Code, st.Message))
 			}
-			off, ok := last[[2]uint64{u.Segment, uint64(u.Bucket)}]
-			if ok {
+			if off, ok := last[[2]uint64{u.Segment, uint64(u.Bucket)}]; ok {
 				u.Offset = off
 			}
-			// More to read: it gave messages, or a full reply left it out
-			// (a compacted read below the horizon ends before next).
-			if u.Offset < st.Next && (ok || full) {
+			if compacted {
+				u.Offset = st.Resume // past what compaction removed too
+			}
+			if u.Offset < st.Next {
 				next = append(next, u)
 			}
 		}

@@ -25,7 +25,7 @@ type consumed struct {
 
 func consumeCmd(args []string) error {
 	fs := flag.NewFlagSet("consume", flag.ExitOnError)
-	fs.Usage = usageOf(fs, "braid consume URI [--kind stream|queue|checkpoint] [--subscription NAME] [--count N] [--start earliest|latest] [--quiet]")
+	fs.Usage = usageOf(fs, "braid consume URI [--kind stream|queue|checkpoint] [--subscription NAME] [--count N] [--start earliest|latest] [--compacted] [--quiet]")
 	var cf clientFlags
 	cf.register(fs)
 	kind := fs.String("kind", "stream", "stream (ordered, cumulative acks), queue (shared, individual acks) or checkpoint (no subscription)")
@@ -41,6 +41,7 @@ func consumeCmd(args []string) error {
 	startTime := fs.String("start-time", "", "checkpoint: start at this time (RFC 3339 or unix milliseconds)")
 	restore := fs.String("checkpoint", "", "checkpoint: resume from this checkpoint (as printed at exit)")
 	skipGone := fs.Bool("skip-gone", false, "checkpoint: skip data removed by retention instead of failing")
+	compacted := fs.Bool("compacted", false, "stream and checkpoint: read the compacted view (the latest value of each key below the compaction horizon, then the log); a stream subscription keeps what it was created with")
 	uri, nc, ctx, done, err := cf.topicSession(fs, args)
 	if err != nil {
 		return err
@@ -55,6 +56,9 @@ func consumeCmd(args []string) error {
 		if *name != "" {
 			opts = append(opts, client.WithConsumerName(*name))
 		}
+		if *compacted {
+			opts = append(opts, client.WithReadCompacted())
+		}
 		c, err := client.NewStreamConsumer(nc, uri, *sub, opts...)
 		if err != nil {
 			return err
@@ -64,6 +68,9 @@ func consumeCmd(args []string) error {
 		})
 		closeFn = c.Close
 	case "queue":
+		if *compacted {
+			return fmt.Errorf("consume: --compacted: queue subscriptions do not read the compacted view (use --kind stream or checkpoint)")
+		}
 		opts := []client.QueueOption{client.WithStart(*start)}
 		if *name != "" {
 			opts = append(opts, client.WithConsumerName(*name))
@@ -93,6 +100,9 @@ func consumeCmd(args []string) error {
 				return err
 			}
 			opts = append(opts, client.WithStartTime(t))
+		}
+		if *compacted {
+			opts = append(opts, client.WithReadCompacted())
 		}
 		if *skipGone {
 			opts = append(opts, client.WithSkipGone(func(e *client.SegmentGoneError) { fmt.Fprintln(os.Stderr, "skipped:", e) }))
