@@ -137,10 +137,15 @@ func (d *decoder) varint(what string) int64 {
 }
 
 func (d *decoder) bytes(what string) []byte {
-	n := d.uvarint(what + " length")
 	if d.err != nil {
 		return nil
 	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.fail(what + " length") // built only on failure: this runs for every field
+		return nil
+	}
+	d.b = d.b[k:]
 	if n > uint64(len(d.b)) {
 		d.fail(what + " longer than the body")
 		return nil

@@ -163,6 +163,13 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 			active = append(active, i)
 		}
 	}
+	// Size the reply once: growing it message by message copies it over
+	// and over.
+	room := uint64(0)
+	for _, i := range active {
+		room += reply.Units[i].Next - from[i]
+	}
+	reply.Messages = make([]api.Message, 0, min(room, uint64(maxMsgs)))
 	bytes := 0
 	started := make([]bool, len(units))
 	full := func() bool { return len(reply.Messages) >= maxMsgs || (len(reply.Messages) > 0 && bytes >= maxBytes) }
@@ -171,16 +178,11 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 		// recs from the log, at offsets from[i] on; or, compacted, the
 		// kept records at the offsets in offs.
 		var recs []wal.Record
-		var offs []uint64
+		var kept []compaction.Kept // compacted: the records at their offsets
 		var err error
 		resume := uint64(0)
 		if compacted {
-			var kept []compaction.Kept
 			kept, resume, err = t.ReadCompacted(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
-			recs, offs = make([]wal.Record, len(kept)), make([]uint64, len(kept))
-			for j, k := range kept {
-				recs[j], offs[j] = k.Record, k.Offset
-			}
 		} else {
 			recs, err = t.Read(topology.SegmentID(ru.Segment), ru.Bucket, from[i], n, max(maxBytes-bytes, 1))
 		}
@@ -192,15 +194,16 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 			return false, err
 		}
 		started[i] = true
-		taken := 0
-		for j := range recs {
-			if len(reply.Messages) > 0 && bytes+len(recs[j].Payload) > maxBytes {
-				break
+		taken, got := 0, len(recs)+len(kept)
+		for j := range got {
+			rec, off := (*wal.Record)(nil), from[i]
+			if compacted {
+				rec, off = &kept[j].Record, kept[j].Offset
+			} else {
+				rec = &recs[j]
 			}
-			rec := &recs[j]
-			off := from[i]
-			if offs != nil {
-				off = offs[j]
+			if len(reply.Messages) > 0 && bytes+len(rec.Payload) > maxBytes {
+				break
 			}
 			m := api.Message{Segment: ru.Segment, Bucket: ru.Bucket, Offset: off, Time: rec.Timestamp, Key: rec.Key, Payload: rec.Payload}
 			for _, h := range rec.Headers {
@@ -211,10 +214,10 @@ func readUnits(t *actors.Topic, units []api.ReadUnit, maxMsgs, maxBytes int, com
 			from[i] = off + 1
 			taken++
 		}
-		if compacted && taken == len(recs) {
+		if compacted && taken == got {
 			from[i] = max(from[i], resume) // past what compaction removed after the last one too
 		}
-		return taken == n && taken == len(recs) && from[i] < reply.Units[i].Next, nil
+		return taken == n && taken == got && from[i] < reply.Units[i].Next, nil
 	})
 	if compacted {
 		for i := range reply.Units {

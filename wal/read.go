@@ -95,9 +95,11 @@ collect:
 		if buf == nil {
 			// Sized by the first frame's records; append grows it if need be.
 			avg := len(b.frame) / b.count()
-			count := int(min(end-from, 1024))
+			count := int(min(end-from, 1<<16))
 			if maxBytes > 0 {
 				count = min(count, maxBytes/(avg+frameHeaderLen)+1)
+			} else {
+				count = min(count, 1024)
 			}
 			buf = make([]byte, 0, count*avg)
 			if count > len(endsArray) {
@@ -124,8 +126,9 @@ collect:
 	// reach the next record.
 	recs := make([]Record, 0, len(ends))
 	start := 0
+	var sc decodeScratch
 	for i, end := range ends {
-		rec, err := decodeBody(buf[start:end:end])
+		rec, err := decodeBodyWith(buf[start:end:end], &sc)
 		if err != nil {
 			if i == 0 {
 				return nil, fmt.Errorf("%w (offset %d in %s)", err, from, l.dir)

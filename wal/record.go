@@ -171,7 +171,19 @@ func (br *bodyReader) bytes(what string) []byte {
 	return b
 }
 
-func decodeBody(body []byte) (Record, error) {
+func decodeBody(body []byte) (Record, error) { return decodeBodyWith(body, nil) }
+
+// decodeScratch is what the decoding of a run of bodies shares: one array
+// for their headers, and the last header key (runs of records tend to
+// carry the same header names: one string for them all).
+type decodeScratch struct {
+	headers []Header
+	lastKey string
+}
+
+// decodeBodyWith is decodeBody; with sc, the headers come from sc's array
+// and equal keys share a string.
+func decodeBodyWith(body []byte, sc *decodeScratch) (Record, error) {
 	br := bodyReader{buf: body}
 	var r Record
 	r.Timestamp = br.varint("timestamp")
@@ -186,9 +198,27 @@ func decodeBody(body []byte) (Record, error) {
 		return Record{}, br.err
 	}
 	if count > 0 {
-		r.Headers = make([]Header, count)
+		if sc == nil {
+			r.Headers = make([]Header, count)
+		} else {
+			if cap(sc.headers)-len(sc.headers) < int(count) {
+				sc.headers = make([]Header, 0, max(int(count), 2*cap(sc.headers), 16))
+			}
+			start := len(sc.headers)
+			sc.headers = sc.headers[:start+int(count)]
+			r.Headers = sc.headers[start : start+int(count) : start+int(count)]
+		}
 		for i := range r.Headers {
-			r.Headers[i].Key = string(br.bytes("header key"))
+			kb := br.bytes("header key")
+			switch {
+			case sc == nil:
+				r.Headers[i].Key = string(kb)
+			case string(kb) == sc.lastKey:
+				r.Headers[i].Key = sc.lastKey
+			default:
+				r.Headers[i].Key = string(kb)
+				sc.lastKey = r.Headers[i].Key
+			}
 			r.Headers[i].Value = br.bytes("header value")
 		}
 		if br.err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -194,5 +195,39 @@ func TestDurabilityText(t *testing.T) {
 	}
 	if _, err := Open(t.TempDir(), Options{Durability: 9}); err == nil {
 		t.Fatal("Open with an invalid durability succeeded")
+	}
+}
+
+// A range read decodes the headers of its records into one shared array:
+// each record's headers stay its own (appending to one never reaches the
+// next), and equal header names read equal.
+func TestReadRangeHeadersStayApart(t *testing.T) {
+	l, err := Open(t.TempDir(), Options{Durability: DurabilityNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var recs []Record
+	for i := range 40 {
+		recs = append(recs, Record{Payload: []byte{byte(i)}, Headers: []Header{
+			{Key: "trace", Value: []byte{byte(i)}}, {Key: fmt.Sprint("h", i%3), Value: []byte("v")}}})
+	}
+	recs = append(recs, Record{Payload: []byte("no headers")})
+	if _, err := l.Append(recs...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.ReadRange(0, 100, 0)
+	if err != nil || len(got) != len(recs) {
+		t.Fatalf("read %d records, %v", len(got), err)
+	}
+	got[0].Headers = append(got[0].Headers, Header{Key: "added", Value: []byte("x")})
+	for i, r := range got {
+		want := recs[i].Headers
+		if i == 0 {
+			want = append(want, Header{Key: "added", Value: []byte("x")})
+		}
+		if !reflect.DeepEqual(r.Headers, want) {
+			t.Fatalf("record %d headers %+v, want %+v", i, r.Headers, want)
+		}
 	}
 }

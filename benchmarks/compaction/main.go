@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -42,6 +43,7 @@ func main() {
 	keys := flag.Int("keys", 10_000, "keys they are spread over")
 	size := flag.Int("size", 100, "payload bytes")
 	rounds := flag.Int("rounds", 5, "alternating replay rounds")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of 50 more Braid compacted replays to this file")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "braid-compaction-bench-")
 	check(err)
@@ -105,6 +107,16 @@ func main() {
 		fmt.Printf("round %d: latest values, Braid compacted %s, JetStream ordered consumer %s (%.2fx)\n", r,
 			b.Round(time.Microsecond), j.Elapsed.Round(time.Microsecond), j.Elapsed.Seconds()/b.Seconds())
 		bt, jt, ratios = append(bt, b.Seconds()), append(jt, j.Elapsed.Seconds()), append(ratios, j.Elapsed.Seconds()/b.Seconds())
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		for range 50 {
+			replayCompacted(nc, *keys)
+		}
+		pprof.StopCPUProfile()
+		check(f.Close())
 	}
 	full := time.Now()
 	n := replay(nc, false)
