@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -47,51 +48,47 @@ func (t *Topic) compactionRecord() *meta.CompactionRecord {
 // same read when there is room, its log from the horizon. It returns the
 // records with their offsets and resume, the offset the next read of the
 // unit goes on from: past the last record returned, and past the offsets
-// compaction removed after it. A unit another node owns is read raw (not
-// compacted there yet).
+// compaction removed after it. The compacted logs are on this node, the
+// topic's home, also those of units other nodes own.
 func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, maxRecs, maxBytes int) (kept []compaction.Kept, resume uint64, err error) {
 	if rec := t.compactionRecord(); rec != nil {
-		s, err := t.unitSegment(seg, bucket)
-		if err != nil {
-			return nil, from, err
-		}
-		if _, remote := t.remoteOwner(s); !remote {
-			for _, u := range rec.Units {
-				if u.Segment != uint64(seg) || u.Bucket != bucket || from >= u.Horizon {
-					continue
-				}
-				l, err := t.unitLogFor(s, bucket)()
-				if err != nil {
-					return nil, from, err
-				}
-				r, err := t.compactedReader(generationDir(l.Dir(), rec.Generation))
-				if err != nil {
-					return nil, from, err
-				}
-				first := t.mgr.store.firstOffset(l)
-				got, end, err := r.ReadFrom(max(from, first), maxRecs, maxBytes)
-				if err != nil {
-					return nil, from, err
-				}
-				n, limited := 0, maxBytes > 0
-				for n < len(got) && got[n].Offset < u.Horizon {
-					if limited {
-						maxBytes -= len(got[n].Record.Payload)
-					}
-					n++
-				}
-				kept = got[:n]
-				if n < len(got) || end || n == 0 {
-					from = max(u.Horizon, first) // the rest of the view is the log's
-				} else {
-					return kept, kept[n-1].Offset + 1, nil
-				}
-				maxRecs -= n
-				if maxRecs <= 0 || limited && n > 0 && maxBytes <= 0 {
-					return kept, from, nil
-				}
-				break
+		for _, u := range rec.Units {
+			if u.Segment != uint64(seg) || u.Bucket != bucket || from >= u.Horizon {
+				continue
 			}
+			first, _, err := t.Bounds(seg, bucket)
+			if err != nil {
+				return nil, from, err
+			}
+			r, err := t.compactedReader(generationDir(t.mgr.store.UnitDir(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}), rec.Generation))
+			if err != nil {
+				return nil, from, err
+			}
+			if r == nil {
+				break // not on this node: the log, raw
+			}
+			got, end, err := r.ReadFrom(max(from, first), maxRecs, maxBytes)
+			if err != nil {
+				return nil, from, err
+			}
+			n, limited := 0, maxBytes > 0
+			for n < len(got) && got[n].Offset < u.Horizon {
+				if limited {
+					maxBytes -= len(got[n].Record.Payload)
+				}
+				n++
+			}
+			kept = got[:n]
+			if n < len(got) || end || n == 0 {
+				from = max(u.Horizon, first) // the rest of the view is the log's
+			} else {
+				return kept, kept[n-1].Offset + 1, nil
+			}
+			maxRecs -= n
+			if maxRecs <= 0 || limited && n > 0 && maxBytes <= 0 {
+				return kept, from, nil
+			}
+			break
 		}
 	}
 	recs, err := t.Read(seg, bucket, from, maxRecs, maxBytes)
@@ -105,7 +102,8 @@ func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, m
 }
 
 // compactedReader returns the reader of the compacted log in dir, opening
-// it on first use.
+// it on first use; nil when dir is not on this node (the topic's home
+// moved since the compaction: its units are read raw until the next).
 func (t *Topic) compactedReader(dir string) (*compaction.LogReader, error) {
 	t.compactedMu.Lock()
 	defer t.compactedMu.Unlock()
@@ -113,6 +111,9 @@ func (t *Topic) compactedReader(dir string) (*compaction.LogReader, error) {
 		return r, nil
 	}
 	r, err := compaction.OpenLog(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -24,13 +24,17 @@ import (
 // goroutine of its own, the rest queued in its mailbox order). A
 // compaction of a topic:
 //
-//  1. takes every local unit's next offset as its new horizon;
+//  1. takes every unit's next offset as its new horizon;
 //  2. decides, across the units of the whole DAG (package compaction),
 //     which record of each key is its latest, reading each unit's previous
 //     compacted log below its old horizon and its raw log (and the remote
 //     tier) from there to the new one — never what retention removed;
 //  3. writes each unit's kept records to "compacted-<generation+1>" in the
-//     unit's directory, offsets unchanged, and syncs them;
+//     unit's directory, offsets unchanged, and syncs them — on this node,
+//     the topic's home, also for a unit another node owns (a split's
+//     child placed there): its records are read from its owner, and the
+//     home serves the compacted view (reads of such units pass through it
+//     anyway);
 //  4. records the new generation and horizons in the topic's compaction
 //     record (compare-and-swap): the commit point;
 //  5. removes every other generation's directory.
@@ -194,9 +198,15 @@ func (m *Manager) runCompaction(t *Topic) {
 
 // compactUnit is one unit of a compaction.
 type compactUnit struct {
-	seg        topology.Segment
-	bucket     int
-	log        *wal.Log
+	seg    topology.Segment
+	bucket int
+	dir    string   // the unit's directory here, where its compacted logs go
+	log    *wal.Log // nil for a unit another node owns
+	owner  string   // that node
+	t      *Topic
+	// bytes is the size of the unit's log; for a unit another node owns,
+	// the key and payload bytes the writing pass read of it.
+	bytes      int64
 	first      uint64 // the unit's first offset: what is below went by retention
 	oldHorizon uint64
 	horizon    uint64
@@ -228,25 +238,39 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 			}
 		}
 	}()
-	for _, s := range t.Layout().Segments {
+	layout := t.Layout()
+	for _, s := range layout.Segments {
 		if s.State == topology.StateDeleted {
 			continue
 		}
-		if _, remote := t.remoteOwner(s); remote {
-			continue // compacted where it is: not yet (its units keep their raw log)
-		}
+		owner, remote := t.remoteOwner(s)
 		for b := 0; b < s.Buckets; b++ {
-			l, err := t.unitLogFor(s, b)()
-			if err != nil {
-				return err
+			u := &compactUnit{seg: s, bucket: b, t: t, oldHorizon: old[[2]uint64{uint64(s.ID), uint64(b)}],
+				dir: m.store.UnitDir(UnitKey{Topic: t.name, Segment: s.ID, Bucket: b})}
+			if remote {
+				u.owner = owner
+				if u.first, u.horizon, err = t.remoteBoundsOf(owner, s, b); err != nil {
+					return fmt.Errorf("the bounds of segment %d bucket %d on node %s: %w", s.ID, b, owner, err)
+				}
+			} else {
+				if u.log, err = t.unitLogFor(s, b)(); err != nil {
+					return err
+				}
+				u.first, u.horizon, u.bytes = m.store.firstOffset(u.log), u.log.NextOffset(), u.log.SizeBytes()
 			}
-			u := &compactUnit{seg: s, bucket: b, log: l, first: m.store.firstOffset(l), horizon: l.NextOffset(),
-				oldHorizon: old[[2]uint64{uint64(s.ID), uint64(b)}]}
-			if err := removeGenerations(l.Dir(), rec.Generation); err != nil {
+			if err := removeGenerations(u.dir, rec.Generation); err != nil {
 				return err
 			}
 			if rec.Generation > 0 && u.oldHorizon > 0 {
-				if u.prev, err = compaction.OpenLog(generationDir(l.Dir(), rec.Generation)); err != nil {
+				u.prev, err = compaction.OpenLog(generationDir(u.dir, rec.Generation))
+				switch {
+				case errors.Is(err, os.ErrNotExist):
+					// Not here (the topic's home moved): what it kept is
+					// read again from the log.
+					m.log.Warn("compaction: the previous compacted log of a unit is not on this node; reading its log again",
+						"topic", uri, "segment", s.ID, "bucket", b, "generation", rec.Generation)
+					u.oldHorizon = 0
+				case err != nil:
 					return fmt.Errorf("opening the compacted log of segment %d bucket %d: %w", s.ID, b, err)
 				}
 			}
@@ -268,7 +292,7 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 	m.setRun(uri, func(r *compactionRun) { r.Phase = "writing" })
 	next := meta.CompactionRecord{Topic: uri, Incarnation: t.incarnation, Generation: gen, Keys: d.Keys, Passes: d.Passes}
 	for i, u := range units {
-		dir := generationDir(u.log.Dir(), gen)
+		dir := generationDir(u.dir, gen)
 		w, err := compaction.CreateLog(dir)
 		if err != nil {
 			return err
@@ -276,6 +300,9 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 		var kept uint64
 		err = m.scanUnit(u, func(off uint64, r wal.Record) error {
 			next.Read++
+			if u.log == nil {
+				u.bytes += int64(len(r.Key) + len(r.Payload))
+			}
 			keep, err := d.Keep(i, off, r)
 			if err != nil || !keep {
 				return err
@@ -294,7 +321,7 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 		next.Units = append(next.Units, meta.CompactionUnit{Segment: uint64(u.seg.ID), Bucket: u.bucket, Horizon: u.horizon, Kept: kept})
 		next.Kept += kept
 		next.BytesAfter += dirBytes(dir)
-		next.BytesBefore += u.log.SizeBytes()
+		next.BytesBefore += u.bytes
 		m.setRun(uri, func(r *compactionRun) { r.UnitsDone = i + 1 })
 	}
 	next.Finished = time.Now().UTC()
@@ -311,10 +338,11 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 	}
 	m.m.compactions.Inc()
 	for _, u := range units {
-		if err := removeGenerations(u.log.Dir(), gen); err != nil {
-			m.log.Warn("compaction: removing an older generation's compacted log failed (the next compaction does)", "dir", u.log.Dir(), "err", err)
+		if err := removeGenerations(u.dir, gen); err != nil {
+			m.log.Warn("compaction: removing an older generation's compacted log failed (the next compaction does)", "dir", u.dir, "err", err)
 		}
 	}
+	m.removeDeletedCompacted(t, layout)
 	m.closeCompacted(t, gen)
 	m.log.Info("compaction done", "topic", uri, "generation", gen, "keys", next.Keys, "kept", next.Kept, "passes", next.Passes,
 		"bytes_before", next.BytesBefore, "bytes_after", next.BytesAfter, "took", time.Since(begin).Round(time.Millisecond))
@@ -350,7 +378,13 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 	}
 	open := func() (*wal.Log, error) { return u.log, nil }
 	for off := max(u.oldHorizon, u.first); off < u.horizon; {
-		d, err := m.readLocal(open, UnitRead{From: off, Max: 4096, MaxBytes: 4 << 20})
+		var d UnitData
+		var err error
+		if u.log != nil {
+			d, err = m.readLocal(open, UnitRead{From: off, Max: 4096, MaxBytes: 4 << 20})
+		} else {
+			d, err = u.t.readRemote(u.owner, u.seg, u.bucket, off, 4096, 4<<20, false)
+		}
 		var hole *wal.HoleError
 		switch {
 		case errors.As(err, &hole):
@@ -372,6 +406,26 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 		}
 	}
 	return nil
+}
+
+// removeDeletedCompacted removes the compacted logs this node keeps of
+// deleted segments (those of segments other nodes held: a segment's own
+// directory goes with its logs), and their directories once empty.
+func (m *Manager) removeDeletedCompacted(t *Topic, l topology.Layout) {
+	for _, s := range l.Segments {
+		if s.State != topology.StateDeleted {
+			continue
+		}
+		for b := 0; b < s.Buckets; b++ {
+			dir := m.store.UnitDir(UnitKey{Topic: t.name, Segment: s.ID, Bucket: b})
+			if err := removeGenerations(dir, 0); err != nil {
+				m.log.Warn("compaction: removing the compacted logs of a deleted segment failed", "dir", dir, "err", err)
+				continue
+			}
+			os.Remove(dir)               // only when empty: the segment's log may be there
+			os.Remove(filepath.Dir(dir)) // the same
+		}
+	}
 }
 
 // generationDir is where a unit's compacted log of a generation lives.

@@ -207,6 +207,15 @@ func (s *LogStore) topicDirLocked(t routing.TopicName) string {
 	return filepath.Join(s.NameDir(t), s.incarnations[t.String()])
 }
 
+// UnitDir is the directory of a unit's log on this node, whether this node
+// holds the log or not (the compacted logs of a unit another node owns are
+// kept there by the topic's home).
+func (s *LogStore) UnitDir(k UnitKey) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unitDirLocked(k)
+}
+
 // unitDirLocked is the directory of a unit's log; the caller holds mu.
 func (s *LogStore) unitDirLocked(k UnitKey) string {
 	return filepath.Join(s.topicDirLocked(k.Topic), fmt.Sprintf("seg-%d", k.Segment), fmt.Sprintf("b-%d", k.Bucket))

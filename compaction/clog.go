@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 
@@ -86,8 +87,12 @@ type LogReader struct {
 	lastOff, lastIdx uint64
 }
 
-// OpenLog opens the compacted log in dir.
+// OpenLog opens the compacted log in dir; an error matching os.ErrNotExist
+// when there is none.
 func OpenLog(dir string) (*LogReader, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
 	l, err := wal.Open(dir, wal.Options{Durability: wal.DurabilityNone})
 	if err != nil {
 		return nil, err
