@@ -187,7 +187,11 @@ func newState(l topology.Layout, buckets map[topology.SegmentID][]*actor.PID, la
 		spans = append(spans, routing.Span{Lo: s.Range.Lo, Hi: s.Range.Hi, Segment: uint64(s.ID), Buckets: s.Buckets})
 		created[s.ID] = s.CreatedEpoch
 	}
-	table, err := routing.NewTable(spans)
+	newTable := routing.NewTable
+	if l.Fixed() {
+		newTable = routing.NewFixedTable // spans in partition order (Active sorts them so)
+	}
+	table, err := newTable(spans)
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,10 @@ type Table struct {
 	// units == unitEnds[len-1]. RoundRobin maps a counter onto it.
 	unitEnds []uint64
 	units    uint64
+
+	// fixed: a fixed topic's table, spans[i] being partition i; a hash h
+	// goes to spans[FixedPartition(h, len(spans))] (his is unused).
+	fixed bool
 }
 
 // NewTable builds a Table from the active segments of a layout, in any order.
@@ -114,6 +118,34 @@ func NewTable(spans []Span) (*Table, error) {
 	return t, nil
 }
 
+// NewFixedTable builds the Table of a fixed topic (persistent://...) from
+// its partitions: partitions[i] is partition i (its Lo and Hi are ignored),
+// and a key hash h goes to partition h % len(partitions). The spans must
+// have distinct segment ids and bucket counts in [1, MaxBuckets].
+func NewFixedTable(partitions []Span) (*Table, error) {
+	if len(partitions) == 0 {
+		return nil, fmt.Errorf("%w: no partitions", ErrNotTiled)
+	}
+	t := &Table{spans: slices.Clone(partitions), unitEnds: make([]uint64, len(partitions)), fixed: true}
+	seen := make(map[uint64]struct{}, len(partitions))
+	for i, s := range t.spans {
+		if s.Buckets < 1 || uint64(s.Buckets) > MaxBuckets {
+			return nil, fmt.Errorf("%w: %d, want 1 to 2^32: partition %d %v", ErrBadBuckets, s.Buckets, i, s)
+		}
+		if _, dup := seen[s.Segment]; dup {
+			return nil, fmt.Errorf("%w: segment %d appears twice", ErrDuplicateSegment, s.Segment)
+		}
+		seen[s.Segment] = struct{}{}
+		t.spans[i].Lo, t.spans[i].Hi = 0, MaxHash
+		t.units += uint64(s.Buckets)
+		t.unitEnds[i] = t.units
+	}
+	return t, nil
+}
+
+// Fixed reports whether t is a fixed topic's table (NewFixedTable).
+func (t *Table) Fixed() bool { return t.fixed }
+
 // Len returns the number of spans (active segments) in the table.
 func (t *Table) Len() int { return len(t.spans) }
 
@@ -121,13 +153,17 @@ func (t *Table) Len() int { return len(t.spans) }
 // the sum of the spans' bucket counts.
 func (t *Table) Units() uint64 { return t.units }
 
-// Spans returns a copy of the spans, sorted by Lo.
+// Spans returns a copy of the spans, sorted by Lo (a fixed topic's: in
+// partition order).
 func (t *Table) Spans() []Span { return slices.Clone(t.spans) }
 
 // Lookup returns the span whose range contains the key hash h. It is a binary
 // search, O(log n) in the number of spans, and never fails: the spans tile the
-// whole key space.
+// whole key space. In a fixed topic's table it is partition h % N.
 func (t *Table) Lookup(h uint64) Span {
+	if t.fixed {
+		return t.spans[FixedPartition(h, len(t.spans))]
+	}
 	return t.spans[firstAtLeast(t.his, h)]
 }
 

@@ -327,3 +327,35 @@ func TestRoundRobinSurvivesTableChange(t *testing.T) {
 		t.Errorf("after a table change two calls visited %v, want segments 2 and 3", seen)
 	}
 }
+
+func TestFixedTable(t *testing.T) {
+	parts := []Span{{Segment: 0, Buckets: 1}, {Segment: 1, Buckets: 1}, {Segment: 7, Buckets: 2}}
+	tb, err := NewFixedTable(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tb.Fixed() || tb.Units() != 4 {
+		t.Fatalf("fixed %v units %d", tb.Fixed(), tb.Units())
+	}
+	for _, h := range []uint64{0, 1, 2, 3, 4, 5, 1 << 40, MaxHash} {
+		if got := tb.Lookup(h).Segment; got != parts[h%3].Segment {
+			t.Fatalf("hash %d goes to segment %d, want partition %d's, %d", h, got, h%3, parts[h%3].Segment)
+		}
+	}
+	// Round robin covers every unit of every partition.
+	var rr RoundRobin
+	seen := map[[2]uint64]int{}
+	for range 8 {
+		s, b := rr.Next(tb)
+		seen[[2]uint64{s, uint64(b)}]++
+	}
+	if len(seen) != 4 {
+		t.Fatalf("round robin over %v", seen)
+	}
+	if _, err := NewFixedTable([]Span{{Segment: 1, Buckets: 1}, {Segment: 1, Buckets: 1}}); !errors.Is(err, ErrDuplicateSegment) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if _, err := NewFixedTable(nil); err == nil {
+		t.Fatal("no partitions accepted")
+	}
+}

@@ -266,13 +266,24 @@ func (l Layout) Active() []Segment {
 			active = append(active, l.Segments[i])
 		}
 	}
-	slices.SortFunc(active, func(a, b Segment) int { return cmp.Compare(a.Range.Lo, b.Range.Lo) })
+	slices.SortFunc(active, func(a, b Segment) int {
+		return cmp.Or(cmp.Compare(a.Range.Lo, b.Range.Lo), cmp.Compare(a.Partition, b.Partition))
+	})
 	return active
 }
 
 // Owner returns the active segment whose range contains h. In a valid layout
-// there is exactly one.
+// there is exactly one. In a fixed topic's it is partition h % N.
 func (l Layout) Owner(h uint64) (Segment, bool) {
+	if l.Fixed() {
+		want := int(h % uint64(len(l.Segments)))
+		for i := range l.Segments {
+			if l.Segments[i].Partition == want {
+				return l.Segments[i], true
+			}
+		}
+		return Segment{}, false
+	}
 	for i := range l.Segments {
 		if s := &l.Segments[i]; s.State == StateActive && s.Range.Contains(h) {
 			return *s, true

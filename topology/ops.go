@@ -136,6 +136,10 @@ func (l Layout) activeIndex(id SegmentID, op string) (int, error) {
 	if s := l.Segments[pos]; s.State != StateActive {
 		return -1, errorf(ErrNotActive, "cannot %s segment %d: it is %s since epoch %d", op, id, s.State, s.SealedEpoch)
 	}
+	if l.Segments[pos].Partition >= 0 {
+		return -1, errorf(ErrFixed, "cannot %s segment %d: it is partition %d of a fixed topic, whose partitions do not %s (migrate the topic into a scalable one first)",
+			op, id, l.Segments[pos].Partition, op)
+	}
 	return pos, nil
 }
 

@@ -29,6 +29,8 @@ import (
 //     disjoint;
 //   - the active segments tile [0, 2^64-1] exactly: no gap, no overlap.
 //
+// A fixed topic's layout (Fixed) has rules of its own: see validateFixed.
+//
 // Together these give the property the ordering rule relies on: for every
 // hash h, the segments that ever owned h (with partition h % k in place of
 // all partitions) form one chain, each an ancestor of the next.
@@ -50,6 +52,9 @@ func (l Layout) Validate() error {
 		}
 	}
 	// Ids are sorted, so index works from here on.
+	if l.Fixed() {
+		return l.validateFixed()
+	}
 	partitions := 0
 	for i := range l.Segments {
 		s := &l.Segments[i]
