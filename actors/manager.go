@@ -269,9 +269,17 @@ func (m *Manager) CreateTopic(ctx context.Context, req api.TopicCreateRequest) (
 // CreateTopicOn creates a topic whose segments node owner will hold (it
 // activates there, on first use).
 func (m *Manager) CreateTopicOn(ctx context.Context, req api.TopicCreateRequest, owner string) (api.TopicDescription, error) {
-	name, err := parseScalable(req.Topic)
+	name, persistent, err := parseTopicURI(req.Topic)
 	if err != nil {
 		return api.TopicDescription{}, err
+	}
+	switch {
+	case persistent && (req.Segments != 0 || req.Buckets != 0):
+		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%s is a fixed topic: it takes partitions, not segments or buckets", req.Topic)
+	case !persistent && req.Partitions != 0:
+		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%s is a scalable topic: it takes segments and buckets, not partitions (persistent:// topics take partitions)", req.Topic)
+	case persistent && (req.Partitions < 0 || req.Partitions > topology.MaxInitialSegments):
+		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "partitions must be in [1, %d], got %d", topology.MaxInitialSegments, req.Partitions)
 	}
 	if err := req.Policies.ValidateTopic(); err != nil {
 		return api.TopicDescription{}, err
@@ -298,6 +306,9 @@ func (m *Manager) CreateTopicOn(ctx context.Context, req api.TopicCreateRequest,
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "buckets must be at least 1, got %d", budget)
 	}
 	layout, err := topology.New(segments, max(budget, segments))
+	if persistent {
+		layout, err = topology.NewFixed(max(req.Partitions, 1))
+	}
 	if err != nil {
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
@@ -402,13 +413,22 @@ func (m *Manager) namespace(ctx context.Context, ns routing.NamespaceName) (meta
 	return rec, metaError(err)
 }
 
-// Topic returns a topic, activating it when it is not active.
+// Topic returns a topic, activating it when it is not active. A fixed
+// topic answers to both its persistent:// and its topic:// URI (the
+// subjects carry no scheme); a persistent:// URI of a scalable topic is
+// refused (checkScheme).
 func (m *Manager) Topic(uri string) (*Topic, error) {
-	name, err := parseScalable(uri)
+	name, persistent, err := parseTopicURI(uri)
 	if err != nil {
 		return nil, err
 	}
-	return m.TopicByName(name)
+	t, err := m.TopicByName(name)
+	if err == nil && persistent {
+		if err := checkScheme(name, t.Layout()); err != nil {
+			return nil, err
+		}
+	}
+	return t, err
 }
 
 // TopicByName returns a topic by its parsed name, activating it when it
@@ -528,6 +548,37 @@ func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topolog
 	}
 	r := res.(*changeResp)
 	return r.desc, r.err
+}
+
+// Migrate turns a fixed topic (persistent://t/ns/name) into the scalable
+// topic://t/ns/name in place (topology.Layout.Migrate), in one layout
+// change, the record's compare-and-swap: no log is copied or moved, the
+// partitions' logs are read as the sealed parents they become.
+func (m *Manager) Migrate(ctx context.Context, req api.MigrateRequest) (api.TopicDescription, error) {
+	name, persistent, err := parseTopicURI(req.Topic)
+	if err != nil {
+		return api.TopicDescription{}, err
+	}
+	if !persistent {
+		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument,
+			"topic.migrate names the fixed topic to migrate, persistent://%s/%s/%s, not %s", name.Tenant, name.Namespace, name.Name, req.Topic)
+	}
+	t, err := m.Topic(req.Topic)
+	if err != nil {
+		return api.TopicDescription{}, err
+	}
+	if n := t.partitionClients(); n > 0 && !req.Force {
+		return api.TopicDescription{}, api.Errorf(api.CodeLayoutRefused,
+			"%s has %d clients addressing its partitions explicitly (producers naming %s, readers of some partitions only, in the last %s): "+
+				"they would break once it is migrated; stop them, or migrate with \"force\":true", req.Topic, n, api.HeaderPartition, partitionClientWindow)
+	}
+	buckets := max(req.Buckets, 1)
+	d, err := m.Change(ctx, req.Topic, "migrate", func(l topology.Layout) (topology.Layout, error) { return l.Migrate(buckets) })
+	if err == nil {
+		m.log.Info("fixed topic migrated into a scalable topic", "from", req.Topic, "to", d.Topic, "partitions", len(t.Layout().Partitions()),
+			"epoch", d.Epoch, "forced", req.Force)
+	}
+	return d, err
 }
 
 // DeleteTopic stops a topic, deletes its logs and its metadata. A
@@ -681,15 +732,38 @@ func (m *Manager) Close() error {
 	return m.store.Close()
 }
 
+// parseScalable parses a topic URI into the topic's name, in its
+// topic:// form whatever the scheme: a topic is known by tenant, namespace
+// and name, and a fixed topic (persistent://) keeps them when it is
+// migrated into a scalable one, so subscriptions, logs and metadata stay
+// where they are. persistent says the URI named the fixed scheme.
 func parseScalable(uri string) (routing.TopicName, error) {
-	name, err := routing.ParseTopic(uri)
+	name, _, err := parseTopicURI(uri)
+	return name, err
+}
+
+func parseTopicURI(uri string) (name routing.TopicName, persistent bool, err error) {
+	name, err = routing.ParseTopic(uri)
 	if err != nil {
-		return name, api.Errorf(api.CodeInvalidName, "%v", err)
+		return name, false, api.Errorf(api.CodeInvalidName, "%v", err)
 	}
-	if name.Scheme != routing.SchemeScalable {
-		return name, api.Errorf(api.CodeInvalidName, "%s: only topic:// (scalable) topics are served; persistent:// topics are not yet supported", uri)
+	persistent = name.Scheme == routing.SchemePersistent
+	name.Scheme = routing.SchemeScalable
+	return name, persistent, nil
+}
+
+// checkScheme refuses a persistent:// URI naming a topic that is not a
+// fixed one: TOPIC_MIGRATED when it was migrated, TOPIC_NOT_FOUND when it
+// was always scalable.
+func checkScheme(name routing.TopicName, l topology.Layout) error {
+	if l.Fixed() {
+		return nil
 	}
-	return name, nil
+	fixed := routing.TopicName{Scheme: routing.SchemePersistent, Tenant: name.Tenant, Namespace: name.Namespace, Name: name.Name}
+	if len(l.Partitions()) > 0 {
+		return api.Errorf(api.CodeTopicMigrated, "%s was migrated into the scalable topic %s: use that name", fixed, name)
+	}
+	return api.Errorf(api.CodeTopicNotFound, "%s does not exist: %s is a scalable topic", fixed, name)
 }
 
 func metaError(err error) error {

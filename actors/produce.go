@@ -49,13 +49,19 @@ func (t *Topic) Produce(recs []api.Record, done func([]api.Result)) {
 // records of the key in flight to the segment it believes in, which a seal
 // will refuse; taking this one would let it overtake them.
 func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Result)) {
+	t.produceRouted(recs, epoch, nil, done)
+}
+
+// produceRouted is ProduceAt; route, when not nil, gives each record's
+// unit (and key hash) instead of the layout's routing.
+func (t *Topic) produceRouted(recs []api.Record, epoch uint64, route func(key []byte) (unitRef, uint64), done func([]api.Result)) {
 	t.touch()
 	if err := t.Validate(recs); err != nil {
 		done(errResults(len(recs), err))
 		return
 	}
 	now := time.Now().UnixMilli()
-	p := &produceCall{t: t, epoch: epoch, results: make([]api.Result, len(recs)), done: done, recs: make([]wal.Record, len(recs))}
+	p := &produceCall{t: t, epoch: epoch, route: route, results: make([]api.Result, len(recs)), done: done, recs: make([]wal.Record, len(recs))}
 	for i := range recs {
 		ts := recs[i].Time
 		if ts == 0 {
@@ -106,6 +112,7 @@ func (t *Topic) ProduceAt(recs []api.Record, epoch uint64, done func([]api.Resul
 type produceCall struct {
 	t       *Topic
 	epoch   uint64 // the producer's layout epoch, 0 when unknown
+	route   func(key []byte) (unitRef, uint64)
 	recs    []wal.Record
 	results []api.Result
 	done    func([]api.Result)
@@ -135,7 +142,7 @@ func (p *produceCall) dispatch(idx []int) {
 		}
 		return
 	}
-	if p.dispatchOne(st, idx) {
+	if p.route == nil && p.dispatchOne(st, idx) {
 		return
 	}
 	groups := map[unitRef][]int{}
@@ -143,7 +150,13 @@ func (p *produceCall) dispatch(idx []int) {
 	var order []unitRef
 	for _, i := range idx {
 		var u unitRef
-		if key := p.recs[i].Key; len(key) > 0 {
+		if p.route != nil {
+			var h uint64
+			u, h = p.route(p.recs[i].Key)
+			if len(p.recs[i].Key) > 0 {
+				hashes[u] = append(hashes[u], h)
+			}
+		} else if key := p.recs[i].Key; len(key) > 0 {
 			seg, b, h := st.table.Route(key)
 			if p.epoch != 0 && st.created[topology.SegmentID(seg)] > p.epoch {
 				p.results[i] = errResult(api.StaleRouteError(p.epoch, st.layout.Epoch))

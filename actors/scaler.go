@@ -147,7 +147,7 @@ func (s *scaler) evaluate(now time.Time) {
 	}
 
 	var d scaling.Decision
-	if p.AutoScale {
+	if p.AutoScale && !st.layout.Fixed() { // a fixed topic's partitions do not split or merge
 		d = scaling.Decide(st.layout, load, p, scaling.History{Created: createdTimes(st)}, now)
 		s.noteSuppressed(d, load)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/braidmq/braid/compaction"
 	"github.com/braidmq/braid/meta"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -80,6 +81,8 @@ type Topic struct {
 	// units' compacted logs.
 	compaction  atomic.Pointer[meta.CompactionRecord]
 	compactedMu sync.Mutex
+	// partClients are the clients that addressed partitions (partitions.go).
+	partClients partitionClients
 	compacted   map[string]*compaction.LogReader
 	// lastUse is when the topic was last used (unix ns; see touch).
 	lastUse atomic.Int64
@@ -317,6 +320,9 @@ func (t *Topic) Describe() api.TopicDescription {
 
 // Describe converts a layout to its wire form.
 func Describe(uri string, l topology.Layout) api.TopicDescription {
+	if l.Fixed() {
+		uri = strings.Replace(uri, "topic://", "persistent://", 1) // a fixed topic's own name
+	}
 	d := api.TopicDescription{Topic: uri, Epoch: l.Epoch, NextID: uint64(l.NextID), Segments: make([]api.SegmentInfo, 0, len(l.Segments))}
 	for _, s := range l.Segments {
 		info := api.SegmentInfo{

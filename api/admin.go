@@ -29,8 +29,12 @@ type TopicCreateRequest struct {
 	Segments int `json:"segments,omitempty"`
 	// Buckets is the entry-bucket budget spread over the initial segments,
 	// at least one per segment (default: the policy's entry_bucket_budget, 4).
-	Buckets  int       `json:"buckets,omitempty"`
-	Policies *Policies `json:"policies,omitempty"`
+	Buckets int `json:"buckets,omitempty"`
+	// Partitions is the partition count of a fixed topic
+	// (persistent://...; default 1, a non-partitioned topic); scalable
+	// topics take segments and buckets instead.
+	Partitions int       `json:"partitions,omitempty"`
+	Policies   *Policies `json:"policies,omitempty"`
 }
 
 // TopicRequest names one topic: topic.describe, topic.delete, topic.stats.
@@ -81,6 +85,28 @@ type SplitRequest struct {
 	Topic   string  `json:"topic"`
 	Segment *uint64 `json:"segment"`
 	At      string  `json:"at,omitempty"`
+}
+
+// PartitionsRequest is the body of topic.partitions: a fixed topic's new
+// partition count, above the one it has (partitions are never removed).
+// Keys remap (hash % the new count): a key's order across the change is
+// not kept.
+type PartitionsRequest struct {
+	Topic      string `json:"topic"`
+	Partitions int    `json:"partitions"`
+}
+
+// MigrateRequest is the body of topic.migrate: a fixed topic
+// (persistent://t/ns/name) becomes the scalable topic://t/ns/name in place,
+// irreversibly. Its N partitions become sealed parent segments that keep
+// their logs where they are, and N active children of equal ranges
+// (Buckets each, default 1) take the appends; subscriptions keep their
+// positions. Force migrates even while clients address partitions
+// explicitly (producers naming Braid-Partition, readers of one partition).
+type MigrateRequest struct {
+	Topic   string `json:"topic"`
+	Buckets int    `json:"buckets,omitempty"`
+	Force   bool   `json:"force,omitempty"`
 }
 
 // MergeRequest is the body of topic.merge: two adjacent active segments.

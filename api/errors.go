@@ -36,9 +36,13 @@ var (
 	// CodeTopicQuarantined: the topic's record did not read or validate
 	// (or it did not start); it is not served until repaired or deleted.
 	CodeTopicQuarantined = Code{462, "TOPIC_QUARANTINED"}
-	CodeInternal         = Code{500, "INTERNAL"}
-	CodeUnavailable      = Code{503, "UNAVAILABLE"} // the server is starting or stopping
-	CodeTimeout          = Code{504, "TIMEOUT"}
+	// CodeTopicMigrated: a request named persistent://t/ns/name, a fixed
+	// topic migrated into the scalable topic://t/ns/name (the text names
+	// it): use that name.
+	CodeTopicMigrated = Code{463, "TOPIC_MIGRATED"}
+	CodeInternal      = Code{500, "INTERNAL"}
+	CodeUnavailable   = Code{503, "UNAVAILABLE"} // the server is starting or stopping
+	CodeTimeout       = Code{504, "TIMEOUT"}
 )
 
 // Data that retention removed, reported by read.fetch to checkpoint consumers.
@@ -57,7 +61,7 @@ var Codes = []Code{
 	CodeNotFound, CodeTenantNotFound, CodeNamespaceMissing, CodeTopicNotFound,
 	CodeSegmentNotFound, CodeAlreadyExists, CodeLayoutRefused, CodeConsumerUnknown,
 	CodeNotOwner, CodePayloadTooLarge, CodeSegmentSealed, CodeTopicDeleted, CodeTopicQuarantined,
-	CodeSegmentGone, CodeOffsetGone, CodeOffsetsLost,
+	CodeTopicMigrated, CodeSegmentGone, CodeOffsetGone, CodeOffsetsLost,
 	CodeInternal, CodeUnavailable, CodeTimeout,
 }
 

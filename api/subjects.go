@@ -25,6 +25,11 @@ const (
 	// resends the records it holds for the key in order. Without it the
 	// server absorbs layout changes itself (see the package doc).
 	HeaderEpoch = "Braid-Epoch"
+	// HeaderPartition, optional on produce one and produce batch of a
+	// fixed topic (persistent://...), names the partition the records go
+	// to whatever their keys; refused (INVALID_ARGUMENT) for a partition
+	// the topic does not have and for a scalable or migrated topic.
+	HeaderPartition = "Braid-Partition"
 
 	// ServiceName is the micro-service name the endpoints register under.
 	ServiceName    = "braid"
@@ -57,6 +62,12 @@ const (
 	// CompactionStatus); AdminTopicCompaction reports it.
 	AdminTopicCompact    = "topic.compact"
 	AdminTopicCompaction = "topic.compaction"
+	// AdminTopicPartitions grows a fixed topic's partitions
+	// (PartitionsRequest -> TopicDescription); AdminTopicMigrate turns a
+	// fixed topic into a scalable one in place (MigrateRequest ->
+	// TopicDescription).
+	AdminTopicPartitions = "topic.partitions"
+	AdminTopicMigrate    = "topic.migrate"
 )
 
 // AdminSubject is the subject of one admin operation, e.g. AdminSubject(AdminTopicSplit).

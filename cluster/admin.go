@@ -34,6 +34,8 @@ func (n *Node) adminOps() map[string]adminOp {
 		api.AdminTopicStats:      n.topicStats,
 		api.AdminTopicCompact:    n.topicCompact,
 		api.AdminTopicCompaction: n.topicCompaction,
+		api.AdminTopicPartitions: n.topicPartitions,
+		api.AdminTopicMigrate:    n.topicMigrate,
 		// Elastic topics (elastic.go).
 		api.AdminTopicPolicies:     n.topicPolicies,
 		api.AdminNamespacePolicies: n.namespacePolicies,
@@ -246,6 +248,28 @@ func (n *Node) topicRebucket(ctx context.Context, body []byte) (any, error) {
 	}
 	seg := topology.SegmentID(*req.Segment)
 	return n.topics.Change(ctx, req.Topic, "rebucket", func(l topology.Layout) (topology.Layout, error) { return l.Rebucket(seg, req.Buckets) })
+}
+
+func (n *Node) topicPartitions(ctx context.Context, body []byte) (any, error) {
+	var req api.PartitionsRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if req.Partitions < 1 {
+		return nil, api.Errorf(api.CodeInvalidArgument, "partitions must be at least 1, got %d", req.Partitions)
+	}
+	return n.topics.Change(ctx, req.Topic, "partitions", func(l topology.Layout) (topology.Layout, error) { return l.AddPartitions(req.Partitions) })
+}
+
+func (n *Node) topicMigrate(ctx context.Context, body []byte) (any, error) {
+	var req api.MigrateRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if req.Buckets < 0 || req.Buckets > int(topology.MaxBuckets) {
+		return nil, api.Errorf(api.CodeInvalidArgument, "buckets must be in [1, %d], got %d", topology.MaxBuckets, req.Buckets)
+	}
+	return n.topics.Migrate(ctx, req)
 }
 
 func (n *Node) topicDelete(ctx context.Context, body []byte) (any, error) {

@@ -358,6 +358,10 @@ func (f *fastProduce) produceOne(m natsio.Msg) {
 	if !ok {
 		return
 	}
+	if h.partition >= 0 {
+		f.produceToPartition(t, h, m)
+		return
+	}
 	var b *readBatch
 	for _, p := range f.pending {
 		if p.t == t {
@@ -373,6 +377,29 @@ func (f *fastProduce) produceOne(m natsio.Msg) {
 	b.epochs = append(b.epochs, h.epoch)
 	b.replies = append(b.replies, m.Reply)
 	f.inflight.Add(int64(len(m.Data)))
+}
+
+// produceToPartition serves a produce-one request naming Braid-Partition
+// on its own (not batched with the topic's others: it goes to a unit of
+// its own choosing).
+func (f *fastProduce) produceToPartition(t *actors.Topic, h produceHeaders, m natsio.Msg) {
+	rec := api.Record{Key: h.key, Time: h.time, Payload: m.Data}
+	for _, hd := range h.headers {
+		rec.Headers = append(rec.Headers, api.Header{Name: hd.Key, Value: hd.Value})
+	}
+	subject, reply, start := m.Subject, m.Reply, time.Now()
+	t.NotePartitionClient(string(reply))
+	t.ProduceToPartition([]api.Record{rec}, h.partition, func(res []api.Result) {
+		defer f.n.produceInflight.done(1)
+		f.one.nanos.Add(int64(time.Since(start)))
+		if err := res[0].Err(); err != nil {
+			f.fail(&f.one, subject, reply, err)
+			return
+		}
+		if len(reply) > 0 {
+			f.publish(reply, nil, appendProduceReply(nil, res[0]))
+		}
+	})
 }
 
 func (f *fastProduce) produceBatch(m natsio.Msg) {
@@ -395,7 +422,12 @@ func (f *fastProduce) produceBatch(m natsio.Msg) {
 	size := int64(len(m.Data))
 	f.inflight.Add(size)
 	subject, reply := m.Subject, m.Reply
-	t.ProduceAt(recs, h.epoch, func(res []api.Result) {
+	produce := func(done func([]api.Result)) { t.ProduceAt(recs, h.epoch, done) }
+	if h.partition >= 0 {
+		t.NotePartitionClient(string(reply))
+		produce = func(done func([]api.Result)) { t.ProduceToPartition(recs, h.partition, done) }
+	}
+	produce(func(res []api.Result) {
 		defer f.n.produceInflight.done(1)
 		f.inflight.Add(-size)
 		f.batch.nanos.Add(int64(time.Since(start)))

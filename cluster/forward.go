@@ -155,7 +155,8 @@ func (n *Node) forwardRoutes() []fwdRoute {
 // topicAdminOps are the admin operations on one topic, which its owner
 // serves.
 var topicAdminOps = []string{api.AdminTopicDescribe, api.AdminTopicSplit, api.AdminTopicMerge, api.AdminTopicRebucket,
-	api.AdminTopicDelete, api.AdminTopicStats, api.AdminTopicPolicies, api.AdminTopicCompact, api.AdminTopicCompaction}
+	api.AdminTopicDelete, api.AdminTopicStats, api.AdminTopicPolicies, api.AdminTopicCompact, api.AdminTopicCompaction,
+	api.AdminTopicPartitions, api.AdminTopicMigrate}
 
 // fwdRequest is a forwarded request, served as a micro request.
 type fwdRequest struct {

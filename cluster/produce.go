@@ -132,12 +132,21 @@ func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
 		n.produceM.noReply.Inc()
 	}
 	rec, epoch, err := recordFromHeaders(req.Headers(), req.Data())
+	partition := -1
+	if err == nil {
+		partition, err = headerPartition(req.Headers())
+	}
 	if err != nil {
 		pr.err(err)
 		n.produceInflight.done(1)
 		return
 	}
-	t.ProduceAt([]api.Record{rec}, epoch, func(res []api.Result) {
+	produce := func(recs []api.Record, done func([]api.Result)) { t.ProduceAt(recs, epoch, done) }
+	if partition >= 0 {
+		t.NotePartitionClient(r.reply)
+		produce = func(recs []api.Record, done func([]api.Result)) { t.ProduceToPartition(recs, partition, done) }
+	}
+	produce([]api.Record{rec}, func(res []api.Result) {
 		defer n.produceInflight.done(1)
 		if err := res[0].Err(); err != nil {
 			pr.err(err)
@@ -198,7 +207,7 @@ func recordFromHeaders(h micro.Headers, payload []byte) (api.Record, uint64, err
 // headers and not NATS's (Nats-...).
 func isApplicationHeader(name string) bool {
 	switch name {
-	case api.HeaderKey, api.HeaderTime, api.HeaderEpoch, "":
+	case api.HeaderKey, api.HeaderTime, api.HeaderEpoch, api.HeaderPartition, "":
 		return false
 	}
 	return !(len(name) >= 5 && strings.EqualFold(name[:5], "Nats-"))
@@ -213,6 +222,24 @@ func parseProduceTime(s string) (int64, error) {
 		return 0, api.Errorf(api.CodeBadRequest, "%s must be unix milliseconds (0: the server's time), got %q", api.HeaderTime, s)
 	}
 	return v, nil
+}
+
+// parsePartitionHeader reads Braid-Partition: a partition number.
+func parsePartitionHeader(v string) (int, error) {
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 0 {
+		return 0, api.Errorf(api.CodeBadRequest, "%s must be a partition number (0 or more), got %q", api.HeaderPartition, v)
+	}
+	return p, nil
+}
+
+// headerPartition reads the optional Braid-Partition of a request's
+// headers (-1 when absent).
+func headerPartition(h micro.Headers) (int, error) {
+	if v := h.Get(api.HeaderPartition); v != "" {
+		return parsePartitionHeader(v)
+	}
+	return -1, nil
 }
 
 // parseEpochHeader reads the optional Braid-Epoch header (0 when absent).
@@ -240,15 +267,24 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 		err = api.Errorf(api.CodeBadRequest, "%v", err)
 	}
 	var epoch uint64
+	partition := -1
 	if err == nil {
 		epoch, err = parseEpochHeader(req.Headers().Get(api.HeaderEpoch))
+	}
+	if err == nil {
+		partition, err = headerPartition(req.Headers())
 	}
 	if err != nil {
 		pr.err(err)
 		n.produceInflight.done(1)
 		return
 	}
-	t.ProduceAt(recs, epoch, func(res []api.Result) {
+	produce := func(recs []api.Record, done func([]api.Result)) { t.ProduceAt(recs, epoch, done) }
+	if partition >= 0 {
+		t.NotePartitionClient(r.reply)
+		produce = func(recs []api.Record, done func([]api.Result)) { t.ProduceToPartition(recs, partition, done) }
+	}
+	produce(recs, func(res []api.Result) {
 		defer n.produceInflight.done(1)
 		if r.reply == "" {
 			for i := range res {

@@ -11,10 +11,12 @@ import (
 
 // produceHeaders is what a produce-one request's headers say.
 type produceHeaders struct {
-	key     []byte
-	time    int64
-	epoch   uint64
-	headers []wal.Header // the application's, sorted by name (stable)
+	key   []byte
+	time  int64
+	epoch uint64
+	// partition is Braid-Partition's value, -1 when absent.
+	partition int
+	headers   []wal.Header // the application's, sorted by name (stable)
 }
 
 // parseRawProduceHeaders reads the raw NATS header block of a produce-one
@@ -24,7 +26,7 @@ type produceHeaders struct {
 // values with their leading blanks trimmed, lines with an empty name
 // skipped. Slices alias hdr.
 func parseRawProduceHeaders(hdr []byte) (produceHeaders, error) {
-	var out produceHeaders
+	out := produceHeaders{partition: -1}
 	if len(hdr) == 0 {
 		return out, nil
 	}
@@ -32,8 +34,8 @@ func parseRawProduceHeaders(hdr []byte) (produceHeaders, error) {
 	if !ok || !bytes.HasPrefix(line, []byte("NATS/1.0")) {
 		return out, api.Errorf(api.CodeBadRequest, "malformed NATS header block")
 	}
-	var haveKey, haveTime, haveEpoch bool
-	var timeValue, epochValue []byte
+	var haveKey, haveTime, haveEpoch, havePartition bool
+	var timeValue, epochValue, partitionValue []byte
 	for {
 		line, rest, ok = cutLine(rest)
 		if !ok {
@@ -63,6 +65,10 @@ func parseRawProduceHeaders(hdr []byte) (produceHeaders, error) {
 			if !haveEpoch {
 				epochValue, haveEpoch = value, true
 			}
+		case api.HeaderPartition:
+			if !havePartition {
+				partitionValue, havePartition = value, true
+			}
 		default:
 			if isApplicationHeader(string(name)) {
 				out.headers = append(out.headers, wal.Header{Key: string(name), Value: value})
@@ -85,6 +91,13 @@ func parseRawProduceHeaders(hdr []byte) (produceHeaders, error) {
 			return out, err
 		}
 		out.epoch = v
+	}
+	if havePartition {
+		v, err := parsePartitionHeader(string(partitionValue))
+		if err != nil {
+			return out, err
+		}
+		out.partition = v
 	}
 	slices.SortStableFunc(out.headers, func(a, b wal.Header) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil

@@ -32,6 +32,9 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 		r.err(api.Errorf(api.CodeInvalidArgument, "units: want 1 to %d, got %d", MaxReadUnits, len(rr.Units)))
 		return
 	}
+	if l := t.Layout(); l.Fixed() && len(rr.Units) < len(l.Segments) {
+		t.NotePartitionClient(r.reply) // a reader of some partitions only (topic.migrate asks)
+	}
 	// The limits and defaults of a fetch, but no wait unless asked for.
 	if rr.Wait == "" {
 		rr.Wait = "0s"
