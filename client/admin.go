@@ -78,6 +78,34 @@ func (a *Admin) CreateTopic(ctx context.Context, uri string, segments int, opts 
 	return d, err
 }
 
+// CreateFixedTopic creates a fixed topic (persistent://t/ns/name) of the
+// given partitions (keys go to partition hash % N).
+func (a *Admin) CreateFixedTopic(ctx context.Context, uri string, partitions int, opts ...TopicOption) (api.TopicDescription, error) {
+	req := api.TopicCreateRequest{Topic: uri, Partitions: partitions}
+	for _, o := range opts {
+		o(&req)
+	}
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicCreate, req, &d)
+	return d, err
+}
+
+// AddPartitions grows a fixed topic to partitions (more than it has). Keys
+// remap: a key's order across the change is not kept.
+func (a *Admin) AddPartitions(ctx context.Context, uri string, partitions int) (api.TopicDescription, error) {
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicPartitions, api.PartitionsRequest{Topic: uri, Partitions: partitions}, &d)
+	return d, err
+}
+
+// Migrate turns the fixed topic uri (persistent://t/ns/name) into the
+// scalable topic://t/ns/name in place, irreversibly (api.MigrateRequest).
+func (a *Admin) Migrate(ctx context.Context, req api.MigrateRequest) (api.TopicDescription, error) {
+	var d api.TopicDescription
+	err := a.call(ctx, api.AdminTopicMigrate, req, &d)
+	return d, err
+}
+
 // DescribeTopic returns the topic's layout: its epoch and every segment.
 func (a *Admin) DescribeTopic(ctx context.Context, uri string) (api.TopicDescription, error) {
 	var d api.TopicDescription

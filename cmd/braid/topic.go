@@ -21,6 +21,9 @@ const topicUsage = `usage: braid topic <verb> [flags]
 
 verbs:
   create   URI [--segments N] [--buckets N] [--policies JSON]
+           persistent://t/ns/name [--partitions N]   a fixed topic: keys go to partition hash % N
+  partitions URI N           grow a fixed topic to N partitions (keys remap; never fewer)
+  migrate  URI [--force] [--buckets N]   turn a fixed topic into topic://t/ns/name in place, irreversibly
   describe URI [--json]
   list     TENANT/NAMESPACE
   split    URI SEGMENT [--at 0xHASH]
@@ -51,6 +54,8 @@ func topicCmd(args []string) error {
 	policies := fs.String("policies", "", "policies as JSON (create)")
 	at := fs.String("at", "", "split hash: the first hash of the upper child (split)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table (describe, compact)")
+	partitions := fs.Int("partitions", 1, "partitions of a fixed topic (create persistent://...)")
+	force := fs.Bool("force", false, "migrate even while clients address partitions explicitly (migrate)")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -101,7 +106,24 @@ func topicCmd(args []string) error {
 			}
 			opts = append(opts, client.WithTopicPolicies(&p))
 		}
+		if strings.HasPrefix(pos[0], "persistent://") {
+			return show(adm.CreateFixedTopic(ctx, pos[0], *partitions, opts...))
+		}
 		return show(adm.CreateTopic(ctx, pos[0], *segments, opts...))
+	case "partitions":
+		if err := need(2, "URI PARTITIONS"); err != nil {
+			return err
+		}
+		n, err := number(pos[1], "partitions")
+		if err != nil {
+			return err
+		}
+		return show(adm.AddPartitions(ctx, pos[0], int(n)))
+	case "migrate":
+		if err := need(1, "URI"); err != nil {
+			return err
+		}
+		return show(adm.Migrate(ctx, api.MigrateRequest{Topic: pos[0], Buckets: *buckets, Force: *force}))
 	case "describe":
 		if err := need(1, "URI"); err != nil {
 			return err
