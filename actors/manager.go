@@ -569,8 +569,8 @@ func (m *Manager) Migrate(ctx context.Context, req api.MigrateRequest) (api.Topi
 	}
 	if n := t.partitionClients(); n > 0 && !req.Force {
 		return api.TopicDescription{}, api.Errorf(api.CodeLayoutRefused,
-			"%s has %d clients addressing its partitions explicitly (producers naming %s, readers of some partitions only, in the last %s): "+
-				"they would break once it is migrated; stop them, or migrate with \"force\":true", req.Topic, n, api.HeaderPartition, partitionClientWindow)
+			"%s has clients addressing its partitions explicitly (producers naming %s, readers of some partitions only, in the last %s): %d; "+
+				"they would break once it is migrated; stop them, or migrate with \"force\":true", req.Topic, api.HeaderPartition, partitionClientWindow, n)
 	}
 	buckets := max(req.Buckets, 1)
 	d, err := m.Change(ctx, req.Topic, "migrate", func(l topology.Layout) (topology.Layout, error) { return l.Migrate(buckets) })

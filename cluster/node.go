@@ -228,6 +228,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
+// natsStartTimeout bounds the embedded NATS server's start.
+const natsStartTimeout = time.Minute
+
 func (n *Node) startNATS() (string, error) {
 	host, port, err := splitHostPort(n.cfg.NATSListen)
 	if err != nil {
@@ -262,9 +265,11 @@ func (n *Node) startNATS() (string, error) {
 		return "", fmt.Errorf("embedded NATS: %w", err)
 	}
 	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
+	// A clustered server recovering its JetStream on a busy machine (three
+	// nodes starting at once on two cores) can take more than 10 s.
+	if !ns.ReadyForConnections(natsStartTimeout) {
 		ns.Shutdown()
-		return "", errors.New("embedded NATS did not start within 10s")
+		return "", fmt.Errorf("embedded NATS did not start within %s", natsStartTimeout)
 	}
 	n.ns = ns
 	return ns.ClientURL(), nil

@@ -176,7 +176,7 @@ var _ = Describe("Fixed-partition topics", func() {
 		Expect(err).NotTo(HaveOccurred())
 		refused := s.adminErr(api.AdminTopicMigrate, api.MigrateRequest{Topic: fixedURI})
 		Expect(api.AsError(refused)).To(HaveField("Code", api.CodeLayoutRefused))
-		Expect(refused.Error()).To(ContainSubstring("1 clients"))
+		Expect(refused.Error()).To(ContainSubstring("in the last 30s): 1;"))
 
 		before := logFiles(s.dir, 0, 1, 2, 3)
 		Expect(before).NotTo(BeEmpty())
