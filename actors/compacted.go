@@ -52,43 +52,24 @@ func (t *Topic) compactionRecord() *meta.CompactionRecord {
 // topic's home, also those of units other nodes own.
 func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, maxRecs, maxBytes int) (kept []compaction.Kept, resume uint64, err error) {
 	if rec := t.compactionRecord(); rec != nil {
-		for _, u := range rec.Units {
-			if u.Segment != uint64(seg) || u.Bucket != bucket || from >= u.Horizon {
-				continue
+		if horizon, ok := rec.Horizon(uint64(seg), bucket); ok && from < horizon {
+			var done bool
+			kept, from, done, err = t.readKept(seg, bucket, rec.Generation, horizon, from, maxRecs, maxBytes)
+			if err != nil || done {
+				return kept, from, err
 			}
-			first, _, err := t.Bounds(seg, bucket)
-			if err != nil {
-				return nil, from, err
-			}
-			r, err := t.compactedReader(generationDir(t.mgr.store.UnitDir(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}), rec.Generation))
-			if err != nil {
-				return nil, from, err
-			}
-			if r == nil {
-				break // not on this node: the log, raw
-			}
-			got, end, err := r.ReadFrom(max(from, first), maxRecs, maxBytes)
-			if err != nil {
-				return nil, from, err
-			}
-			n, limited := 0, maxBytes > 0
-			for n < len(got) && got[n].Offset < u.Horizon {
-				if limited {
-					maxBytes -= len(got[n].Record.Payload)
+			maxRecs -= len(kept)
+			if maxBytes > 0 {
+				for _, k := range kept {
+					maxBytes -= len(k.Record.Payload)
 				}
-				n++
+				if len(kept) > 0 && maxBytes <= 0 {
+					return kept, from, nil
+				}
 			}
-			kept = got[:n]
-			if n < len(got) || end || n == 0 {
-				from = max(u.Horizon, first) // the rest of the view is the log's
-			} else {
-				return kept, kept[n-1].Offset + 1, nil
-			}
-			maxRecs -= n
-			if maxRecs <= 0 || limited && n > 0 && maxBytes <= 0 {
+			if maxRecs <= 0 {
 				return kept, from, nil
 			}
-			break
 		}
 	}
 	recs, err := t.Read(seg, bucket, from, maxRecs, maxBytes)
@@ -99,6 +80,38 @@ func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, m
 		kept = append(kept, compaction.Kept{Offset: from + uint64(i), Record: r})
 	}
 	return kept, from + uint64(len(recs)), err
+}
+
+// readKept reads the kept records of a unit's compacted log of generation
+// gen from from, below horizon. It returns them and where the view goes on:
+// with done, past the last of them (the compacted log has more); else at
+// the horizon (or the unit's first offset past it), where the log takes
+// over — or at from when this node does not have the compacted log (the
+// log is read raw).
+func (t *Topic) readKept(seg topology.SegmentID, bucket int, gen, horizon, from uint64, maxRecs, maxBytes int) (kept []compaction.Kept, next uint64, done bool, err error) {
+	first, _, err := t.Bounds(seg, bucket)
+	if err != nil {
+		return nil, from, true, err
+	}
+	r, err := t.compactedReader(generationDir(t.mgr.store.UnitDir(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}), gen))
+	if err != nil {
+		return nil, from, true, err
+	}
+	if r == nil {
+		return nil, from, false, nil
+	}
+	got, end, err := r.ReadFrom(max(from, first), maxRecs, maxBytes)
+	if err != nil {
+		return nil, from, true, err
+	}
+	n := 0
+	for n < len(got) && got[n].Offset < horizon {
+		n++
+	}
+	if kept = got[:n]; n == len(got) && !end && n > 0 {
+		return kept, kept[n-1].Offset + 1, true, nil
+	}
+	return kept, max(horizon, first), false, nil
 }
 
 // compactedReader returns the reader of the compacted log in dir, opening

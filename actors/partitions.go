@@ -67,6 +67,19 @@ func clientOf(reply string) string {
 	return reply
 }
 
+// ProduceFrom is ProduceAt for a produce request whose reply subject is
+// reply and that may name a partition (Braid-Partition; -1 when it does
+// not): then the records go to it (ProduceToPartition), and the client
+// counts as addressing partitions.
+func (t *Topic) ProduceFrom(recs []api.Record, epoch uint64, partition int, reply string, done func([]api.Result)) {
+	if partition < 0 {
+		t.ProduceAt(recs, epoch, done)
+		return
+	}
+	t.NotePartitionClient(reply)
+	t.ProduceToPartition(recs, partition, done)
+}
+
 // ProduceToPartition is Produce for records a producer sends to one
 // partition of a fixed topic by name (Braid-Partition), whatever their
 // keys: INVALID_ARGUMENT for a partition the topic does not have, and for

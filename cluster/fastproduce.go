@@ -388,8 +388,7 @@ func (f *fastProduce) produceToPartition(t *actors.Topic, h produceHeaders, m na
 		rec.Headers = append(rec.Headers, api.Header{Name: hd.Key, Value: hd.Value})
 	}
 	subject, reply, start := m.Subject, m.Reply, time.Now()
-	t.NotePartitionClient(string(reply))
-	t.ProduceToPartition([]api.Record{rec}, h.partition, func(res []api.Result) {
+	t.ProduceFrom([]api.Record{rec}, 0, h.partition, string(reply), func(res []api.Result) {
 		defer f.n.produceInflight.done(1)
 		f.one.nanos.Add(int64(time.Since(start)))
 		if err := res[0].Err(); err != nil {
@@ -422,12 +421,7 @@ func (f *fastProduce) produceBatch(m natsio.Msg) {
 	size := int64(len(m.Data))
 	f.inflight.Add(size)
 	subject, reply := m.Subject, m.Reply
-	produce := func(done func([]api.Result)) { t.ProduceAt(recs, h.epoch, done) }
-	if h.partition >= 0 {
-		t.NotePartitionClient(string(reply))
-		produce = func(done func([]api.Result)) { t.ProduceToPartition(recs, h.partition, done) }
-	}
-	produce(func(res []api.Result) {
+	t.ProduceFrom(recs, h.epoch, h.partition, string(reply), func(res []api.Result) {
 		defer f.n.produceInflight.done(1)
 		f.inflight.Add(-size)
 		f.batch.nanos.Add(int64(time.Since(start)))

@@ -141,12 +141,7 @@ func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
 		n.produceInflight.done(1)
 		return
 	}
-	produce := func(recs []api.Record, done func([]api.Result)) { t.ProduceAt(recs, epoch, done) }
-	if partition >= 0 {
-		t.NotePartitionClient(r.reply)
-		produce = func(recs []api.Record, done func([]api.Result)) { t.ProduceToPartition(recs, partition, done) }
-	}
-	produce([]api.Record{rec}, func(res []api.Result) {
+	t.ProduceFrom([]api.Record{rec}, epoch, partition, r.reply, func(res []api.Result) {
 		defer n.produceInflight.done(1)
 		if err := res[0].Err(); err != nil {
 			pr.err(err)
@@ -279,12 +274,7 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 		n.produceInflight.done(1)
 		return
 	}
-	produce := func(recs []api.Record, done func([]api.Result)) { t.ProduceAt(recs, epoch, done) }
-	if partition >= 0 {
-		t.NotePartitionClient(r.reply)
-		produce = func(recs []api.Record, done func([]api.Result)) { t.ProduceToPartition(recs, partition, done) }
-	}
-	produce(recs, func(res []api.Result) {
+	t.ProduceFrom(recs, epoch, partition, r.reply, func(res []api.Result) {
 		defer n.produceInflight.done(1)
 		if r.reply == "" {
 			for i := range res {

@@ -338,17 +338,7 @@ func (g *group) readUnit(u topology.Unit, n, maxBytes int, out *[]api.Message, b
 		if len(*out) > 0 && *bytes+len(rec.Payload) > maxBytes {
 			break
 		}
-		off := us.delivered
-		*out = append(*out, api.Message{
-			Segment:    uint64(u.Segment),
-			Bucket:     u.Bucket,
-			Offset:     off,
-			Deliveries: us.counts.at(off) + 1,
-			Time:       rec.Timestamp,
-			Key:        rec.Key,
-			Headers:    apiHeaders(rec.Headers),
-			Payload:    rec.Payload,
-		})
+		*out = append(*out, message(u, us, us.delivered, rec))
 		us.delivered++
 		*bytes += len(rec.Payload)
 		taken++
@@ -379,16 +369,7 @@ func (g *group) readCompacted(u topology.Unit, us *unitState, n int, next uint64
 		if k.Offset >= next || len(*out) > 0 && *bytes+len(k.Record.Payload) > maxBytes {
 			break
 		}
-		*out = append(*out, api.Message{
-			Segment:    uint64(u.Segment),
-			Bucket:     u.Bucket,
-			Offset:     k.Offset,
-			Deliveries: us.counts.at(k.Offset) + 1,
-			Time:       k.Record.Timestamp,
-			Key:        k.Record.Key,
-			Headers:    apiHeaders(k.Record.Headers),
-			Payload:    k.Record.Payload,
-		})
+		*out = append(*out, message(u, us, k.Offset, &k.Record))
 		us.delivered = k.Offset + 1
 		*bytes += len(k.Record.Payload)
 		taken++
@@ -397,6 +378,20 @@ func (g *group) readCompacted(u topology.Unit, us *unitState, n int, next uint64
 		g.skipTo(u, us, min(resume, next))
 	}
 	return taken == len(kept) && us.delivered < next, nil
+}
+
+// message is the delivery of the record at offset off of unit u.
+func message(u topology.Unit, us *unitState, off uint64, rec *wal.Record) api.Message {
+	return api.Message{
+		Segment:    uint64(u.Segment),
+		Bucket:     u.Bucket,
+		Offset:     off,
+		Deliveries: us.counts.at(off) + 1,
+		Time:       rec.Timestamp,
+		Key:        rec.Key,
+		Headers:    apiHeaders(rec.Headers),
+		Payload:    rec.Payload,
+	}
 }
 
 func apiHeaders(hs []wal.Header) []api.Header {

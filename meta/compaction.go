@@ -44,6 +44,17 @@ type CompactionUnit struct {
 	Kept uint64 `json:"kept"`
 }
 
+// Horizon returns the horizon recorded for a unit, and whether the record
+// has one.
+func (r *CompactionRecord) Horizon(segment uint64, bucket int) (uint64, bool) {
+	for _, u := range r.Units {
+		if u.Segment == segment && u.Bucket == bucket {
+			return u.Horizon, true
+		}
+	}
+	return 0, false
+}
+
 func compactionKey(t routing.TopicName) string {
 	return "cmp." + t.Tenant + "." + t.Namespace + "." + t.Name
 }

@@ -130,11 +130,8 @@ func (l *Log) TrimHead(before uint64, minBytes int64) (int64, error) {
 	l.mu.RLock()
 	v := l.view
 	l.mu.RUnlock()
-	if v.closed {
-		return 0, ErrClosed
-	}
-	if len(v.files) < 2 {
-		return 0, fmt.Errorf("%w: the first file of %s is open: trim it with TruncateHead", ErrNotFound, l.dir)
+	if err := v.firstClosed(l.dir); err != nil {
+		return 0, err // an open first file is TruncateHead's
 	}
 	if before >= v.files[1] {
 		return 0, fmt.Errorf("%w: offset %d is past the first file of %s, which ends before %d", ErrNotFound, before, l.dir, v.files[1])
@@ -224,11 +221,8 @@ func (l *Log) HeadOffsetPast(n int64) (uint64, error) {
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
 	v := l.viewLocked()
-	if v.closed {
-		return 0, ErrClosed
-	}
-	if len(v.files) < 2 {
-		return 0, fmt.Errorf("%w: the first file of %s is open", ErrNotFound, l.dir)
+	if err := v.firstClosed(l.dir); err != nil {
+		return 0, err
 	}
 	o, err := l.olderFileLocked(&v, 0)
 	if err != nil {
@@ -259,11 +253,8 @@ func (l *Log) ExpiredBefore(cutoff int64) (uint64, error) {
 	l.mu.RLock()
 	v := l.view
 	l.mu.RUnlock()
-	if v.closed {
-		return 0, ErrClosed
-	}
-	if len(v.files) < 2 {
-		return 0, fmt.Errorf("%w: the first file of %s is open", ErrNotFound, l.dir)
+	if err := v.firstClosed(l.dir); err != nil {
+		return 0, err
 	}
 	off := v.first
 	for off < v.files[1] {
@@ -332,3 +323,16 @@ func punchHead(fsys FS, path string, pos int64) error {
 
 // punchBlock is the unit punchHead frees in.
 const punchBlock = 4096
+
+// firstClosed reports why the first file of the log in dir, as v shows it,
+// cannot be worked on as a closed file: the log is closed, or the file is
+// the open one (ErrNotFound).
+func (v *view) firstClosed(dir string) error {
+	switch {
+	case v.closed:
+		return ErrClosed
+	case len(v.files) < 2:
+		return fmt.Errorf("%w: the first file of %s is open", ErrNotFound, dir)
+	}
+	return nil
+}

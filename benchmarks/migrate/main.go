@@ -46,7 +46,7 @@ func main() {
 		spec := workload.Spec{Messages: (mib << 20) / *payload, Size: *payload, Keys: 1000}
 		_, err = workload.ProduceBraid(ctx, nc, uri, spec)
 		check(err)
-		before := du(dir)
+		before := workload.DirBytes(dir)
 		w0 := writeBytes()
 		t0 := time.Now()
 		d, err := adm.Migrate(ctx, api.MigrateRequest{Topic: uri})
@@ -54,7 +54,7 @@ func main() {
 		check(err)
 		written := writeBytes() - w0
 		fmt.Printf("| %d MiB | %d | %s | %d bytes | %d -> %d MB |\n", mib, *partitions, took.Round(time.Microsecond), written,
-			before>>20, du(dir)>>20)
+			before>>20, workload.DirBytes(dir)>>20)
 		if d.Topic == "" || len(d.Segments) != 2**partitions {
 			check(fmt.Errorf("migrated layout: %+v", d))
 		}
@@ -76,18 +76,6 @@ func writeBytes() int64 {
 	}
 	check(fmt.Errorf("no write_bytes in /proc/self/io"))
 	return 0
-}
-
-// du is the bytes of the regular files under dir.
-func du(dir string) int64 {
-	var n int64
-	filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() {
-			n += info.Size()
-		}
-		return nil
-	})
-	return n
 }
 
 func check(err error) {

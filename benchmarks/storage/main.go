@@ -14,7 +14,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -113,7 +112,7 @@ func main() {
 	var samples []int64
 	for t0 := time.Now(); time.Since(t0) < *steady; {
 		time.Sleep(5 * time.Second)
-		n := dirBytes(topicDir)
+		n := workload.DirBytes(topicDir)
 		samples = append(samples, n)
 		fmt.Printf("  t=%3.0fs sent %8d, on disk %8d bytes\n", time.Since(t0).Seconds(), sent.Load(), n)
 	}
@@ -266,20 +265,6 @@ func produce(nc *nats.Conn, uri string, messages, concurrency, size int) float64
 		fmt.Printf("  %d produce requests failed\n", r.Errors)
 	}
 	return r.Rate()
-}
-
-// dirBytes is the size of the files under dir.
-func dirBytes(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 func mustDuration(s string) time.Duration {

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -25,4 +26,18 @@ func BuildBraid(dir string) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/braid: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// DirBytes is the size of the files under dir.
+func DirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
