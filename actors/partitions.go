@@ -102,16 +102,24 @@ func (t *Topic) ProduceToPartition(recs []api.Record, partition int, done func([
 	}, done)
 }
 
+// PartitionOf returns the partition segment seg continues in a fixed
+// topic, or -1 (a scalable topic, a migrated one: its segments are no
+// partitions any more to the producers).
+func (t *Topic) PartitionOf(seg uint64) int {
+	if l := t.Layout(); l.Fixed() {
+		return l.PartitionOf(topology.SegmentID(seg))
+	}
+	return -1
+}
+
 // partitionSegment returns the active segment of a fixed topic's
 // partition.
 func partitionSegment(l topology.Layout, partition int) (topology.Segment, bool) {
 	if !l.Fixed() {
 		return topology.Segment{}, false
 	}
-	for _, s := range l.Segments {
-		if s.Partition == partition {
-			return s, true
-		}
+	if parts := l.Partitions(); partition < len(parts) {
+		return parts[partition], true // the tip: the active segment of its chain
 	}
 	return topology.Segment{}, false
 }
@@ -120,5 +128,5 @@ func partitionRefusal(l topology.Layout) string {
 	if !l.Fixed() {
 		return "the topic has no partitions to append to (it is scalable, or was migrated)"
 	}
-	return "no such partition: the topic has partitions 0 to " + strconv.Itoa(len(l.Segments)-1)
+	return "no such partition: the topic has partitions 0 to " + strconv.Itoa(len(l.Partitions())-1)
 }

@@ -396,7 +396,7 @@ func (f *fastProduce) produceToPartition(t *actors.Topic, h produceHeaders, m na
 			return
 		}
 		if len(reply) > 0 {
-			f.publish(reply, nil, appendProduceReply(nil, res[0]))
+			f.publish(reply, nil, appendProduceReply(nil, res[0], t.PartitionOf(res[0].Segment)))
 		}
 	})
 }
@@ -571,11 +571,12 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 	}
 	// All the replies of the group go out in one write.
 	var body [96]byte
+	partition := b.t.PartitionOf(seg)
 	frames := make([]byte, 0, len(members)*(len(b.replies[members[0]])+64))
 	for j, i := range members {
 		if reply := b.replies[i]; len(reply) > 0 {
 			frames = natsio.AppendPublish(frames, reply, nil, nil,
-				appendProduceReply(body[:0], api.Result{Segment: seg, Bucket: bucket, Offset: first + uint64(j)}))
+				appendProduceReply(body[:0], api.Result{Segment: seg, Bucket: bucket, Offset: first + uint64(j)}, partition))
 		}
 	}
 	if len(frames) > 0 {

@@ -500,6 +500,7 @@ func (n *Node) rememberOwner(uri, owner string, epoch uint64) {
 // one: without a metadata read when the topic is active here or its owner
 // is remembered. A topic whose owner is gone is moved first.
 func (n *Node) remoteOwner(name routing.TopicName) (string, bool) {
+	name.Scheme = routing.SchemeScalable // a topic is known by its path whatever the scheme (actors.Manager.Topic)
 	uri := name.String()
 	if _, active := n.topics.Active(uri); active {
 		return "", false

@@ -147,19 +147,24 @@ func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
 			pr.err(err)
 			return
 		}
-		r.data(appendProduceReply(nil, res[0]), nil)
+		r.data(appendProduceReply(nil, res[0], t.PartitionOf(res[0].Segment)), nil)
 	})
 }
 
 // appendProduceReply appends the JSON reply of produce one,
-// {"segment":S,"bucket":B,"offset":O}.
-func appendProduceReply(dst []byte, res api.Result) []byte {
+// {"segment":S,"bucket":B,"offset":O}, with "partition":P after them when
+// partition is not -1 (a fixed topic's).
+func appendProduceReply(dst []byte, res api.Result, partition int) []byte {
 	dst = append(dst, `{"segment":`...)
 	dst = strconv.AppendUint(dst, res.Segment, 10)
 	dst = append(dst, `,"bucket":`...)
 	dst = strconv.AppendInt(dst, int64(res.Bucket), 10)
 	dst = append(dst, `,"offset":`...)
 	dst = strconv.AppendUint(dst, res.Offset, 10)
+	if partition >= 0 {
+		dst = append(dst, `,"partition":`...)
+		dst = strconv.AppendInt(dst, int64(partition), 10)
+	}
 	return append(dst, '}')
 }
 

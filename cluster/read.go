@@ -32,7 +32,7 @@ func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
 		r.err(api.Errorf(api.CodeInvalidArgument, "units: want 1 to %d, got %d", MaxReadUnits, len(rr.Units)))
 		return
 	}
-	if l := t.Layout(); l.Fixed() && len(rr.Units) < len(l.Segments) {
+	if l := t.Layout(); l.Fixed() && someParts(l, rr.Units) {
 		t.NotePartitionClient(r.reply) // a reader of some partitions only (topic.migrate asks)
 	}
 	// The limits and defaults of a fetch, but no wait unless asked for.
@@ -342,4 +342,18 @@ func (p *parkedReads) stop() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// someParts reports whether units, read from fixed layout l, leave out
+// some of its partitions.
+func someParts(l topology.Layout, units []api.ReadUnit) bool {
+	read := make([]bool, len(l.Partitions()))
+	n := 0
+	for _, u := range units {
+		if p := l.PartitionOf(topology.SegmentID(u.Segment)); p >= 0 && p < len(read) && !read[p] {
+			read[p] = true
+			n++
+		}
+	}
+	return n < len(read)
 }

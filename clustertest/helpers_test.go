@@ -138,8 +138,7 @@ func produceRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 // after a node's loss, before its key ranges have a live owner.
 func producePlainRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 	GinkgoHelper()
-	parts := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
-	subject := api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
+	subject := produceSubject(uri)
 	deadline := time.Now().Add(time.Minute)
 	for seq := from; seq < to; seq++ {
 		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(seq%keys)}},
@@ -175,8 +174,7 @@ func producePlain(nc *nats.Conn, uri string, from, to, keys int) {
 // producePlainKeys is producePlain with keys prefix0, prefix1, ...
 func producePlainKeys(nc *nats.Conn, uri, prefix string, from, to, keys int) {
 	GinkgoHelper()
-	parts := strings.Split(strings.TrimPrefix(uri, "topic://"), "/")
-	subject := api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
+	subject := produceSubject(uri)
 	for seq := from; seq < to; seq++ {
 		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{prefix + strconv.Itoa(seq%keys)}},
 			Data: []byte(strconv.Itoa(seq))}
@@ -309,4 +307,12 @@ func newProducer(nc *nats.Conn, uri string, opts ...client.ProducerOption) *clie
 		return err
 	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	return p
+}
+
+// produceSubject is the produce-one subject of a topic URI of either
+// scheme (subjects carry none).
+func produceSubject(uri string) string {
+	_, path, _ := strings.Cut(uri, "://")
+	parts := strings.Split(path, "/")
+	return api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
 }

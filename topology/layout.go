@@ -276,10 +276,10 @@ func (l Layout) Active() []Segment {
 // there is exactly one. In a fixed topic's it is partition h % N.
 func (l Layout) Owner(h uint64) (Segment, bool) {
 	if l.Fixed() {
-		want := int(h % uint64(len(l.Segments)))
+		want := int(h % uint64(l.partitionCount()))
 		for i := range l.Segments {
-			if l.Segments[i].Partition == want {
-				return l.Segments[i], true
+			if s := &l.Segments[i]; s.Partition == want && s.State == StateActive {
+				return *s, true
 			}
 		}
 		return Segment{}, false

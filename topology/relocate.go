@@ -1,6 +1,9 @@
 package topology
 
-import "slices"
+import (
+	"errors"
+	"slices"
+)
 
 // Relocate seals the active segments ids and gives each one active
 // successor with its range and bucket count, owned by owner, all in one
@@ -8,6 +11,9 @@ import "slices"
 // data: the sealed segment stays where its logs are and is read there,
 // the successor takes the range's appends on the new owner, and the
 // ordering rule has readers finish the sealed one first.
+//
+// A fixed topic's partition moves the same way: its successor keeps the
+// partition index, so the partition becomes a chain (see Fixed).
 //
 // Relocate returns ErrUnknownSegment or ErrNotActive for an id that is
 // not an active segment, and ErrInvalid for an empty or repeated list or
@@ -27,6 +33,9 @@ func (l Layout) Relocate(ids []SegmentID, owner string) (Layout, error) {
 	positions := make([]int, len(sorted))
 	for i, id := range sorted {
 		pos, err := l.activeIndex(id, "relocate")
+		if errors.Is(err, ErrFixed) {
+			pos, err = l.index(id), nil // a partition moves: its successor continues it
+		}
 		if err != nil {
 			return Layout{}, err
 		}
@@ -47,7 +56,7 @@ func (l Layout) Relocate(ids []SegmentID, owner string) (Layout, error) {
 		segs = append(segs, Segment{
 			ID: child, Range: parent.Range, State: StateActive,
 			Parents: []SegmentID{parent.ID}, Buckets: parent.Buckets,
-			CreatedEpoch: epoch, Partition: -1, Owner: owner,
+			CreatedEpoch: epoch, Partition: parent.Partition, Owner: owner,
 		})
 	}
 	return Layout{Epoch: epoch, NextID: l.NextID + SegmentID(len(sorted)), Segments: segs}, nil

@@ -32,8 +32,9 @@ import (
 // A fixed topic's layout (Fixed) has rules of its own: see validateFixed.
 //
 // Together these give the property the ordering rule relies on: for every
-// hash h, the segments that ever owned h (with partition h % k in place of
-// all partitions) form one chain, each an ancestor of the next.
+// hash h, the segments that ever owned h (with the chain of partition
+// h % k in place of all partitions) form one chain, each an ancestor of the
+// next.
 //
 // Operations keep these invariants; Validate exists for decoded layouts and
 // for tests.
@@ -55,16 +56,12 @@ func (l Layout) Validate() error {
 	if l.Fixed() {
 		return l.validateFixed()
 	}
-	partitions := 0
 	for i := range l.Segments {
-		s := &l.Segments[i]
-		if err := l.validateSegment(s); err != nil {
+		if err := l.validateSegment(&l.Segments[i]); err != nil {
 			return err
 		}
-		if s.Partition >= 0 {
-			partitions++
-		}
 	}
+	partitions := l.partitionCount()
 	// Every segment is well-formed and its links name known segments.
 	for i := range l.Segments {
 		if err := l.validateMirror(&l.Segments[i], partitions); err != nil {
@@ -128,8 +125,8 @@ func (l Layout) validateSegment(s *Segment) error {
 			return bad("%s but has no children: its range would have no successor", s.State)
 		}
 	}
-	if s.Partition >= 0 && (len(s.Parents) > 0 || !s.Range.IsFull()) {
-		return bad("partition %d must be a root over the whole space", s.Partition)
+	if s.Partition >= 0 && (len(s.Parents) > 1 || !s.Range.IsFull()) {
+		return bad("partition %d must be over the whole space, following at most the partition's segment before it", s.Partition)
 	}
 	for i, p := range s.Parents {
 		if i > 0 && p <= s.Parents[i-1] {
@@ -161,10 +158,26 @@ func (l Layout) validateSegment(s *Segment) error {
 // number of partitions.
 func (l Layout) validateMirror(s *Segment, k int) error {
 	partitionParents := 0
+	var seen []bool // partitions among the parents of a successor of partitions
 	for _, id := range s.Parents {
 		p := &l.Segments[l.index(id)]
-		if p.Partition >= 0 {
+		if s.Partition >= 0 {
+			// A partition's successor (it moved to another node): the
+			// partition's segment before it, and nothing else.
+			if p.Partition != s.Partition || len(p.Children) != 1 {
+				return errorf(ErrInvalid, "invalid layout: segment %d of partition %d follows segment %d, which is not that partition's segment sealed with it as only successor",
+					s.ID, s.Partition, id)
+			}
+		} else if p.Partition >= 0 {
 			partitionParents++
+			if seen == nil {
+				seen = make([]bool, k)
+			}
+			if p.Partition >= k || seen[p.Partition] {
+				return errorf(ErrInvalid, "invalid layout: segment %d has parents %v: partition %d is repeated or not in [0, %d)",
+					s.ID, s.Parents, p.Partition, k)
+			}
+			seen[p.Partition] = true
 		}
 		if _, listed := slices.BinarySearch(p.Children, s.ID); !listed {
 			return errorf(ErrInvalid, "invalid layout: segment %d lists parent %d, which does not list it as a child", s.ID, id)
@@ -283,8 +296,8 @@ func sortByLo(rs []idRange) {
 	slices.SortFunc(rs, func(a, b idRange) int { return cmp.Compare(a.Range.Lo, b.Range.Lo) })
 }
 
-// validatePartitions checks that the partition indices of the k partition
-// segments are exactly 0..k-1.
+// validatePartitions checks that the k partition roots are numbered
+// exactly 0..k-1 and that every partition segment names one of them.
 func (l Layout) validatePartitions(k int) error {
 	if k == 0 {
 		return nil
@@ -295,10 +308,12 @@ func (l Layout) validatePartitions(k int) error {
 		if s.Partition < 0 {
 			continue
 		}
-		if s.Partition >= k || seen[s.Partition] {
+		if s.Partition >= k || (len(s.Parents) == 0 && seen[s.Partition]) {
 			return errorf(ErrInvalid, "invalid layout: segment %d: partition %d is repeated or not in [0, %d)", s.ID, s.Partition, k)
 		}
-		seen[s.Partition] = true
+		if len(s.Parents) == 0 {
+			seen[s.Partition] = true
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -236,15 +237,27 @@ func printLayout(w io.Writer, d api.TopicDescription) {
 		}
 	}
 	fmt.Fprintf(w, "%s  epoch %d  %d active segments\n\n", d.Topic, d.Epoch, active)
+	partitions := slices.ContainsFunc(d.Segments, func(s api.SegmentInfo) bool { return s.Partition != nil })
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEGMENT\tSTATE\tRANGE\tBUCKETS\tPARENTS\tCHILDREN\tOWNER")
+	head := "SEGMENT\tSTATE\tRANGE\tBUCKETS\tPARENTS\tCHILDREN\tOWNER"
+	if partitions {
+		head += "\tPARTITION" // a fixed topic's, or a migrated one's sealed parents
+	}
+	fmt.Fprintln(tw, head)
 	for _, s := range d.Segments {
 		owner := s.Owner
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\t%s\n", strings.Repeat("  ", depth(d, s.ID)), s.ID, s.State,
+		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\t%s", strings.Repeat("  ", depth(d, s.ID)), s.ID, s.State,
 			s.Range[0], s.Range[1], s.Buckets, list(s.Parents), list(s.Children), owner)
+		switch {
+		case s.Partition != nil:
+			fmt.Fprintf(tw, "\t%d", *s.Partition)
+		case partitions:
+			fmt.Fprint(tw, "\t-")
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	if d.EffectivePolicies != nil {
