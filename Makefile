@@ -3,7 +3,7 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto secure-example
 
 all: build
 
@@ -21,6 +21,11 @@ proto:
 ## run: start the server on the embedded default (embedded NATS, data directory under the repo)
 run:
 	$(GO) run ./cmd/braid serve --data-dir $(DATA_DIR)
+
+## secure-example: Braid with TLS, an operator and two tenant accounts (examples/secure; README, Security)
+secure-example: build
+	$(GO) run ./examples/secure/setup
+	./bin/braid serve --config examples/secure/braid.conf
 
 ## cluster: three nodes on 127.0.0.1 in the foreground (NATS clients on 4222-4224, routes on 6222-6224,
 ## /metrics on 9470-9472), data under $(DATA_DIR)/n1..n3; Ctrl-C stops all three

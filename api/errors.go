@@ -31,8 +31,12 @@ var (
 	CodeConsumerUnknown  = Code{411, "CONSUMER_UNKNOWN"} // fetch/ack from a consumer the group does not know (expired); join again
 	CodeNotOwner         = Code{412, "NOT_OWNER"}        // ack of a unit this consumer does not own
 	CodePayloadTooLarge  = Code{413, "PAYLOAD_TOO_LARGE"}
-	CodeSegmentSealed    = Code{460, "SEGMENT_SEALED"} // append to a sealed segment; refresh the layout and resend
-	CodeTopicDeleted     = Code{461, "TOPIC_DELETED"}
+	// CodeForbidden: the caller's NATS account may not do this (another
+	// tenant's topic, or an operation of the operator account); nothing
+	// was changed.
+	CodeForbidden     = Code{414, "FORBIDDEN"}
+	CodeSegmentSealed = Code{460, "SEGMENT_SEALED"} // append to a sealed segment; refresh the layout and resend
+	CodeTopicDeleted  = Code{461, "TOPIC_DELETED"}
 	// CodeTopicQuarantined: the topic's record did not read or validate
 	// (or it did not start); it is not served until repaired or deleted.
 	CodeTopicQuarantined = Code{462, "TOPIC_QUARANTINED"}
@@ -60,7 +64,7 @@ var Codes = []Code{
 	CodeBadRequest, CodeInvalidName, CodeInvalidArgument, CodeInvalidPolicy,
 	CodeNotFound, CodeTenantNotFound, CodeNamespaceMissing, CodeTopicNotFound,
 	CodeSegmentNotFound, CodeAlreadyExists, CodeLayoutRefused, CodeConsumerUnknown,
-	CodeNotOwner, CodePayloadTooLarge, CodeSegmentSealed, CodeTopicDeleted, CodeTopicQuarantined,
+	CodeNotOwner, CodePayloadTooLarge, CodeForbidden, CodeSegmentSealed, CodeTopicDeleted, CodeTopicQuarantined,
 	CodeTopicMigrated, CodeSegmentGone, CodeOffsetGone, CodeOffsetsLost,
 	CodeInternal, CodeUnavailable, CodeTimeout,
 }
@@ -97,6 +101,7 @@ var (
 	ErrSegmentSealed   = &Error{Code: CodeSegmentSealed}
 	ErrConsumerUnknown = &Error{Code: CodeConsumerUnknown}
 	ErrPayloadTooLarge = &Error{Code: CodePayloadTooLarge}
+	ErrForbidden       = &Error{Code: CodeForbidden}
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
 	ErrSegmentGone     = &Error{Code: CodeSegmentGone}
 	ErrOffsetGone      = &Error{Code: CodeOffsetGone}

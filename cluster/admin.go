@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -53,13 +54,18 @@ func (n *Node) adminOps() map[string]adminOp {
 // compare-and-swap).
 const adminConcurrency = 64
 
-func (n *Node) adminHandler(op adminOp) micro.HandlerFunc {
+func (n *Node) adminHandler(name string, op adminOp) micro.HandlerFunc {
 	return func(req micro.Request) {
+		c, err := n.authorizeAdmin(req, name)
+		if err != nil {
+			newReplier(n.nc, req).err(err)
+			return
+		}
 		n.adminSlots <- struct{}{}
 		go func() {
 			defer func() { <-n.adminSlots }()
 			r := newReplier(n.nc, req)
-			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+			ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), callerKey{}, c), adminTimeout)
 			defer cancel()
 			out, err := op(ctx, req.Data())
 			if owner, ok := notOwner(err); ok {
@@ -99,6 +105,10 @@ func (n *Node) tenantList(ctx context.Context, _ []byte) (any, error) {
 	names, err := n.meta.Tenants(ctx)
 	if err != nil {
 		return nil, metaErr(err, "tenants")
+	}
+	if own := n.ownTenant(ctx); own != "" {
+		// A tenant's account sees its own tenant only.
+		names = slices.DeleteFunc(names, func(t string) bool { return t != own })
 	}
 	return api.NameListReply{Names: nonNil(names)}, nil
 }

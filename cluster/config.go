@@ -22,6 +22,27 @@ type Config struct {
 	// NATSURL connects to an external NATS (with JetStream) instead of
 	// embedding one.
 	NATSURL string
+	// NATSConfig is a nats-server configuration file for the embedded
+	// server (accounts, users, TLS, cluster... as NATS documents them).
+	// NATSListen, ClusterListen and Routes, when set, override its
+	// listeners. Ignored with NATSURL.
+	NATSConfig string
+	// BraidAccount is the NATS account Braid's services, metadata and
+	// JetStream live in when the embedded server has accounts (default
+	// "BRAID"); tenants reach them through service imports (security.go).
+	BraidAccount string
+	// OperatorAccount, when set, is the account whose requests may do what
+	// only the operator may (create tenants, drain nodes, address every
+	// tenant). Braid's own account always may.
+	OperatorAccount string
+	// TenantAccounts maps accounts to tenants, for accounts not named as
+	// their tenants (with JWTs an account is known by its public key).
+	TenantAccounts map[string]string
+	// Credentials of Braid's connection to an external NATS (NATSURL), or
+	// to the embedded one when its configuration uses JWTs: a .creds file,
+	// an nkey seed file, and TLS (a CA to trust, a client certificate and
+	// key).
+	NATSCreds, NATSNkey, TLSCA, TLSCert, TLSKey string
 	// MetricsListen is host:port of the /metrics HTTP endpoint; "" or "off"
 	// disables it. Default 127.0.0.1:9470.
 	MetricsListen string
@@ -118,14 +139,23 @@ const (
 	// natsMaxPayload is the embedded server's max message size: a produce
 	// batch may carry up to MaxPayloadBytes of payload plus framing.
 	natsMaxPayload = 8 << 20
+	// DefaultBraidAccount is the account Braid lives in on a NATS server
+	// with accounts.
+	DefaultBraidAccount = "BRAID"
 )
 
 func (c Config) withDefaults() (Config, error) {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}
-	if c.NATSListen == "" {
+	if c.NATSListen == "" && c.NATSConfig == "" {
 		c.NATSListen = DefaultNATSListen
+	}
+	if c.BraidAccount == "" {
+		c.BraidAccount = DefaultBraidAccount
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return c, fmt.Errorf("a TLS client certificate needs its key: give both --tls-cert and --tls-key")
 	}
 	if c.MetricsListen == "" {
 		c.MetricsListen = DefaultMetricsListen

@@ -147,7 +147,7 @@ func (n *Node) forwardRoutes() []fwdRoute {
 	add(api.ReadPrefix+"."+api.ReadOffsets+".*.*.*", n.topicHandler(api.ReadPrefix+"."+api.ReadOffsets, n.readOffsets))
 	ops := n.adminOps()
 	for _, op := range topicAdminOps {
-		add(api.AdminSubject(op), n.adminHandler(ops[op]))
+		add(api.AdminSubject(op), n.adminHandler(op, ops[op]))
 	}
 	return routes
 }
@@ -367,9 +367,13 @@ func (n *Node) announceNamespacePolicies(ns string) {
 
 // adminTopicHandler serves an admin operation on one topic: here when
 // this node owns it, else at its owner.
-func (n *Node) adminTopicHandler(op adminOp) micro.HandlerFunc {
-	local := n.adminHandler(op)
+func (n *Node) adminTopicHandler(name string, op adminOp) micro.HandlerFunc {
+	local := n.adminHandler(name, op)
 	return func(req micro.Request) {
+		if _, err := n.authorizeAdmin(req, name); err != nil {
+			newReplier(n.nc, req).err(err) // refused here, not forwarded
+			return
+		}
 		var named struct {
 			Topic string `json:"topic"`
 		}

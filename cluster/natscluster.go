@@ -37,7 +37,10 @@ func (n *Node) clusterOptions(opts *server.Options) error {
 	// with it the subscriptions it carried: NATS then stops handing
 	// requests to that node (the default is minutes).
 	ping := max(n.cfg.LeaseTTL/9, 100*time.Millisecond)
-	opts.Cluster = server.ClusterOpts{Name: n.cfg.ClusterName, Host: host, Port: port, PingInterval: ping, MaxPingsOut: 3}
+	// What else the NATS configuration says of the cluster (its routes'
+	// authorization and TLS) stays.
+	opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = n.cfg.ClusterName, host, port
+	opts.Cluster.PingInterval, opts.Cluster.MaxPingsOut = ping, 3
 	for _, r := range n.cfg.Routes {
 		urls := server.RoutesFromStr(r)
 		if len(urls) == 0 {

@@ -9,6 +9,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/authz"
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/wal"
@@ -44,6 +47,9 @@ type Node struct {
 	log        *slog.Logger
 	ns         *server.Server // nil with an external NATS
 	nc         *nats.Conn
+	auth       natsAuth     // how the node's connections authenticate
+	policy     authz.Policy // who may do what (security.go)
+	forbidden  prometheus.Counter
 	meta       *meta.Store
 	system     *actor.ActorSystem
 	remote     *remote.Remote // nil without a cluster (units.go)
@@ -107,6 +113,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	n.forbidden = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_requests_forbidden_total",
+		Help: "Requests refused FORBIDDEN: a tenant account addressing another tenant, or asking for an operation of the operator."})
+	n.registry.MustRegister(n.forbidden)
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -118,10 +127,18 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	url := cfg.NATSURL
+	var auth natsAuth
 	if url == "" {
-		if url, err = n.startNATS(); err != nil {
+		if url, auth, err = n.startNATS(); err != nil {
 			return nil, err
 		}
+	}
+	auth.creds = cfg.NATSCreds != "" || cfg.NATSNkey != ""
+	n.auth = auth
+	n.policy = authz.Policy{BraidAccount: cfg.BraidAccount, OperatorAccount: cfg.OperatorAccount, Tenants: cfg.TenantAccounts}
+	secure, err := n.connectOptions(auth)
+	if err != nil {
+		return nil, err
 	}
 	connOpts := []nats.Option{nats.Name("braid-server"), nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -133,18 +150,27 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			}
 			n.log.Warn("NATS asynchronous error", "subject", subject, "err", err)
 		})}
+	connOpts = append(connOpts, secure...)
 	if n.ns != nil {
 		// The embedded server is in this process: connect through memory
 		// instead of loopback TCP, which spares the kernel two copies of
 		// every byte produced or consumed.
 		connOpts = append(connOpts, nats.InProcessServer(n.ns))
 	}
-	n.nc, err = nats.Connect(url, connOpts...)
+	connURL := url
+	if n.ns != nil {
+		// In process: no TLS (a tls:// URL would ask for it).
+		connURL = strings.Replace(url, "tls://", "nats://", 1)
+	}
+	n.nc, err = nats.Connect(connURL, connOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(url), err)
 	}
 	js, err := jetstream.New(n.nc)
 	if err != nil {
+		return nil, err
+	}
+	if err := n.checkBraidAccount(ctx, js); err != nil {
 		return nil, err
 	}
 	if n.meta, err = n.openMeta(ctx, js); err != nil {
@@ -223,7 +249,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.members.start()
-	n.log.Info("braid node started", "node", n.nodeID, "serving", n.serving.Load(), "nats", url, "data_dir", cfg.DataDir,
+	n.log.Info("braid node started", "node", n.nodeID, "serving", n.serving.Load(), "nats", redactURL(url), "data_dir", cfg.DataDir,
 		"metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
 	return n, nil
 }
@@ -231,48 +257,67 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 // natsStartTimeout bounds the embedded NATS server's start.
 const natsStartTimeout = time.Minute
 
-func (n *Node) startNATS() (string, error) {
-	host, port, err := splitHostPort(n.cfg.NATSListen)
+func (n *Node) startNATS() (string, natsAuth, error) {
+	opts, err := n.embeddedOptions()
 	if err != nil {
-		return "", err
+		return "", natsAuth{}, err
 	}
-	if port > 0 {
+	if n.cfg.NATSListen != "" || n.cfg.NATSConfig == "" {
+		host, port, err := splitHostPort(n.cfg.NATSListen)
+		if err != nil {
+			return "", natsAuth{}, err
+		}
+		opts.Host, opts.Port = host, port
+	}
+	if opts.Port > 0 {
 		// nats-server only logs a listen failure (and the node would wait
 		// for a server that never comes up): try the address first.
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		l, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(opts.Host, "0.0.0.0"), strconv.Itoa(opts.Port)))
 		if err != nil {
-			return "", fmt.Errorf("embedded NATS cannot listen on %s (--nats-listen): %w", n.cfg.NATSListen, err)
+			return "", natsAuth{}, fmt.Errorf("embedded NATS cannot listen on %s:%d (--nats-listen or --nats-config): %w", opts.Host, opts.Port, err)
 		}
 		l.Close()
 	}
-	opts := &server.Options{
-		Host: host, Port: port, JetStream: true,
-		StoreDir: filepath.Join(n.cfg.DataDir, "nats"),
-		// Only metadata goes through JetStream: syncing it on every write
-		// costs nothing on the data path and keeps layouts durable.
-		SyncAlways: true,
-		MaxPayload: natsMaxPayload,
-		NoSigs:     true,
-		NoLog:      true,
+	opts.JetStream = true
+	if opts.StoreDir == "" {
+		opts.StoreDir = filepath.Join(n.cfg.DataDir, "nats")
 	}
+	// Only metadata goes through JetStream: syncing it on every write
+	// costs nothing on the data path and keeps layouts durable.
+	opts.SyncAlways = true
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = natsMaxPayload
+	}
+	opts.NoSigs, opts.NoLog = true, true
 	if n.cfg.ClusterListen != "" {
 		if err := n.clusterOptions(opts); err != nil {
-			return "", err
+			return "", natsAuth{}, err
 		}
+	} else if opts.Cluster.Port != 0 && opts.ServerName == "" {
+		opts.ServerName = n.nodeID // a cluster from the configuration file
 	}
+	auth, err := n.secureEmbedded(opts)
+	if err != nil {
+		return "", natsAuth{}, err
+	}
+	auth.tls = opts.TLSConfig != nil && !opts.AllowNonTLS
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return "", fmt.Errorf("embedded NATS: %w", err)
+		return "", natsAuth{}, fmt.Errorf("embedded NATS: %w", err)
 	}
 	ns.Start()
 	// A clustered server recovering its JetStream on a busy machine (three
 	// nodes starting at once on two cores) can take more than 10 s.
 	if !ns.ReadyForConnections(natsStartTimeout) {
 		ns.Shutdown()
-		return "", fmt.Errorf("embedded NATS did not start within %s", natsStartTimeout)
+		return "", natsAuth{}, fmt.Errorf("embedded NATS did not start within %s", natsStartTimeout)
 	}
 	n.ns = ns
-	return ns.ClientURL(), nil
+	if auth.open {
+		n.log.Warn("the embedded NATS server authenticates nobody: any client that reaches it can read and write every tenant and Braid's metadata (configure accounts with --nats-config; see README, Security)",
+			"listen", ns.ClientURL())
+	}
+	return ns.ClientURL(), auth, nil
 }
 
 // bootstrap creates the tenant "public" and namespace "public/default" on
@@ -362,7 +407,7 @@ func (n *Node) ClientURL() string {
 	if n.ns != nil {
 		return n.ns.ClientURL()
 	}
-	return n.cfg.NATSURL
+	return redactURL(n.cfg.NATSURL) // it is logged and recorded: never a password
 }
 
 // MetricsAddr is the address /metrics is served on ("" when off).

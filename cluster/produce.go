@@ -11,6 +11,7 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/authz"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -88,7 +89,7 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 	return func(req micro.Request) {
 		r := newReplier(n.nc, req)
 		n.produceInflight.add(1)
-		t, err := n.topicOf(req.Subject(), prefix)
+		t, err := n.topicFor(req.Subject(), prefix, req.Headers())
 		if !isForwarded(req) {
 			if fenced := n.fenceEntry(); fenced != nil {
 				err = fenced
@@ -303,6 +304,9 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		n.produceM.noReply.Inc()
 	}
 	tenant, err := multiTenant(req.Subject())
+	if info := req.Headers().Get(authz.HeaderRequestInfo); err == nil && info != "" {
+		err = n.authorizeTenant([]byte(info), tenant, req.Subject())
+	}
 	if err == nil && !isForwarded(req) {
 		err = n.fenceEntry()
 	}

@@ -123,3 +123,22 @@ func clipBytes(b []byte) []byte {
 	}
 	return b
 }
+
+// rawHeaderValue returns the first value of header name in a raw NATS
+// header block, or nil.
+func rawHeaderValue(hdr []byte, name string) []byte {
+	if len(hdr) == 0 || !bytes.Contains(hdr, []byte(name)) {
+		return nil
+	}
+	_, rest, ok := cutLine(hdr)
+	for ok {
+		var line []byte
+		if line, rest, ok = cutLine(rest); !ok || len(line) == 0 {
+			return nil
+		}
+		if i := bytes.IndexByte(line, ':'); i >= 0 && string(line[:i]) == name {
+			return bytes.TrimLeft(line[i+1:], " \t")
+		}
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/authz"
 	"github.com/braidmq/braid/routing"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -16,7 +17,7 @@ const produceQueueBytes = 512 << 20
 // addServices registers the micro services: braid-produce, braid-admin and
 // braid-consume, so `nats micro ls` lists them.
 func (n *Node) addServices() error {
-	if n.ns != nil && !n.cfg.MicroProduce {
+	if n.ns != nil && !n.cfg.MicroProduce && !n.auth.creds {
 		// With the embedded server, the produce endpoints are served by
 		// the lean front-end (fastproduce.go): made once, paused while
 		// the node does not hold the entry role.
@@ -42,9 +43,9 @@ func (n *Node) addServices() error {
 			continue // every node serves them (addClusterService)
 		}
 		name := strings.ReplaceAll(op, ".", "-")
-		var h micro.Handler = n.adminHandler(fn)
+		var h micro.Handler = n.adminHandler(op, fn)
 		if slices.Contains(topicAdminOps, op) {
-			h = n.adminTopicHandler(fn)
+			h = n.adminTopicHandler(op, fn)
 		}
 		if err := admin.AddEndpoint(name, h, micro.WithEndpointSubject(api.AdminSubject(op))); err != nil {
 			return err
@@ -122,7 +123,7 @@ func (n *Node) adminUnknown(req micro.Request) {
 func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		r := newReplier(n.nc, req)
-		t, err := n.topicOf(req.Subject(), prefix)
+		t, err := n.topicFor(req.Subject(), prefix, req.Headers())
 		if owner, ok := notOwner(err); ok {
 			if err = n.forwardReq(req, owner); err == nil {
 				return
@@ -134,6 +135,19 @@ func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Reque
 		}
 		serve(r, req, t)
 	}
+}
+
+// topicFor is topicOf for a request whose caller is authorized first (its
+// Nats-Request-Info header's account against the subject's tenant).
+func (n *Node) topicFor(subject, prefix string, h micro.Headers) (*actors.Topic, error) {
+	if info := h.Get(authz.HeaderRequestInfo); info != "" {
+		if tenant, _, _, ok := api.TopicTokens(subject, strings.Count(prefix, ".")+1); ok {
+			if err := n.authorizeTenant([]byte(info), tenant, subject); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return n.topicOf(subject, prefix)
 }
 
 // topicOf resolves the topic named by the last three subject tokens.
@@ -159,11 +173,11 @@ func (n *Node) addClusterService() error {
 		return err
 	}
 	n.clusterSvc = svc
-	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeList, ".", "-"), n.adminHandler(n.nodeList),
+	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeList, ".", "-"), n.adminHandler(api.AdminNodeList, n.nodeList),
 		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeList))); err != nil {
 		return err
 	}
-	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeDrain, ".", "-"), n.adminHandler(n.nodeDrain),
+	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeDrain, ".", "-"), n.adminHandler(api.AdminNodeDrain, n.nodeDrain),
 		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeDrain))); err != nil {
 		return err
 	}

@@ -89,6 +89,9 @@ func NewQueueManager(system *actor.ActorSystem, dataDir string, logger *slog.Log
 func (q *QueueManager) Join(src Source, req api.QueueJoinRequest, reply func(api.JoinReply, error)) {
 	fail := func(err error) { reply(api.JoinReply{}, err) }
 	j, err := parseQueueJoin(req)
+	if err == nil && j.Policy.DeadLetterTopic != nil {
+		err = sameTenant(src.Topic(), *j.Policy.DeadLetterTopic)
+	}
 	if err != nil {
 		fail(err)
 		return
@@ -158,6 +161,18 @@ func parseQueueJoin(req api.QueueJoinRequest) (*queueJoin, error) {
 		j.Policy.DeadLetterTopic = &t
 	}
 	return j, nil
+}
+
+// sameTenant refuses a dead-letter topic of another tenant than the
+// subscription's topic: FORBIDDEN (a tenant's consumers would write into
+// another tenant's topic).
+func sameTenant(topic, dlq string) error {
+	a, errA := routing.ParseTopic(topic)
+	b, errB := routing.ParseTopic(dlq)
+	if errA != nil || errB != nil || a.Tenant != b.Tenant {
+		return api.Errorf(api.CodeForbidden, "dead_letter_topic %s: a dead-letter topic is of the subscription's tenant (%s)", dlq, a.Tenant)
+	}
+	return nil
 }
 
 // DefaultDeadLetterTopic is the dead-letter topic of a topic's queue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,19 +17,52 @@ import (
 type clientFlags struct {
 	server  string
 	timeout time.Duration
+	// Credentials: a .creds file, an nkey seed file, TLS files.
+	creds, nkey, tlsCA, tlsCert, tlsKey string
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS URL of the Braid server")
+	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS URL of the Braid server (nats://user:password@host:port for a password)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "timeout of one request")
+	fs.StringVar(&c.creds, "creds", "", "a .creds file to connect with")
+	fs.StringVar(&c.nkey, "nkey", "", "an nkey seed file to connect with")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "CA certificate file to trust for TLS")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "client certificate file for TLS (with --tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "client key file for TLS")
 }
 
 func (c *clientFlags) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(c.server, nats.Name("braid-cli"))
+	opts := []nats.Option{nats.Name("braid-cli")}
+	if c.creds != "" {
+		opts = append(opts, nats.UserCredentials(c.creds))
+	}
+	if c.nkey != "" {
+		o, err := nats.NkeyOptionFromSeed(c.nkey)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey %s: %w", c.nkey, err)
+		}
+		opts = append(opts, o)
+	}
+	if c.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(c.tlsCA))
+	}
+	if c.tlsCert != "" || c.tlsKey != "" {
+		opts = append(opts, nats.ClientCert(c.tlsCert, c.tlsKey))
+	}
+	nc, err := nats.Connect(c.server, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", c.server, err)
+		return nil, fmt.Errorf("connect to %s: %w", redactedURL(c.server), err)
 	}
 	return nc, nil
+}
+
+// redactedURL hides the password or token of a NATS URL.
+func redactedURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	return p.Redacted()
 }
 
 // topicSession parses the flags and the one topic URI of a command, connects

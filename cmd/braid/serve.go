@@ -3,16 +3,81 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/cluster"
+	"github.com/nats-io/nats-server/v2/conf"
 )
+
+// parseTenantAccounts parses tenant=account,... into account -> tenant.
+func parseTenantAccounts(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		tenant, account, ok := strings.Cut(pair, "=")
+		if !ok || tenant == "" || account == "" {
+			return nil, fmt.Errorf("--tenant-accounts: %q: want tenant=account", pair)
+		}
+		if _, dup := out[account]; dup {
+			return nil, fmt.Errorf("--tenant-accounts: account %s is named twice", account)
+		}
+		out[account] = tenant
+	}
+	return out, nil
+}
+
+// applyConfigFile sets the flags of fs that path (a file in nats-server's
+// configuration format, keys the flags' names with - or _) names and the
+// command line did not, and returns every flag set either way. Unknown
+// keys are refused.
+func applyConfigFile(fs *flag.FlagSet, path string) (map[string]bool, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if path == "" {
+		return set, nil
+	}
+	m, err := conf.ParseFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	for _, k := range keys {
+		name := strings.ReplaceAll(k, "_", "-")
+		if fs.Lookup(name) == nil || name == "config" {
+			return nil, fmt.Errorf("--config %s: %q is not a flag of braid serve", path, k)
+		}
+		if set[name] {
+			continue // the command line wins
+		}
+		var value string
+		switch v := m[k].(type) {
+		case []any:
+			parts := make([]string, len(v))
+			for i, p := range v {
+				parts[i] = fmt.Sprint(p)
+			}
+			value = strings.Join(parts, ",")
+		default:
+			value = fmt.Sprint(v)
+		}
+		if err := fs.Set(name, value); err != nil {
+			return nil, fmt.Errorf("--config %s: %s: %w", path, k, err)
+		}
+		set[name] = true
+	}
+	return set, nil
+}
 
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
@@ -39,7 +104,27 @@ func serve(args []string) error {
 	fs.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", cluster.DefaultRebalanceInterval, "how often the entry node compares the nodes' active segments and moves topics from the most to the least loaded (negative: never)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server: accounts, users, TLS, cluster (see examples/secure)")
+	fs.StringVar(&cfg.BraidAccount, "braid-account", cluster.DefaultBraidAccount, "the NATS account Braid's services and metadata live in, when the NATS configuration has accounts")
+	fs.StringVar(&cfg.OperatorAccount, "operator-account", "", "the NATS account that may create tenants, drain nodes and address every tenant (Braid's own account always may)")
+	fs.StringVar(&cfg.NATSCreds, "nats-creds", "", "a .creds file (JWT and nkey seed) Braid connects to NATS with")
+	fs.StringVar(&cfg.NATSNkey, "nats-nkey", "", "an nkey seed file Braid connects to NATS with")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA certificate file to trust for NATS's TLS")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "client certificate file for NATS's TLS (with --tls-key)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key file for NATS's TLS (with --tls-cert)")
+	tenantAccounts := fs.String("tenant-accounts", "", "accounts not named as their tenants, as tenant=account,... (with JWTs an account is known by its public key)")
+	config := fs.String("config", "", "a configuration file of serve's flags (nats-server's format: data_dir: \"/var/lib/braid\"; flags given on the command line win)")
 	_ = fs.Parse(args)
+	set, err := applyConfigFile(fs, *config)
+	if err != nil {
+		return err
+	}
+	if cfg.TenantAccounts, err = parseTenantAccounts(*tenantAccounts); err != nil {
+		return err
+	}
+	if cfg.NATSConfig != "" && !set["nats-listen"] {
+		cfg.NATSListen = "" // the NATS configuration's listen, or NATS's default
+	}
 	for _, r := range strings.Split(*routes, ",") {
 		if r = strings.TrimSpace(r); r != "" {
 			cfg.Routes = append(cfg.Routes, r)
