@@ -78,6 +78,7 @@ bench:
 	$(GO) run ./benchmarks/storage -messages 50000 -rounds 3 -steady 30s -replay 100000
 	$(GO) run ./benchmarks/compaction -messages 100000 -keys 10000 -rounds 9
 	$(GO) run ./benchmarks/migrate -sizes 64,256
+	$(GO) run ./benchmarks/secure -messages 200000 -rounds 5
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
