@@ -3,12 +3,14 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto secure-example
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto secure-example cli-docs
 
 all: build
 
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
+
 build:
-	$(GO) build -o bin/braid ./cmd/braid
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/braid ./cmd/braid
 
 ## proto: regenerate the protobuf code of the messages between nodes (cluster/clusterpb) from proto/;
 ## installs protoc (apt-get) and protoc-gen-go (go install) when they are missing
@@ -21,6 +23,10 @@ proto:
 ## run: start the server on the embedded default (embedded NATS, data directory under the repo)
 run:
 	$(GO) run ./cmd/braid serve --data-dir $(DATA_DIR)
+
+## cli-docs: write README's CLI reference from the commands' own help (make test checks it)
+cli-docs:
+	BRAID_UPDATE_README=1 $(GO) test -count=1 -run TestREADMECLIReference ./cmd/braid/
 
 ## secure-example: Braid with TLS, an operator and two tenant accounts (examples/secure; README, Security)
 secure-example: build

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 )
 
@@ -241,19 +242,58 @@ func DecodeReadReply(b []byte) (ReadReply, error) {
 // whose time is >= Time when times do not decrease along the log (server
 // times always; producers setting Braid-Time may break it, and then the
 // answer is one offset o with time(o) >= Time and time(o-1) < Time, found by
-// binary search). It is next when every record is older.
+// binary search). It is next when every record is older. Time 0 (or
+// absent) asks for no time offset.
 type OffsetsRequest struct {
 	Time int64 `json:"time,omitempty"`
 }
 
 // UnitOffsets is one unit of an OffsetsReply.
+//
+// In JSON, time_offset is present, 0 included, exactly when the request
+// asked with a time (HasTimeOffset); without one it is absent.
 type UnitOffsets struct {
 	Segment    uint64 `json:"segment"`
 	Bucket     int    `json:"bucket"`
 	First      uint64 `json:"first"`
 	Next       uint64 `json:"next"`
 	Sealed     bool   `json:"sealed"`
-	TimeOffset uint64 `json:"time_offset,omitempty"`
+	TimeOffset uint64 `json:"time_offset"`
+	// HasTimeOffset says TimeOffset was asked for (OffsetsRequest.Time).
+	HasTimeOffset bool `json:"-"`
+}
+
+// unitOffsetsJSON is the JSON form of UnitOffsets: time_offset is a
+// pointer, so that 0 is written when asked for and absent when not.
+type unitOffsetsJSON struct {
+	Segment    uint64  `json:"segment"`
+	Bucket     int     `json:"bucket"`
+	First      uint64  `json:"first"`
+	Next       uint64  `json:"next"`
+	Sealed     bool    `json:"sealed"`
+	TimeOffset *uint64 `json:"time_offset,omitempty"`
+}
+
+// MarshalJSON writes time_offset when HasTimeOffset is set, even when it is 0.
+func (u UnitOffsets) MarshalJSON() ([]byte, error) {
+	w := unitOffsetsJSON{Segment: u.Segment, Bucket: u.Bucket, First: u.First, Next: u.Next, Sealed: u.Sealed}
+	if u.HasTimeOffset {
+		w.TimeOffset = &u.TimeOffset
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON sets HasTimeOffset when time_offset is present.
+func (u *UnitOffsets) UnmarshalJSON(data []byte) error {
+	var w unitOffsetsJSON
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*u = UnitOffsets{Segment: w.Segment, Bucket: w.Bucket, First: w.First, Next: w.Next, Sealed: w.Sealed}
+	if w.TimeOffset != nil {
+		u.TimeOffset, u.HasTimeOffset = *w.TimeOffset, true
+	}
+	return nil
 }
 
 // OffsetsReply lists every unit of every segment that is not deleted, at the

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -69,4 +70,24 @@ func FuzzDecodeReadReply(f *testing.F) {
 			t.Fatalf("re-encode differs: %v", err)
 		}
 	})
+}
+
+func TestUnitOffsetsJSONKeepsAnAskedTimeOffsetOfZero(t *testing.T) {
+	for _, tc := range []struct {
+		in   UnitOffsets
+		want string
+	}{
+		{UnitOffsets{Segment: 1, Next: 4, HasTimeOffset: true}, `{"segment":1,"bucket":0,"first":0,"next":4,"sealed":false,"time_offset":0}`},
+		{UnitOffsets{Segment: 1, Next: 4, TimeOffset: 2, HasTimeOffset: true}, `{"segment":1,"bucket":0,"first":0,"next":4,"sealed":false,"time_offset":2}`},
+		{UnitOffsets{Segment: 1, Next: 4}, `{"segment":1,"bucket":0,"first":0,"next":4,"sealed":false}`},
+	} {
+		b, err := json.Marshal(tc.in)
+		if err != nil || string(b) != tc.want {
+			t.Fatalf("marshal %+v: %s (%v), want %s", tc.in, b, err, tc.want)
+		}
+		var out UnitOffsets
+		if err := json.Unmarshal(b, &out); err != nil || out != tc.in {
+			t.Fatalf("unmarshal %s: %+v (%v), want %+v", b, out, err, tc.in)
+		}
+	}
 }

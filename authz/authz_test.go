@@ -21,11 +21,11 @@ func TestCallerOf(t *testing.T) {
 	}
 	// The scan and the decoder agree, tricky members included.
 	for in, want := range map[string]Caller{
-		`{"acc":"acme","rtt":1}`:                         "acme",
-		`{"start":"x","acc":"globex"}`:                   "globex",
-		`{"x\"acc":"evil","acc":"acme"}`:                "acme",
-		`{"acc":"a\u0062c"}`:                            "abc",
-		`{"acc":"first","acc":"second"}`:                 "second",
+		`{"acc":"acme","rtt":1}`:                    "acme",
+		`{"start":"x","acc":"globex"}`:              "globex",
+		`{"x\"acc":"evil","acc":"acme"}`:            "acme",
+		`{"acc":"a\u0062c"}`:                        "abc",
+		`{"acc":"first","acc":"second"}`:            "second",
 		`{"name":"\",\"acc\":\"evil","acc":"acme"}`: "acme",
 	} {
 		if c, err := CallerOf([]byte(in)); err != nil || c != want {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -167,6 +168,15 @@ func (n *Node) topicCreate(ctx context.Context, body []byte) (any, error) {
 	var req api.TopicCreateRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
+	}
+	// 0 is the default when a count is left out; said outright, it is a
+	// mistake (a topic has at least one segment, partition, bucket).
+	var given struct{ Segments, Partitions, Buckets *int }
+	_ = json.Unmarshal(body, &given)
+	for name, v := range map[string]*int{"segments": given.Segments, "partitions": given.Partitions, "buckets": given.Buckets} {
+		if v != nil && *v <= 0 {
+			return nil, api.Errorf(api.CodeInvalidArgument, "%s %d: want 1 or more (or leave it out for the default)", name, *v)
+		}
 	}
 	return n.topics.CreateTopicOn(ctx, req, n.placeTopic(req.Topic))
 }

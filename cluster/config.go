@@ -43,6 +43,8 @@ type Config struct {
 	// an nkey seed file, and TLS (a CA to trust, a client certificate and
 	// key).
 	NATSCreds, NATSNkey, TLSCA, TLSCert, TLSKey string
+	// Version is the build's version, for braid_build_info.
+	Version string
 	// MetricsListen is host:port of the /metrics HTTP endpoint; "" or "off"
 	// disables it. Default 127.0.0.1:9470.
 	MetricsListen string

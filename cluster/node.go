@@ -19,6 +19,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,6 +117,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.forbidden = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_requests_forbidden_total",
 		Help: "Requests refused FORBIDDEN: a tenant account addressing another tenant, or asking for an operation of the operator."})
 	n.registry.MustRegister(n.forbidden)
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "braid_build_info", Help: "1, labelled with the build's version and Go's.",
+		ConstLabels: prometheus.Labels{"version": cmp.Or(cfg.Version, "devel"), "go_version": runtime.Version()}})
+	buildInfo.Set(1)
+	n.registry.MustRegister(buildInfo)
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -349,6 +354,8 @@ func (n *Node) startMetrics() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", n.readyz)
 	if n.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -360,6 +367,31 @@ func (n *Node) startMetrics() error {
 	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = n.metrics.Serve(l) }()
 	return nil
+}
+
+// readyz answers 200 when the node takes requests: connected to NATS, its
+// membership lease current (not fenced) and not closing; else 503 saying
+// why.
+func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
+	var why string
+	n.svcMu.Lock()
+	closing := n.closing
+	n.svcMu.Unlock()
+	switch {
+	case closing:
+		why = "closing"
+	case n.nc == nil || !n.nc.IsConnected():
+		why = "not connected to NATS"
+	default:
+		if err := n.fence(); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
 }
 
 // holdReplies holds the produce front-end's replies while the node's

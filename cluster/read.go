@@ -273,6 +273,7 @@ func (n *Node) readOffsets(r replier, req micro.Request, t *actors.Topic) {
 			}
 			u := api.UnitOffsets{Segment: uint64(s.ID), Bucket: b, First: first, Next: next, Sealed: s.State == topology.StateSealed}
 			if or.Time > 0 {
+				u.HasTimeOffset = true
 				if u.TimeOffset, err = offsetForTime(t, s.ID, b, first, next, or.Time); err != nil {
 					r.err(err)
 					return

@@ -388,9 +388,29 @@ func (q *queueGroup) onDeadLettered(m deadLettered) {
 	q.scheduleFlush()
 }
 
-// positionEntry finds the window entry of a position. ok is false, with an
-// error, for a position that was never delivered; a position already
-// acknowledged (below the floor, or of a drained segment) gives nil, true.
+// checkPositions refuses, with INVALID_ARGUMENT, the first position that
+// was never delivered: of no unit of the subscription, at or past its
+// unit's next offset to deliver, or at or past the final end of its unit
+// when the segment is drained.
+func (q *queueGroup) checkPositions(ps []api.Position) error {
+	for _, p := range ps {
+		if q.state.Drained[topology.SegmentID(p.Segment)] {
+			if err := q.drainedPosition(p); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, _, _, err := q.positionEntry(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// positionEntry finds the window entry of a position. It fails for a
+// position of a segment not drained that was never delivered; a position
+// already acknowledged (below the floor, or of a drained segment: see
+// drainedPosition) gives a nil entry and no error.
 func (q *queueGroup) positionEntry(p api.Position) (topology.Unit, *queueUnit, *queueEntry, error) {
 	unit := topology.Unit{Segment: topology.SegmentID(p.Segment), Bucket: p.Bucket}
 	if q.state.Drained[unit.Segment] {
@@ -406,6 +426,29 @@ func (q *queueGroup) positionEntry(p api.Position) (topology.Unit, *queueUnit, *
 		return unit, nil, nil, api.Errorf(api.CodeInvalidArgument, "segment %d bucket %d offset %d was never delivered (next offset to deliver is %d)", p.Segment, p.Bucket, p.Offset, u.read())
 	}
 	return unit, u, u.entry(p.Offset), nil
+}
+
+// drainedPosition checks a position of a drained segment: every offset
+// below its unit's final next offset was delivered (or removed by
+// retention) and acknowledged, and none at or past it ever existed. A
+// segment whose bounds are no longer known (deleted) is taken on trust, as
+// it holds nothing left to deliver.
+func (q *queueGroup) drainedPosition(p api.Position) error {
+	s, ok := q.cfg.Source.Layout().Segment(topology.SegmentID(p.Segment))
+	if !ok || s.State == topology.StateDeleted {
+		return nil
+	}
+	if p.Bucket < 0 || p.Bucket >= s.Buckets {
+		return api.Errorf(api.CodeInvalidArgument, "segment %d bucket %d is not a unit of queue subscription %q", p.Segment, p.Bucket, q.cfg.Subscription)
+	}
+	_, next, err := q.cfg.Source.Bounds(s.ID, p.Bucket)
+	if err != nil {
+		return nil
+	}
+	if p.Offset >= next {
+		return api.Errorf(api.CodeInvalidArgument, "segment %d bucket %d offset %d was never delivered (the segment is drained; the unit ends at offset %d)", p.Segment, p.Bucket, p.Offset, next)
+	}
+	return nil
 }
 
 func (q *queueGroup) knownConsumer(name string) (*consumerState, error) {
@@ -425,11 +468,9 @@ func (q *queueGroup) onAck(m *Ack) {
 		return
 	}
 	q.refresh()
-	for _, p := range m.Acks {
-		if _, _, _, err := q.positionEntry(p); err != nil {
-			replyErr(m.Reply, err)
-			return
-		}
+	if err := q.checkPositions(m.Acks); err != nil {
+		replyErr(m.Reply, err)
+		return
 	}
 	for _, p := range m.Acks {
 		unit, u, e, _ := q.positionEntry(p)
@@ -457,11 +498,9 @@ func (q *queueGroup) onNack(m *queueNack) {
 		return
 	}
 	q.refresh()
-	for _, p := range m.Nacks {
-		if _, _, _, err := q.positionEntry(p); err != nil {
-			replyErr(m.Reply, err)
-			return
-		}
+	if err := q.checkPositions(m.Nacks); err != nil {
+		replyErr(m.Reply, err)
+		return
 	}
 	now := time.Now()
 	for _, p := range m.Nacks {

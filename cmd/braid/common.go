@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -11,18 +10,26 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 )
 
-// clientFlags are the flags of every command that talks to a server.
+// clientFlags are the flags of every command that talks to a server. They
+// are persistent flags of the command that registers them, so they may
+// come before or after its subcommand.
 type clientFlags struct {
-	server  string
-	timeout time.Duration
+	server      string
+	contextName string
+	timeout     time.Duration
 	// Credentials: a .creds file, an nkey seed file, TLS files.
 	creds, nkey, tlsCA, tlsCert, tlsKey string
+	cmd                                 *cobra.Command
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS URL of the Braid server (nats://user:password@host:port for a password)")
+func (c *clientFlags) register(cmd *cobra.Command) {
+	c.cmd = cmd
+	fs := cmd.PersistentFlags()
+	fs.StringVarP(&c.server, "server", "s", nats.DefaultURL, "NATS URL of the Braid server (default: $NATS_URL, the nats context's, nats://127.0.0.1:4222); nats://user:password@host:port for a password, tls:// for TLS")
+	fs.StringVar(&c.contextName, "context", "", "a nats CLI context to take the URL and credentials from (default: the selected one)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "timeout of one request")
 	fs.StringVar(&c.creds, "creds", "", "a .creds file to connect with")
 	fs.StringVar(&c.nkey, "nkey", "", "an nkey seed file to connect with")
@@ -31,27 +38,66 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "client key file for TLS")
 }
 
-func (c *clientFlags) connect() (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name("braid-cli")}
-	if c.creds != "" {
-		opts = append(opts, nats.UserCredentials(c.creds))
+// changed reports whether flag name was given on the command line.
+func (c *clientFlags) changed(name string) bool {
+	f := c.cmd.PersistentFlags().Lookup(name)
+	return f != nil && f.Changed
+}
+
+// settings resolves the server URL and credentials: flags given, else
+// $NATS_URL (the URL), else the nats context, else the defaults.
+func (c *clientFlags) settings() (server string, opts []nats.Option, err error) {
+	nctx, err := loadNATSContext(c.contextName)
+	if err != nil {
+		return "", nil, err
 	}
-	if c.nkey != "" {
-		o, err := nats.NkeyOptionFromSeed(c.nkey)
+	pick := func(flag, fromFlag, fromContext string) string {
+		if c.changed(flag) || fromContext == "" {
+			return fromFlag
+		}
+		return fromContext
+	}
+	server = c.server
+	switch {
+	case c.changed("server"):
+	case os.Getenv("NATS_URL") != "":
+		server = os.Getenv("NATS_URL")
+	case nctx.URL != "":
+		server = nctx.URL
+	}
+	creds, nkey := pick("creds", c.creds, nctx.Creds), pick("nkey", c.nkey, nctx.Nkey)
+	ca, cert, key := pick("tls-ca", c.tlsCA, nctx.CA), pick("tls-cert", c.tlsCert, nctx.Cert), pick("tls-key", c.tlsKey, nctx.Key)
+	opts = []nats.Option{nats.Name("braid-cli")}
+	if nctx.User != "" && !c.changed("server") {
+		opts = append(opts, nats.UserInfo(nctx.User, nctx.Pass))
+	}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	if nkey != "" {
+		o, err := nats.NkeyOptionFromSeed(nkey)
 		if err != nil {
-			return nil, fmt.Errorf("--nkey %s: %w", c.nkey, err)
+			return "", nil, fmt.Errorf("--nkey %s: %w", nkey, err)
 		}
 		opts = append(opts, o)
 	}
-	if c.tlsCA != "" {
-		opts = append(opts, nats.RootCAs(c.tlsCA))
+	if ca != "" {
+		opts = append(opts, nats.RootCAs(ca))
 	}
-	if c.tlsCert != "" || c.tlsKey != "" {
-		opts = append(opts, nats.ClientCert(c.tlsCert, c.tlsKey))
+	if cert != "" || key != "" {
+		opts = append(opts, nats.ClientCert(cert, key))
 	}
-	nc, err := nats.Connect(c.server, opts...)
+	return server, opts, nil
+}
+
+func (c *clientFlags) connect() (*nats.Conn, error) {
+	server, opts, err := c.settings()
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", redactedURL(c.server), err)
+		return nil, err
+	}
+	nc, err := nats.Connect(server, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redactedURL(server), err)
 	}
 	return nc, nil
 }
@@ -65,38 +111,14 @@ func redactedURL(u string) string {
 	return p.Redacted()
 }
 
-// topicSession parses the flags and the one topic URI of a command, connects
-// and returns a context cancelled by SIGINT or SIGTERM; done closes both.
-func (c *clientFlags) topicSession(fs *flag.FlagSet, args []string) (uri string, nc *nats.Conn, ctx context.Context, done func(), err error) {
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return "", nil, nil, nil, err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return "", nil, nil, nil, fmt.Errorf("%s: want one topic URI", fs.Name())
-	}
+// session connects and returns a context cancelled by SIGINT or SIGTERM;
+// done closes both.
+func (c *clientFlags) session() (nc *nats.Conn, ctx context.Context, done func(), err error) {
 	if nc, err = c.connect(); err != nil {
-		return "", nil, nil, nil, err
+		return nil, nil, nil, err
 	}
 	ctx, stop := signalContext()
-	return pos[0], nc, ctx, func() { stop(); nc.Close() }, nil
-}
-
-// parseInterleaved parses flags that may come before or after positional
-// arguments ("topic create URI --segments 4") and returns the positionals.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
+	return nc, ctx, func() { stop(); nc.Close() }, nil
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.
@@ -104,9 +126,10 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
 
-func usageOf(fs *flag.FlagSet, synopsis string) func() {
-	return func() {
-		fmt.Fprintf(os.Stderr, "usage: %s\n\nflags:\n", synopsis)
-		fs.PrintDefaults()
+// positive refuses a flag value below lo: a count, a size.
+func positive(name string, v, lo int) error {
+	if v < lo {
+		return usagef("--%s %d: want %d or more", name, v, lo)
 	}
+	return nil
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
 )
 
@@ -19,17 +17,16 @@ func compactCmd(ctx context.Context, adm *client.Admin, uri string, asJSON bool)
 	if err != nil {
 		return err
 	}
-	tty := isTerminal(os.Stderr)
+	bar := newProgress(os.Stderr, "compact", int64(st.Units))
 	for st.Running {
-		progressBar(st, tty)
+		bar.describe(st.Phase)
+		bar.set(int64(st.UnitsDone))
 		time.Sleep(100 * time.Millisecond) // the CLI polls the server's status
 		if st, err = adm.Compaction(ctx, uri); err != nil {
 			return err
 		}
 	}
-	if tty {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	bar.finish(int64(st.UnitsDone))
 	if st.Error != "" {
 		return fmt.Errorf("compaction of %s failed: %s", uri, st.Error)
 	}
@@ -39,25 +36,4 @@ func compactCmd(ctx context.Context, adm *client.Admin, uri string, asJSON bool)
 	fmt.Printf("compacted %s: generation %d, %d keys, %d of %d records kept, %d -> %d bytes, %d passes, %d ms\n",
 		uri, st.Generation, st.Keys, st.Kept, st.Read, st.BytesBefore, st.BytesAfter, st.Passes, st.DurationMs)
 	return nil
-}
-
-// progressBar draws the compaction's progress on stderr: in place on a
-// terminal, a line per change elsewhere.
-func progressBar(st api.CompactionStatus, tty bool) {
-	const width = 30
-	done := 0
-	if st.Units > 0 {
-		done = st.UnitsDone * width / st.Units
-	}
-	line := fmt.Sprintf("%-8s [%s%s] %d/%d units", st.Phase, strings.Repeat("#", done), strings.Repeat(".", width-done), st.UnitsDone, st.Units)
-	if tty {
-		fmt.Fprint(os.Stderr, "\r\033[K"+line)
-		return
-	}
-	fmt.Fprintln(os.Stderr, line)
-}
-
-func isTerminal(f *os.File) bool {
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 )
 
 // consumed is one message as the consume loop sees it, whatever the kind.
@@ -23,31 +24,96 @@ type consumed struct {
 	ack          func()
 }
 
-func consumeCmd(args []string) error {
-	fs := flag.NewFlagSet("consume", flag.ExitOnError)
-	fs.Usage = usageOf(fs, "braid consume URI [--kind stream|queue|checkpoint] [--subscription NAME] [--count N] [--start earliest|latest] [--compacted] [--quiet]")
-	var cf clientFlags
-	cf.register(fs)
-	kind := fs.String("kind", "stream", "stream (ordered, cumulative acks), queue (shared, individual acks) or checkpoint (no subscription)")
-	sub := fs.String("subscription", "braid-cli", "subscription to read with (stream and queue)")
-	name := fs.String("name", "", "consumer name (default: random)")
-	start := fs.String("start", "earliest", "start of a new subscription or checkpoint consumer: earliest or latest")
-	count := fs.Int("count", 0, "stop after this many messages (0: until interrupted)")
-	idle := fs.Duration("idle", 0, "stop after this long without a message (0: never)")
-	quiet := fs.Bool("quiet", false, "print only the final count and rate")
-	maxDeliveries := fs.Int("max-deliveries", -1, "queue: deliveries before a message goes to the dead-letter topic (0: unlimited; -1: leave as is)")
-	deadLetter := fs.String("dead-letter-topic", "", "queue: dead-letter topic (default <topic>-dlq)")
-	ackTimeout := fs.Duration("ack-timeout", -1, "queue: redeliver what is not acked within this (0: never; -1: leave as is)")
-	startTime := fs.String("start-time", "", "checkpoint: start at this time (RFC 3339 or unix milliseconds)")
-	restore := fs.String("checkpoint", "", "checkpoint: resume from this checkpoint (as printed at exit)")
-	skipGone := fs.Bool("skip-gone", false, "checkpoint: skip data removed by retention instead of failing")
-	compacted := fs.Bool("compacted", false, "stream and checkpoint: read the compacted view (the latest value of each key below the compaction horizon, then the log); a stream subscription keeps what it was created with")
-	uri, nc, ctx, done, err := cf.topicSession(fs, args)
-	if err != nil {
-		return err
-	}
-	defer done()
+// consumeFlags says which --kind each kind-specific flag applies to.
+var consumeFlags = map[string][]string{
+	"subscription":      {"stream", "queue"},
+	"name":              {"stream", "queue"},
+	"max-deliveries":    {"queue"},
+	"dead-letter-topic": {"queue"},
+	"ack-timeout":       {"queue"},
+	"start-time":        {"checkpoint"},
+	"checkpoint":        {"checkpoint"},
+	"skip-gone":         {"checkpoint"},
+	"compacted":         {"stream", "checkpoint"},
+}
 
+func consumeCommand() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{Use: "consume URI", Args: cobra.ExactArgs(1),
+		Short: "read a topic: a stream or queue subscription, or a checkpoint consumer",
+		Example: `  braid consume topic://public/default/orders --subscription audit
+  braid consume topic://public/default/orders --kind queue --subscription workers --max-deliveries 5
+  braid consume topic://public/default/orders --kind checkpoint --start-time 2026-01-01T00:00:00Z`}
+	cf.register(cmd)
+	fl := cmd.Flags()
+	kind := fl.String("kind", "stream", "stream (ordered, cumulative acks), queue (shared, individual acks) or checkpoint (no subscription)")
+	sub := fl.String("subscription", "braid-cli", "subscription to read with (stream, queue)")
+	name := fl.String("name", "", "consumer name (stream, queue; default: random)")
+	start := fl.String("start", "earliest", "start of a new subscription or checkpoint consumer: earliest or latest")
+	count := fl.Int("count", 0, "stop after this many messages (0: until interrupted)")
+	idle := fl.Duration("idle", 0, "stop after this long without a message (0: never)")
+	quiet := fl.Bool("quiet", false, "print only the final count and rate")
+	maxDeliveries := fl.Int("max-deliveries", 0, "queue: deliveries before a message goes to the dead-letter topic, 0 unlimited (default: the subscription's)")
+	deadLetter := fl.String("dead-letter-topic", "", "queue: dead-letter topic (default: <topic>-dlq)")
+	ackTimeout := fl.Duration("ack-timeout", 0, "queue: redeliver what is not acked within this, 0s never (default: the subscription's)")
+	startTime := fl.String("start-time", "", "checkpoint: start at this time (RFC 3339 or unix milliseconds)")
+	restore := fl.String("checkpoint", "", "checkpoint: resume from this checkpoint (as printed at exit)")
+	skipGone := fl.Bool("skip-gone", false, "checkpoint: skip data removed by retention instead of failing")
+	compacted := fl.Bool("compacted", false, "stream, checkpoint: read the compacted view (the latest value of each key below the compaction horizon, then the log); a stream subscription keeps what it was created with")
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		uri := args[0]
+		if *kind != "stream" && *kind != "queue" && *kind != "checkpoint" {
+			return usagef("--kind %q: want stream, queue or checkpoint", *kind)
+		}
+		for flag, kinds := range consumeFlags {
+			if fl.Changed(flag) && !slices.Contains(kinds, *kind) {
+				return usagef("--%s applies to --kind %s, not %s", flag, strings.Join(kinds, " or "), *kind)
+			}
+		}
+		if *start != "earliest" && *start != "latest" {
+			return usagef("--start %q: want earliest or latest", *start)
+		}
+		if fl.Changed("checkpoint") && (fl.Changed("start-time") || fl.Changed("start")) {
+			return usagef("--checkpoint resumes where the checkpoint says: it does not go with --start or --start-time")
+		}
+		if err := positive("count", *count, 0); err != nil {
+			return err
+		}
+		if err := positive("max-deliveries", *maxDeliveries, 0); err != nil {
+			return err
+		}
+		if *idle < 0 || *ackTimeout < 0 {
+			return usagef("--idle and --ack-timeout cannot be negative")
+		}
+		nc, ctx, done, err := cf.session()
+		if err != nil {
+			return err
+		}
+		defer done()
+		return consume(c, nc, ctx, uri, consumeOptions{kind: *kind, sub: *sub, name: *name, start: *start, count: *count, idle: *idle,
+			quiet: *quiet, maxDeliveries: maxDeliveries, deadLetter: *deadLetter, ackTimeout: ackTimeout, startTime: *startTime,
+			restore: *restore, skipGone: *skipGone, compacted: *compacted, timeout: cf.timeout,
+			setMaxDeliveries: fl.Changed("max-deliveries"), setAckTimeout: fl.Changed("ack-timeout")})
+	}
+	return cmd
+}
+
+// consumeOptions are consume's flags, checked.
+type consumeOptions struct {
+	kind, sub, name, start          string
+	count                           int
+	idle, timeout                   time.Duration
+	quiet, skipGone, compacted      bool
+	maxDeliveries                   *int
+	ackTimeout                      *time.Duration
+	setMaxDeliveries, setAckTimeout bool
+	deadLetter, startTime, restore  string
+}
+
+func consume(c *cobra.Command, nc *nats.Conn, ctx context.Context, uri string, o consumeOptions) error {
+	kind, sub, name, start, compacted := &o.kind, &o.sub, &o.name, &o.start, &o.compacted
+	deadLetter, startTime, restore, skipGone, count, idle, quiet := &o.deadLetter, &o.startTime, &o.restore, &o.skipGone, &o.count, &o.idle, &o.quiet
+	out, errOut := c.OutOrStdout(), c.ErrOrStderr()
 	var next func(context.Context) (consumed, error)
 	var closeFn func(context.Context) error
 	switch *kind {
@@ -59,39 +125,36 @@ func consumeCmd(args []string) error {
 		if *compacted {
 			opts = append(opts, client.WithReadCompacted())
 		}
-		c, err := client.NewStreamConsumer(nc, uri, *sub, opts...)
+		sc, err := client.NewStreamConsumer(nc, uri, *sub, opts...)
 		if err != nil {
 			return err
 		}
-		next = adapt(c.Next, func(m *client.Message) consumed {
+		next = adapt(sc.Next, func(m *client.Message) consumed {
 			return consumed{id: m.ID, key: m.Key, payload: m.Payload, headers: m.Headers, deliveries: m.Deliveries, ack: m.Ack}
 		})
-		closeFn = c.Close
+		closeFn = sc.Close
 	case "queue":
-		if *compacted {
-			return fmt.Errorf("consume: --compacted: queue subscriptions do not read the compacted view (use --kind stream or checkpoint)")
-		}
 		opts := []client.QueueOption{client.WithStart(*start)}
 		if *name != "" {
 			opts = append(opts, client.WithConsumerName(*name))
 		}
-		if *maxDeliveries >= 0 {
-			opts = append(opts, client.WithMaxDeliveries(*maxDeliveries))
+		if o.setMaxDeliveries {
+			opts = append(opts, client.WithMaxDeliveries(*o.maxDeliveries))
 		}
 		if *deadLetter != "" {
 			opts = append(opts, client.WithDeadLetterTopic(*deadLetter))
 		}
-		if *ackTimeout >= 0 {
-			opts = append(opts, client.WithAckTimeout(*ackTimeout))
+		if o.setAckTimeout {
+			opts = append(opts, client.WithAckTimeout(*o.ackTimeout))
 		}
-		c, err := client.NewQueueConsumer(nc, uri, *sub, opts...)
+		qc, err := client.NewQueueConsumer(nc, uri, *sub, opts...)
 		if err != nil {
 			return err
 		}
-		next = adapt(c.Next, func(m *client.QueueMessage) consumed {
+		next = adapt(qc.Next, func(m *client.QueueMessage) consumed {
 			return consumed{id: m.ID, key: m.Key, payload: m.Payload, headers: m.Headers, deliveries: m.Deliveries, ack: m.Ack}
 		})
-		closeFn = c.Close
+		closeFn = qc.Close
 	case "checkpoint":
 		opts := []client.CheckpointOption{client.WithStart(*start)}
 		if *startTime != "" {
@@ -105,30 +168,28 @@ func consumeCmd(args []string) error {
 			opts = append(opts, client.WithReadCompacted())
 		}
 		if *skipGone {
-			opts = append(opts, client.WithSkipGone(func(e *client.SegmentGoneError) { fmt.Fprintln(os.Stderr, "skipped:", e) }))
+			opts = append(opts, client.WithSkipGone(func(e *client.SegmentGoneError) { fmt.Fprintln(errOut, "skipped:", e) }))
 		}
-		c, err := client.NewCheckpointConsumer(nc, uri, opts...)
+		cp, err := client.NewCheckpointConsumer(nc, uri, opts...)
 		if err != nil {
 			return err
 		}
 		if *restore != "" {
-			cp, err := client.ParseCheckpoint(*restore)
+			at, err := client.ParseCheckpoint(*restore)
 			if err != nil {
-				return err
+				return usagef("--checkpoint: %v", err)
 			}
-			if err := c.Restore(ctx, cp); err != nil {
+			if err := cp.Restore(ctx, at); err != nil {
 				return err
 			}
 		}
-		next = adapt(c.Next, func(m *client.CheckpointMessage) consumed {
+		next = adapt(cp.Next, func(m *client.CheckpointMessage) consumed {
 			return consumed{id: m.ID, key: m.Key, payload: m.Payload, headers: m.Headers, ack: func() {}}
 		})
 		closeFn = func(context.Context) error {
-			fmt.Fprintf(os.Stderr, "checkpoint: %s\n", c.Checkpoint())
-			return c.Close()
+			fmt.Fprintf(errOut, "checkpoint: %s\n", cp.Checkpoint())
+			return cp.Close()
 		}
-	default:
-		return fmt.Errorf("consume: --kind %q: want stream, queue or checkpoint", *kind)
 	}
 
 	n, began := 0, time.Now()
@@ -149,17 +210,17 @@ func consumeCmd(args []string) error {
 		}
 		n++
 		if !*quiet {
-			fmt.Print(formatConsumed(m))
+			fmt.Fprint(out, formatConsumed(m))
 		}
 		m.ack()
 	}
-	closeCtx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	closeCtx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	if err := closeFn(closeCtx); err != nil {
 		return err
 	}
 	el := time.Since(began)
-	fmt.Fprintf(os.Stderr, "consumed %d messages in %s (%.0f msg/s)\n", n, el.Round(time.Millisecond), float64(n)/el.Seconds())
+	fmt.Fprintf(errOut, "consumed %d messages in %s (%.0f msg/s)\n", n, el.Round(time.Millisecond), float64(n)/el.Seconds())
 	return nil
 }
 

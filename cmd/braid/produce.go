@@ -2,93 +2,151 @@ package main
 
 import (
 	"bufio"
-	"flag"
+	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
-func produceCmd(args []string) error {
-	fs := flag.NewFlagSet("produce", flag.ExitOnError)
-	fs.Usage = usageOf(fs, "braid produce URI [--key K] < lines   |   braid produce URI --count N [--size B] [--keys K]")
+func produceCommand() *cobra.Command {
 	var cf clientFlags
-	cf.register(fs)
-	key := fs.String("key", "", "key of every message read from stdin (default: unkeyed)")
-	count := fs.Int("count", 0, "generate this many messages instead of reading stdin")
-	size := fs.Int("size", 100, "payload size of generated messages")
-	keys := fs.Int("keys", 1000, "generated messages are keyed over this many keys (0: unkeyed)")
-	uri, nc, ctx, done, err := cf.topicSession(fs, args)
-	if err != nil {
-		return err
-	}
-	defer done()
-	p, err := client.NewProducer(nc, uri, client.WithRequestTimeout(cf.timeout))
-	if err != nil {
-		return err
-	}
-	var sent, failed atomic.Int64
-	var firstErr atomic.Value
-	cb := func(id client.MessageID, err error) {
+	cmd := &cobra.Command{Use: "produce URI", Args: cobra.ExactArgs(1),
+		Short: "send messages: one per line of stdin, or --count generated ones",
+		Example: `  braid produce topic://public/default/orders --key k1 < messages.txt
+  braid produce topic://public/default/orders --count 100000 --size 200 --keys 1000
+  echo hi | braid produce topic://public/default/orders --header trace=abc --time 2026-01-01T00:00:00Z`}
+	cf.register(cmd)
+	key := cmd.Flags().String("key", "", "key of every message read from stdin (default: unkeyed)")
+	count := cmd.Flags().Int("count", 0, "generate this many messages instead of reading stdin")
+	size := cmd.Flags().Int("size", 100, "payload size of generated messages (with --count)")
+	keys := cmd.Flags().Int("keys", 1000, "generated messages are keyed over this many keys, 0 unkeyed (with --count)")
+	headers := cmd.Flags().StringArray("header", nil, "a header NAME=VALUE on every message (repeatable)")
+	at := cmd.Flags().String("time", "", "the time of every message, RFC 3339 or unix milliseconds (default: when the server takes it)")
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		uri := args[0]
+		if err := positive("count", *count, 0); err != nil {
+			return err
+		}
+		if err := positive("size", *size, 0); err != nil {
+			return err
+		}
+		if err := positive("keys", *keys, 0); err != nil {
+			return err
+		}
+		generated := c.Flags().Changed("count")
+		for _, name := range []string{"size", "keys"} {
+			if c.Flags().Changed(name) && !generated {
+				return usagef("--%s applies to generated messages: give --count", name)
+			}
+		}
+		if generated && c.Flags().Changed("key") {
+			return usagef("--key applies to messages read from stdin; generated ones are keyed by --keys")
+		}
+		var hdrs []api.Header
+		for _, h := range *headers {
+			name, value, ok := strings.Cut(h, "=")
+			if !ok || name == "" {
+				return usagef("--header %q: want NAME=VALUE", h)
+			}
+			hdrs = append(hdrs, api.Header{Name: name, Value: []byte(value)})
+		}
+		var ts int64
+		if *at != "" {
+			t, err := parseTime(*at)
+			if err != nil {
+				return usagef("--time: %v", err)
+			}
+			ts = t.UnixMilli()
+		}
+		nc, ctx, done, err := cf.session()
 		if err != nil {
-			failed.Add(1)
-			firstErr.CompareAndSwap(nil, err)
-			return
+			return err
 		}
-		sent.Add(1)
-	}
-	start := time.Now()
-	progress := time.NewTicker(time.Second)
-	defer progress.Stop()
-	report := func() {
-		fmt.Fprintf(os.Stderr, "\rproduced %d (%d failed) in %s", sent.Load(), failed.Load(), time.Since(start).Round(time.Millisecond))
-	}
-	send := func(rec api.Record) error {
-		select {
-		case <-progress.C:
-			report()
-		default:
+		defer done()
+		p, err := client.NewProducer(nc, uri, client.WithRequestTimeout(cf.timeout))
+		if err != nil {
+			return err
 		}
-		return p.Send(ctx, rec, cb)
-	}
-	if *count > 0 {
-		payload := make([]byte, *size)
-		for i := 0; i < *count && ctx.Err() == nil; i++ {
-			rec := api.Record{Payload: payload}
-			if *keys > 0 {
-				rec.Key = []byte(fmt.Sprintf("key-%d", i%*keys))
+		var sent, failed atomic.Int64
+		var firstErr atomic.Value
+		cb := func(id client.MessageID, err error) {
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+				return
 			}
-			if err := send(rec); err != nil {
-				return err
-			}
+			sent.Add(1)
 		}
-	} else {
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 64<<10), 8<<20)
-		for sc.Scan() && ctx.Err() == nil {
-			rec := api.Record{Payload: append([]byte(nil), sc.Bytes()...)}
+		start := time.Now()
+		bar := newProgress(c.ErrOrStderr(), "produce", int64(*count))
+		send := func(rec api.Record) error {
+			rec.Headers, rec.Time = hdrs, ts
+			bar.set(sent.Load() + failed.Load())
+			return p.Send(ctx, rec, cb)
+		}
+		if generated {
+			payload := make([]byte, *size)
+			for i := 0; i < *count && ctx.Err() == nil; i++ {
+				rec := api.Record{Payload: payload}
+				if *keys > 0 {
+					rec.Key = []byte(fmt.Sprintf("key-%d", i%*keys))
+				}
+				if err := send(rec); err != nil {
+					return err
+				}
+			}
+		} else if err := eachLine(c.InOrStdin(), func(line []byte) error {
+			rec := api.Record{Payload: line}
 			if *key != "" {
 				rec.Key = []byte(*key)
 			}
-			if err := send(rec); err != nil {
-				return err
+			return send(rec)
+		}); err != nil {
+			return err
+		}
+		if err := p.Close(ctx); err != nil {
+			return err
+		}
+		bar.finish(sent.Load() + failed.Load())
+		el := time.Since(start)
+		fmt.Fprintf(c.ErrOrStderr(), "produced %d (%d failed) in %s, %.0f msg/s\n", sent.Load(), failed.Load(), el.Round(time.Millisecond), float64(sent.Load())/el.Seconds())
+		if e, ok := firstErr.Load().(error); ok {
+			return fmt.Errorf("%d messages failed; first: %w", failed.Load(), e)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// eachLine calls fn with every line of r, without its line end, however
+// long (the server refuses one over the topic's max payload).
+func eachLine(r io.Reader, fn func([]byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+			if ferr := fn(line); ferr != nil {
+				return ferr
 			}
 		}
-		if err := sc.Err(); err != nil {
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 	}
-	if err := p.Close(ctx); err != nil {
-		return err
-	}
-	report()
-	el := time.Since(start)
-	fmt.Fprintf(os.Stderr, "\n%.0f msg/s\n", float64(sent.Load())/el.Seconds())
-	if e, ok := firstErr.Load().(error); ok {
-		return fmt.Errorf("%d messages failed; first: %w", failed.Load(), e)
-	}
-	return nil
 }
+
+// isTerminal reports whether f is a terminal (not /dev/null, a pipe, a
+// file).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -16,6 +15,8 @@ import (
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/cluster"
 	"github.com/nats-io/nats-server/v2/conf"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // parseTenantAccounts parses tenant=account,... into account -> tenant.
@@ -41,9 +42,9 @@ func parseTenantAccounts(s string) (map[string]string, error) {
 // configuration format, keys the flags' names with - or _) names and the
 // command line did not, and returns every flag set either way. Unknown
 // keys are refused.
-func applyConfigFile(fs *flag.FlagSet, path string) (map[string]bool, error) {
+func applyConfigFile(fs *pflag.FlagSet, path string) (map[string]bool, error) {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	if path == "" {
 		return set, nil
 	}
@@ -79,8 +80,13 @@ func applyConfigFile(fs *flag.FlagSet, path string) (map[string]bool, error) {
 	return set, nil
 }
 
-func serve(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+func serveCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "serve", Args: cobra.NoArgs,
+		Short: "run a Braid server (embedded NATS by default)",
+		Example: `  braid serve --data-dir ./data
+  braid serve --config examples/secure/braid.conf
+  braid serve --node-id n1 --cluster-listen 127.0.0.1:6222 --routes nats://127.0.0.1:6223,nats://127.0.0.1:6224`}
+	fs := cmd.Flags()
 	var cfg cluster.Config
 	fs.StringVar(&cfg.DataDir, "data-dir", cluster.DefaultDataDir, "directory for logs, subscriptions and the embedded NATS store")
 	fs.StringVar(&cfg.NATSListen, "nats-listen", cluster.DefaultNATSListen, "host:port of the embedded NATS server")
@@ -104,6 +110,7 @@ func serve(args []string) error {
 	fs.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", cluster.DefaultRebalanceInterval, "how often the entry node compares the nodes' active segments and moves topics from the most to the least loaded (negative: never)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	cfg.Version = buildVersion()
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server: accounts, users, TLS, cluster (see examples/secure)")
 	fs.StringVar(&cfg.BraidAccount, "braid-account", cluster.DefaultBraidAccount, "the NATS account Braid's services and metadata live in, when the NATS configuration has accounts")
 	fs.StringVar(&cfg.OperatorAccount, "operator-account", "", "the NATS account that may create tenants, drain nodes and address every tenant (Braid's own account always may)")
@@ -114,31 +121,39 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key file for NATS's TLS (with --tls-cert)")
 	tenantAccounts := fs.String("tenant-accounts", "", "accounts not named as their tenants, as tenant=account,... (with JWTs an account is known by its public key)")
 	config := fs.String("config", "", "a configuration file of serve's flags (nats-server's format: data_dir: \"/var/lib/braid\"; flags given on the command line win)")
-	_ = fs.Parse(args)
-	set, err := applyConfigFile(fs, *config)
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		return serve(fs, &cfg, *routes, *level, *tenantAccounts, *config)
+	}
+	return cmd
+}
+
+func serve(fs *pflag.FlagSet, cfg *cluster.Config, routes, level, tenantAccounts, config string) error {
+	set, err := applyConfigFile(fs, config)
 	if err != nil {
 		return err
 	}
-	if cfg.TenantAccounts, err = parseTenantAccounts(*tenantAccounts); err != nil {
+	// The file may have set these.
+	routes, level, tenantAccounts = fs.Lookup("routes").Value.String(), fs.Lookup("log-level").Value.String(), fs.Lookup("tenant-accounts").Value.String()
+	if cfg.TenantAccounts, err = parseTenantAccounts(tenantAccounts); err != nil {
 		return err
 	}
 	if cfg.NATSConfig != "" && !set["nats-listen"] {
 		cfg.NATSListen = "" // the NATS configuration's listen, or NATS's default
 	}
-	for _, r := range strings.Split(*routes, ",") {
+	for _, r := range strings.Split(routes, ",") {
 		if r = strings.TrimSpace(r); r != "" {
 			cfg.Routes = append(cfg.Routes, r)
 		}
 	}
 
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		return err
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", level)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	node, err := cluster.Start(ctx, cfg)
+	node, err := cluster.Start(ctx, *cfg)
 	if err != nil {
 		return err
 	}

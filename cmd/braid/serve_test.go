@@ -1,7 +1,7 @@
 package main
 
 import (
-	"flag"
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +18,7 @@ func TestApplyConfigFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	dataDir := fs.String("data-dir", "./data", "")
 	natsConfig := fs.String("nats-config", "", "")
 	lease := fs.Duration("lease-ttl", time.Second, "")
@@ -52,7 +52,7 @@ func TestApplyConfigFile(t *testing.T) {
 		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 		fs.String("data-dir", "", "")
 		fs.Duration("lease-ttl", 0, "")
 		fs.String("config", "", "")

@@ -1,10 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,85 +15,96 @@ import (
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/topology"
+	"github.com/spf13/cobra"
 )
 
-const topicUsage = `usage: braid topic <verb> [flags]
+// cliEnv is what the commands of one group share: the connection flags and
+// --output.
+type cliEnv struct {
+	cf  clientFlags
+	out output
+}
 
-verbs:
-  create   URI [--segments N] [--buckets N] [--policies JSON]
-           persistent://t/ns/name [--partitions N]   a fixed topic: keys go to partition hash % N
-  partitions URI N           grow a fixed topic to N partitions (keys remap; never fewer)
-  migrate  URI [--force] [--buckets N]   turn a fixed topic into topic://t/ns/name in place, irreversibly
-  describe URI [--json]
-  list     TENANT/NAMESPACE
-  split    URI SEGMENT [--at 0xHASH]
-  merge    URI SEGMENT SEGMENT
-  rebucket URI SEGMENT BUCKETS
-  delete   URI
-  stats    URI
-  policies URI [--set JSON] [--unset KEY,KEY] [--json]
-  compact  URI [--json]      compact the topic now, with a progress bar
-  compaction URI             the topic's compaction: running, last horizons, keys, bytes
-`
+func newGroup(use, short string) (*cobra.Command, *cliEnv) {
+	env := &cliEnv{}
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return usagef("%s: missing verb (see '%s -h')", c.CommandPath(), c.CommandPath())
+		}}
+	env.cf.register(cmd)
+	env.out.register(cmd)
+	return cmd, env
+}
 
-func topicCmd(args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, topicUsage)
-		return errors.New("topic: missing verb")
+// admin connects and runs fn with an admin client.
+func (e *cliEnv) admin(fn func(ctx context.Context, adm *client.Admin) error) error {
+	if err := e.out.check(); err != nil {
+		return err
 	}
-	verb := args[0]
-	if verb == "policies" {
-		return policiesCmd(args[1:], false)
-	}
-	fs := flag.NewFlagSet("topic "+verb, flag.ExitOnError)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, topicUsage) }
-	var cf clientFlags
-	cf.register(fs)
-	segments := fs.Int("segments", 1, "initial segments (create)")
-	buckets := fs.Int("buckets", 0, "entry-bucket budget over the initial segments (create; default: the policy, 4)")
-	policies := fs.String("policies", "", "policies as JSON (create)")
-	at := fs.String("at", "", "split hash: the first hash of the upper child (split)")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table (describe, compact)")
-	partitions := fs.Int("partitions", 1, "partitions of a fixed topic (create persistent://...)")
-	force := fs.Bool("force", false, "migrate even while clients address partitions explicitly (migrate)")
-	pos, err := parseInterleaved(fs, args[1:])
+	nc, ctx, done, err := e.cf.session()
 	if err != nil {
 		return err
 	}
-	nc, err := cf.connect()
+	defer done()
+	return fn(ctx, client.NewAdmin(nc, client.WithRequestTimeout(e.cf.timeout)))
+}
+
+// show prints a layout as the output format says.
+func (e *cliEnv) show(w io.Writer) func(api.TopicDescription, error) error {
+	return func(d api.TopicDescription, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.out.json() {
+			return printJSON(w, d)
+		}
+		printLayout(w, d)
+		return nil
+	}
+}
+
+// verb makes a subcommand that runs fn with an admin client.
+func (e *cliEnv) verb(use, short string, args cobra.PositionalArgs, fn func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: args,
+		RunE: func(c *cobra.Command, a []string) error {
+			return e.admin(func(ctx context.Context, adm *client.Admin) error { return fn(c, ctx, adm, a) })
+		}}
+}
+
+func number(s, what string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return err
+		return 0, usagef("%s %q is not a number", what, s)
 	}
-	defer nc.Close()
-	adm := client.NewAdmin(nc, client.WithRequestTimeout(cf.timeout))
-	ctx := context.Background()
-	need := func(n int, what string) error {
-		if len(pos) != n {
-			return fmt.Errorf("topic %s: want %s", verb, what)
-		}
-		return nil
-	}
-	number := func(s, what string) (uint64, error) {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s %q is not a number", what, s)
-		}
-		return v, nil
-	}
-	show := func(d api.TopicDescription, err error) error {
-		if err != nil {
+	return v, nil
+}
+
+func topicCommand() *cobra.Command {
+	cmd, e := newGroup("topic", "create, describe, list, split, merge, rebucket, delete, compact and migrate topics")
+	out := func(c *cobra.Command) io.Writer { return c.OutOrStdout() }
+
+	create := e.verb("create URI", "create a topic: topic://t/ns/name (scalable) or persistent://t/ns/name (fixed partitions)", cobra.ExactArgs(1),
+		nil)
+	segments := create.Flags().Int("segments", 1, "initial segments (topic://)")
+	buckets := create.Flags().Int("buckets", 0, "entry-bucket budget over the initial segments (default: the policy, 4)")
+	policies := create.Flags().String("policies", "", "policies as JSON")
+	partitions := create.Flags().Int("partitions", 1, "partitions of a fixed topic (persistent://): keys go to partition hash % N")
+	create.RunE = func(c *cobra.Command, args []string) error {
+		fixed := strings.HasPrefix(args[0], "persistent://")
+		if err := positive("segments", *segments, 1); err != nil {
 			return err
 		}
-		if *asJSON {
-			return printJSON(os.Stdout, d)
-		}
-		printLayout(os.Stdout, d)
-		return nil
-	}
-	switch verb {
-	case "create":
-		if err := need(1, "URI"); err != nil {
+		if err := positive("partitions", *partitions, 1); err != nil {
 			return err
+		}
+		if err := positive("buckets", *buckets, 0); err != nil {
+			return err
+		}
+		if fixed && c.Flags().Changed("segments") {
+			return usagef("--segments: a fixed topic (persistent://) has --partitions")
+		}
+		if !fixed && c.Flags().Changed("partitions") {
+			return usagef("--partitions: only a fixed topic (persistent://t/ns/name) has partitions")
 		}
 		var opts []client.TopicOption
 		if *buckets > 0 {
@@ -103,48 +113,46 @@ func topicCmd(args []string) error {
 		if *policies != "" {
 			var p api.Policies
 			if err := json.Unmarshal([]byte(*policies), &p); err != nil {
-				return fmt.Errorf("--policies: %w", err)
+				return usagef("--policies: %v", err)
 			}
 			opts = append(opts, client.WithTopicPolicies(&p))
 		}
-		if strings.HasPrefix(pos[0], "persistent://") {
-			return show(adm.CreateFixedTopic(ctx, pos[0], *partitions, opts...))
-		}
-		return show(adm.CreateTopic(ctx, pos[0], *segments, opts...))
-	case "partitions":
-		if err := need(2, "URI PARTITIONS"); err != nil {
-			return err
-		}
-		n, err := number(pos[1], "partitions")
-		if err != nil {
-			return err
-		}
-		return show(adm.AddPartitions(ctx, pos[0], int(n)))
-	case "migrate":
-		if err := need(1, "URI"); err != nil {
-			return err
-		}
-		return show(adm.Migrate(ctx, api.MigrateRequest{Topic: pos[0], Buckets: *buckets, Force: *force}))
-	case "describe":
-		if err := need(1, "URI"); err != nil {
-			return err
-		}
-		return show(adm.DescribeTopic(ctx, pos[0]))
-	case "list":
-		if err := need(1, "TENANT/NAMESPACE"); err != nil {
-			return err
-		}
-		return adm.ListTopicPages(ctx, pos[0], 0, func(page []string, _ int64) error {
-			for _, t := range page {
-				fmt.Println(t)
+		return e.admin(func(ctx context.Context, adm *client.Admin) error {
+			if fixed {
+				return e.show(out(c))(adm.CreateFixedTopic(ctx, args[0], *partitions, opts...))
 			}
-			return nil
+			return e.show(out(c))(adm.CreateTopic(ctx, args[0], *segments, opts...))
 		})
-	case "split":
-		if err := need(2, "URI SEGMENT"); err != nil {
+	}
+
+	describe := e.verb("describe URI", "show a topic's segments: the DAG as a tree, states, ranges, owners", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			return e.show(out(c))(adm.DescribeTopic(ctx, args[0]))
+		})
+
+	list := e.verb("list TENANT/NAMESPACE", "list a namespace's topics", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			var all []string
+			err := adm.ListTopicPages(ctx, args[0], 0, func(page []string, _ int64) error {
+				if e.out.json() {
+					all = append(all, page...)
+					return nil
+				}
+				for _, t := range page {
+					fmt.Fprintln(out(c), t)
+				}
+				return nil
+			})
+			if err == nil && e.out.json() {
+				err = printJSON(out(c), api.NameListReply{Names: append([]string{}, all...)})
+			}
 			return err
-		}
-		seg, err := number(pos[1], "segment")
+		})
+
+	split := e.verb("split URI SEGMENT", "split an active segment in two (at its range's middle, or --at)", cobra.ExactArgs(2), nil)
+	at := split.Flags().String("at", "", "split hash: the first hash of the upper child (0x...)")
+	split.RunE = func(c *cobra.Command, args []string) error {
+		seg, err := number(args[1], "segment")
 		if err != nil {
 			return err
 		}
@@ -152,83 +160,126 @@ func topicCmd(args []string) error {
 		if *at != "" {
 			h, err := topology.ParseHash(*at)
 			if err != nil {
-				return err
+				return usagef("--at: %v", err)
 			}
 			atHash = &h
 		}
-		return show(adm.Split(ctx, pos[0], seg, atHash))
-	case "merge":
-		if err := need(3, "URI SEGMENT SEGMENT"); err != nil {
-			return err
-		}
-		a, err := number(pos[1], "segment")
-		if err != nil {
-			return err
-		}
-		b, err := number(pos[2], "segment")
-		if err != nil {
-			return err
-		}
-		return show(adm.Merge(ctx, pos[0], a, b))
-	case "rebucket":
-		if err := need(3, "URI SEGMENT BUCKETS"); err != nil {
-			return err
-		}
-		seg, err := number(pos[1], "segment")
-		if err != nil {
-			return err
-		}
-		n, err := number(pos[2], "buckets")
-		if err != nil {
-			return err
-		}
-		return show(adm.Rebucket(ctx, pos[0], seg, int(n)))
-	case "delete":
-		if err := need(1, "URI"); err != nil {
-			return err
-		}
-		if err := adm.DeleteTopic(ctx, pos[0]); err != nil {
-			return err
-		}
-		fmt.Println("deleted", pos[0])
-		return nil
-	case "stats":
-		if err := need(1, "URI"); err != nil {
-			return err
-		}
-		st, err := adm.Stats(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		return printJSON(os.Stdout, st)
-	case "compact":
-		if err := need(1, "URI"); err != nil {
-			return err
-		}
-		return compactCmd(ctx, adm, pos[0], *asJSON)
-	case "compaction":
-		if err := need(1, "URI"); err != nil {
-			return err
-		}
-		st, err := adm.Compaction(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		return printJSON(os.Stdout, st)
-	default:
-		fmt.Fprint(os.Stderr, topicUsage)
-		return fmt.Errorf("topic: unknown verb %q", verb)
+		return e.admin(func(ctx context.Context, adm *client.Admin) error {
+			return e.show(out(c))(adm.Split(ctx, args[0], seg, atHash))
+		})
 	}
+
+	merge := e.verb("merge URI SEGMENT SEGMENT", "merge two adjacent active segments", cobra.ExactArgs(3),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			a, err := number(args[1], "segment")
+			if err != nil {
+				return err
+			}
+			b, err := number(args[2], "segment")
+			if err != nil {
+				return err
+			}
+			return e.show(out(c))(adm.Merge(ctx, args[0], a, b))
+		})
+
+	rebucket := e.verb("rebucket URI SEGMENT BUCKETS", "give an active segment another number of entry buckets", cobra.ExactArgs(3),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			seg, err := number(args[1], "segment")
+			if err != nil {
+				return err
+			}
+			n, err := number(args[2], "buckets")
+			if err != nil {
+				return err
+			}
+			return e.show(out(c))(adm.Rebucket(ctx, args[0], seg, int(n)))
+		})
+
+	del := e.verb("delete URI", "delete a topic and its data (asks to confirm unless --force)", cobra.ExactArgs(1), nil)
+	force := del.Flags().Bool("force", false, "delete without asking")
+	del.RunE = func(c *cobra.Command, args []string) error {
+		if !*force {
+			if err := confirm(c.InOrStdin(), c.ErrOrStderr(), fmt.Sprintf("delete %s and all its messages?", args[0])); err != nil {
+				return err
+			}
+		}
+		return e.admin(func(ctx context.Context, adm *client.Admin) error {
+			if err := adm.DeleteTopic(ctx, args[0]); err != nil {
+				return err
+			}
+			if e.out.json() {
+				return printJSON(out(c), map[string]any{"ok": true, "topic": args[0]})
+			}
+			fmt.Fprintln(out(c), "deleted", args[0])
+			return nil
+		})
+	}
+
+	stats := e.verb("stats URI", "a topic's messages, bytes, rates and subscriptions' backlogs (JSON)", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			st, err := adm.Stats(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printJSON(out(c), st)
+		})
+
+	compact := e.verb("compact URI", "compact the topic now (the latest value of each key), with a progress bar", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			return compactCmd(ctx, adm, args[0], e.out.json())
+		})
+	compaction := e.verb("compaction URI", "the topic's compaction: running, last horizons, keys, bytes (JSON)", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			st, err := adm.Compaction(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printJSON(out(c), st)
+		})
+
+	parts := e.verb("partitions URI N", "grow a fixed topic to N partitions (keys remap; never fewer)", cobra.ExactArgs(2),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			n, err := number(args[1], "partitions")
+			if err != nil {
+				return err
+			}
+			return e.show(out(c))(adm.AddPartitions(ctx, args[0], int(n)))
+		})
+
+	migrate := e.verb("migrate URI", "turn a fixed topic into topic://t/ns/name in place, irreversibly", cobra.ExactArgs(1), nil)
+	migForce := migrate.Flags().Bool("force", false, "migrate even while clients address partitions explicitly")
+	migBuckets := migrate.Flags().Int("buckets", 0, "entry buckets of each new segment (default: the policy)")
+	migrate.RunE = func(c *cobra.Command, args []string) error {
+		if err := positive("buckets", *migBuckets, 0); err != nil {
+			return err
+		}
+		return e.admin(func(ctx context.Context, adm *client.Admin) error {
+			return e.show(out(c))(adm.Migrate(ctx, api.MigrateRequest{Topic: args[0], Buckets: *migBuckets, Force: *migForce}))
+		})
+	}
+
+	cmd.AddCommand(create, describe, list, split, merge, rebucket, del, stats, policiesCommand(e, false), compact, compaction, parts, migrate)
+	return cmd
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// confirm asks question on w and reads the answer from r: an error unless
+// it is yes. It refuses at once when r is not a terminal (a script must
+// say --force).
+func confirm(r io.Reader, w io.Writer, question string) error {
+	if f, ok := r.(*os.File); !ok || !isTerminal(f) {
+		return usagef("%s refusing without --force: there is no terminal to confirm on", question)
+	}
+	fmt.Fprintf(w, "%s [y/N] ", question)
+	answer, _ := bufio.NewReader(r).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return fmt.Errorf("not confirmed: nothing done")
+	}
+	return nil
 }
 
-// printLayout prints the DAG as a table, one segment a row, with the
-// generations drawn as a tree of ids.
+// printLayout prints the DAG as a table, one segment a row, as a tree:
+// each segment under the parent it descends from (a merge's child after
+// the last of its parents), indented by its depth.
 func printLayout(w io.Writer, d api.TopicDescription) {
 	active := 0
 	for _, s := range d.Segments {
@@ -244,12 +295,13 @@ func printLayout(w io.Writer, d api.TopicDescription) {
 		head += "\tPARTITION" // a fixed topic's, or a migrated one's sealed parents
 	}
 	fmt.Fprintln(tw, head)
-	for _, s := range d.Segments {
+	depths := depths(d)
+	for _, s := range treeOrder(d) {
 		owner := s.Owner
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\t%s", strings.Repeat("  ", depth(d, s.ID)), s.ID, s.State,
+		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\t%s", strings.Repeat("  ", depths[s.ID]), s.ID, s.State,
 			s.Range[0], s.Range[1], s.Buckets, list(s.Parents), list(s.Children), owner)
 		switch {
 		case s.Partition != nil:
@@ -266,13 +318,67 @@ func printLayout(w io.Writer, d api.TopicDescription) {
 	}
 }
 
-func depth(d api.TopicDescription, id uint64) int {
+// treeOrder returns the segments depth first from the roots in id order,
+// a segment once all its parents are out (so under the last of them).
+func treeOrder(d api.TopicDescription) []api.SegmentInfo {
+	byID := make(map[uint64]api.SegmentInfo, len(d.Segments))
+	for _, s := range d.Segments {
+		byID[s.ID] = s
+	}
+	done := make(map[uint64]bool, len(d.Segments))
+	out := make([]api.SegmentInfo, 0, len(d.Segments))
+	var visit func(s api.SegmentInfo)
+	visit = func(s api.SegmentInfo) {
+		done[s.ID] = true
+		out = append(out, s)
+		children := slices.Clone(s.Children)
+		slices.Sort(children)
+		for _, id := range children {
+			c, ok := byID[id]
+			if !ok || done[id] || slices.ContainsFunc(c.Parents, func(p uint64) bool { _, known := byID[p]; return known && !done[p] }) {
+				continue
+			}
+			visit(c)
+		}
+	}
+	sorted := slices.Clone(d.Segments)
+	slices.SortFunc(sorted, func(a, b api.SegmentInfo) int { return cmpUint(a.ID, b.ID) })
+	for _, s := range sorted {
+		if !done[s.ID] && !slices.ContainsFunc(s.Parents, func(p uint64) bool { _, known := byID[p]; return known }) {
+			visit(s)
+		}
+	}
+	for _, s := range sorted { // a malformed layout: whatever is left
+		if !done[s.ID] {
+			visit(s)
+		}
+	}
+	return out
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// depths returns each segment's depth: the longest chain of parents above
+// it.
+func depths(d api.TopicDescription) map[uint64]int {
 	byID := map[uint64]api.SegmentInfo{}
 	for _, s := range d.Segments {
 		byID[s.ID] = s
 	}
+	memo := map[uint64]int{}
 	var walk func(uint64, int) int
 	walk = func(id uint64, guard int) int {
+		if v, ok := memo[id]; ok {
+			return v
+		}
 		s, ok := byID[id]
 		if !ok || len(s.Parents) == 0 || guard > len(d.Segments) {
 			return 0
@@ -281,9 +387,13 @@ func depth(d api.TopicDescription, id uint64) int {
 		for _, p := range s.Parents {
 			deepest = max(deepest, walk(p, guard+1)+1)
 		}
+		memo[id] = deepest
 		return deepest
 	}
-	return walk(id, 0)
+	for id := range byID {
+		walk(id, 0)
+	}
+	return memo
 }
 
 func list(ids []uint64) string {
