@@ -743,6 +743,9 @@ func parseScalable(uri string) (routing.TopicName, error) {
 }
 
 func parseTopicURI(uri string) (name routing.TopicName, persistent bool, err error) {
+	if uri == "" {
+		return name, false, api.Errorf(api.CodeBadRequest, `missing "topic": want a topic URI, topic://tenant/namespace/name`)
+	}
 	name, err = routing.ParseTopic(uri)
 	if err != nil {
 		return name, false, api.Errorf(api.CodeInvalidName, "%v", err)

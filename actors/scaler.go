@@ -298,10 +298,10 @@ func (s *scaler) publishSegmentMetrics(st *topicState, load scaling.Load, suppre
 		live[id] = true
 		w := load.Segments[id]
 		seg := segmentLabel(id)
-		m.segMsgRate.WithLabelValues(s.t.uri, seg, "in").Set(w.Short.MsgIn)
-		m.segMsgRate.WithLabelValues(s.t.uri, seg, "out").Set(w.Short.MsgOut)
-		m.segByteRate.WithLabelValues(s.t.uri, seg, "in").Set(w.Short.ByteIn)
-		m.segByteRate.WithLabelValues(s.t.uri, seg, "out").Set(w.Short.ByteOut)
+		m.segMsgRate.WithLabelValues(s.t.uri, seg, "in").Set(rateValue(w.Short.MsgIn))
+		m.segMsgRate.WithLabelValues(s.t.uri, seg, "out").Set(rateValue(w.Short.MsgOut))
+		m.segByteRate.WithLabelValues(s.t.uri, seg, "in").Set(rateValue(w.Short.ByteIn))
+		m.segByteRate.WithLabelValues(s.t.uri, seg, "out").Set(rateValue(w.Short.ByteOut))
 		if hot[id] {
 			m.hotKey.WithLabelValues(s.t.uri, seg).Set(w.HotKeyShare)
 		} else {
@@ -364,4 +364,13 @@ func createdTimes(st *topicState) map[topology.SegmentID]time.Time {
 		}
 	}
 	return out
+}
+
+// rateValue is a moving average as a metric shows it: what decays below a
+// thousandth of a unit per second is 0, not 2.9e-51.
+func rateValue(v float64) float64 {
+	if v < 1e-3 {
+		return 0
+	}
+	return v
 }

@@ -94,3 +94,12 @@ func TestQuietTopicsSkipEvaluations(t *testing.T) {
 		t.Fatal("a quiet topic that could still merge skipped its evaluations")
 	}
 }
+
+// A decayed moving average shows as 0 in the metrics.
+func TestRateValue(t *testing.T) {
+	for in, want := range map[float64]float64{2.88e-51: 0, 9.16e-08: 0, 0: 0, 0.5: 0.5, 1234.5: 1234.5} {
+		if got := rateValue(in); got != want {
+			t.Errorf("rateValue(%g) = %g, want %g", in, got, want)
+		}
+	}
+}

@@ -108,9 +108,33 @@ var (
 	ErrOffsetsLost     = &Error{Code: CodeOffsetsLost}
 )
 
-// Errorf builds an Error with a formatted message.
+// Errorf builds an Error with a formatted message, without the Go package
+// prefixes of the errors it formats (a client reads "invalid name", not
+// "braid/routing: invalid name": see UserMessage).
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Message: UserMessage(fmt.Sprintf(format, args...))}
+}
+
+// UserMessage removes the "braid/<package>: " prefixes Go errors carry
+// (STYLE: sentinels name their package) from a message meant for clients.
+func UserMessage(msg string) string {
+	for {
+		i := strings.Index(msg, "braid/")
+		if i < 0 {
+			return msg
+		}
+		j := i + len("braid/")
+		for j < len(msg) && (msg[j] >= 'a' && msg[j] <= 'z' || msg[j] >= '0' && msg[j] <= '9' || msg[j] == '/') {
+			j++
+		}
+		atStart := i == 0 || i >= 2 && msg[i-2:i] == ": " || msg[i-1] == '(' || msg[i-1] == ' ' && strings.HasSuffix(msg[:i], ":")
+		if !strings.HasPrefix(msg[j:], ": ") || j == i+len("braid/") || !atStart {
+			// Not a package prefix (a path, a word): leave it, look on.
+			rest := UserMessage(msg[j:])
+			return msg[:j] + rest
+		}
+		msg = msg[:i] + msg[j+2:]
+	}
 }
 
 func (e *Error) Error() string {
@@ -145,7 +169,7 @@ func AsError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: CodeInternal, Message: err.Error()}
+	return &Error{Code: CodeInternal, Message: UserMessage(err.Error())}
 }
 
 // ParseError rebuilds an *Error from the two micro-service headers. It

@@ -71,3 +71,21 @@ func TestPoliciesValidate(t *testing.T) {
 		}
 	}
 }
+
+// Messages for clients carry no Go package prefixes.
+func TestUserMessage(t *testing.T) {
+	for in, want := range map[string]string{
+		`braid/routing: invalid name: topic "a b"`:           `invalid name: topic "a b"`,
+		`x: braid/wal: corrupt record: braid/wal/tier: gone`: `x: corrupt record: gone`,
+		`see braid/docs and topic://braid/x/y`:               `see braid/docs and topic://braid/x/y`,
+		`braid/: odd`:                                        `braid/: odd`,
+		`nothing to strip`:                                   `nothing to strip`,
+	} {
+		if got := UserMessage(in); got != want {
+			t.Errorf("UserMessage(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if e := Errorf(CodeInvalidName, "%v", errors.New("braid/routing: invalid name: x")); e.Message != "invalid name: x" {
+		t.Fatalf("Errorf: %q", e.Message)
+	}
+}

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -205,3 +207,13 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // String is for logs.
 func (p *Policies) String() string { return fmt.Sprintf("%+v", *p) }
+
+// LogValue logs policies as their JSON (log/slog.LogValuer), the set keys
+// only, instead of Go's dump of pointers.
+func (p Policies) LogValue() slog.Value {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return slog.StringValue(err.Error())
+	}
+	return slog.StringValue(string(b))
+}

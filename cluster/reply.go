@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
@@ -61,17 +63,46 @@ func decodeJSON(body []byte, v any) error {
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &syn):
-			return api.Errorf(api.CodeBadRequest, "malformed JSON at byte %d: %v", syn.Offset, err)
+			return api.Errorf(api.CodeBadRequest, "malformed JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(err.Error(), "json: "))
 		case errors.As(err, &typ):
-			return api.Errorf(api.CodeBadRequest, "field %q must be %s, got %s", typ.Field, typ.Type, typ.Value)
+			return api.Errorf(api.CodeBadRequest, "field %q must be %s, got %s", typ.Field, jsonKind(typ.Type), typ.Value)
 		default:
-			return api.Errorf(api.CodeBadRequest, "bad JSON: %v", err)
+			return api.Errorf(api.CodeBadRequest, "bad JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 		}
 	}
 	if dec.More() {
 		return api.Errorf(api.CodeBadRequest, "trailing data after the JSON object")
 	}
 	return nil
+}
+
+// jsonKind names what a JSON value of Go type t must be, in JSON's words
+// (a client never sees Go's type names).
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a value"
+	}
+	if t.Implements(reflect.TypeFor[json.Unmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		if t.Kind() == reflect.String || t.Kind() == reflect.Int64 {
+			return "a duration string (\"5s\") or a number"
+		}
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

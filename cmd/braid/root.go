@@ -46,7 +46,7 @@ tenants and namespaces, producing and consuming, the cluster's nodes.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCommand(), topicCommand(), tenantCommand(), namespaceCommand(), produceCommand(),
-		consumeCommand(), nodeCommand(), benchCommand(), versionCommand())
+		consumeCommand(), messageCommand(), nodeCommand(), benchCommand(), versionCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Sprintf("%s: %v (see '%s -h')", c.CommandPath(), err, c.CommandPath())}
 	})
