@@ -3,7 +3,7 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto secure-example cli-docs
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto secure-example cli-docs chromium test-ui
 
 all: build
 
@@ -48,11 +48,21 @@ cluster-spec:
 	$(GO) test -count=1 -v -timeout 30m ./clustertest/
 
 ## test: lint, then every test and spec with the race detector
-test: lint
+test: lint chromium
 	$(GO) test -race -count=1 -timeout 14m $$($(GO) list $(PKGS) | grep -v /clustertest)
 	@# The cluster specs run three nodes whose leases and metadata leader
 	@# elections are timing-bound: alone, not beside the other packages.
 	$(GO) test -race -count=1 -timeout 14m ./clustertest/
+
+## chromium: install Debian's chromium for the web page's browser test (ui/), when missing
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	  (echo "make: cannot install chromium (apt-get install chromium as root): the ui/ browser test needs it" && exit 1)
+
+## test-ui: the web page in a real headless chromium (make test runs it too)
+test-ui: chromium
+	$(GO) test -count=1 -v ./ui/
 
 ## crash-test: SIGKILL a real `braid serve` 60 times (BRAID_CRASH_KILLS) under a producer and a consumer,
 ## then check every acknowledged message and consumer ack (`make test` runs the same test with 6 kills)

@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"net/http"
+
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"log/slog"
 	"net"
 	"strconv"
@@ -45,6 +48,9 @@ type Config struct {
 	NATSCreds, NATSNkey, TLSCA, TLSCert, TLSKey string
 	// Version is the build's version, for braid_build_info.
 	Version string
+	// UI, when set, serves /ui/ on the metrics listener (package ui: the
+	// web page), making its NATS requests over the node's connection.
+	UI func(*nats.Conn) http.Handler
 	// MetricsListen is host:port of the /metrics HTTP endpoint; "" or "off"
 	// disables it. Default 127.0.0.1:9470.
 	MetricsListen string

@@ -356,6 +356,10 @@ func (n *Node) startMetrics() error {
 	mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", n.readyz)
+	if n.cfg.UI != nil {
+		mux.Handle("/ui/", n.cfg.UI(n.nc))
+		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	}
 	if n.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
@@ -251,5 +253,62 @@ func TestMessageGetAndPeek(t *testing.T) {
 	}
 	if _, _, err := run(t, nil, "message", "get", "topic://public/default/look", "0-0-1", "--server", url); !isUsage(err) {
 		t.Fatalf("a malformed id: %v", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a command running in another
+// goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// topic watch prints the layout, then again when the topic splits.
+func TestTopicWatchFollowsASplit(t *testing.T) {
+	url := startServer(t)
+	if _, _, err := run(t, nil, "topic", "create", "topic://public/default/w", "--server", url); err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"topic", "watch", "topic://public/default/w", "--changes", "2", "--interval", "100ms", "--server", url})
+	done := make(chan error, 1)
+	go func() { done <- root.Execute() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "epoch 1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no first layout: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the command's output
+	}
+	if _, _, err := run(t, nil, "topic", "split", "topic://public/default/w", "0", "--server", url); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("watch did not print the split: %q", out.String())
+	}
+	text := out.String()
+	second := text[strings.Index(text, "epoch 2"):]
+	if !strings.Contains(second, "2 active segments") || !strings.Contains(second, "\n  1 ") || !strings.Contains(second, "\n  2 ") {
+		t.Fatalf("the layout after the split:\n%s", second)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/cluster"
+	"github.com/braidmq/braid/ui"
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -111,6 +112,7 @@ func serveCommand() *cobra.Command {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	cfg.Version = buildVersion()
+	cfg.UI = ui.Handler
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server: accounts, users, TLS, cluster (see examples/secure)")
 	fs.StringVar(&cfg.BraidAccount, "braid-account", cluster.DefaultBraidAccount, "the NATS account Braid's services and metadata live in, when the NATS configuration has accounts")
 	fs.StringVar(&cfg.OperatorAccount, "operator-account", "", "the NATS account that may create tenants, drain nodes and address every tenant (Braid's own account always may)")

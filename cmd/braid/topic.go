@@ -258,7 +258,7 @@ func topicCommand() *cobra.Command {
 		})
 	}
 
-	cmd.AddCommand(create, describe, list, split, merge, rebucket, del, stats, policiesCommand(e, false), compact, compaction, parts, migrate)
+	cmd.AddCommand(create, describe, list, split, merge, rebucket, del, stats, policiesCommand(e, false), compact, compaction, parts, migrate, watchCommand(e))
 	return cmd
 }
 

@@ -1,0 +1,101 @@
+package ui_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/client"
+	"github.com/braidmq/braid/cluster"
+	"github.com/braidmq/braid/ui"
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+)
+
+// chromium finds the browser `make test` installs (Debian's chromium).
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: `make test-ui` (and `make test`) install it with apt-get install chromium")
+	return ""
+}
+
+// The page in a real headless browser: it lists the topic, draws its
+// segment, and when the topic splits the two new segments appear (the
+// layout push reaches the page), with the units table filled from stats.
+func TestPageShowsASplitLive(t *testing.T) {
+	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+		MetricsListen: "127.0.0.1:0", UI: ui.Handler, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	nc, err := nats.Connect(node.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := client.NewAdmin(nc)
+	const uri = "topic://public/default/watched"
+	if _, err := adm.CreateTopic(ctx, uri, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	page := "http://" + node.MetricsAddr() + "/ui/?topic=" + uri
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.CSS(`g[data-segment="0"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#topics a`)),
+	); err != nil {
+		t.Fatalf("loading %s: %v", page, err)
+	}
+	topics, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#topics`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	title, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#title`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(topics, uri) || title != uri {
+		t.Fatalf("topic list %q, title %q", topics, title)
+	}
+	if _, err := adm.Split(ctx, uri, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.WaitVisible(chromedp.CSS(`g[data-segment="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`g[data-segment="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-unit="2/0"]`)),
+	); err != nil {
+		t.Fatalf("after the split: %v", err)
+	}
+	sealed, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelector('g[data-segment="0"]').classList.contains('sealed')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	units, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#units tbody tr').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sealed || units < 3 {
+		t.Fatalf("after the split: segment 0 sealed %v, %d unit rows", sealed, units)
+	}
+}
