@@ -23,7 +23,6 @@ type metrics struct {
 	repairedBytes   prometheus.Counter
 	layoutChanges   *prometheus.CounterVec
 	activeSegs      *prometheus.GaugeVec
-	produceErrors   *prometheus.CounterVec
 	// handedOver counts records that reached a segment after its seal
 	// and went to its successor; handoffFailures layout changes whose
 	// handover or opening did not complete in time.
@@ -107,8 +106,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_layout_changes_total", Help: "Layout changes by operation."}, []string{"op"}),
 		activeSegs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_active_segments", Help: "Active segments per topic."}, []string{"topic"}),
-		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "braid_produce_errors_total", Help: "Produced records refused, by code."}, []string{"code"}),
 		handedOver: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_produce_handed_over_total",
 			Help: "Records that reached a segment after its seal and were appended to the successor owning their key (a layout change absorbed by the server)."}),
@@ -226,7 +223,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
-			m.layoutChanges, m.activeSegs, m.produceErrors, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
+			m.layoutChanges, m.activeSegs, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
 			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageHeadTrims, m.storageErrors,
 			m.tierOffloadedFiles, m.tierOffloadedBytes, m.tierRemovedFiles, m.tierRemovedBytes, m.tierErrors, m.tierReads, m.topicTierBytes, m.compactions, m.compactionErrors, m.storageTickSeconds, m.topicDiskBytes,

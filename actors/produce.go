@@ -160,7 +160,6 @@ func (p *produceCall) dispatch(idx []int) {
 			seg, b, h := st.table.Route(key)
 			if p.epoch != 0 && st.created[topology.SegmentID(seg)] > p.epoch {
 				p.results[i] = errResult(api.StaleRouteError(p.epoch, st.layout.Epoch))
-				p.t.mgr.m.produceErrors.WithLabelValues(api.CodeSegmentSealed.Symbol).Inc()
 				continue
 			}
 			u = unitRef{topology.SegmentID(seg), b}
@@ -237,7 +236,6 @@ func (p *produceCall) landed(u unitRef, members []int, first uint64, err error) 
 	for j, i := range members {
 		if err != nil {
 			p.results[i] = errResult(err)
-			p.t.mgr.m.produceErrors.WithLabelValues(api.AsError(err).Code.Symbol).Inc()
 			continue
 		}
 		p.results[i] = api.Result{Segment: uint64(u.seg), Bucket: u.bucket, Offset: first + uint64(j)}

@@ -141,7 +141,6 @@ type eachCall struct {
 
 func (e *eachCall) landed(u unitRef, members []int, first uint64, err error) {
 	if err != nil {
-		e.t.mgr.m.produceErrors.WithLabelValues(api.AsError(err).Code.Symbol).Inc()
 	}
 	e.sink.Produced(members, uint64(u.seg), u.bucket, first, err)
 }
@@ -155,6 +154,5 @@ type refusal struct {
 }
 
 func (e *eachCall) refuse(i int, err error) {
-	e.t.mgr.m.produceErrors.WithLabelValues(api.AsError(err).Code.Symbol).Inc()
 	e.sink.Produced([]int{i}, 0, 0, 0, err)
 }

@@ -66,11 +66,7 @@ type endpointStats struct {
 	lastErr          atomic.Pointer[string]
 }
 
-func (e *endpointStats) failed(err *api.Error) {
-	e.errors.Add(1)
-	s := err.Error()
-	e.lastErr.Store(&s)
-}
+func (e *endpointStats) failed(err *api.Error) { e.failedWith(err.Error()) }
 
 const (
 	produceServiceName = "braid-produce"
@@ -457,6 +453,7 @@ func (f *fastProduce) produceBatch(m natsio.Msg) {
 			}
 			return
 		}
+		f.n.produceM.refusedRecords(res)
 		f.publish(reply, nil, api.AppendResults(make([]byte, 0, 8+len(res)*8), res))
 	})
 }
@@ -487,6 +484,7 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 		// store may be electing a leader): nothing is taken, which the
 		// no-responders status says, and the Go producer sends the
 		// request again a moment later.
+		f.n.produceM.refused(err)
 		f.multi.failed(api.AsError(err))
 		f.publish(m.Reply, noRespondersHeader, nil)
 		f.n.produceInflight.done(1)
@@ -496,17 +494,18 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 		size := int64(len(m.Data))
 		f.inflight.Add(size)
 		subject, reply := m.Subject, m.Reply
-		err = produceMulti(tenant, m.Data, f.topicByName, f.n, func(replies []api.MultiReply) {
+		err = produceMulti(tenant, m.Data, f.topicByName, f.n, f.n.produceM, func(replies []api.MultiReply) {
 			defer f.n.produceInflight.done(1)
 			f.inflight.Add(-size)
 			f.multi.nanos.Add(int64(time.Since(start)))
 			if len(reply) == 0 {
 				for _, err := range multiFailures(replies) {
-					f.fail(&f.multi, subject, reply, err)
+					f.answerErr(&f.multi, subject, reply, err)
 				}
 				return
 			}
 			if noneTook(replies) {
+				f.multi.failed(errNoneTook)
 				f.publish(reply, noRespondersHeader, nil)
 				return
 			}
@@ -528,9 +527,17 @@ func (f *fastProduce) topicByName(name routing.TopicName) (*actors.Topic, error)
 	return f.topic([]byte(api.TopicSubject(api.ProduceBatchPrefix, name.Tenant, name.Namespace, name.Name)), api.ProduceBatchPrefix)
 }
 
-// fail answers a request with err, or counts and logs it when it has no
-// reply subject.
+// fail refuses a request (or one record of it) with err: it counts the
+// refusal (braid_produce_errors_total) and answers it.
 func (f *fastProduce) fail(ep *endpointStats, subject, reply []byte, err error) {
+	f.n.produceM.refused(err)
+	f.answerErr(ep, subject, reply, err)
+}
+
+// answerErr answers a refusal counted already (produceMulti counts those
+// of its parts), or counts and logs it when it has no reply subject; the
+// endpoint counts it as an error.
+func (f *fastProduce) answerErr(ep *endpointStats, subject, reply []byte, err error) {
 	e := api.AsError(err)
 	ep.failed(e)
 	if len(reply) == 0 {

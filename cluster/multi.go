@@ -19,12 +19,15 @@ import (
 // in part order, and done gets the part replies once every part is
 // answered. resolve finds a part's topic (the front-ends cache them). It
 // returns the error of a request that fails as a whole (done is then not
-// called).
+// called), and counts in refusals the refusals of parts and records it makes
+// (not those in the replies of the owners it forwards parts to: they
+// count their own).
 //
 // Parts of topics another node owns are sent to their owners (remote, nil
 // when they may not be: the request was forwarded here already), one
 // produce-multi per owner, and their replies put in their places.
-func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*actors.Topic, error), remote *Node, done func([]api.MultiReply)) error {
+func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*actors.Topic, error), remote *Node, refusals *produceMetrics,
+	done func([]api.MultiReply)) error {
 	parts, err := api.DecodeMulti(body)
 	if err != nil {
 		return api.Errorf(api.CodeBadRequest, "%v", err)
@@ -58,10 +61,12 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 		}
 		if err != nil {
 			replies[i].Err = api.AsError(movedRefusal(err))
+			refusals.refused(replies[i].Err)
 			finish()
 			continue
 		}
 		t.ProduceAt(recs, part.Epoch, func(res []api.Result) {
+			refusals.refusedRecords(res)
 			replies[i].Results = res
 			finish()
 		})
@@ -79,6 +84,7 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 				// moved yet): say so, for the client to send them again.
 				for _, i := range idx {
 					replies[i].Err = errNoneTook
+					refusals.refused(errNoneTook)
 					finish()
 				}
 				return
@@ -94,6 +100,7 @@ func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*
 			for k, i := range idx {
 				if err != nil {
 					replies[i].Err = api.AsError(api.Errorf(api.CodeUnavailable, "part %d (%s/%s) forwarded to its owner: %v", i, parts[i].Namespace, parts[i].Topic, err))
+					refusals.refused(replies[i].Err)
 				} else {
 					replies[i] = got[k]
 				}

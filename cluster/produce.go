@@ -26,6 +26,11 @@ type produceMetrics struct {
 	dropped *prometheus.CounterVec
 	// droppedLog rate-limits the log lines of dropped requests.
 	droppedLog logLimiter
+	// errors counts the refusals of the produce endpoints by code: a
+	// request refused whole once, and each refused record of a batch (or
+	// of a produce-multi part) answered record by record once. The node
+	// that decides a refusal counts it (not one that forwarded the request).
+	errors *prometheus.CounterVec
 }
 
 func newProduceMetrics(reg prometheus.Registerer) *produceMetrics {
@@ -35,9 +40,29 @@ func newProduceMetrics(reg prometheus.Registerer) *produceMetrics {
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "braid_produce_dropped_total",
 			Help: "Produce requests without a reply subject that were refused, by error code: nobody could be told, so they are counted here and logged."},
 			[]string{"code"}),
+		// Every refusal is counted once, where a front-end answers it: a
+		// request or a produce-multi part refused whole once, each refused
+		// record of a batch once.
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "braid_produce_errors_total",
+			Help: "Produce refusals by code: a request (or a produce-multi part) refused whole counts once, each refused record of a batch once."}, []string{"code"}),
 	}
-	reg.MustRegister(m.noReply, m.dropped)
+	reg.MustRegister(m.noReply, m.dropped, m.errors)
 	return m
+}
+
+// refused counts a refusal: a request refused whole, or one record.
+func (m *produceMetrics) refused(err error) {
+	m.errors.WithLabelValues(api.AsError(err).Code.Symbol).Inc()
+}
+
+// refusedRecords counts the refused records of a batch answered record by
+// record.
+func (m *produceMetrics) refusedRecords(res []api.Result) {
+	for i := range res {
+		if err := res[i].Err(); err != nil {
+			m.refused(err)
+		}
+	}
 }
 
 // logLimiter lets through one log line per interval and counts the rest.
@@ -64,20 +89,34 @@ func (l *logLimiter) allow(now time.Time) (bool, int) {
 // produceReplier answers one produce request, or, for a request without a
 // reply subject, counts and logs its refusal.
 type produceReplier struct {
-	n       *Node
-	r       replier
-	subject string
+	n   *Node
+	r   replier
+	req micro.Request
 }
 
+func (n *Node) produceReplier(r replier, req micro.Request) produceReplier {
+	return produceReplier{n: n, r: r, req: req}
+}
+
+// err refuses the request (or one record of it) with err: it counts the
+// refusal (braid_produce_errors_total) and answers it.
 func (p produceReplier) err(err error) {
+	p.n.produceM.refused(err)
+	p.answer(err)
+}
+
+// answer answers a refusal counted already (produceMulti counts those of
+// its parts), counting it as an error of the endpoint that served the
+// request.
+func (p produceReplier) answer(err error) {
+	p.r.err(err) // counted in the endpoint's stats there
 	if p.r.reply != "" {
-		p.r.err(err)
 		return
 	}
 	e := api.AsError(err)
 	p.n.produceM.dropped.WithLabelValues(e.Code.Symbol).Inc()
 	if ok, suppressed := p.n.produceM.droppedLog.allow(time.Now()); ok {
-		p.n.log.Error("produce request without a reply subject refused; nobody can be told", "subject", p.subject,
+		p.n.log.Error("produce request without a reply subject refused; nobody can be told", "subject", p.req.Subject(),
 			"code", e.Code.Symbol, "err", e.Message, "suppressed_since_last", suppressed)
 	}
 }
@@ -115,7 +154,7 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 			if r.reply == "" {
 				n.produceM.noReply.Inc()
 			}
-			produceReplier{n: n, r: r, subject: req.Subject()}.err(err)
+			n.produceReplier(r, req).err(err)
 			n.produceInflight.done(1)
 			return
 		}
@@ -128,7 +167,7 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 // any other header but NATS's own is stored with the message. Without a
 // reply subject the message is appended all the same (fire and forget).
 func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
-	pr := produceReplier{n: n, r: r, subject: req.Subject()}
+	pr := n.produceReplier(r, req)
 	if r.reply == "" {
 		n.produceM.noReply.Inc()
 	}
@@ -257,7 +296,7 @@ func parseEpochHeader(v string) (uint64, error) {
 
 // produceBatch serves braid.v1.produce-batch.<t>.<ns>.<topic>.
 func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
-	pr := produceReplier{n: n, r: r, subject: req.Subject()}
+	pr := n.produceReplier(r, req)
 	if r.reply == "" {
 		n.produceM.noReply.Inc()
 	}
@@ -290,6 +329,7 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 			}
 			return
 		}
+		n.produceM.refusedRecords(res)
 		r.data(api.AppendResults(make([]byte, 0, 8+len(res)*8), res), nil)
 	})
 }
@@ -298,7 +338,7 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 // api.MultiPart) on the micro front-end.
 func (n *Node) produceMultiHandler(req micro.Request) {
 	r := newReplier(n.nc, req)
-	pr := produceReplier{n: n, r: r, subject: req.Subject()}
+	pr := n.produceReplier(r, req)
 	n.produceInflight.add(1)
 	if r.reply == "" {
 		n.produceM.noReply.Inc()
@@ -316,6 +356,8 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 	if r.reply != "" && isFenced(err) {
 		// Fenced: nothing taken; the no-responders status has the Go
 		// producer send the request again a moment later.
+		n.produceM.refused(err)
+		recordErr(req, err)
 		_ = n.nc.PublishMsg(notTakenReply(r.reply, err))
 		n.produceInflight.done(1)
 		return
@@ -325,15 +367,16 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		if !isForwarded(req) {
 			remote = n
 		}
-		err = produceMulti(tenant, req.Data(), n.topicByName, remote, func(replies []api.MultiReply) {
+		err = produceMulti(tenant, req.Data(), n.topicByName, remote, n.produceM, func(replies []api.MultiReply) {
 			defer n.produceInflight.done(1)
 			if r.reply == "" {
 				for _, err := range multiFailures(replies) {
-					pr.err(err)
+					pr.answer(err)
 				}
 				return
 			}
 			if noneTook(replies) {
+				recordErr(req, errNoneTook)
 				_ = n.nc.PublishMsg(notTakenReply(r.reply, errNoneTook))
 				return
 			}

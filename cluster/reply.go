@@ -19,10 +19,15 @@ import (
 type replier struct {
 	nc    *nats.Conn
 	reply string
+	// rec counts the errors answered in the stats of the endpoint that
+	// served the request (nil: a request no Braid service served).
+	rec errRecorder
 }
 
 func newReplier(nc *nats.Conn, req micro.Request) replier {
-	return replier{nc: nc, reply: req.Reply()}
+	r := replier{nc: nc, reply: req.Reply()}
+	r.rec, _ = req.(errRecorder)
+	return r
 }
 
 func (r replier) data(b []byte, hdr nats.Header) {
@@ -41,8 +46,16 @@ func (r replier) json(v any) {
 	r.data(b, nil)
 }
 
+// err answers the request with err and counts it in its endpoint's stats
+// (also without a reply subject: it was refused all the same).
 func (r replier) err(err error) {
 	e := api.AsError(err)
+	if r.rec != nil {
+		r.rec.recordErr(e)
+	}
+	if r.reply == "" {
+		return
+	}
 	code, desc := e.HeaderValues()
 	h := nats.Header{}
 	h.Set(micro.ErrorCodeHeader, code)

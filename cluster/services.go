@@ -15,7 +15,8 @@ import (
 const produceQueueBytes = 512 << 20
 
 // addServices registers the micro services: braid-produce, braid-admin and
-// braid-consume, so `nats micro ls` lists them.
+// braid-consume (services of microservice.go, whose stats count the errors
+// answered), and braid-queue and braid-read, so `nats micro ls` lists them.
 func (n *Node) addServices() error {
 	if n.ns != nil && !n.cfg.MicroProduce && !n.auth.creds {
 		// With the embedded server, the produce endpoints are served by
@@ -32,40 +33,39 @@ func (n *Node) addServices() error {
 		return err
 	}
 
-	admin, err := micro.AddService(n.nc, micro.Config{Name: "braid-admin", Version: api.ServiceVersion,
-		Description: "Braid admin: tenants, namespaces, topics, split, merge, rebucket"})
+	admin, err := n.newService("braid-admin", "Braid admin: tenants, namespaces, topics, split, merge, rebucket")
 	if err != nil {
 		return err
 	}
 	n.services = append(n.services, admin)
-	for op, fn := range n.adminOps() {
+	ops := n.adminOps()
+	for op, fn := range ops {
 		if op == api.AdminNodeList || op == api.AdminNodeDrain {
 			continue // every node serves them (addClusterService)
 		}
-		name := strings.ReplaceAll(op, ".", "-")
-		var h micro.Handler = n.adminHandler(op, fn)
-		if slices.Contains(topicAdminOps, op) {
-			h = n.adminTopicHandler(op, fn)
-		}
-		if err := admin.AddEndpoint(name, h, micro.WithEndpointSubject(api.AdminSubject(op))); err != nil {
+		if err := admin.endpoint(strings.ReplaceAll(op, ".", "-"), api.AdminSubject(op), n.adminEndpoint(op, fn)); err != nil {
 			return err
 		}
 	}
-	// Anything else under admin gets a clear NOT_FOUND instead of a timeout.
-	if err := admin.AddEndpoint("unknown", micro.HandlerFunc(n.adminUnknown),
-		micro.WithEndpointSubject(api.AdminPrefix+".>"), micro.WithEndpointQueueGroup("braid-admin-unknown")); err != nil {
+	// Anything else under admin gets a clear NOT_FOUND instead of a
+	// timeout. The catch-all gets every admin request, but serves (and
+	// counts) only those of operations no endpoint serves.
+	unknown := func(subject string) bool {
+		_, known := ops[strings.TrimPrefix(subject, api.AdminPrefix+".")]
+		return !known
+	}
+	if err := admin.endpoint("unknown", api.AdminPrefix+".>", micro.HandlerFunc(n.adminUnknown),
+		withQueueGroup("braid-admin-unknown"), takingOnly(unknown)); err != nil {
 		return err
 	}
 
-	consume, err := micro.AddService(n.nc, micro.Config{Name: "braid-consume", Version: api.ServiceVersion,
-		Description: "Braid consume: join, fetch, ack, leave for stream subscriptions"})
+	consume, err := n.newService("braid-consume", "Braid consume: join, fetch, ack, leave for stream subscriptions")
 	if err != nil {
 		return err
 	}
 	n.services = append(n.services, consume)
 	for _, verb := range []string{api.ConsumeJoin, api.ConsumeFetch, api.ConsumeAck, api.ConsumeLeave} {
-		if err := consume.AddEndpoint(verb, n.consumeHandler(verb),
-			micro.WithEndpointSubject(api.ConsumePrefix+"."+verb+".*.*.*")); err != nil {
+		if err := consume.endpoint(verb, api.ConsumePrefix+"."+verb+".*.*.*", n.consumeHandler(verb)); err != nil {
 			return err
 		}
 	}
@@ -77,11 +77,11 @@ func (n *Node) addServices() error {
 	return n.nc.Flush()
 }
 
-// addMicroProduce registers the produce endpoints as a nats.go micro
-// service: the front-end with an external NATS server.
+// addMicroProduce registers the produce endpoints as a micro service
+// (microservice.go): the front-end with an external NATS server.
 func (n *Node) addMicroProduce() error {
-	produce, err := micro.AddService(n.nc, micro.Config{Name: "braid-produce", Version: api.ServiceVersion,
-		Description: "Braid produce: one message or a batch to a scalable topic, or batches to many topics of a tenant"})
+	produce, err := n.newService("braid-produce",
+		"Braid produce: one message or a batch to a scalable topic, or batches to many topics of a tenant")
 	if err != nil {
 		return err
 	}
@@ -91,30 +91,30 @@ func (n *Node) addMicroProduce() error {
 	// (the senders time out). The nats.go default of 64 MiB is 64 batches
 	// of the Go producer's default size, which a few producers keep in
 	// flight, so the produce endpoints may hold produceQueueBytes.
-	limits := micro.WithEndpointPendingLimits(-1, produceQueueBytes)
-	if err := produce.AddEndpoint("produce", n.produceHandler(api.ProducePrefix, n.produceOne),
-		micro.WithEndpointSubject(api.ProducePrefix+".*.*.*"), limits); err != nil {
+	limits := withPendingLimits(-1, produceQueueBytes)
+	if err := produce.endpoint("produce", api.ProducePrefix+".*.*.*", n.produceHandler(api.ProducePrefix, n.produceOne), limits); err != nil {
 		return err
 	}
-	if err := produce.AddEndpoint("produce-batch", n.produceHandler(api.ProduceBatchPrefix, n.produceBatch),
-		micro.WithEndpointSubject(api.ProduceBatchPrefix+".*.*.*"), limits); err != nil {
+	if err := produce.endpoint("produce-batch", api.ProduceBatchPrefix+".*.*.*", n.produceHandler(api.ProduceBatchPrefix, n.produceBatch), limits); err != nil {
 		return err
 	}
-	if err := produce.AddEndpoint("produce-multi", micro.HandlerFunc(n.produceMultiHandler),
-		micro.WithEndpointSubject(api.ProduceMultiPrefix+".*"), limits); err != nil {
-		return err
-	}
-
-	return nil
+	return produce.endpoint("produce-multi", api.ProduceMultiPrefix+".*", micro.HandlerFunc(n.produceMultiHandler), limits)
 }
 
-func (n *Node) adminUnknown(req micro.Request) {
-	known := n.adminOps()
-	op := strings.TrimPrefix(req.Subject(), api.AdminPrefix+".")
-	if _, ok := known[op]; ok {
-		return // served by its own endpoint
+// adminEndpoint serves admin operation op: with adminTopicHandler for an
+// operation on one topic, else with adminHandler (their replier counts
+// the errors they answer in the endpoint's stats).
+func (n *Node) adminEndpoint(op string, fn adminOp) micro.Handler {
+	if slices.Contains(topicAdminOps, op) {
+		return n.adminTopicHandler(op, fn)
 	}
-	newReplier(n.nc, req).err(api.Errorf(api.CodeNotFound, "unknown admin operation %q", op))
+	return n.adminHandler(op, fn)
+}
+
+// adminUnknown answers an admin request of an unknown operation.
+func (n *Node) adminUnknown(req micro.Request) {
+	op := strings.TrimPrefix(req.Subject(), api.AdminPrefix+".")
+	n.answerErr(req, api.Errorf(api.CodeNotFound, "unknown admin operation %q", op))
 }
 
 // topicHandler serves one per-topic endpoint, prefix.<tenant>.<namespace>.<topic>:
@@ -130,7 +130,7 @@ func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Reque
 			}
 		}
 		if err != nil {
-			r.err(err)
+			n.answerErrNow(req, err)
 			return
 		}
 		serve(r, req, t)
@@ -167,19 +167,15 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 // or not: node.list (so that the cluster can be looked at while the
 // serving node is down).
 func (n *Node) addClusterService() error {
-	svc, err := micro.AddService(n.nc, micro.Config{Name: "braid-cluster", Version: api.ServiceVersion,
-		Description: "Braid cluster: its nodes"})
+	svc, err := n.newService("braid-cluster", "Braid cluster: its nodes")
 	if err != nil {
 		return err
 	}
 	n.clusterSvc = svc
-	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeList, ".", "-"), n.adminHandler(api.AdminNodeList, n.nodeList),
-		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeList))); err != nil {
-		return err
-	}
-	if err := svc.AddEndpoint(strings.ReplaceAll(api.AdminNodeDrain, ".", "-"), n.adminHandler(api.AdminNodeDrain, n.nodeDrain),
-		micro.WithEndpointSubject(api.AdminSubject(api.AdminNodeDrain))); err != nil {
-		return err
+	for _, op := range []string{api.AdminNodeList, api.AdminNodeDrain} {
+		if err := svc.endpoint(strings.ReplaceAll(op, ".", "-"), api.AdminSubject(op), n.adminEndpoint(op, n.adminOps()[op])); err != nil {
+			return err
+		}
 	}
 	if err := n.startDrainService(); err != nil {
 		return err
