@@ -304,19 +304,6 @@ func (n *Node) answerErr(req micro.Request, err error) {
 	newReplier(n.nc, req).err(err)
 }
 
-// answerErrNow is answerErr in a handler that has not returned yet: the
-// request of a nats.go micro service (braid-queue and braid-read, which
-// queue.go registers) is answered through req.Error, so that micro counts
-// the error (it counts what the handler answered so before returning).
-func (n *Node) answerErrNow(req micro.Request, err error) {
-	if _, ok := req.(errRecorder); ok || isForwarded(req) || req.Reply() == "" {
-		n.answerErr(req, err)
-		return
-	}
-	code, desc := api.AsError(err).HeaderValues()
-	_ = req.Error(code, desc, nil)
-}
-
 // failedWith counts an error answered with text s.
 func (e *endpointStats) failedWith(s string) {
 	e.errors.Add(1)

@@ -46,30 +46,25 @@ func (n *Node) deadLetter(uri string, rec api.Record, done func(error)) {
 
 // addQueueServices registers braid-queue and braid-read.
 func (n *Node) addQueueServices() error {
-	queue, err := micro.AddService(n.nc, micro.Config{Name: "braid-queue", Version: api.ServiceVersion,
-		Description: "Braid queue subscriptions: join, fetch, ack, nack, leave"})
+	queue, err := n.newService("braid-queue", "Braid queue subscriptions: join, fetch, ack, nack, leave")
 	if err != nil {
 		return err
 	}
 	n.services = append(n.services, queue)
 	for _, verb := range []string{api.QueueJoin, api.QueueFetch, api.QueueAck, api.QueueNack, api.QueueLeave} {
-		if err := queue.AddEndpoint(verb, n.queueHandler(verb),
-			micro.WithEndpointSubject(api.QueuePrefix+"."+verb+".*.*.*")); err != nil {
+		if err := queue.endpoint(verb, api.QueuePrefix+"."+verb+".*.*.*", n.queueHandler(verb)); err != nil {
 			return err
 		}
 	}
-	read, err := micro.AddService(n.nc, micro.Config{Name: "braid-read", Version: api.ServiceVersion,
-		Description: "Braid direct reads for checkpoint consumers: fetch, offsets"})
+	read, err := n.newService("braid-read", "Braid direct reads for checkpoint consumers: fetch, offsets")
 	if err != nil {
 		return err
 	}
 	n.services = append(n.services, read)
-	if err := read.AddEndpoint(api.ReadFetch, n.topicHandler(api.ReadPrefix+"."+api.ReadFetch, n.readFetch),
-		micro.WithEndpointSubject(api.ReadPrefix+"."+api.ReadFetch+".*.*.*")); err != nil {
+	if err := read.endpoint(api.ReadFetch, api.ReadPrefix+"."+api.ReadFetch+".*.*.*", n.topicHandler(api.ReadPrefix+"."+api.ReadFetch, n.readFetch)); err != nil {
 		return err
 	}
-	return read.AddEndpoint(api.ReadOffsets, n.topicHandler(api.ReadPrefix+"."+api.ReadOffsets, n.readOffsets),
-		micro.WithEndpointSubject(api.ReadPrefix+"."+api.ReadOffsets+".*.*.*"))
+	return read.endpoint(api.ReadOffsets, api.ReadPrefix+"."+api.ReadOffsets+".*.*.*", n.topicHandler(api.ReadPrefix+"."+api.ReadOffsets, n.readOffsets))
 }
 
 // subscriptionKindTaken refuses a join of one kind to a subscription name

@@ -130,7 +130,7 @@ func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Reque
 			}
 		}
 		if err != nil {
-			n.answerErrNow(req, err)
+			n.answerErr(req, err)
 			return
 		}
 		serve(r, req, t)
