@@ -227,16 +227,12 @@ func (m *Manager) inUse(uri string) bool {
 // forgetSeries drops the per-topic series of a topic that is no longer
 // active here (passivated or deleted): they come back when it does.
 func (m *Manager) forgetSeries(uri string) {
-	m.m.activeSegs.DeleteLabelValues(uri)
-	m.m.appendedMsgs.DeleteLabelValues(uri)
-	m.m.appendedBytes.DeleteLabelValues(uri)
-	m.m.topicDiskBytes.DeleteLabelValues(uri)
-	m.m.topicTierBytes.DeleteLabelValues(uri)
-	for _, v := range []*prometheus.CounterVec{m.m.scalingOps, m.m.suppressed} {
-		v.DeletePartialMatch(prometheus.Labels{"topic": uri})
+	match := topicMatch(uri)
+	for _, v := range []*prometheus.CounterVec{m.m.appendedMsgs, m.m.appendedBytes, m.m.scalingOps, m.m.suppressed} {
+		v.DeletePartialMatch(match)
 	}
-	for _, v := range []*prometheus.GaugeVec{m.m.hotKey, m.m.segMsgRate, m.m.segByteRate, m.m.backlog, m.m.withheld} {
-		v.DeletePartialMatch(prometheus.Labels{"topic": uri})
+	for _, v := range []*prometheus.GaugeVec{m.m.activeSegs, m.m.topicDiskBytes, m.m.topicTierBytes, m.m.hotKey, m.m.segMsgRate, m.m.segByteRate, m.m.backlog, m.m.withheld} {
+		v.DeletePartialMatch(match)
 	}
 }
 

@@ -195,8 +195,8 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.w = newUnitWriter(b.key, l, b.store, b.opts, b.log, b.m)
-		topicName := b.key.Topic.String()
-		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName), b.m.appendedBytes.WithLabelValues(topicName)
+		topicName := topicLabels(b.key.Topic.String())
+		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName...), b.m.appendedBytes.WithLabelValues(topicName...)
 		ns := b.key.Topic.Tenant + "/" + b.key.Topic.Namespace
 		b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
 		if b.opts.Durability == wal.DurabilityAlways {
@@ -295,13 +295,13 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 // startRemote starts a bucket of a segment another node owns: it writes
 // there (remoteWriter), through no lane.
 func (b *bucketActor) startRemote() {
-	topicName := b.key.Topic.String()
-	b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName), b.m.appendedBytes.WithLabelValues(topicName)
+	topicName := topicLabels(b.key.Topic.String())
+	b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName...), b.m.appendedBytes.WithLabelValues(topicName...)
 	ns := b.key.Topic.Tenant + "/" + b.key.Topic.Namespace
 	b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
 	b.rw = newRemoteWriter(b.key, b.owner, b.topic, b.store.ackFence, func(reqs []appendReq) {
 		b.count(reqs)
-		b.store.Signal(topicName)
+		b.store.Signal(b.key.Topic.String())
 	})
 	b.rw.lane = b.lane
 	b.sealedAt = b.topic.sealedAt(b.key.Segment)

@@ -171,7 +171,7 @@ func (c *controller) Receive(ctx actor.Context) {
 			panic(fmt.Sprintf("topic %s: stored layout does not route: %v", c.t.uri, err))
 		}
 		c.t.publish(st)
-		c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
+		c.t.mgr.m.activeSegs.WithLabelValues(topicLabels(c.t.uri)...).Set(float64(len(buckets)))
 		c.scaler = startScaler(c.t)
 		c.scheduleOwnerCheck(ctx)
 	case checkOwnersMsg:
@@ -365,8 +365,8 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	c.open(st, created)
 	handedOver := time.Now()
 	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
-	c.t.mgr.m.scalingOps.WithLabelValues(c.t.uri, req.op, req.reason).Inc()
-	c.t.mgr.m.activeSegs.WithLabelValues(c.t.uri).Set(float64(len(buckets)))
+	c.t.mgr.m.scalingOps.WithLabelValues(topicLabels(c.t.uri, req.op, req.reason)...).Inc()
+	c.t.mgr.m.activeSegs.WithLabelValues(topicLabels(c.t.uri)...).Set(float64(len(buckets)))
 	desc := Describe(c.t.uri, next)
 	c.t.mgr.publishLayout(c.t.name, desc)
 	c.scheduleOwnerCheck(ctx)

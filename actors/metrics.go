@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/wal"
 	"github.com/prometheus/client_golang/prometheus"
 	"sync/atomic"
@@ -87,9 +88,9 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		appendedMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "braid_messages_appended_total", Help: "Messages made durable, per topic."}, []string{"topic"}),
+			Name: "braid_messages_appended_total", Help: "Messages made durable, per topic."}, topicLabelNames),
 		appendedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "braid_bytes_appended_total", Help: "Key and payload bytes made durable, per topic."}, []string{"topic"}),
+			Name: "braid_bytes_appended_total", Help: "Key and payload bytes made durable, per topic."}, topicLabelNames),
 		nsAppendedMsgs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_namespace_messages_appended_total", Help: "Messages made durable, per namespace (tenant/namespace), whether their topics are active or not."},
 			[]string{"namespace"}),
@@ -105,7 +106,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		layoutChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_layout_changes_total", Help: "Layout changes by operation."}, []string{"op"}),
 		activeSegs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "braid_active_segments", Help: "Active segments per topic."}, []string{"topic"}),
+			Name: "braid_active_segments", Help: "Active segments per topic."}, topicLabelNames),
 		handedOver: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_produce_handed_over_total",
 			Help: "Records that reached a segment after its seal and were appended to the successor owning their key (a layout change absorbed by the server)."}),
@@ -165,7 +166,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"result"}),
 		topicTierBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_topic_tier_bytes", Help: "Bytes the remote tier holds of a topic's open bucket logs, at the storage worker's last pass."},
-			[]string{"topic"}),
+			topicLabelNames),
 		compactions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_compactions_total", Help: "Compactions of topics this node ran to the end (recorded)."}),
 		compactionErrors: prometheus.NewCounter(prometheus.CounterOpts{
@@ -176,7 +177,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_storage_tick_seconds", Help: "Time of one pass of the storage worker over the open logs.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 		topicDiskBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_topic_disk_bytes", Help: "Bytes the open bucket logs of a topic hold on this node's disk, at the storage worker's last pass."},
-			[]string{"topic"}),
+			topicLabelNames),
 		relocateFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_segment_relocation_failures_total", Help: "Moves of the segments of a node that is gone or draining that a topic's home tried and could not make (tried again a second later)."}),
 		lateAppends: prometheus.NewCounter(prometheus.CounterOpts{
@@ -192,27 +193,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_operations_total",
 			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
-			[]string{"topic", "op", "reason"}),
+			topicLabelsWith("op", "reason")),
 		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_suppressed_total",
 			Help: "Evaluations in which a change the load called for was held back, by the change and the rule (cooldown, max_segments, min_segments, max_depth, hot_key, consumers, max_buckets, split_load, narrow)."},
-			[]string{"topic", "op", "reason"}),
+			topicLabelsWith("op", "reason")),
 		hotKey: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_segment_hot_key_ratio",
 			Help: "Share of a hot segment's msg/s carried by one key, while it keeps the segment from splitting (absent otherwise)."},
-			[]string{"topic", "segment"}),
+			topicLabelsWith("segment")),
 		segMsgRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_segment_messages_per_second", Help: "Short moving average of messages appended (in) and read by subscribers (out), per active segment."},
-			[]string{"topic", "segment", "direction"}),
+			topicLabelsWith("segment", "direction")),
 		segByteRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_segment_bytes_per_second", Help: "Short moving average of key and payload bytes appended (in) and read (out), per active segment."},
-			[]string{"topic", "segment", "direction"}),
+			topicLabelsWith("segment", "direction")),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_subscription_backlog_messages", Help: "Messages not yet acknowledged by a subscription, over the segments it has not drained."},
-			[]string{"topic", "subscription"}),
+			topicLabelsWith("subscription")),
 		withheld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "braid_subscription_withheld_units", Help: "Units a subscription may not read yet because an ancestor segment is not drained (the ordering rule)."},
-			[]string{"topic", "subscription"}),
+			topicLabelsWith("subscription")),
 	}
 	walWrites := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_wal_writes_total",
 		Help: "Writes of log data by every log of the process (group commit: records per write is appended messages over this)."},
@@ -289,4 +290,30 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *LogStore, budget i
 				Help: "Bytes of the files the remote tier's read cache holds (--tier-cache-bytes bounds it)."},
 				func() float64 { _, _, b := tr.Stats(); return float64(b) }))
 	}
+}
+
+// topicLabelNames are the labels of a per-topic series: the topic's
+// tenant, namespace and short name (not its URI), so that dashboards
+// group and filter by tenant and namespace.
+var topicLabelNames = []string{"tenant", "namespace", "topic"}
+
+// topicLabelsWith is topicLabelNames and more.
+func topicLabelsWith(more ...string) []string {
+	return append(append([]string(nil), topicLabelNames...), more...)
+}
+
+// topicLabels returns the tenant, namespace and name of a topic URI, then
+// more: the label values of its per-topic series.
+func topicLabels(uri string, more ...string) []string {
+	name, err := routing.ParseTopic(uri)
+	if err != nil {
+		return append([]string{"", "", uri}, more...)
+	}
+	return append([]string{name.Tenant, name.Namespace, name.Name}, more...)
+}
+
+// topicMatch matches every series of a topic (DeletePartialMatch).
+func topicMatch(uri string) prometheus.Labels {
+	v := topicLabels(uri)
+	return prometheus.Labels{"tenant": v[0], "namespace": v[1], "topic": v[2]}
 }

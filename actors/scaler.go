@@ -263,7 +263,7 @@ func (s *scaler) apply(epoch uint64, op string, reason scaling.Reason, detail st
 func (s *scaler) noteSuppressed(d scaling.Decision, load scaling.Load) {
 	hot := map[topology.SegmentID]bool{}
 	for _, sup := range d.Suppressed {
-		s.t.mgr.m.suppressed.WithLabelValues(s.t.uri, string(sup.Kind), string(sup.Reason)).Inc()
+		s.t.mgr.m.suppressed.WithLabelValues(topicLabels(s.t.uri, string(sup.Kind), string(sup.Reason))...).Inc()
 		if sup.Reason != scaling.SuppressedHotKey {
 			continue
 		}
@@ -298,14 +298,14 @@ func (s *scaler) publishSegmentMetrics(st *topicState, load scaling.Load, suppre
 		live[id] = true
 		w := load.Segments[id]
 		seg := segmentLabel(id)
-		m.segMsgRate.WithLabelValues(s.t.uri, seg, "in").Set(rateValue(w.Short.MsgIn))
-		m.segMsgRate.WithLabelValues(s.t.uri, seg, "out").Set(rateValue(w.Short.MsgOut))
-		m.segByteRate.WithLabelValues(s.t.uri, seg, "in").Set(rateValue(w.Short.ByteIn))
-		m.segByteRate.WithLabelValues(s.t.uri, seg, "out").Set(rateValue(w.Short.ByteOut))
+		m.segMsgRate.WithLabelValues(topicLabels(s.t.uri, seg, "in")...).Set(rateValue(w.Short.MsgIn))
+		m.segMsgRate.WithLabelValues(topicLabels(s.t.uri, seg, "out")...).Set(rateValue(w.Short.MsgOut))
+		m.segByteRate.WithLabelValues(topicLabels(s.t.uri, seg, "in")...).Set(rateValue(w.Short.ByteIn))
+		m.segByteRate.WithLabelValues(topicLabels(s.t.uri, seg, "out")...).Set(rateValue(w.Short.ByteOut))
 		if hot[id] {
-			m.hotKey.WithLabelValues(s.t.uri, seg).Set(w.HotKeyShare)
+			m.hotKey.WithLabelValues(topicLabels(s.t.uri, seg)...).Set(w.HotKeyShare)
 		} else {
-			m.hotKey.DeleteLabelValues(s.t.uri, seg)
+			m.hotKey.DeleteLabelValues(topicLabels(s.t.uri, seg)...)
 		}
 		s.segSeries[id] = true
 	}
@@ -319,10 +319,10 @@ func (s *scaler) publishSegmentMetrics(st *topicState, load scaling.Load, suppre
 func (s *scaler) forgetSegment(id topology.SegmentID) {
 	m, seg := s.t.mgr.m, segmentLabel(id)
 	for _, dir := range []string{"in", "out"} {
-		m.segMsgRate.DeleteLabelValues(s.t.uri, seg, dir)
-		m.segByteRate.DeleteLabelValues(s.t.uri, seg, dir)
+		m.segMsgRate.DeleteLabelValues(topicLabels(s.t.uri, seg, dir)...)
+		m.segByteRate.DeleteLabelValues(topicLabels(s.t.uri, seg, dir)...)
 	}
-	m.hotKey.DeleteLabelValues(s.t.uri, seg)
+	m.hotKey.DeleteLabelValues(topicLabels(s.t.uri, seg)...)
 	delete(s.segSeries, id)
 }
 
@@ -333,13 +333,13 @@ func (s *scaler) publishSubscriptionMetrics(subs []SubscriptionInfo) {
 	for _, sub := range subs {
 		live[sub.Name] = true
 		s.subSeries[sub.Name] = true
-		m.backlog.WithLabelValues(s.t.uri, sub.Name).Set(float64(sub.Backlog))
-		m.withheld.WithLabelValues(s.t.uri, sub.Name).Set(float64(sub.Withheld))
+		m.backlog.WithLabelValues(topicLabels(s.t.uri, sub.Name)...).Set(float64(sub.Backlog))
+		m.withheld.WithLabelValues(topicLabels(s.t.uri, sub.Name)...).Set(float64(sub.Withheld))
 	}
 	for name := range s.subSeries {
 		if !live[name] {
-			m.backlog.DeleteLabelValues(s.t.uri, name)
-			m.withheld.DeleteLabelValues(s.t.uri, name)
+			m.backlog.DeleteLabelValues(topicLabels(s.t.uri, name)...)
+			m.withheld.DeleteLabelValues(topicLabels(s.t.uri, name)...)
 			delete(s.subSeries, name)
 		}
 	}

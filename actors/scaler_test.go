@@ -36,7 +36,7 @@ func TestScalerLogsEachHotKeyOnce(t *testing.T) {
 		t.Fatalf("logged %d times, want 3 (first key, second key, second key again after it cooled):\n%s", n, logs.String())
 	}
 	var m dto.Metric
-	if err := mgr.m.suppressed.WithLabelValues("topic://a/b/c", "split", "hot_key").Write(&m); err != nil {
+	if err := mgr.m.suppressed.WithLabelValues(topicLabels("topic://a/b/c", "split", "hot_key")...).Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if got := m.GetCounter().GetValue(); got != 5 {

@@ -402,9 +402,9 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 		held := func(sl storageLog, f wal.FileInfo) bool { return tr.Holds(sl.log.Dir(), f.First) }
 		local = w.dropOldest(logs, p, local, bound, held, "local_retention_bytes")
 	}
-	w.m.m.topicDiskBytes.WithLabelValues(name.String()).Set(float64(local))
+	w.m.m.topicDiskBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(local))
 	if w.m.store.tier != nil {
-		w.m.m.topicTierBytes.WithLabelValues(name.String()).Set(float64(tiered))
+		w.m.m.topicTierBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(tiered))
 	}
 	return local + tiered
 }

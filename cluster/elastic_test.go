@@ -208,9 +208,9 @@ func TestAutomaticSplitIsMeasuredAndCounted(t *testing.T) {
 	eventually(t, 10*time.Second, "an automatic split", func() bool { return activeSegments(t, nc, uri) > 1 })
 	m := scrape(t, n)
 	for _, want := range []string{
-		`braid_scaling_operations_total{op="split",reason="msg_rate_in",topic="` + uri + `"}`,
+		`braid_scaling_operations_total{namespace="default",op="split",reason="msg_rate_in",tenant="public",topic="` + topic + `"}`,
 		`braid_segment_messages_per_second{direction="in"`,
-		`braid_active_segments{topic="` + uri + `"}`,
+		`braid_active_segments{namespace="default",tenant="public",topic="` + topic + `"}`,
 		`braid_bucket_reassignments_total`,
 	} {
 		if !contains(m, want) {
@@ -254,7 +254,7 @@ func TestRetentionDeletesDrainedSealedSegments(t *testing.T) {
 		_, err := os.Stat(seg0)
 		return errors.Is(err, os.ErrNotExist)
 	})
-	if !contains(scrape(t, n), `braid_scaling_operations_total{op="delete",reason="retention",topic="`+uri+`"} 1`) {
+	if !contains(scrape(t, n), `braid_scaling_operations_total{namespace="default",op="delete",reason="retention",tenant="public",topic="`+topic+`"} 1`) {
 		t.Errorf("no retention delete counted:\n%s", grep(scrape(t, n), "braid_scaling"))
 	}
 	// Still readable and writable after the delete.

@@ -17,6 +17,7 @@ import (
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // fastProduce serves the produce endpoints (produce and produce-batch) of
@@ -64,6 +65,17 @@ type endpointStats struct {
 	requests, errors atomic.Int64
 	nanos            atomic.Int64 // processing time, receipt to reply
 	lastErr          atomic.Pointer[string]
+	latency          prometheus.Observer // braid_request_duration_seconds, nil: none
+}
+
+// took counts n requests answered d after their receipt.
+func (e *endpointStats) took(d time.Duration, n int) {
+	e.nanos.Add(int64(d) * int64(n))
+	if e.latency != nil {
+		for range n {
+			e.latency.Observe(d.Seconds())
+		}
+	}
 }
 
 func (e *endpointStats) failed(err *api.Error) { e.failedWith(err.Error()) }
@@ -77,6 +89,9 @@ const (
 func (n *Node) startFastProduce() error {
 	f := &fastProduce{n: n, id: nuid.Next(), started: time.Now().UTC(), stopped: make(chan struct{}),
 		topics: map[string]*actors.Topic{}}
+	f.one.latency = n.requestLatency.WithLabelValues(produceServiceName, "produce")
+	f.batch.latency = n.requestLatency.WithLabelValues(produceServiceName, "produce-batch")
+	f.multi.latency = n.requestLatency.WithLabelValues(produceServiceName, "produce-multi")
 	if err := f.connect(); err != nil {
 		return err
 	}
@@ -410,7 +425,7 @@ func (f *fastProduce) produceToPartition(t *actors.Topic, h produceHeaders, m na
 	subject, reply, start := m.Subject, m.Reply, time.Now()
 	t.ProduceFrom([]api.Record{rec}, 0, h.partition, string(reply), func(res []api.Result) {
 		defer f.n.produceInflight.done(1)
-		f.one.nanos.Add(int64(time.Since(start)))
+		f.one.took(time.Since(start), 1)
 		if err := res[0].Err(); err != nil {
 			f.fail(&f.one, subject, reply, err)
 			return
@@ -444,7 +459,7 @@ func (f *fastProduce) produceBatch(m natsio.Msg) {
 	t.ProduceFrom(recs, h.epoch, h.partition, string(reply), func(res []api.Result) {
 		defer f.n.produceInflight.done(1)
 		f.inflight.Add(-size)
-		f.batch.nanos.Add(int64(time.Since(start)))
+		f.batch.took(time.Since(start), 1)
 		if len(reply) == 0 {
 			for i := range res {
 				if err := res[i].Err(); err != nil {
@@ -497,7 +512,7 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 		err = produceMulti(tenant, m.Data, f.topicByName, f.n, f.n.produceM, func(replies []api.MultiReply) {
 			defer f.n.produceInflight.done(1)
 			f.inflight.Add(-size)
-			f.multi.nanos.Add(int64(time.Since(start)))
+			f.multi.took(time.Since(start), 1)
 			if len(reply) == 0 {
 				for _, err := range multiFailures(replies) {
 					f.answerErr(&f.multi, subject, reply, err)
@@ -595,7 +610,7 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 		bytes += int64(len(b.recs[i].Payload))
 	}
 	f.inflight.Add(-bytes)
-	f.one.nanos.Add(int64(time.Since(b.start)) * int64(len(members)))
+	f.one.took(time.Since(b.start), len(members))
 	defer f.n.produceInflight.done(len(members))
 	if err != nil {
 		for _, i := range members {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // service is a NATS micro service: it speaks the protocol of nats.go's
@@ -26,6 +28,7 @@ import (
 // the error in its endpoint's stats.
 type service struct {
 	nc          *nats.Conn
+	latency     *prometheus.HistogramVec // braid_request_duration_seconds
 	name, id    string
 	description string
 
@@ -47,6 +50,8 @@ type svcEndpoint struct {
 	// msgLimit and bytesLimit are the subscription's pending limits (0:
 	// nats.go's defaults).
 	msgLimit, bytesLimit int
+	// latency observes the time from a request's receipt to its answer.
+	latency prometheus.Observer
 }
 
 // endpointOpt configures an endpoint of a service.
@@ -70,7 +75,7 @@ func takingOnly(take func(subject string) bool) endpointOpt {
 // newService starts a service on the node's connection: it answers the
 // micro protocol from now on, and serves what endpoint adds.
 func (n *Node) newService(name, description string) (*service, error) {
-	s := &service{nc: n.nc, name: name, id: nuid.Next(), description: description, started: time.Now().UTC()}
+	s := &service{nc: n.nc, latency: n.requestLatency, name: name, id: nuid.Next(), description: description, started: time.Now().UTC()}
 	for _, subject := range []string{micro.APIPrefix + ".*", micro.APIPrefix + ".*." + name, micro.APIPrefix + ".*." + name + "." + s.id} {
 		sub, err := n.nc.Subscribe(subject, s.answerControl)
 		if err != nil {
@@ -89,6 +94,9 @@ func (s *service) endpoint(name, subject string, h micro.Handler, opts ...endpoi
 	e := &svcEndpoint{name: name, subject: subject, queue: micro.DefaultQueueGroup}
 	for _, o := range opts {
 		o(e)
+	}
+	if s.latency != nil {
+		e.latency = s.latency.WithLabelValues(s.name, name)
 	}
 	sub, err := s.nc.QueueSubscribe(subject, e.queue, func(m *nats.Msg) { s.serve(e, h, m) })
 	if err != nil {
@@ -113,7 +121,7 @@ func (s *service) serve(e *svcEndpoint, h micro.Handler, m *nats.Msg) {
 	}
 	start := time.Now()
 	e.stats.requests.Add(1)
-	h.Handle(&svcRequest{msg: m, ep: e})
+	h.Handle(&svcRequest{msg: m, ep: e, start: start})
 	e.stats.nanos.Add(int64(time.Since(start)))
 }
 
@@ -240,8 +248,17 @@ func (g svcGroup) AddEndpoint(name string, h micro.Handler, opts ...micro.Endpoi
 
 // svcRequest is a request to an endpoint of a service.
 type svcRequest struct {
-	msg *nats.Msg
-	ep  *svcEndpoint
+	msg      *nats.Msg
+	ep       *svcEndpoint
+	start    time.Time
+	answered atomic.Bool
+}
+
+// recordDone observes the request's latency, receipt to answer, once.
+func (r *svcRequest) recordDone() {
+	if r.ep.latency != nil && r.answered.CompareAndSwap(false, true) {
+		r.ep.latency.Observe(time.Since(r.start).Seconds())
+	}
 }
 
 func (r *svcRequest) Respond(b []byte, opts ...micro.RespondOpt) error {
@@ -249,6 +266,7 @@ func (r *svcRequest) Respond(b []byte, opts ...micro.RespondOpt) error {
 	for _, o := range opts {
 		o(m)
 	}
+	r.recordDone()
 	return r.msg.RespondMsg(m)
 }
 
@@ -267,6 +285,7 @@ func (r *svcRequest) Error(code, description string, data []byte, opts ...micro.
 		return micro.ErrArgRequired
 	}
 	r.ep.stats.failedWith(description)
+	r.recordDone()
 	m := &nats.Msg{Data: data, Header: nats.Header{micro.ErrorCodeHeader: {code}, micro.ErrorHeader: {description}}}
 	for _, o := range opts {
 		o(m)
@@ -285,6 +304,7 @@ func (r *svcRequest) recordErr(e *api.Error) { r.ep.stats.failed(e) }
 // of the endpoint that served it (a request of a service).
 type errRecorder interface {
 	recordErr(*api.Error)
+	recordDone()
 }
 
 // recordErr counts err, answered to req (or refused without a reply

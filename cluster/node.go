@@ -44,28 +44,30 @@ import (
 
 // Node is one running Braid server.
 type Node struct {
-	cfg        Config
-	log        *slog.Logger
-	ns         *server.Server // nil with an external NATS
-	nc         *nats.Conn
-	auth       natsAuth     // how the node's connections authenticate
-	policy     authz.Policy // who may do what (security.go)
-	forbidden  prometheus.Counter
-	meta       *meta.Store
-	system     *actor.ActorSystem
-	remote     *remote.Remote // nil without a cluster (units.go)
-	topics     *actors.Manager
-	subs       *consumers.Manager
-	subsView   subscriptionsView // the consumer groups, as topic controllers see them
-	queues     *consumers.QueueManager
-	reads      parkedReads // read.fetch requests waiting for data
-	services   []micro.Service
-	clusterSvc micro.Service // node.list, node.drain: every node, entry or not
-	metrics    *http.Server
-	metricsL   net.Listener
-	registry   *prometheus.Registry
-	produceM   *produceMetrics
-	fast       *fastProduce // the produce front-end with the embedded server
+	cfg       Config
+	log       *slog.Logger
+	ns        *server.Server // nil with an external NATS
+	nc        *nats.Conn
+	auth      natsAuth     // how the node's connections authenticate
+	policy    authz.Policy // who may do what (security.go)
+	forbidden prometheus.Counter
+	// requestLatency is braid_request_duration_seconds{service, endpoint}.
+	requestLatency *prometheus.HistogramVec
+	meta           *meta.Store
+	system         *actor.ActorSystem
+	remote         *remote.Remote // nil without a cluster (units.go)
+	topics         *actors.Manager
+	subs           *consumers.Manager
+	subsView       subscriptionsView // the consumer groups, as topic controllers see them
+	queues         *consumers.QueueManager
+	reads          parkedReads // read.fetch requests waiting for data
+	services       []micro.Service
+	clusterSvc     micro.Service // node.list, node.drain: every node, entry or not
+	metrics        *http.Server
+	metricsL       net.Listener
+	registry       *prometheus.Registry
+	produceM       *produceMetrics
+	fast           *fastProduce // the produce front-end with the embedded server
 	// replies is the front-end whose replies the node's committer holds
 	// while it acknowledges a round (holdReplies); nil without one.
 	replies atomic.Pointer[fastProduce]
@@ -117,6 +119,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.forbidden = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_requests_forbidden_total",
 		Help: "Requests refused FORBIDDEN: a tenant account addressing another tenant, or asking for an operation of the operator."})
 	n.registry.MustRegister(n.forbidden)
+	n.requestLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "braid_request_duration_seconds",
+		Help:    "Time from a request's receipt to its answer, by service and endpoint (produce: until the records are durable).",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14)}, []string{"service", "endpoint"})
+	n.registry.MustRegister(n.requestLatency)
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "braid_build_info", Help: "1, labelled with the build's version and Go's.",
 		ConstLabels: prometheus.Labels{"version": cmp.Or(cfg.Version, "devel"), "go_version": runtime.Version()}})
 	buildInfo.Set(1)

@@ -94,7 +94,7 @@ func TestQueueThroughNATSDeadLettersIntoACreatedTopic(t *testing.T) {
 		return st.Subscriptions[0].Backlog == 0
 	})
 	m := scrape(t, n)
-	labels := `{subscription="workers",topic="topic://public/default/jobs"}`
+	labels := `{namespace="default",subscription="workers",tenant="public",topic="jobs"}`
 	for _, want := range []string{
 		"braid_queue_backlog_messages" + labels + " 0",
 		"braid_queue_inflight_messages" + labels + " 0",

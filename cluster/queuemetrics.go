@@ -19,7 +19,7 @@ type queueCollector struct {
 }
 
 func newQueueCollector(n *Node) *queueCollector {
-	labels := []string{"topic", "subscription"}
+	labels := []string{"tenant", "namespace", "topic", "subscription"}
 	return &queueCollector{
 		n: n,
 		backlog: prometheus.NewDesc("braid_queue_backlog_messages",
@@ -63,14 +63,15 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			if !ok || !s.Created {
 				continue
 			}
+			name := t.Name()
 			gauge := func(d *prometheus.Desc, v float64) {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, t.Topic(), sub)
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name.Tenant, name.Namespace, name.Name, sub)
 			}
 			gauge(c.backlog, float64(s.Backlog))
 			gauge(c.inflight, float64(s.Inflight))
 			gauge(c.delayed, float64(s.Delayed))
 			gauge(c.consumers, float64(len(s.Consumers)))
-			ch <- prometheus.MustNewConstMetric(c.deadLets, prometheus.CounterValue, float64(s.DeadLettered), t.Topic(), sub)
+			ch <- prometheus.MustNewConstMetric(c.deadLets, prometheus.CounterValue, float64(s.DeadLettered), name.Tenant, name.Namespace, name.Name, sub)
 		}
 	}
 }

@@ -31,6 +31,9 @@ func newReplier(nc *nats.Conn, req micro.Request) replier {
 }
 
 func (r replier) data(b []byte, hdr nats.Header) {
+	if r.rec != nil {
+		r.rec.recordDone()
+	}
 	if r.reply == "" {
 		return
 	}
@@ -52,6 +55,7 @@ func (r replier) err(err error) {
 	e := api.AsError(err)
 	if r.rec != nil {
 		r.rec.recordErr(e)
+		r.rec.recordDone()
 	}
 	if r.reply == "" {
 		return

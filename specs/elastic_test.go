@@ -91,13 +91,13 @@ var _ = Describe("An elastic topic", func() {
 
 		load := s.startLoad(topic, keys(200), 2000) // 5x the split threshold
 		Eventually(s.activeCount(topic)).WithTimeout(20*time.Second).Should(BeNumerically(">=", 4), "split for the load")
-		Expect(s.metric(`braid_scaling_operations_total\{op="split",reason="msg_rate_in",topic="topic://public/default/step"\}`)).
+		Expect(s.metric(`braid_scaling_operations_total\{namespace="default",op="split",reason="msg_rate_in",tenant="public",topic="step"\}`)).
 			To(BeNumerically(">=", 1))
 		Expect(s.activeCount(topic)()).To(BeNumerically("<=", 8), "max segments")
 
 		load.setRate(0)
 		Eventually(s.activeCount(topic)).WithTimeout(30*time.Second).Should(Equal(1), "merged back to min segments")
-		Expect(s.metric(`braid_scaling_operations_total\{op="merge",reason="idle",topic="topic://public/default/step"\}`)).
+		Expect(s.metric(`braid_scaling_operations_total\{namespace="default",op="merge",reason="idle",tenant="public",topic="step"\}`)).
 			To(BeNumerically(">=", 1))
 		drainAndCheck(load, g)
 	})
@@ -165,10 +165,10 @@ var _ = Describe("An elastic topic", func() {
 		}
 		load := s.startLoad(topic, weighted, 750)
 		Eventually(func() float64 {
-			return s.metric(`braid_segment_hot_key_ratio\{segment="0",topic="topic://public/default/hotkey"\}`)
+			return s.metric(`braid_segment_hot_key_ratio\{namespace="default",segment="0",tenant="public",topic="hotkey"\}`)
 		}).WithTimeout(10 * time.Second).Should(BeNumerically(">", 0.5))
 		Consistently(s.epoch(topic)).WithTimeout(2 * time.Second).Should(BeEquivalentTo(1))
-		Expect(s.metric(`braid_scaling_suppressed_total\{op="split",reason="hot_key",topic="topic://public/default/hotkey"\}`)).
+		Expect(s.metric(`braid_scaling_suppressed_total\{namespace="default",op="split",reason="hot_key",tenant="public",topic="hotkey"\}`)).
 			To(BeNumerically(">", 0))
 		drainAndCheck(load, g)
 	})
@@ -185,7 +185,7 @@ var _ = Describe("An elastic topic", func() {
 			}
 			return buckets
 		}).WithTimeout(15*time.Second).Should(Equal([]int{6}), "one segment of 6 buckets")
-		Expect(s.metric(`braid_scaling_operations_total\{op="rebucket",reason="consumers",topic="topic://public/default/quiet"\}`)).To(Equal(1.0))
+		Expect(s.metric(`braid_scaling_operations_total\{namespace="default",op="rebucket",reason="consumers",tenant="public",topic="quiet"\}`)).To(Equal(1.0))
 		Eventually(g.idle).WithTimeout(15*time.Second).Should(BeEmpty(), "every consumer has a unit once the predecessor drained")
 		drainAndCheck(load, g)
 	})
@@ -196,7 +196,7 @@ var _ = Describe("An elastic topic", func() {
 		load := s.startLoad(topic, keys(100), 800)                           // over the split-vs-rebucket rate
 		g := s.startGroup(topic, "audit", "c1", "c2", "c3", "c4", "c5", "c6")
 		Eventually(s.activeCount(topic)).WithTimeout(15*time.Second).Should(Equal(2), "split for the consumers")
-		Expect(s.metric(`braid_scaling_operations_total\{op="split",reason="consumers",topic="topic://public/default/busy"\}`)).To(Equal(1.0))
+		Expect(s.metric(`braid_scaling_operations_total\{namespace="default",op="split",reason="consumers",tenant="public",topic="busy"\}`)).To(Equal(1.0))
 		Eventually(g.idle).WithTimeout(15 * time.Second).Should(BeEmpty())
 		drainAndCheck(load, g)
 	})

@@ -253,7 +253,7 @@ var _ = Describe("Plain NATS clients", func() {
 		on, most := true, before+1 // one automatic split, no more
 		s.admin(api.AdminTopicPolicies, api.TopicPoliciesRequest{Topic: uri, Policies: &api.Policies{AutoScale: &on, MaxSegments: &most}}, nil)
 		Eventually(s.activeCount(topic)).WithTimeout(30*time.Second).Should(Equal(before+1), "the automatic split")
-		Expect(s.metric(`braid_scaling_operations_total\{op="split",reason="msg_rate_in",topic="topic://public/default/plain"\}`)).To(Equal(1.0))
+		Expect(s.metric(`braid_scaling_operations_total\{namespace="default",op="split",reason="msg_rate_in",tenant="public",topic="plain"\}`)).To(Equal(1.0))
 		Expect(sentPct()).To(BeNumerically("<", 100), "the automatic split came while the producers were sending")
 
 		for _, p := range prods {
