@@ -724,7 +724,7 @@ func TestUnreadableLogRefusesService(t *testing.T) {
 	h.m = NewManager(h.system, h.dir, testLogger())
 	_, err = h.joinReq(api.JoinRequest{Consumer: "a"})
 	wantCode(t, err, api.CodeUnavailable)
-	if !strings.Contains(err.Error(), ErrBadRecord.Error()) {
+	if !strings.Contains(err.Error(), api.UserMessage(ErrBadRecord.Error())) {
 		t.Fatalf("error %q does not name the bad record", err)
 	}
 }
