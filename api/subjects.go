@@ -68,6 +68,11 @@ const (
 	// TopicDescription).
 	AdminTopicPartitions = "topic.partitions"
 	AdminTopicMigrate    = "topic.migrate"
+	// Subscription management (subscriptions.go): list a topic's
+	// subscriptions with their positions, delete one, move its cursors.
+	AdminSubscriptionList   = "subscription.list"
+	AdminSubscriptionDelete = "subscription.delete"
+	AdminSubscriptionSeek   = "subscription.seek"
 )
 
 // AdminSubject is the subject of one admin operation, e.g. AdminSubject(AdminTopicSplit).

@@ -132,6 +132,7 @@ func (p Policy) Data(c Caller, tenant string) error {
 // operatorOps are the admin operations of the operator alone.
 var operatorOps = map[string]bool{
 	api.AdminTenantCreate: true,
+	api.AdminTenantDelete: true,
 	api.AdminNodeDrain:    true,
 	api.AdminNodeList:     true,
 }

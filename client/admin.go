@@ -233,3 +233,15 @@ func (a *Admin) DrainNode(ctx context.Context, node string) (api.NodeDrainReply,
 	err := requestJSON(ctx, a.nc, timeout, api.AdminSubject(api.AdminNodeDrain), api.NodeDrainRequest{Node: node}, &reply)
 	return reply, err
 }
+
+// DeleteNamespace deletes an empty namespace: api.ErrInvalidArgument while
+// it holds a topic, NOT_FOUND when there is none.
+func (a *Admin) DeleteNamespace(ctx context.Context, ns string) error {
+	return a.call(ctx, api.AdminNamespaceDelete, map[string]string{"namespace": ns}, nil)
+}
+
+// DeleteTenant deletes a tenant without namespaces (the operator's to do
+// on a secured server).
+func (a *Admin) DeleteTenant(ctx context.Context, tenant string) error {
+	return a.call(ctx, api.AdminTenantDelete, api.TenantCreateRequest{Tenant: tenant}, nil)
+}

@@ -41,6 +41,13 @@ func (n *Node) adminOps() map[string]adminOp {
 		// Elastic topics (elastic.go).
 		api.AdminTopicPolicies:     n.topicPolicies,
 		api.AdminNamespacePolicies: n.namespacePolicies,
+		// Subscriptions (subscriptions.go).
+		api.AdminSubscriptionList:   n.subscriptionList,
+		api.AdminSubscriptionDelete: n.subscriptionDelete,
+		api.AdminSubscriptionSeek:   n.subscriptionSeek,
+		// Deletes of tenants and namespaces (deletes.go).
+		api.AdminNamespaceDelete: n.namespaceDelete,
+		api.AdminTenantDelete:    n.tenantDelete,
 		// The cluster (membership.go).
 		api.AdminNodeList:  n.nodeList,
 		api.AdminNodeDrain: n.nodeDrain,

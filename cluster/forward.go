@@ -156,7 +156,8 @@ func (n *Node) forwardRoutes() []fwdRoute {
 // serves.
 var topicAdminOps = []string{api.AdminTopicDescribe, api.AdminTopicSplit, api.AdminTopicMerge, api.AdminTopicRebucket,
 	api.AdminTopicDelete, api.AdminTopicStats, api.AdminTopicPolicies, api.AdminTopicCompact, api.AdminTopicCompaction,
-	api.AdminTopicPartitions, api.AdminTopicMigrate}
+	api.AdminTopicPartitions, api.AdminTopicMigrate,
+	api.AdminSubscriptionList, api.AdminSubscriptionDelete, api.AdminSubscriptionSeek}
 
 // fwdRequest is a forwarded request, served as a micro request.
 type fwdRequest struct {

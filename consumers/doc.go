@@ -121,6 +121,21 @@
 // DeleteTopic removes them, Close stops every group after its queued
 // requests (pending acks are flushed).
 //
+// # Subscription management
+//
+// Info (positions per unit and per consumer), Seek and DeleteSubscription
+// are the admin's (subscriptions.go). planSeek (seek.go) turns a target —
+// earliest, latest, a time, a message — into drained segments and unit
+// positions; the group writes them as one snapshot of its state, so the
+// log replays to them, and starts over from them. Both are refused while
+// consumers are attached unless forced; forced, the consumers are detached
+// and get a notice (notice.go): their requests are refused with it until
+// they leave, rather than CONSUMER_UNKNOWN, on which a client would join
+// again with positions that no longer hold (a queue seek keeps its
+// consumers: they hold no positions). A delete moves the group's directory
+// aside first (a group started meanwhile finds nothing), then stops the
+// group and removes it.
+//
 // Retention: offsets removed from a bucket before this subscription
 // acknowledged them are skipped (the ack cursor moves to the first retained
 // offset). Deleted segments count as drained.

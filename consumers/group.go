@@ -34,6 +34,8 @@ type groupConfig struct {
 	Reassigned *atomic.Uint64
 	// Queue configures the groups of a QueueManager.
 	Queue queueOptions
+	// Notices are the manager's (notice.go); nil for none.
+	Notices *noticeBoard
 }
 
 // incarnations numbers every start of every group actor of the process.
@@ -166,6 +168,9 @@ func (g *group) Receive(ctx actor.Context) {
 		return
 	}
 
+	if g.preAccept(ctx.Message()) {
+		return
+	}
 	if !g.accept(g, ctx.Message()) {
 		return
 	}
@@ -180,6 +185,10 @@ func (g *group) Receive(ctx actor.Context) {
 		g.onLeave(m)
 	case *GetStats:
 		g.onStats(m)
+	case *getInfo:
+		g.onInfo(m)
+	case *seekSub:
+		g.onSeek(m)
 	case flushNow:
 		g.flush()
 		g.serveParked()
@@ -282,6 +291,8 @@ func (g *group) refuse(msg any, err error) {
 		if m.Reply != nil {
 			m.Reply(Stats{}, err)
 		}
+	default:
+		refuseAdmin(msg, err)
 	}
 }
 

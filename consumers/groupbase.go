@@ -31,6 +31,9 @@ type groupBase struct {
 	// durable one.
 	broken   error
 	brokenAt time.Time
+	// retired is set once the subscription is deleted (subscriptions.go):
+	// every request is refused with it until the group stops.
+	retired *api.Error
 
 	log *wal.Log
 	// records counts the records in the log (since the last snapshot).

@@ -103,6 +103,12 @@ type Manager struct {
 	// deleting holds the topics DeleteTopic is removing: no group of theirs
 	// may start meanwhile (it would write a log being removed).
 	deleting map[string]bool
+	// deletingSubs holds the subscriptions DeleteSubscription is removing
+	// (subscriptions.go), likewise.
+	deletingSubs map[groupKey]bool
+	// notices are the consumers told that an admin deleted or moved their
+	// subscription (notice.go).
+	notices *noticeBoard
 	// use holds when each group was last sent a request, and the longest
 	// session timeout its consumers asked for; parked holds the groups
 	// being passivated for idleness, with a channel closed once they
@@ -134,6 +140,7 @@ func NewManager(system *actor.ActorSystem, dataDir string, logger *slog.Logger, 
 		opts:     o,
 		groups:   make(map[groupKey]*actor.PID),
 		deleting: make(map[string]bool),
+		notices:  &noticeBoard{},
 		use:      make(map[groupKey]*groupUse),
 		parked:   make(map[groupKey]chan struct{}),
 	}
@@ -184,6 +191,9 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 	if m.deleting[key.topic] {
 		return nil, api.Errorf(api.CodeTopicDeleted, "topic %s is being deleted", key.topic)
 	}
+	if m.deletingSubs[key] {
+		return nil, errSubscriptionDeleting(key)
+	}
 	cfg := groupConfig{
 		Subscription:          subscription,
 		Dir:                   m.groupDir(key.topic, subscription),
@@ -195,6 +205,7 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		OnStopped:             func(pid *actor.PID) { m.forget(key, pid) },
 		Reassigned:            &m.reassigned,
 		Queue:                 m.opts.queue,
+		Notices:               m.notices,
 	}
 	pid := m.system.Root.SpawnPrefix(m.opts.queue.props(cfg), "consumer-group-"+subscription+"-")
 	m.logger.Debug("consumer group spawned", "topic", key.topic, "subscription", subscription, "pid", pid.Id)
@@ -233,6 +244,9 @@ func (m *Manager) send(src Source, subscription string, msg any, fail func(error
 // a join).
 func (m *Manager) sendAs(src Source, subscription string, msg any, fail func(error), session time.Duration) {
 	key := groupKey{topic: src.Topic(), subscription: subscription}
+	if m.notices.intercept(key.topic, subscription, msg) {
+		return
+	}
 	for {
 		pid, err := m.Group(src, subscription)
 		if err != nil {

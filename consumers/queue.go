@@ -188,6 +188,9 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 		}
 		return
 	}
+	if q.preAccept(ctx.Message()) {
+		return
+	}
 	if !q.accept(q, ctx.Message()) {
 		return
 	}
@@ -208,6 +211,10 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 		replyErr(m.Reply, nil)
 	case *getQueueStats:
 		q.onStats(m)
+	case *getInfo:
+		q.onInfo(m)
+	case *seekSub:
+		q.onSeek(m)
 	case flushNow:
 		q.flushOrFail(true)
 		q.serveParked()
@@ -300,6 +307,8 @@ func (q *queueGroup) refuse(msg any, err error) {
 		if m.Reply != nil {
 			m.Reply(QueueStats{}, err)
 		}
+	default:
+		refuseAdmin(msg, err)
 	}
 }
 

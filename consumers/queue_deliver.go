@@ -543,7 +543,6 @@ func (q *queueGroup) onStats(m *getQueueStats) {
 	held := make(map[string]int)
 	for unit, u := range q.state.Units {
 		st.InWindow += len(u.entries)
-		acked := 0
 		for i := range u.entries {
 			switch e := &u.entries[i]; e.state {
 			case entryInflight:
@@ -553,15 +552,10 @@ func (q *queueGroup) onStats(m *getQueueStats) {
 				st.Delayed++
 			case entryReady:
 				st.Ready++
-			case entryAcked:
-				acked++
 			}
 		}
-		if first, next, err := q.cfg.Source.Bounds(unit.Segment, unit.Bucket); err == nil {
-			if floor := max(u.floor, first); next > floor {
-				st.Backlog += next - floor - uint64(acked)
-			}
-		}
+		info := q.unitInfo(unit, u) // queue_seek.go: as subscription.list shows it
+		st.Backlog += info.Lag - min(info.Lag, info.AckedAhead)
 	}
 	for _, c := range q.consumers {
 		st.Consumers = append(st.Consumers, ConsumerStats{Name: c.name, Assigned: held[c.name], Idle: held[c.name] == 0,

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"slices"
-
-	"github.com/braidmq/braid/topology"
 )
 
 // onStats answers a GetStats. Backlog asks Source.Bounds for every unit of
@@ -44,25 +42,8 @@ func (g *group) onStats(m *GetStats) {
 			st.PendingHandoffs++
 		}
 	}
-	for _, s := range g.layout.Segments {
-		if s.State == topology.StateDeleted || g.state.Drained[s.ID] {
-			continue
-		}
-		for b := range s.Buckets {
-			u := topology.Unit{Segment: s.ID, Bucket: b}
-			first, next, err := g.cfg.Source.Bounds(s.ID, b)
-			if err != nil {
-				continue
-			}
-			acked := g.state.Cursors[u]
-			if us := g.units[u]; us != nil {
-				acked = us.acked
-			}
-			acked = max(acked, first)
-			if next > acked {
-				st.Backlog += next - acked
-			}
-		}
+	for _, u := range g.unitInfos() {
+		st.Backlog += u.Lag
 	}
 	if m.Reply != nil {
 		m.Reply(st, nil)

@@ -2,9 +2,11 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/braidmq/braid/routing"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Group homes. A consumer group keeps its state in a log on one node's
@@ -38,4 +40,17 @@ func (s *Store) CreateGroupHome(ctx context.Context, name routing.TopicName, kin
 func (s *Store) MoveGroupHome(ctx context.Context, name routing.TopicName, r SubscriptionRecord, home string, rev uint64) (uint64, error) {
 	r.Home = home
 	return s.update(ctx, groupSubKey(name, r.Kind, r.Subscription), r, rev)
+}
+
+// DeleteGroupHome removes the record of a deleted group (none is not an
+// error): a group made again under its name starts on the node that
+// serves it, with nothing to take over.
+func (s *Store) DeleteGroupHome(ctx context.Context, name routing.TopicName, kind, sub string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err := s.kv.Purge(ctx, groupSubKey(name, kind, sub))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
 }

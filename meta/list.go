@@ -62,7 +62,7 @@ func (s *Store) addCount(ctx context.Context, name routing.TopicName, delta int6
 	}
 }
 
-// purgeTopic purges a topic record at the revision it reads, again while
+// purgeTopic purges a record (a topic's, or a namespace's or tenant's) at the revision it reads, again while
 // the record changes under it (a layout update): so only one of two
 // concurrent deletes removes it. ErrNotFound if there is no record. The
 // record is not decoded: one that does not decode is purged all the same.

@@ -312,3 +312,36 @@ func TestTopicWatchFollowsASplit(t *testing.T) {
 		t.Fatalf("the layout after the split:\n%s", second)
 	}
 }
+
+// tenant and namespace create, list and delete; a delete of what is not
+// empty is refused and changes nothing.
+func TestTenantAndNamespaceLifecycle(t *testing.T) {
+	url := startServer(t)
+	steps := [][]string{
+		{"tenant", "create", "acme"},
+		{"namespace", "create", "acme/orders"},
+		{"topic", "create", "topic://acme/orders/t"},
+	}
+	for _, s := range steps {
+		if _, _, err := run(t, nil, append(s, "--server", url)...); err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+	}
+	if _, _, err := run(t, nil, "tenant", "delete", "acme", "--server", url); err == nil || !strings.Contains(err.Error(), "delete them first") {
+		t.Fatalf("delete of a tenant with a namespace: %v", err)
+	}
+	if _, _, err := run(t, nil, "namespace", "delete", "acme/orders", "--server", url); err == nil || !strings.Contains(err.Error(), "topic://acme/orders/t") {
+		t.Fatalf("delete of a namespace with a topic: %v", err)
+	}
+	if out, _, _ := run(t, nil, "namespace", "list", "acme", "--server", url); strings.TrimSpace(out) != "acme/orders" {
+		t.Fatalf("namespaces after the refusals: %q", out)
+	}
+	for _, s := range [][]string{{"topic", "delete", "topic://acme/orders/t", "--force"}, {"namespace", "delete", "acme/orders"}, {"tenant", "delete", "acme"}} {
+		if _, _, err := run(t, nil, append(s, "--server", url)...); err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+	}
+	if out, _, _ := run(t, nil, "tenant", "list", "--server", url); strings.Contains(out, "acme") {
+		t.Fatalf("tenants after the delete: %q", out)
+	}
+}

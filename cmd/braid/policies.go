@@ -67,7 +67,7 @@ which then resolve from the namespace (or the broker default).
 }
 
 func namespaceCommand() *cobra.Command {
-	cmd, e := newGroup("namespace", "create and list namespaces, show or change their policies")
+	cmd, e := newGroup("namespace", "create, list and delete namespaces, show or change their policies")
 	create := e.verb("create TENANT/NAMESPACE", "create a namespace", cobra.ExactArgs(1), nil)
 	policies := create.Flags().String("policies", "", "the namespace's policies as JSON")
 	topicBuckets := create.Flags().Int("topic-buckets", 0, "metadata buckets the namespace's topics are spread over (default: the server's)")
@@ -94,12 +94,19 @@ func namespaceCommand() *cobra.Command {
 			names, err := adm.ListNamespaces(ctx, args[0])
 			return e.names(c, names, err)
 		})
-	cmd.AddCommand(create, list, policiesCommand(e, true))
+	del := e.verb("delete TENANT/NAMESPACE", "delete an empty namespace", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			if err := adm.DeleteNamespace(ctx, args[0]); err != nil {
+				return err
+			}
+			return e.done(c, "deleted namespace", args[0])
+		})
+	cmd.AddCommand(create, list, del, policiesCommand(e, true))
 	return cmd
 }
 
 func tenantCommand() *cobra.Command {
-	cmd, e := newGroup("tenant", "create and list tenants")
+	cmd, e := newGroup("tenant", "create, list and delete tenants")
 	create := e.verb("create TENANT", "create a tenant (the operator's to do on a secured server)", cobra.ExactArgs(1),
 		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
 			if err := adm.CreateTenant(ctx, args[0]); err != nil {
@@ -112,7 +119,14 @@ func tenantCommand() *cobra.Command {
 			names, err := adm.ListTenants(ctx)
 			return e.names(c, names, err)
 		})
-	cmd.AddCommand(create, list)
+	del := e.verb("delete TENANT", "delete a tenant without namespaces (the operator's to do on a secured server)", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			if err := adm.DeleteTenant(ctx, args[0]); err != nil {
+				return err
+			}
+			return e.done(c, "deleted tenant", args[0])
+		})
+	cmd.AddCommand(create, list, del)
 	return cmd
 }
 

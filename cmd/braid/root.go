@@ -45,7 +45,7 @@ tenants and namespaces, producing and consuming, the cluster's nodes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), topicCommand(), tenantCommand(), namespaceCommand(), produceCommand(),
+	root.AddCommand(serveCommand(), topicCommand(), subscriptionCommand(), tenantCommand(), namespaceCommand(), produceCommand(),
 		consumeCommand(), messageCommand(), nodeCommand(), benchCommand(), versionCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Sprintf("%s: %v (see '%s -h')", c.CommandPath(), err, c.CommandPath())}
