@@ -109,7 +109,7 @@ function drawStats(snap) {
   if (snap.subscriptions && snap.subscriptions.subscriptions) {
     for (const s of snap.subscriptions.subscriptions) {
       const parts = (s.units || []).filter((u) => u.lag > 0).map((u) => `${u.segment}/${u.bucket}: ${u.lag}`);
-      for (const c of s.consumers_detail || s.consumer_lag || []) parts.push(`${c.name || c.consumer}: ${c.lag ?? c.unacked ?? ""}`);
+      for (const c of s.consumers || []) parts.push(s.kind === "queue" ? `${c.name}: ${c.inflight} in flight` : `${c.name}: lag ${c.lag}`);
       lag.set(s.name, parts.join(", "));
     }
   }
