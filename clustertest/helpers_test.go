@@ -33,6 +33,11 @@ func startCluster(extra ...string) ([]*node, []*nats.Conn, int) {
 	serving := -1
 	for _, nc := range conns {
 		Eventually(func(g Gomega) {
+			for _, nd := range nodes {
+				if !nd.running() {
+					StopTrying(fmt.Sprintf("%s exited (%v) while the cluster formed; its log:\n%s", nd.id, nd.waitErr, nd.logTail(30))).Now()
+				}
+			}
 			r, err := nodeList(nc)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(liveNodes(r)).To(ConsistOf("n1", "n2", "n3"))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,11 +43,27 @@ type node struct {
 
 func freeAddr() string {
 	GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().String()
+	usedMu.Lock()
+	defer usedMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port just closed out again: two nodes
+		// given one address would never form a cluster.
+		if !used[addr] {
+			used[addr] = true
+			return addr
+		}
+	}
 }
+
+// used are the addresses freeAddr handed out in this process.
+var (
+	usedMu sync.Mutex
+	used   = map[string]bool{}
+)
 
 // newCluster prepares n nodes (n1..nN) routed to each other; none runs.
 func newCluster(n int) []*node {
