@@ -75,6 +75,7 @@ func (n *Node) registerConsumerMetrics() {
 		Help: "Units (segment, entry bucket) that left their consumer: handed over under the handoff rule, or released by a consumer that left or died."},
 		func() float64 { return float64(subs.Reassignments()) }))
 	n.registry.MustRegister(newQueueCollector(n))
+	n.registry.MustRegister(newConsumerCollector(n))
 }
 
 func (n *Node) topicPolicies(ctx context.Context, body []byte) (any, error) {
