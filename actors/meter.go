@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,9 @@ type bucketMeter struct {
 	msgs, bytes uint64
 	hist        scaling.Histogram
 	heavy       scaling.HeavyHitters
+	// heavyKey is a copy of the key of the hash heavy watches, once an
+	// append of it was seen this period.
+	heavyKey []byte
 }
 
 // appended records one flushed batch: its record and byte (key and
@@ -30,13 +34,39 @@ func (m *bucketMeter) appended(batch []appendReq, msgs, bytes int) {
 	m.mu.Lock()
 	m.msgs += uint64(msgs)
 	m.bytes += uint64(bytes)
+	watched, watching := m.heavy.Watched()
 	for _, q := range batch {
 		for _, h := range q.hashes {
 			m.hist[scaling.Bin(m.rng, h)]++
 			m.heavy.Add(h)
 		}
+		if watching && m.heavyKey == nil {
+			m.heavyKey = keyOf(q, watched)
+		}
 	}
 	m.mu.Unlock()
+}
+
+// keyOf returns a copy of the key (at most scaling.MaxHotKeyName bytes)
+// of the first record of q whose key hashes to h, or nil. q.hashes holds
+// the hashes of q's keyed records, in order.
+func keyOf(q appendReq, h uint64) []byte {
+	at := slices.Index(q.hashes, h)
+	if at < 0 {
+		return nil
+	}
+	j := 0
+	for i := range q.records {
+		key := q.records[i].Key
+		if len(key) == 0 {
+			continue
+		}
+		if j == at {
+			return append([]byte(nil), key[:min(len(key), scaling.MaxHotKeyName)]...)
+		}
+		j++
+	}
+	return nil
 }
 
 // segmentMeter gathers the meters of one active segment's buckets and
@@ -99,10 +129,11 @@ func (m *segmentMeter) take(now time.Time) scaling.Sample {
 			smp.Hist[i] += n
 		}
 		hash, hits, ok := b.heavy.Take()
-		b.msgs, b.bytes, b.hist = 0, 0, scaling.Histogram{}
+		name := b.heavyKey
+		b.msgs, b.bytes, b.hist, b.heavyKey = 0, 0, scaling.Histogram{}, nil
 		b.mu.Unlock()
 		if ok && hits > smp.HotKeyHits {
-			smp.HotKey, smp.HotKeyHits = hash, hits
+			smp.HotKey, smp.HotKeyHits, smp.HotKeyName = hash, hits, name
 		}
 	}
 	smp.MsgsOut = m.outMsgs.Swap(0)

@@ -68,3 +68,43 @@ func TestEpochTimes(t *testing.T) {
 		t.Errorf("newlyDeleted = %v, want [0]", d)
 	}
 }
+
+// The meter keeps the key of the hash it watches: hashes list the keyed
+// records only, so unkeyed records in between must not shift the match.
+func TestMeterCatchesTheWatchedKey(t *testing.T) {
+	l, _ := topology.New(1, 1)
+	m := newSegmentMeter(l.Segments[0], time.Unix(0, 0))
+	long := make([]byte, 100)
+	for i := range long {
+		long[i] = 'a'
+	}
+	req := appendReq{
+		records: []wal.Record{{Payload: []byte("x")}, {Key: []byte("cold")}, {Payload: []byte("y")}, {Key: []byte("hot")}, {Key: long}},
+		hashes:  []uint64{7, 9, 11},
+	}
+	if k := keyOf(req, 9); string(k) != "hot" {
+		t.Errorf("keyOf(9) = %q, want hot", k)
+	}
+	if k := keyOf(req, 11); len(k) != scaling.MaxHotKeyName {
+		t.Errorf("keyOf(11) kept %d bytes, want %d", len(k), scaling.MaxHotKeyName)
+	}
+	if k := keyOf(req, 8); k != nil {
+		t.Errorf("keyOf(8) = %q, want nil", k)
+	}
+	// First period: 9 becomes the candidate; second: its key is caught.
+	m.buckets[0].appended([]appendReq{req, {records: []wal.Record{{Key: []byte("hot")}}, hashes: []uint64{9}}}, 6, 6)
+	if smp := m.take(time.Unix(1, 0)); smp.HotKeyName != nil {
+		t.Fatalf("nothing watched yet, key %q", smp.HotKeyName)
+	}
+	m.buckets[0].appended([]appendReq{req}, 5, 5)
+	smp := m.take(time.Unix(2, 0))
+	if smp.HotKey != 9 || string(smp.HotKeyName) != "hot" {
+		t.Fatalf("hot key %d %q, want 9 hot", smp.HotKey, smp.HotKeyName)
+	}
+	if got := displayKey([]byte{0, 1, 0xff}); got != "0x0001ff" {
+		t.Errorf("displayKey of bytes = %q", got)
+	}
+	if got := displayKey([]byte("clé-1")); got != "clé-1" {
+		t.Errorf("displayKey of text = %q", got)
+	}
+}

@@ -1,12 +1,19 @@
 package actors
 
 import (
+	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
 )
@@ -272,7 +279,7 @@ func (s *scaler) noteSuppressed(d scaling.Decision, load scaling.Load) {
 		if prev, seen := s.hotKeys[sup.Segment]; !seen || prev != w.HotKey {
 			s.hotKeys[sup.Segment] = w.HotKey
 			s.t.mgr.log.Warn("hot key: one key carries most of a segment's load; splitting cannot help it",
-				"topic", s.t.uri, "segment", sup.Segment, "key_hash", topology.FormatHash(w.HotKey),
+				"topic", s.t.uri, "segment", sup.Segment, "key", displayKey(w.HotKeyName), "key_hash", topology.FormatHash(w.HotKey),
 				"share", fmt.Sprintf("%.0f%%", 100*w.HotKeyShare), "msg_rate_in", int(w.Short.MsgIn))
 		}
 	}
@@ -294,9 +301,11 @@ func (s *scaler) publishSegmentMetrics(st *topicState, load scaling.Load, suppre
 		}
 	}
 	live := map[topology.SegmentID]bool{}
+	loads := make([]api.SegmentLoad, 0, len(st.meters))
 	for id := range st.meters {
 		live[id] = true
 		w := load.Segments[id]
+		loads = append(loads, segmentLoad(id, w))
 		seg := segmentLabel(id)
 		m.segMsgRate.WithLabelValues(topicLabels(s.t.uri, seg, "in")...).Set(rateValue(w.Short.MsgIn))
 		m.segMsgRate.WithLabelValues(topicLabels(s.t.uri, seg, "out")...).Set(rateValue(w.Short.MsgOut))
@@ -314,6 +323,31 @@ func (s *scaler) publishSegmentMetrics(st *topicState, load scaling.Load, suppre
 			s.forgetSegment(id)
 		}
 	}
+	slices.SortFunc(loads, func(a, b api.SegmentLoad) int { return cmp.Compare(a.Segment, b.Segment) })
+	s.t.load.Store(&loads)
+}
+
+// segmentLoad is what topic.stats shows of a segment's tracked load.
+func segmentLoad(id topology.SegmentID, w scaling.SegmentLoad) api.SegmentLoad {
+	l := api.SegmentLoad{Segment: uint64(id), MsgInRate: rateValue(w.Short.MsgIn), MsgOutRate: rateValue(w.Short.MsgOut),
+		ByteInRate: rateValue(w.Short.ByteIn), ByteOutRate: rateValue(w.Short.ByteOut)}
+	if w.HotKeyShare > 0 {
+		l.HotKeyHash, l.HotKeyShare = topology.FormatHash(w.HotKey), math.Round(w.HotKeyShare*1000)/1000
+		l.HotKey = displayKey(w.HotKeyName)
+	}
+	return l
+}
+
+// displayKey shows a key as text when it is printable UTF-8, else as 0x
+// and hex.
+func displayKey(key []byte) string {
+	if len(key) == 0 {
+		return ""
+	}
+	if utf8.Valid(key) && !slices.ContainsFunc([]rune(string(key)), func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return string(key)
+	}
+	return "0x" + hex.EncodeToString(key)
 }
 
 func (s *scaler) forgetSegment(id topology.SegmentID) {

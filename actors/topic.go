@@ -76,6 +76,8 @@ type Topic struct {
 	routeMu sync.RWMutex
 	// storage counts what the storage worker did to the topic's logs.
 	storage storageCounts
+	// load is the active segments' load at the scaler's last evaluation.
+	load atomic.Pointer[[]api.SegmentLoad]
 	// compaction is the topic's compaction record as this node last read
 	// or wrote it (nil: not read yet); compacted caches the readers of its
 	// units' compacted logs.
@@ -352,6 +354,9 @@ func ids(in []topology.SegmentID) []uint64 {
 func (t *Topic) Stats() api.TopicStats {
 	l := t.Layout()
 	st := api.TopicStats{Topic: t.uri, Epoch: l.Epoch, Buckets: []api.BucketStats{}, Subscriptions: []api.SubscriptionStats{}, Storage: t.storage.stats()}
+	if load := t.load.Load(); load != nil {
+		st.Load = *load
+	}
 	for _, s := range l.Segments {
 		if s.State == topology.StateDeleted {
 			continue

@@ -199,6 +199,29 @@ type TopicStats struct {
 	Storage       *StorageStats       `json:"storage,omitempty"`
 	Buckets       []BucketStats       `json:"buckets"`
 	Subscriptions []SubscriptionStats `json:"subscriptions"`
+	// Load is each active segment's load as the topic's scaler last
+	// measured it (about every evaluation interval; absent before the
+	// first evaluation and while the topic is quiet and settled).
+	Load []SegmentLoad `json:"load,omitempty"`
+}
+
+// SegmentLoad is the load of one active segment: short moving averages of
+// messages and key and payload bytes appended (in) and read by
+// subscribers (out) per second, and its heaviest key with the share of
+// the appends it carries.
+type SegmentLoad struct {
+	Segment     uint64  `json:"segment"`
+	MsgInRate   float64 `json:"msg_in_rate"`
+	MsgOutRate  float64 `json:"msg_out_rate"`
+	ByteInRate  float64 `json:"byte_in_rate"`
+	ByteOutRate float64 `json:"byte_out_rate"`
+	// HotKey is the heaviest key (its first 64 bytes; "0x" and hex when it
+	// is not printable UTF-8), HotKeyHash its routing hash, HotKeyShare
+	// the share (0-1) of the segment's appends it carries; absent when no
+	// keyed append was seen.
+	HotKey      string  `json:"hot_key,omitempty"`
+	HotKeyHash  string  `json:"hot_key_hash,omitempty"`
+	HotKeyShare float64 `json:"hot_key_share,omitempty"`
 }
 
 // StorageStats is what the storage worker did to a topic's logs on the

@@ -53,6 +53,9 @@ func (s *HeavyHitters) Add(h uint64) {
 	s.slots[least].count++
 }
 
+// Watched returns the hash watched this period (ok false: none).
+func (s *HeavyHitters) Watched() (hash uint64, ok bool) { return s.watched, s.watching }
+
 // Take ends a period. It returns the key hash watched during it and how
 // many of the period's appends were exactly that hash (ok is false when
 // nothing was watched), then watches the period's heaviest candidate and

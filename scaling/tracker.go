@@ -20,7 +20,13 @@ type Sample struct {
 	// many (0 when nothing was watched).
 	HotKey     uint64
 	HotKeyHits uint64
+	// HotKeyName is the key itself (a copy, at most MaxHotKeyName bytes)
+	// when the meter caught it; empty otherwise.
+	HotKeyName []byte
 }
+
+// MaxHotKeyName bounds the bytes of a hot key a meter keeps.
+const MaxHotKeyName = 64
 
 // SegmentLoad is the tracked load of one active segment.
 type SegmentLoad struct {
@@ -37,6 +43,8 @@ type SegmentLoad struct {
 	// share of the segment's msg/s it carries.
 	HotKey      uint64
 	HotKeyShare float64
+	// HotKeyName is the key of HotKey when a meter caught it (see Sample).
+	HotKeyName []byte
 }
 
 // Hot reports whether l's short rates are above a split threshold of p.
@@ -174,7 +182,7 @@ func (w *tracked) fold(smp Sample, shortTau, longTau, histTau time.Duration) {
 		for i := range w.Hist {
 			w.Hist[i] = float64(smp.Hist[i]) / secs
 		}
-		w.HotKey = smp.HotKey
+		w.HotKey, w.HotKeyName = smp.HotKey, smp.HotKeyName
 		w.primed = true
 		return
 	}
@@ -186,6 +194,9 @@ func (w *tracked) fold(smp Sample, shortTau, longTau, histTau time.Duration) {
 	}
 	w.HotKeyShare += as * (share - w.HotKeyShare)
 	if smp.HotKeyHits > 0 {
+		if smp.HotKey != w.HotKey || smp.HotKeyName != nil {
+			w.HotKeyName = smp.HotKeyName
+		}
 		w.HotKey = smp.HotKey
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -170,6 +171,15 @@ var _ = Describe("An elastic topic", func() {
 		Consistently(s.epoch(topic)).WithTimeout(2 * time.Second).Should(BeEquivalentTo(1))
 		Expect(s.metric(`braid_scaling_suppressed_total\{namespace="default",op="split",reason="hot_key",tenant="public",topic="hotkey"\}`)).
 			To(BeNumerically(">", 0))
+		// topic.stats names the key itself, with its share of the appends.
+		var st api.TopicStats
+		s.admin(api.AdminTopicStats, api.TopicRequest{Topic: "topic://public/default/" + topic}, &st)
+		Expect(st.Load).To(HaveLen(1))
+		Expect(st.Load[0].Segment).To(BeEquivalentTo(0))
+		Expect(st.Load[0].HotKey).To(Equal("the-hot-key"))
+		Expect(st.Load[0].HotKeyHash).To(Equal(topology.FormatHash(routing.KeyHash([]byte("the-hot-key")))))
+		Expect(st.Load[0].HotKeyShare).To(BeNumerically(">", 0.5))
+		Expect(st.Load[0].MsgInRate).To(BeNumerically(">", 100))
 		drainAndCheck(load, g)
 	})
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/ui"
@@ -97,5 +98,38 @@ func TestPageShowsASplitLive(t *testing.T) {
 	}
 	if !sealed || units < 3 {
 		t.Fatalf("after the split: segment 0 sealed %v, %d unit rows", sealed, units)
+	}
+
+	// One key carries every append: the load table and the segment's box
+	// name it once the scaler has measured it.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		subject := api.TopicSubject(api.ProducePrefix, "public", "default", "watched")
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m := nats.NewMsg(subject)
+			m.Header.Set(api.HeaderKey, "the-hot-key")
+			m.Data = []byte("x")
+			_, _ = nc.RequestMsg(m, time.Second)
+		}
+	}()
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#load tr.hot`))); err != nil {
+		t.Fatalf("no hot key shown: %v", err)
+	}
+	row, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#load tr.hot`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	label, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('g.hot text').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(row, "the-hot-key") || !strings.Contains(label, "hot key the-hot-key") {
+		t.Fatalf("load row %q, segment label %q", row, label)
 	}
 }

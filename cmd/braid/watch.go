@@ -115,6 +115,15 @@ func watchTopic(ctx context.Context, nc *nats.Conn, w io.Writer, uri string, nam
 				prev[k] = u.NextOffset
 				b = fmt.Appendf(b, "%d/%d  %d  %.0f\n", u.Segment, u.Bucket, u.NextOffset, rate)
 			}
+			for _, l := range st.Load {
+				if l.HotKeyShare >= 0.5 {
+					key := l.HotKey
+					if key == "" {
+						key = l.HotKeyHash
+					}
+					b = fmt.Appendf(b, "segment %d: hot key %q carries %.0f%% of its appends\n", l.Segment, key, 100*l.HotKeyShare)
+				}
+			}
 			prevAt, rates = now, string(b)
 			if tty {
 				show()

@@ -6,7 +6,7 @@
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 const TWO64 = 2n ** 64n;
-let source = null, layout = null, known = new Set(), lastNext = new Map(), lastTime = 0, rates = new Map();
+let source = null, layout = null, known = new Set(), lastNext = new Map(), lastTime = 0, rates = new Map(), loads = new Map();
 
 function el(tag, attrs, text) {
   const e = tag === "svg" || ["g", "rect", "line", "text", "title"].includes(tag) ? document.createElementNS(SVG, tag) : document.createElement(tag);
@@ -77,7 +77,10 @@ function drawLayout(l) {
     const g = el("g", { "data-segment": s.id, class: s.state + (known.has(s.id) || !known.size ? "" : " new") });
     g.appendChild(el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 3 }));
     const rate = rates.get(s.id);
-    const label = `#${s.id}` + (s.partition !== undefined && s.partition !== null ? ` p${s.partition}` : "") + ` ${s.owner || ""}` + (rate ? ` ${Math.round(rate)} msg/s` : "");
+    const ld = loads.get(s.id), hot = ld && ld.hot_key_share >= 0.5;
+    if (hot) g.classList.add("hot");
+    const label = `#${s.id}` + (s.partition !== undefined && s.partition !== null ? ` p${s.partition}` : "") + ` ${s.owner || ""}` + (rate ? ` ${Math.round(rate)} msg/s` : "") +
+      (hot ? ` hot key ${ld.hot_key || ld.hot_key_hash} ${Math.round(ld.hot_key_share * 100)}%` : "");
     g.appendChild(el("text", { x: b.x + 4, y: b.y + Math.min(14, b.h - 2) }, label));
     g.appendChild(el("title", {}, `segment ${s.id}: ${s.state}, range [${s.range[0]}, ${s.range[1]}], ${s.buckets} buckets, owner ${s.owner || "-"}`));
     nodes.push(g);
@@ -100,6 +103,15 @@ function drawStats(snap) {
   }
   lastTime = snap.time;
   rates = segRates;
+  loads = new Map((st.load || []).map((l) => [l.segment, l]));
+  $("load").tBodies[0].replaceChildren(...(st.load || []).map((l) => {
+    const tr = el("tr", { "data-load": l.segment });
+    const key = l.hot_key || l.hot_key_hash || "";
+    for (const v of [l.segment, l.msg_in_rate.toFixed(0), l.msg_out_rate.toFixed(0), l.byte_in_rate.toFixed(0), l.byte_out_rate.toFixed(0), key,
+      l.hot_key_share ? `${Math.round(l.hot_key_share * 100)}%` : ""]) tr.appendChild(el("td", {}, String(v)));
+    if (l.hot_key_share >= 0.5) tr.className = "hot";
+    return tr;
+  }));
   $("units").tBodies[0].replaceChildren(...st.buckets.map((b) => {
     const tr = el("tr", { "data-unit": `${b.segment}/${b.bucket}` });
     for (const v of [`${b.segment}/${b.bucket}`, b.state, b.owner || "", b.first_offset, b.next_offset, b.rate.toFixed(0), b.bytes]) tr.appendChild(el("td", {}, String(v)));
