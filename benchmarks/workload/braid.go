@@ -53,7 +53,7 @@ func ProduceBraid(ctx context.Context, nc *nats.Conn, uri string, spec Spec, opt
 		return Result{}, err
 	}
 	lat := make([]time.Duration, spec.Messages)
-	var errs atomic.Int64
+	var errs, done atomic.Int64
 	payload := make([]byte, spec.Size)
 	keys := make([][]byte, spec.Keys)
 	for i := range keys {
@@ -72,6 +72,9 @@ func ProduceBraid(ctx context.Context, nc *nats.Conn, uri string, spec Spec, opt
 			if err != nil {
 				errs.Add(1)
 			}
+			if d := done.Add(1); spec.Progress != nil && d%ProgressEvery == 0 {
+				spec.Progress(d)
+			}
 		}); err != nil {
 			return Result{}, err
 		}
@@ -88,6 +91,12 @@ func ProduceBraid(ctx context.Context, nc *nats.Conn, uri string, spec Spec, opt
 // ConsumeBraid reads n messages with stream consumers of a new
 // subscription, acking each, and returns the replay rate.
 func ConsumeBraid(ctx context.Context, nc *nats.Conn, uri, sub string, n, consumers int) (Result, error) {
+	return ConsumeBraidProgress(ctx, nc, uri, sub, n, consumers, nil)
+}
+
+// ConsumeBraidProgress is ConsumeBraid telling progress (when not nil) how
+// many messages were read, every ProgressEvery of them.
+func ConsumeBraidProgress(ctx context.Context, nc *nats.Conn, uri, sub string, n, consumers int, progress func(int64)) (Result, error) {
 	start := time.Now()
 	var got atomic.Int64
 	var wg sync.WaitGroup
@@ -113,7 +122,11 @@ func ConsumeBraid(ctx context.Context, nc *nats.Conn, uri, sub string, n, consum
 					return
 				}
 				m.Ack()
-				if got.Add(1) >= int64(n) {
+				g := got.Add(1)
+				if progress != nil && g%ProgressEvery == 0 {
+					progress(g)
+				}
+				if g >= int64(n) {
 					cancel()
 				}
 			}

@@ -18,7 +18,13 @@ type Spec struct {
 	Messages int // how many
 	Size     int // payload bytes
 	Keys     int // keyed over this many keys (0: unkeyed)
+	// Progress, when set, is told how many messages are done (acknowledged)
+	// every ProgressEvery of them, from any goroutine.
+	Progress func(done int64)
 }
+
+// ProgressEvery is how many messages pass between two Progress calls.
+const ProgressEvery = 4096
 
 // Key returns the key of message i ("" when unkeyed).
 func (s Spec) Key(i int) string {

@@ -48,13 +48,18 @@ func benchCommand() *cobra.Command {
 			defer client.NewAdmin(nc).DeleteTopic(context.Background(), uri)
 		}
 		fmt.Fprintf(c.ErrOrStderr(), "topic %s: %d segments, %d buckets; %d x %d B messages over %d keys\n", uri, *segments, *buckets, *messages, *size, *keys)
-		prod, err := workload.ProduceBraid(ctx, nc, uri, workload.Spec{Messages: *messages, Size: *size, Keys: *keys}, client.WithMaxInFlight(*inflight))
+		bar := newProgress(c.ErrOrStderr(), "produce", int64(*messages))
+		prod, err := workload.ProduceBraid(ctx, nc, uri, workload.Spec{Messages: *messages, Size: *size, Keys: *keys, Progress: bar.set},
+			client.WithMaxInFlight(*inflight))
+		bar.finish(int64(*messages))
 		if err != nil {
 			return err
 		}
 		prod.Name = "produce"
 		fmt.Fprintln(c.OutOrStdout(), prod)
-		cons, err := workload.ConsumeBraid(ctx, nc, uri, "bench", *messages, *consumers)
+		bar = newProgress(c.ErrOrStderr(), "replay", int64(*messages))
+		cons, err := workload.ConsumeBraidProgress(ctx, nc, uri, "bench", *messages, *consumers, bar.set)
+		bar.finish(int64(*messages))
 		if err != nil {
 			return err
 		}
