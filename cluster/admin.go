@@ -133,6 +133,9 @@ func (n *Node) namespaceCreate(ctx context.Context, body []byte) (any, error) {
 	if err := req.Policies.Validate(); err != nil {
 		return nil, err
 	}
+	if err := n.checkPayloadPolicy(req.Policies); err != nil {
+		return nil, err
+	}
 	if _, err := n.topics.ResolvePolicies(nil, req.Policies); err != nil {
 		return nil, err
 	}
@@ -184,6 +187,9 @@ func (n *Node) topicCreate(ctx context.Context, body []byte) (any, error) {
 		if v != nil && *v <= 0 {
 			return nil, api.Errorf(api.CodeInvalidArgument, "%s %d: want 1 or more (or leave it out for the default)", name, *v)
 		}
+	}
+	if err := n.checkPayloadPolicy(req.Policies); err != nil {
+		return nil, err
 	}
 	return n.topics.CreateTopicOn(ctx, req, n.placeTopic(req.Topic))
 }

@@ -83,12 +83,18 @@ func (n *Node) topicPolicies(ctx context.Context, body []byte) (any, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
+	if err := n.checkPayloadPolicy(req.Policies); err != nil {
+		return nil, err
+	}
 	return n.topics.TopicPolicies(ctx, req)
 }
 
 func (n *Node) namespacePolicies(ctx context.Context, body []byte) (any, error) {
 	var req api.NamespacePoliciesRequest
 	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := n.checkPayloadPolicy(req.Policies); err != nil {
 		return nil, err
 	}
 	if req.Policies != nil || len(req.Unset) > 0 {

@@ -226,6 +226,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	defaults.Durability = durability
 	defaults.SyncInterval = cfg.SyncInterval
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
+	if c := n.payloadCeiling(); defaults.MaxPayloadBytes > c {
+		n.log.Warn("--max-payload is over what NATS carries in one message here: the broker default is lowered to it (raise max_payload in the NATS server's configuration)",
+			"max_payload_flag", cfg.MaxPayloadBytes, "nats_max_payload", c+payloadFraming, "default", c)
+		defaults.MaxPayloadBytes = c
+	}
 	n.topics = actors.NewManager(actors.Config{
 		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, RemoteUnits: n.remoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
