@@ -103,7 +103,7 @@ func produceCommand() *cobra.Command {
 					return err
 				}
 			}
-		} else if err := eachLine(c.InOrStdin(), func(line []byte) error {
+		} else if err := eachLine(stdinProgress(c, &bar), func(line []byte) error {
 			rec := api.Record{Payload: line}
 			if *key != "" {
 				rec.Key = []byte(*key)
@@ -145,6 +145,44 @@ func eachLine(r io.Reader, fn func([]byte) error) error {
 			return err
 		}
 	}
+}
+
+// stdinProgress is the command's input; when it is a regular file (braid
+// produce URI < file) and stderr a terminal, *bar becomes a bar of the
+// file's bytes, moved as they are read.
+func stdinProgress(c *cobra.Command, bar **progress) io.Reader {
+	in := c.InOrStdin()
+	f, ok := in.(*os.File)
+	if !ok {
+		return in
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return in
+	}
+	b := newByteProgress(c.ErrOrStderr(), "produce", fi.Size())
+	if b.bar == nil {
+		return in
+	}
+	*bar = &progress{} // the messages' bar gives way to the bytes'
+	return &countingReader{r: in, bar: b}
+}
+
+// countingReader moves a bar by the bytes read through it.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	bar *progress
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.bar.set(c.n)
+	if err == io.EOF {
+		c.bar.finish(c.n)
+	}
+	return n, err
 }
 
 // isTerminal reports whether f is a terminal (not /dev/null, a pipe, a

@@ -28,6 +28,16 @@ func newProgress(w io.Writer, label string, total int64) *progress {
 		progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())}
 }
 
+// newByteProgress is newProgress counting bytes of a known total.
+func newByteProgress(w io.Writer, label string, total int64) *progress {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(f) {
+		return &progress{}
+	}
+	return &progress{bar: progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label),
+		progressbar.OptionShowBytes(true), progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())}
+}
+
 func (p *progress) set(n int64) {
 	if p.bar != nil {
 		_ = p.bar.Set64(n)
