@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -123,13 +124,13 @@ func (a *Admin) Peek(ctx context.Context, uri string, n int, last bool) ([]api.M
 	slices.SortStableFunc(out, func(x, y api.Message) int {
 		switch {
 		case x.Time != y.Time:
-			return cmpInt64(x.Time, y.Time)
+			return cmp.Compare(x.Time, y.Time)
 		case x.Segment != y.Segment:
-			return cmpInt64(int64(x.Segment), int64(y.Segment))
+			return cmp.Compare(x.Segment, y.Segment)
 		case x.Bucket != y.Bucket:
 			return x.Bucket - y.Bucket
 		}
-		return cmpInt64(int64(x.Offset), int64(y.Offset))
+		return cmp.Compare(x.Offset, y.Offset)
 	})
 	if len(out) > n {
 		if last {
@@ -139,14 +140,4 @@ func (a *Admin) Peek(ctx context.Context, uri string, n int, last bool) ([]api.M
 		}
 	}
 	return out, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

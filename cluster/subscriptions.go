@@ -137,19 +137,26 @@ func awaitInfo(ctx context.Context, kind, sub string, ask func(func(api.Subscrip
 		Drained: []uint64{}, Error: api.AsError(r.err).Error()}, true
 }
 
+// subscriptionOf finds the topic and the kind of one of its
+// subscriptions, named by a request.
+func (n *Node) subscriptionOf(ctx context.Context, topic, sub string) (*actors.Topic, string, error) {
+	if err := subscriptionName(sub); err != nil {
+		return nil, "", err
+	}
+	t, err := n.topics.Topic(topic)
+	if err != nil {
+		return nil, "", err
+	}
+	kind, err := n.subscriptionKind(ctx, t, sub)
+	return t, kind, err
+}
+
 func (n *Node) subscriptionDelete(ctx context.Context, body []byte) (any, error) {
 	var req api.SubscriptionDeleteRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	if err := subscriptionName(req.Subscription); err != nil {
-		return nil, err
-	}
-	t, err := n.topics.Topic(req.Topic)
-	if err != nil {
-		return nil, err
-	}
-	kind, err := n.subscriptionKind(ctx, t, req.Subscription)
+	t, kind, err := n.subscriptionOf(ctx, req.Topic, req.Subscription)
 	if err != nil {
 		return nil, err
 	}
@@ -179,17 +186,10 @@ func (n *Node) subscriptionSeek(ctx context.Context, body []byte) (any, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	if err := subscriptionName(req.Subscription); err != nil {
-		return nil, err
-	}
 	if err := consumers.ValidateSeek(req); err != nil {
 		return nil, err
 	}
-	t, err := n.topics.Topic(req.Topic)
-	if err != nil {
-		return nil, err
-	}
-	kind, err := n.subscriptionKind(ctx, t, req.Subscription)
+	t, kind, err := n.subscriptionOf(ctx, req.Topic, req.Subscription)
 	if err != nil {
 		return nil, err
 	}

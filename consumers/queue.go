@@ -291,24 +291,14 @@ func (q *queueGroup) end(err error) {
 
 func (q *queueGroup) refuse(msg any, err error) {
 	switch m := msg.(type) {
-	case *queueJoin:
-		if m.Reply != nil {
-			m.Reply(api.JoinReply{}, err)
-		}
-	case *Fetch:
-		replyFetch(m, nil, 0, err)
-	case *Ack:
-		replyErr(m.Reply, err)
-	case *queueNack:
-		replyErr(m.Reply, err)
-	case *Leave:
-		replyErr(m.Reply, err)
 	case *getQueueStats:
 		if m.Reply != nil {
 			m.Reply(QueueStats{}, err)
 		}
 	default:
-		refuseAdmin(msg, err)
+		if !refuseAdmin(msg, err) {
+			replyRequest(msg, err)
+		}
 	}
 }
 

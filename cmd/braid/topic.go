@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -342,7 +343,7 @@ func treeOrder(d api.TopicDescription) []api.SegmentInfo {
 		}
 	}
 	sorted := slices.Clone(d.Segments)
-	slices.SortFunc(sorted, func(a, b api.SegmentInfo) int { return cmpUint(a.ID, b.ID) })
+	slices.SortFunc(sorted, func(a, b api.SegmentInfo) int { return cmp.Compare(a.ID, b.ID) })
 	for _, s := range sorted {
 		if !done[s.ID] && !slices.ContainsFunc(s.Parents, func(p uint64) bool { _, known := byID[p]; return known }) {
 			visit(s)
@@ -354,16 +355,6 @@ func treeOrder(d api.TopicDescription) []api.SegmentInfo {
 		}
 	}
 	return out
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // depths returns each segment's depth: the longest chain of parents above
