@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os/exec"
@@ -98,6 +99,19 @@ func TestPageShowsASplitLive(t *testing.T) {
 	}
 	if !sealed || units < 3 {
 		t.Fatalf("after the split: segment 0 sealed %v, %d unit rows", sealed, units)
+	}
+
+	// A stream consumer joins: the subscriptions table shows the units it
+	// holds and its lag.
+	jb, _ := json.Marshal(api.JoinRequest{Subscription: "audit", Consumer: "c1"})
+	if _, err := nc.Request(api.ConsumeSubject(api.ConsumeJoin, "public", "default", "watched"), jb, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	held := `(() => { const r = document.querySelector('tr[data-subscription="audit"]');
+		return !!r && /c1 \[\d+\/\d+( \d+\/\d+)*\]: lag \d+/.test(r.textContent); })()`
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](held, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		subs, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#subs`)))
+		t.Fatalf("the subscriptions table shows %q, want c1's units and lag: %v", subs, err)
 	}
 
 	// One key carries every append: the load table and the segment's box

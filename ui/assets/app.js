@@ -121,7 +121,10 @@ function drawStats(snap) {
   if (snap.subscriptions && snap.subscriptions.subscriptions) {
     for (const s of snap.subscriptions.subscriptions) {
       const parts = (s.units || []).filter((u) => u.lag > 0).map((u) => `${u.segment}/${u.bucket}: ${u.lag}`);
-      for (const c of s.consumers || []) parts.push(s.kind === "queue" ? `${c.name}: ${c.inflight} in flight` : `${c.name}: lag ${c.lag}`);
+      for (const c of s.consumers || []) {
+        const held = (c.units || []).map((u) => `${u.segment}/${u.bucket}`).join(" ");
+        parts.push(s.kind === "queue" ? `${c.name}: ${c.inflight} in flight` : `${c.name} [${held}]: lag ${c.lag}`);
+      }
       lag.set(s.name, parts.join(", "));
     }
   }
