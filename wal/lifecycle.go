@@ -80,9 +80,11 @@ func (l *Log) Roll() (bool, error) {
 
 // ClosedFiles describes the log's files before its open one, oldest first.
 // A closed file does not change, so its size and the time of its newest
-// record are read once (a Stat, a read of its last record) and remembered;
-// a file whose last record cannot be read (a hole) gets its modification
-// time.
+// record (the largest timestamp: producers may set times in any order) are
+// learnt once and remembered: a file rolled in this process had its
+// largest timestamp counted as it was written; one closed before is read
+// through once. A file none of whose records can be read (holes) gets its
+// modification time.
 func (l *Log) ClosedFiles() ([]FileInfo, error) {
 	l.mu.Lock()
 	files := l.view.files
@@ -140,10 +142,13 @@ func (l *Log) closedFile(first, next uint64) (closedInfo, bool, error) {
 		return c, false, err
 	}
 	c = closedInfo{bytes: st.Size() - trimmed, newest: st.ModTime().UnixMilli()}
-	if next > first {
-		if recs, err := l.ReadRange(next-1, 1, 0); err == nil && len(recs) == 1 {
-			c.newest = recs[0].Timestamp
-		}
+	l.newestMu.Lock()
+	m, counted := l.maxTimes[first]
+	l.newestMu.Unlock()
+	if counted {
+		c.newest = m
+	} else if m, ok := l.maxTimeIn(first, next); ok {
+		c.newest = m
 	}
 	l.newestMu.Lock()
 	if l.newest == nil {
@@ -152,6 +157,41 @@ func (l *Log) closedFile(first, next uint64) (closedInfo, bool, error) {
 	l.newest[first] = c
 	l.newestMu.Unlock()
 	return c, true, nil
+}
+
+// rememberMaxTime records the largest timestamp of the file that starts at
+// first, counted as it was written (see closedFile).
+func (l *Log) rememberMaxTime(first uint64, ts int64) {
+	l.newestMu.Lock()
+	if l.maxTimes == nil {
+		l.maxTimes = map[uint64]int64{}
+	}
+	l.maxTimes[first] = ts
+	l.newestMu.Unlock()
+}
+
+// maxTimeIn reads the records [first, next) that are still there and
+// returns their largest timestamp; ok is false when none could be read.
+// Holes are stepped over.
+func (l *Log) maxTimeIn(first, next uint64) (int64, bool) {
+	best, ok := int64(math.MinInt64), false
+	for off := max(first, l.FirstOffset()); off < next; {
+		recs, err := l.ReadRange(off, int(min(next-off, 4096)), 4<<20)
+		for _, r := range recs {
+			best, ok = max(best, r.Timestamp), true
+		}
+		off += uint64(len(recs))
+		if err != nil {
+			var hole *HoleError
+			if !errors.As(err, &hole) || hole.To <= off {
+				break
+			}
+			off = hole.To
+		} else if len(recs) == 0 {
+			break
+		}
+	}
+	return best, ok
 }
 
 // DropFilesBefore removes the closed files that hold only offsets below

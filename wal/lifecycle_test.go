@@ -242,3 +242,60 @@ func TestTailStartedAtReopenIsItsFirstRecord(t *testing.T) {
 		t.Fatalf("a tail of a record from the future started at %v, before the open", l.TailStarted())
 	}
 }
+
+// A closed file's newest time is its largest timestamp, not its last
+// record's: producers set times in any order, and a file whose last record
+// came with an old time must not be removed with it (it once was: a file
+// of a thousand records written a minute earlier went at the next pass).
+// Counted as written for a file rolled here, read through for one closed
+// before this process, and for a tail reopened and rolled.
+func TestClosedFileNewestIsTheLargestTimestamp(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3, 5000, 10)
+	appendN(t, l, 1, 1000, 10) // an old time, last
+	if _, err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 2, 7000, 10)
+	appendN(t, l, 1, 3000, 10)
+	newest := func(l *Log) []int64 {
+		t.Helper()
+		files, err := l.ClosedFiles()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, f := range files {
+			out = append(out, f.Newest)
+		}
+		return out
+	}
+	if m, ok := l.maxTimes[0]; !ok || m != 5000 {
+		t.Fatalf("the roll counted %d (%v), want 5000", m, ok)
+	}
+	if got := newest(l); len(got) != 1 || got[0] != 5000 {
+		t.Fatalf("rolled here: newest %v, want [5000]", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopened: the closed file is read through; the tail, written before,
+	// is not counted whole, so it is read through once rolled.
+	l, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendN(t, l, 1, 2000, 10)
+	if _, err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1, 100, 10)
+	if got := newest(l); len(got) != 2 || got[0] != 5000 || got[1] != 7000 {
+		t.Fatalf("after a reopen: newest %v, want [5000 7000]", got)
+	}
+}

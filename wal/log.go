@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -81,6 +82,9 @@ type Log struct {
 	segmentBytes atomic.Int64
 	newestMu     sync.Mutex
 	newest       map[uint64]closedInfo
+	// maxTimes holds, per file rolled in this process (by its first
+	// offset), the largest timestamp of its records; under newestMu.
+	maxTimes map[uint64]int64
 	// trimMu serializes TrimHead with the truncations; taken before
 	// writeMu, it lets TrimHead write its record and punch its file
 	// without holding up appends.
@@ -121,6 +125,11 @@ type tailFile struct {
 	frames []frameRef
 	holes  []Hole // the holes Open found in it (see Hole)
 	next   uint64 // offset after its last record written or being written
+	// maxTime is the largest timestamp of the records written to it in
+	// this process; exact says that is every record of the file (it was
+	// created empty here), so that the roll can remember it.
+	maxTime int64
+	exact   bool
 }
 
 // index returns the index of what was written to the tail.
@@ -135,6 +144,7 @@ type plannedFrame struct {
 	from, to    int
 	recordBytes int
 	start, end  int
+	maxTime     int64 // the largest timestamp of its records
 }
 
 // Open opens the log in dir, creating dir if needed. It finishes a
@@ -220,7 +230,8 @@ func open(dir string, opts Options) (*Log, error) {
 		fs:     fsys,
 		opts:   opts,
 		repair: report,
-		tail:   tailFile{first: last.first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next},
+		tail: tailFile{first: last.first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next,
+			maxTime: math.MinInt64, exact: index.next == last.first && index.end == 0},
 		// The first file may just have been created.
 		dirUnsynced: true,
 	}
@@ -373,9 +384,14 @@ func encodeLocked[S bodySource](l *Log, src S, first uint64) {
 		f.start = len(l.buf)
 		var frameStart int
 		l.buf, frameStart = beginBatch(l.buf, f.first, f.to-f.from, f.recordBytes)
+		f.maxTime = math.MinInt64
 		for k := f.from; k < f.to; k++ {
 			l.buf = binary.AppendUvarint(l.buf, uint64(l.bodyLens[k]))
+			body := len(l.buf)
 			l.buf = src.appendBody(l.buf, k)
+			if ts, n := binary.Varint(l.buf[body:]); n > 0 && ts > f.maxTime { // a body starts with its timestamp
+				f.maxTime = ts
+			}
 		}
 		sealBatch(l.buf, frameStart)
 		f.end = len(l.buf)
@@ -397,6 +413,7 @@ func (l *Log) writeFramesLocked() error {
 			}
 		}
 		l.tail.frames = append(l.tail.frames, frameRef{first: f.first, pos: l.tail.size})
+		l.tail.maxTime = max(l.tail.maxTime, f.maxTime)
 		l.tail.size += int64(f.end - f.start)
 		l.tail.next = f.first + uint64(f.to-f.from)
 	}
@@ -506,7 +523,10 @@ func (l *Log) rollLocked(first uint64) error {
 	old := l.tail.file
 	l.readMu.Lock()
 	l.syncMu.Lock()
-	l.tail = tailFile{first: first, file: f, next: first}
+	if t := l.tail; t.exact && t.next > t.first {
+		l.rememberMaxTime(t.first, t.maxTime)
+	}
+	l.tail = tailFile{first: first, file: f, next: first, maxTime: math.MinInt64, exact: true}
 	l.tailStarted.Store(time.Now().UnixNano())
 	l.syncMu.Unlock()
 	l.mu.Lock()

@@ -215,7 +215,10 @@ func (l *Log) replaceTailLocked(first uint64, content []byte) error {
 	}
 	l.syncMu.Lock()
 	old := l.tail.file
-	l.tail = tailFile{first: first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next}
+	l.tail = tailFile{first: first, file: f, size: index.end, frames: index.frames, holes: index.holes, next: index.next, maxTime: math.MinInt64}
+	l.newestMu.Lock()
+	delete(l.maxTimes, first) // it is written to again
+	l.newestMu.Unlock()
 	l.preallocated.Store(0)
 	// What was written to the old tail is either in the replacement, which
 	// was fsynced, or dropped.
