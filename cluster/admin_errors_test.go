@@ -35,3 +35,30 @@ func TestAdminErrorsSpeakToUsers(t *testing.T) {
 		t.Errorf("an unknown field: %v", e)
 	}
 }
+
+// Deleting a tenant or a namespace that does not exist answers the codes
+// every other operation answers for them; one that is not empty is
+// refused and stays.
+func TestDeletesOfMissingTenantsAndNamespaces(t *testing.T) {
+	n, nc := startNode(t, t.TempDir())
+	defer stopNode(t, n, nc)
+	for _, c := range []struct {
+		op   string
+		body map[string]any
+		want api.Code
+	}{
+		{api.AdminTenantDelete, map[string]any{"tenant": "nope"}, api.CodeTenantNotFound},
+		{api.AdminNamespaceDelete, map[string]any{"namespace": "public/nope"}, api.CodeNamespaceMissing},
+		{api.AdminNamespaceDelete, map[string]any{"namespace": "nope/nope"}, api.CodeNamespaceMissing},
+		{api.AdminTenantDelete, map[string]any{"tenant": "public"}, api.CodeInvalidArgument},
+	} {
+		if e := admin(t, nc, c.op, c.body, nil); e == nil || e.Code != c.want {
+			t.Errorf("%s %v: %v, want %s", c.op, c.body, e, c.want.Symbol)
+		}
+	}
+	var names api.NameListReply
+	mustAdmin(t, nc, api.AdminTenantList, map[string]any{}, &names)
+	if len(names.Names) != 1 || names.Names[0] != "public" {
+		t.Fatalf("tenants after the refusals: %v", names.Names)
+	}
+}

@@ -22,7 +22,7 @@ func (n *Node) namespaceDelete(ctx context.Context, body []byte) (any, error) {
 		return nil, api.Errorf(api.CodeInvalidName, "namespace: %v", err)
 	}
 	if err := n.meta.DeleteNamespace(ctx, ns); err != nil {
-		return nil, deleteError(err, "namespace "+ns.String())
+		return nil, deleteError(err, api.CodeNamespaceMissing, "namespace "+ns.String())
 	}
 	n.log.Info("namespace deleted", "namespace", ns.String())
 	return api.OKReply{OK: true}, nil
@@ -38,16 +38,19 @@ func (n *Node) tenantDelete(ctx context.Context, body []byte) (any, error) {
 		return nil, err
 	}
 	if err := n.meta.DeleteTenant(ctx, req.Tenant); err != nil {
-		return nil, deleteError(err, "tenant "+req.Tenant)
+		return nil, deleteError(err, api.CodeTenantNotFound, "tenant "+req.Tenant)
 	}
 	n.log.Info("tenant deleted", "tenant", req.Tenant)
 	return api.OKReply{OK: true}, nil
 }
 
-func deleteError(err error, what string) error {
+// deleteError is the wire error of a failed delete; missing is the code
+// of a tenant or namespace that does not exist, as every operation
+// answers it.
+func deleteError(err error, missing api.Code, what string) error {
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
-		return api.Errorf(api.CodeNotFound, "%s does not exist", what)
+		return api.Errorf(missing, "%s does not exist", what)
 	case errors.Is(err, meta.ErrNotEmpty):
 		return api.Errorf(api.CodeInvalidArgument, "%v", err)
 	default:
