@@ -331,8 +331,8 @@ func (s *scaler) publishSegmentMetrics(st *topicState, load scaling.Load, suppre
 func segmentLoad(id topology.SegmentID, w scaling.SegmentLoad) api.SegmentLoad {
 	l := api.SegmentLoad{Segment: uint64(id), MsgInRate: rateValue(w.Short.MsgIn), MsgOutRate: rateValue(w.Short.MsgOut),
 		ByteInRate: rateValue(w.Short.ByteIn), ByteOutRate: rateValue(w.Short.ByteOut)}
-	if w.HotKeyShare > 0 {
-		l.HotKeyHash, l.HotKeyShare = topology.FormatHash(w.HotKey), math.Round(w.HotKeyShare*1000)/1000
+	if share := math.Round(w.HotKeyShare*1000) / 1000; share > 0 {
+		l.HotKeyHash, l.HotKeyShare = topology.FormatHash(w.HotKey), share
 		l.HotKey = displayKey(w.HotKeyName)
 	}
 	return l

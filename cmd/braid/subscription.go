@@ -39,7 +39,7 @@ func subscriptionCommand() *cobra.Command {
 	yes := del.Flags().BoolP("yes", "y", false, "delete without asking (refused while consumers are attached)")
 	del.RunE = func(c *cobra.Command, args []string) error {
 		if !*force && !*yes {
-			if err := confirm(c.InOrStdin(), c.ErrOrStderr(), fmt.Sprintf("delete subscription %s of %s and its positions?", args[1], args[0])); err != nil {
+			if err := confirm(c.InOrStdin(), c.ErrOrStderr(), fmt.Sprintf("delete subscription %s of %s and its positions?", args[1], args[0]), "--yes (or --force)"); err != nil {
 				return err
 			}
 		}

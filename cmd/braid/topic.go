@@ -200,7 +200,7 @@ func topicCommand() *cobra.Command {
 	force := del.Flags().Bool("force", false, "delete without asking")
 	del.RunE = func(c *cobra.Command, args []string) error {
 		if !*force {
-			if err := confirm(c.InOrStdin(), c.ErrOrStderr(), fmt.Sprintf("delete %s and all its messages?", args[0])); err != nil {
+			if err := confirm(c.InOrStdin(), c.ErrOrStderr(), fmt.Sprintf("delete %s and all its messages?", args[0]), "--force"); err != nil {
 				return err
 			}
 		}
@@ -264,11 +264,11 @@ func topicCommand() *cobra.Command {
 }
 
 // confirm asks question on w and reads the answer from r: an error unless
-// it is yes. It refuses at once when r is not a terminal (a script must
-// say --force).
-func confirm(r io.Reader, w io.Writer, question string) error {
+// it is yes. It refuses at once when r is not a terminal: a script must
+// say so with skip, the flag that skips the question ("--force").
+func confirm(r io.Reader, w io.Writer, question, skip string) error {
 	if f, ok := r.(*os.File); !ok || !isTerminal(f) {
-		return usagef("%s refusing without --force: there is no terminal to confirm on", question)
+		return usagef("%s refusing without %s: there is no terminal to confirm on", question, skip)
 	}
 	fmt.Fprintf(w, "%s [y/N] ", question)
 	answer, _ := bufio.NewReader(r).ReadString('\n')

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -104,8 +106,9 @@ func watchTopic(ctx context.Context, nc *nats.Conn, w io.Writer, uri string, nam
 				continue
 			}
 			now := time.Now()
-			var b []byte
-			b = fmt.Appendf(b, "\nUNIT  NEXT  MSG/S\n")
+			var buf bytes.Buffer
+			tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "\nUNIT\tNEXT\tMSG/S\n")
 			for _, u := range st.Buckets {
 				k := [2]uint64{u.Segment, uint64(u.Bucket)}
 				rate := 0.0
@@ -113,8 +116,10 @@ func watchTopic(ctx context.Context, nc *nats.Conn, w io.Writer, uri string, nam
 					rate = float64(u.NextOffset-p) / now.Sub(prevAt).Seconds()
 				}
 				prev[k] = u.NextOffset
-				b = fmt.Appendf(b, "%d/%d  %d  %.0f\n", u.Segment, u.Bucket, u.NextOffset, rate)
+				fmt.Fprintf(tw, "%d/%d\t%d\t%.0f\n", u.Segment, u.Bucket, u.NextOffset, rate)
 			}
+			tw.Flush()
+			b := buf.Bytes()
 			for _, l := range st.Load {
 				if l.HotKeyShare >= 0.5 {
 					key := l.HotKey
