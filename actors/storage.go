@@ -317,7 +317,7 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 		w.expireTier(sl, func(e tier.Entry) bool { return e.Newest < cutoff }, "retention")
 	}
 	k := 0
-	for k < len(files) && files[k].Newest < cutoff {
+	for k < len(files) && olderThan(l, &files[k], cutoff) {
 		k++
 	}
 	if k > 0 && !w.drop(sl, files[:k], "retention") {
@@ -511,4 +511,17 @@ func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) boo
 	sl.counts.removedBytes.Add(uint64(bytes))
 	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", len(gone), "bytes", bytes, "why", why, "first_offset", before)
 	return true
+}
+
+// olderThan reports whether every record of *f is older than cutoff (unix
+// ms). A listed file's time may be a lower bound of its newest (its last
+// record's, producers setting times in any order): one that looks old is
+// read through first (once), and *f updated, so that a file is never
+// removed or offloaded by the time of its last record alone.
+func olderThan(l *wal.Log, f *wal.FileInfo, cutoff int64) bool {
+	if f.Newest >= cutoff {
+		return false
+	}
+	*f = l.ExactNewest(*f)
+	return f.Newest < cutoff
 }

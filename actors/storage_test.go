@@ -452,3 +452,62 @@ func TestStorageWorkerByInjectedClock(t *testing.T) {
 		t.Fatalf("the worker's counts: %+v", st)
 	}
 }
+
+// A closed file whose last record carries an old time (a producer's) is
+// kept until its newest record is past retention: rolled in this process,
+// and again after the topic was passivated and its logs reopened (the
+// worker then reads the file through before removing it). Retention
+// removed such a file with records written a minute before.
+func TestRetentionGoesByTheNewestRecordNotTheLast(t *testing.T) {
+	m := newTestManager(t) // no worker of its own: the test runs the passes
+	const uri = "topic://t/n/backfilled"
+	topic := createTestTopic(t, m, uri, 1, 1)
+	now := time.Now()
+	produce := func(topic *Topic, ts int64) {
+		t.Helper()
+		done := make(chan api.Result, 1)
+		topic.Produce([]api.Record{{Key: []byte("k"), Payload: []byte("v"), Time: ts}}, func(r []api.Result) { done <- r[0] })
+		if r := <-done; r.Code != 0 {
+			t.Fatal(r.Err())
+		}
+	}
+	for range 10 {
+		produce(topic, 0)
+	}
+	produce(topic, now.Add(-30*24*time.Hour).UnixMilli()) // a month old, last
+	w := &storageWorker{m: m, tick: time.Hour, segmentBytes: map[*wal.Log]int64{}}
+	w.run(now.Add(25 * time.Hour)) // rolls (segment_ms: a day)
+	l, err := topic.unitLog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := l.ClosedFiles(); len(files) != 1 || files[0].Next != 11 {
+		t.Fatalf("closed files %+v, want one of 11 records", files)
+	}
+	w.run(now.Add(26 * time.Hour))
+	if l.FirstOffset() != 0 {
+		t.Fatalf("rolled here: removed a file of records a day old (first offset %d)", l.FirstOffset())
+	}
+	// Reopened logs know only each closed file's last record.
+	if !m.passivate(topic, 0) {
+		t.Fatal("the topic did not passivate")
+	}
+	topic, err = m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = topic.unitLog(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := l.ClosedFiles(); len(files) != 1 || files[0].Exact {
+		t.Fatalf("after reopening: %+v, want one file known by its last record", files)
+	}
+	w.run(now.Add(27 * time.Hour))
+	if l.FirstOffset() != 0 {
+		t.Fatalf("reopened: removed a file of records a day old (first offset %d)", l.FirstOffset())
+	}
+	w.run(now.Add(8 * 24 * time.Hour))
+	if l.FirstOffset() != 11 {
+		t.Fatalf("eight days on: first offset %d, want 11", l.FirstOffset())
+	}
+}

@@ -44,10 +44,11 @@ func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, 
 	ctx, cancel := context.WithTimeout(context.Background(), tierOffloadTimeout)
 	defer cancel()
 	ready := now.Add(-p.OffloadAfter).UnixMilli()
-	for _, f := range files {
-		if f.Newest >= ready {
+	for i := range files {
+		if !olderThan(sl.log, &files[i], ready) {
 			break
 		}
+		f := files[i]
 		if tr.Holds(dir, f.First) {
 			continue
 		}
@@ -70,7 +71,7 @@ func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, 
 	}
 	cutoff := now.Add(-keep).UnixMilli()
 	k := 0
-	for k < len(files) && files[k].Newest < cutoff && tr.Holds(dir, files[k].First) {
+	for k < len(files) && olderThan(sl.log, &files[k], cutoff) && tr.Holds(dir, files[k].First) {
 		k++
 	}
 	if k > 0 && w.drop(sl, files[:k], "local_retention") {

@@ -19,11 +19,15 @@ import (
 // creation or removal.
 
 // FileInfo describes one closed file of a log: the offsets [First, Next)
-// it holds, its size, and the time (unix ms) of its newest record.
+// it holds, its size, and the time (unix ms) of its newest record: the
+// largest timestamp of its records when Exact, else a lower bound of it
+// (the last record's; producers set times in any order) that
+// Log.ExactNewest makes exact.
 type FileInfo struct {
 	First, Next uint64
 	Bytes       int64
 	Newest      int64
+	Exact       bool
 }
 
 // Unlimited is a SegmentBytes that never rolls by size.
@@ -80,11 +84,11 @@ func (l *Log) Roll() (bool, error) {
 
 // ClosedFiles describes the log's files before its open one, oldest first.
 // A closed file does not change, so its size and the time of its newest
-// record (the largest timestamp: producers may set times in any order) are
-// learnt once and remembered: a file rolled in this process had its
-// largest timestamp counted as it was written; one closed before is read
-// through once. A file none of whose records can be read (holes) gets its
-// modification time.
+// record are learnt once and remembered. A file rolled in this process
+// had its largest timestamp counted as it was written (Exact); for one
+// closed before, only its last record is read (a lower bound: the caller
+// about to act on it asks ExactNewest, which reads the file through once),
+// or its modification time when that record cannot be read.
 func (l *Log) ClosedFiles() ([]FileInfo, error) {
 	l.mu.Lock()
 	files := l.view.files
@@ -100,7 +104,7 @@ func (l *Log) ClosedFiles() ([]FileInfo, error) {
 			return nil, err
 		}
 		if ok {
-			out = append(out, FileInfo{First: max(files[i], first), Next: files[i+1], Bytes: c.bytes, Newest: c.newest})
+			out = append(out, FileInfo{First: max(files[i], first), Next: files[i+1], Bytes: c.bytes, Newest: c.newest, Exact: c.exact})
 		}
 	}
 	return out, nil
@@ -116,6 +120,7 @@ func (l *Log) forgetClosed() {
 // closedInfo is what ClosedFiles remembers of a closed file.
 type closedInfo struct {
 	bytes, newest int64
+	exact         bool
 }
 
 // closedFile returns what is known of the closed file that starts at first
@@ -146,9 +151,11 @@ func (l *Log) closedFile(first, next uint64) (closedInfo, bool, error) {
 	m, counted := l.maxTimes[first]
 	l.newestMu.Unlock()
 	if counted {
-		c.newest = m
-	} else if m, ok := l.maxTimeIn(first, next); ok {
-		c.newest = m
+		c.newest, c.exact = m, true
+	} else if next > first {
+		if recs, err := l.ReadRange(next-1, 1, 0); err == nil && len(recs) == 1 {
+			c.newest = recs[0].Timestamp
+		}
 	}
 	l.newestMu.Lock()
 	if l.newest == nil {
@@ -168,6 +175,33 @@ func (l *Log) rememberMaxTime(first uint64, ts int64) {
 	}
 	l.maxTimes[first] = ts
 	l.newestMu.Unlock()
+}
+
+// ExactNewest returns f (one of ClosedFiles) with Newest the largest
+// timestamp of its records, reading the file through if that is not known
+// yet (once: it is remembered).
+func (l *Log) ExactNewest(f FileInfo) FileInfo {
+	if f.Exact {
+		return f
+	}
+	if m, ok := l.maxTimeIn(f.First, f.Next); ok {
+		f.Newest = max(f.Newest, m)
+	}
+	f.Exact = true
+	l.mu.RLock()
+	files := l.view.files
+	l.mu.RUnlock()
+	if len(files) == 0 {
+		return f
+	}
+	key := files[fileHolding(files, f.First)]
+	l.newestMu.Lock()
+	if c, ok := l.newest[key]; ok {
+		c.newest, c.exact = f.Newest, true
+		l.newest[key] = c
+	}
+	l.newestMu.Unlock()
+	return f
 }
 
 // maxTimeIn reads the records [first, next) that are still there and

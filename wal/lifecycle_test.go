@@ -247,8 +247,9 @@ func TestTailStartedAtReopenIsItsFirstRecord(t *testing.T) {
 // record's: producers set times in any order, and a file whose last record
 // came with an old time must not be removed with it (it once was: a file
 // of a thousand records written a minute earlier went at the next pass).
-// Counted as written for a file rolled here, read through for one closed
-// before this process, and for a tail reopened and rolled.
+// Counted as written for a file rolled here; for one closed before the log
+// was opened, and a tail reopened and rolled, ClosedFiles gives the last
+// record's (a lower bound) and ExactNewest reads the file through.
 func TestClosedFileNewestIsTheLargestTimestamp(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir, Options{})
@@ -277,8 +278,8 @@ func TestClosedFileNewestIsTheLargestTimestamp(t *testing.T) {
 	if m, ok := l.maxTimes[0]; !ok || m != 5000 {
 		t.Fatalf("the roll counted %d (%v), want 5000", m, ok)
 	}
-	if got := newest(l); len(got) != 1 || got[0] != 5000 {
-		t.Fatalf("rolled here: newest %v, want [5000]", got)
+	if files, _ := l.ClosedFiles(); len(files) != 1 || files[0].Newest != 5000 || !files[0].Exact {
+		t.Fatalf("rolled here: %+v, want newest 5000, exact", files)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -295,7 +296,21 @@ func TestClosedFileNewestIsTheLargestTimestamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1, 100, 10)
+	// ClosedFiles reads only the last record of each (a lower bound);
+	// ExactNewest reads them through, once.
+	if got := newest(l); len(got) != 2 || got[0] != 1000 || got[1] != 2000 {
+		t.Fatalf("after a reopen: newest %v, want the last records' [1000 2000]", got)
+	}
+	files, err := l.ClosedFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{5000, 7000} {
+		if f := l.ExactNewest(files[i]); !f.Exact || f.Newest != want || files[i].Exact {
+			t.Fatalf("file %d: exact newest %+v (listed %+v), want %d", i, f, files[i], want)
+		}
+	}
 	if got := newest(l); len(got) != 2 || got[0] != 5000 || got[1] != 7000 {
-		t.Fatalf("after a reopen: newest %v, want [5000 7000]", got)
+		t.Fatalf("after ExactNewest: newest %v, want [5000 7000] remembered", got)
 	}
 }
