@@ -84,8 +84,11 @@ func (a *Admin) GetMessage(ctx context.Context, uri string, id MessageID) (api.M
 var ErrMessageNotFound = fmt.Errorf("braid/client: message not found")
 
 // Peek returns up to n messages of topic uri without a subscription: the
-// first n kept (last false) or the last n (last true), in time order
-// (then by id) across all its units.
+// first n kept (last false) or the last n (last true) of each unit by
+// position, merged in time order (then by id) and cut to n. Times are the
+// producers' when they set them, in any order: a message with an old time
+// at the end of its unit is not among the first n, though it sorts first
+// among those shown.
 func (a *Admin) Peek(ctx context.Context, uri string, n int, last bool) ([]api.Message, error) {
 	if n < 1 || n > 10000 {
 		return nil, fmt.Errorf("braid/client: peek %d messages: want 1 to 10000", n)

@@ -25,7 +25,7 @@ func messageCommand() *cobra.Command {
 			}
 			return e.printMessages(c.OutOrStdout(), []api.Message{m})
 		})
-	peek := e.verb("peek URI", "print the first (or --last) messages of a topic, in time order, without a subscription", cobra.ExactArgs(1), nil)
+	peek := e.verb("peek URI", "print the first (or --last) messages of a topic, without a subscription: each unit's first (last) by position, merged by time", cobra.ExactArgs(1), nil)
 	n := peek.Flags().IntP("count", "n", 10, "how many messages (1 to 10000)")
 	last := peek.Flags().Bool("last", false, "the last messages instead of the first")
 	peek.RunE = func(c *cobra.Command, args []string) error {
