@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -117,6 +118,16 @@ func watchTopic(ctx context.Context, nc *nats.Conn, w io.Writer, uri string, nam
 				}
 				prev[k] = u.NextOffset
 				fmt.Fprintf(tw, "%d/%d\t%d\t%.0f\n", u.Segment, u.Bucket, u.NextOffset, rate)
+			}
+			if len(st.Subscriptions) > 0 {
+				fmt.Fprintf(tw, "\nSUBSCRIPTION\tKIND\tBACKLOG\tCONSUMERS\n")
+				for _, s := range st.Subscriptions {
+					kind := s.Kind
+					if kind == "" {
+						kind = "stream"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Name, kind, s.Backlog, strings.Join(s.Consumers, ","))
+				}
 			}
 			tw.Flush()
 			b := buf.Bytes()
