@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -34,6 +35,7 @@ const leaseTTL = 10 * time.Second
 // same data directory and addresses after a kill.
 type node struct {
 	id, dataDir, natsAddr, clusterAddr string
+	actorAddr                          string
 	routes                             []string
 	logPath                            string
 	cmd                                *exec.Cmd
@@ -41,22 +43,31 @@ type node struct {
 	waitErr                            error
 }
 
+// The ports come from below the kernel's ephemeral range (32768 and up
+// on Linux), which it hands out for bind(":0") and for the local end of
+// every outgoing connection: a port picked from that range, closed, and
+// bound by a node a moment later may meanwhile be another socket's (a
+// node's actor listener, a route being dialled), and the node would not
+// start. Nor is one address handed out twice in a process.
 func freeAddr() string {
 	GinkgoHelper()
 	usedMu.Lock()
 	defer usedMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		Expect(err).NotTo(HaveOccurred())
-		addr := l.Addr().String()
-		l.Close()
-		// The kernel may hand a port just closed out again: two nodes
-		// given one address would never form a cluster.
-		if !used[addr] {
-			used[addr] = true
-			return addr
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if used[addr] {
+			continue
 		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // someone else's
+		}
+		l.Close()
+		used[addr] = true
+		return addr
 	}
+	Fail("no free port in [20000, 32000)")
+	return ""
 }
 
 // used are the addresses freeAddr handed out in this process.
@@ -72,7 +83,7 @@ func newCluster(n int) []*node {
 	nodes := make([]*node, n)
 	for i := range nodes {
 		id := fmt.Sprintf("n%d", i+1)
-		nodes[i] = &node{id: id, dataDir: filepath.Join(dir, id), natsAddr: freeAddr(), clusterAddr: freeAddr(),
+		nodes[i] = &node{id: id, dataDir: filepath.Join(dir, id), natsAddr: freeAddr(), clusterAddr: freeAddr(), actorAddr: freeAddr(),
 			logPath: filepath.Join(dir, id+".log")}
 	}
 	for _, a := range nodes {
@@ -98,7 +109,7 @@ func (nd *node) url() string { return "nats://" + nd.natsAddr }
 // args are the serve flags of the node; with an external NATS (a
 // --nats-url in extra) it runs no server of its own.
 func (nd *node) args(extra []string) []string {
-	args := []string{"serve", "--node-id", nd.id, "--data-dir", nd.dataDir,
+	args := []string{"serve", "--node-id", nd.id, "--data-dir", nd.dataDir, "--actor-listen", nd.actorAddr,
 		"--metrics-listen", "off", "--lease-ttl", leaseTTL.String(), "--log-level", "info"}
 	if !slices.Contains(extra, "--rebalance-interval") {
 		// Topics stay where the specs put them, but in the rebalancing spec.
