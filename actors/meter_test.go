@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -106,5 +108,32 @@ func TestMeterCatchesTheWatchedKey(t *testing.T) {
 	}
 	if got := displayKey([]byte("clé-1")); got != "clé-1" {
 		t.Errorf("displayKey of text = %q", got)
+	}
+}
+
+// BenchmarkBucketMeterAppended is the meter's cost per flushed batch of
+// 512 keyed records over 100,000 keys: the histogram, the heavy hitters,
+// and the search for the watched key's bytes (a scan of the batch's
+// hashes while the key was not seen this period).
+func BenchmarkBucketMeterAppended(b *testing.B) {
+	l, _ := topology.New(1, 1)
+	m := newSegmentMeter(l.Segments[0], time.Unix(0, 0))
+	batches := make([]appendReq, 64)
+	for i := range batches {
+		q := appendReq{records: make([]wal.Record, 512), hashes: make([]uint64, 512)}
+		for j := range q.records {
+			k := []byte(fmt.Sprintf("key-%d", (i*512+j)%100_000))
+			q.records[j] = wal.Record{Key: k, Payload: []byte("v")}
+			q.hashes[j] = routing.KeyHash(k)
+		}
+		batches[i] = q
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		m.buckets[0].appended(batches[i%len(batches):i%len(batches)+1], 512, 1024)
+		if i%1000 == 999 {
+			m.take(time.Unix(int64(i), 0)) // a new period: a new candidate to find
+		}
 	}
 }
