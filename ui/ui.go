@@ -15,6 +15,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -59,6 +60,26 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func fail(w http.ResponseWriter, code int, err error) {
 	http.Error(w, err.Error(), code)
+}
+
+// failRequest answers a failed request about a topic with the HTTP status
+// of its error: 400 for a bad name or request, 404 for what does not
+// exist, 403 for a forbidden one, 502 for the rest (Braid did not answer,
+// or failed).
+func failRequest(w http.ResponseWriter, err error) {
+	status := http.StatusBadGateway
+	var e *api.Error
+	if errors.As(err, &e) {
+		switch e.Code {
+		case api.CodeBadRequest, api.CodeInvalidName, api.CodeInvalidArgument:
+			status = http.StatusBadRequest
+		case api.CodeNotFound, api.CodeTenantNotFound, api.CodeNamespaceMissing, api.CodeTopicNotFound, api.CodeTopicMigrated:
+			status = http.StatusNotFound
+		case api.CodeForbidden:
+			status = http.StatusForbidden
+		}
+	}
+	fail(w, status, err)
 }
 
 // topics lists every topic: tenants, their namespaces, their topics.
@@ -117,14 +138,18 @@ func (s *server) snapshot(ctx context.Context, uri string) (snapshot, error) {
 // topic answers one topic's layout and snapshot.
 func (s *server) topic(w http.ResponseWriter, r *http.Request) {
 	uri := r.URL.Query().Get("uri")
+	if _, err := routing.ParseTopic(uri); err != nil {
+		fail(w, http.StatusBadRequest, fmt.Errorf("uri: %s", api.UserMessage(err.Error())))
+		return
+	}
 	d, err := s.adm.DescribeTopic(r.Context(), uri)
 	if err != nil {
-		fail(w, http.StatusNotFound, err)
+		failRequest(w, err)
 		return
 	}
 	snap, err := s.snapshot(r.Context(), uri)
 	if err != nil {
-		fail(w, http.StatusBadGateway, err)
+		failRequest(w, err)
 		return
 	}
 	writeJSON(w, map[string]any{"layout": d, "snapshot": snap})
@@ -136,7 +161,7 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	uri := r.URL.Query().Get("uri")
 	name, err := routing.ParseTopic(uri)
 	if err != nil {
-		fail(w, http.StatusBadRequest, err)
+		fail(w, http.StatusBadRequest, fmt.Errorf("uri: %s", api.UserMessage(err.Error())))
 		return
 	}
 	flusher, ok := w.(http.Flusher)
@@ -159,7 +184,7 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d, err := s.adm.DescribeTopic(ctx, uri)
 	if err != nil {
-		fail(w, http.StatusNotFound, err)
+		failRequest(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")

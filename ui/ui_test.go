@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -145,5 +146,50 @@ func TestPageShowsASplitLive(t *testing.T) {
 	}
 	if !strings.Contains(row, "the-hot-key") || !strings.Contains(label, "hot key the-hot-key") {
 		t.Fatalf("load row %q, segment label %q", row, label)
+	}
+
+	// A topic that does not exist: the page says why it shows nothing.
+	missing := "http://" + node.MetricsAddr() + "/ui/?topic=topic://public/default/missing"
+	says := `document.getElementById('status').textContent.includes('TOPIC_NOT_FOUND')`
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(missing)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](says, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		status, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#status`)))
+		t.Fatalf("a missing topic: status %q: %v", status, err)
+	}
+}
+
+// The page's endpoints answer bad input with 400 and a message, a topic
+// that does not exist with 404 naming the code.
+func TestEndpointsRefuseBadInput(t *testing.T) {
+	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+		MetricsListen: "127.0.0.1:0", UI: ui.Handler, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	base := "http://" + node.MetricsAddr() + "/ui/api/"
+	for _, c := range []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{"topic?uri=nonsense", http.StatusBadRequest, "uri: invalid name"},
+		{"topic", http.StatusBadRequest, "uri: invalid name"},
+		{"watch?uri=topic://public/default/bad%20name", http.StatusBadRequest, "uri: invalid name"},
+		{"topic?uri=topic://public/default/missing", http.StatusNotFound, "TOPIC_NOT_FOUND"},
+		{"watch?uri=topic://public/default/missing", http.StatusNotFound, "TOPIC_NOT_FOUND"},
+		{"topic?uri=topic://nobody/default/missing", http.StatusNotFound, "NOT_FOUND"},
+	} {
+		resp, err := http.Get(base + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(body), c.says) || strings.Contains(string(body), "braid/") {
+			t.Errorf("GET %s: %d %q, want %d saying %q", c.path, resp.StatusCode, body, c.status, c.says)
+		}
 	}
 }

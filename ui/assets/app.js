@@ -141,7 +141,17 @@ function watch(uri) {
   source = new EventSource("api/watch?uri=" + encodeURIComponent(uri));
   source.addEventListener("layout", (e) => { drawLayout(JSON.parse(e.data)); $("status").textContent = "live"; $("status").className = "status"; });
   source.addEventListener("stats", (e) => drawStats(JSON.parse(e.data)));
-  source.onerror = () => { $("status").textContent = "reconnecting…"; $("status").className = "status down"; };
+  source.onerror = async () => {
+    $("status").className = "status down";
+    if (source.readyState !== EventSource.CLOSED) { $("status").textContent = "reconnecting…"; return; }
+    // Refused (a bad name, a topic that does not exist): say why, and try
+    // again in a while (it may be created).
+    try {
+      const r = await fetch("api/topic?uri=" + encodeURIComponent(uri));
+      $("status").textContent = r.ok ? "reconnecting…" : (await r.text()).trim();
+    } catch (e) { $("status").textContent = "Braid is not answering"; }
+    setTimeout(() => { if (current() === uri) watch(uri); }, 5000);
+  };
 }
 
 $("filter").addEventListener("input", loadTopics);
