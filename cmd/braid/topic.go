@@ -216,26 +216,34 @@ func topicCommand() *cobra.Command {
 		})
 	}
 
-	stats := e.verb("stats URI", "a topic's messages, bytes, rates and subscriptions' backlogs (JSON)", cobra.ExactArgs(1),
+	stats := e.verb("stats URI", "a topic's units (offsets, bytes), segments' load and hottest keys, subscriptions' backlogs, storage", cobra.ExactArgs(1),
 		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
 			st, err := adm.Stats(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			return printJSON(out(c), st)
+			if e.out.json() {
+				return printJSON(out(c), st)
+			}
+			printStats(out(c), st)
+			return nil
 		})
 
 	compact := e.verb("compact URI", "compact the topic now (the latest value of each key), with a progress bar", cobra.ExactArgs(1),
 		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
-			return compactCmd(ctx, adm, args[0], e.out.json())
+			return compactCmd(ctx, adm, args[0], e.out.json(), out(c), c.ErrOrStderr())
 		})
-	compaction := e.verb("compaction URI", "the topic's compaction: running, last horizons, keys, bytes (JSON)", cobra.ExactArgs(1),
+	compaction := e.verb("compaction URI", "the topic's compaction: running, last horizons, keys, bytes", cobra.ExactArgs(1),
 		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
 			st, err := adm.Compaction(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			return printJSON(out(c), st)
+			if e.out.json() {
+				return printJSON(out(c), st)
+			}
+			printCompaction(out(c), st)
+			return nil
 		})
 
 	parts := e.verb("partitions URI N", "grow a fixed topic to N partitions (keys remap; never fewer)", cobra.ExactArgs(2),
