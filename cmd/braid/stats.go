@@ -44,19 +44,7 @@ func printStats(w io.Writer, st api.TopicStats) {
 			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\n", l.Segment, l.MsgInRate, l.MsgOutRate, l.ByteInRate, l.ByteOutRate, key, share)
 		}
 	}
-	if len(st.Subscriptions) > 0 {
-		fmt.Fprintln(tw, "\nSUBSCRIPTION\tKIND\tBACKLOG\tCONSUMERS\tDRAINED")
-		for _, s := range st.Subscriptions {
-			kind := s.Kind
-			if kind == "" {
-				kind = "stream"
-			}
-			if s.ReadCompacted {
-				kind += " (compacted)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.Name, kind, s.Backlog, dash(strings.Join(s.Consumers, ",")), dash(joinIDs(s.Drained)))
-		}
-	}
+	subscriptionRows(tw, st.Subscriptions)
 	tw.Flush()
 	if s := st.Storage; s != nil {
 		fmt.Fprintf(w, "\nstorage worker: %d files rolled, %d removed (%d bytes), %d head trims, %d offloaded (%d bytes), %d removed from the tier, %d errors",
@@ -65,6 +53,24 @@ func printStats(w io.Writer, st api.TopicStats) {
 			fmt.Fprintf(w, "; last pass %s", s.LastPass)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// subscriptionRows writes a table of the subscriptions of topic.stats.
+func subscriptionRows(tw io.Writer, subs []api.SubscriptionStats) {
+	if len(subs) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "\nSUBSCRIPTION\tKIND\tBACKLOG\tCONSUMERS\tDRAINED")
+	for _, s := range subs {
+		kind := s.Kind
+		if kind == "" {
+			kind = "stream"
+		}
+		if s.ReadCompacted {
+			kind += " (compacted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.Name, kind, s.Backlog, dash(strings.Join(s.Consumers, ",")), dash(joinIDs(s.Drained)))
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -119,16 +118,7 @@ func watchTopic(ctx context.Context, nc *nats.Conn, w io.Writer, uri string, nam
 				prev[k] = u.NextOffset
 				fmt.Fprintf(tw, "%d/%d\t%d\t%.0f\n", u.Segment, u.Bucket, u.NextOffset, rate)
 			}
-			if len(st.Subscriptions) > 0 {
-				fmt.Fprintf(tw, "\nSUBSCRIPTION\tKIND\tBACKLOG\tCONSUMERS\n")
-				for _, s := range st.Subscriptions {
-					kind := s.Kind
-					if kind == "" {
-						kind = "stream"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Name, kind, s.Backlog, strings.Join(s.Consumers, ","))
-				}
-			}
+			subscriptionRows(tw, st.Subscriptions)
 			tw.Flush()
 			b := buf.Bytes()
 			for _, l := range st.Load {
