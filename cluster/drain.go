@@ -115,6 +115,19 @@ func (n *Node) drain() (api.NodeDrainReply, error) {
 	n.log.Warn("draining: moving every topic this node owns to other nodes", "node", n.nodeID)
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	// No node may place a new topic here once the drain has looked: wait
+	// for the lease to say so, have every node read the leases again, and
+	// let views older than that age out (placement reads the leases again
+	// when its view is older than placementViewAge).
+	if err := n.members.awaitDrainingLease(ctx); err != nil {
+		return reply, api.Errorf(api.CodeUnavailable, "node %s could not record that it drains: %v", n.nodeID, err)
+	}
+	_ = n.nc.Publish(nodesChangedSubject, []byte(n.nodeID))
+	select {
+	case <-time.After(2 * placementViewAge):
+	case <-ctx.Done():
+		return reply, api.Errorf(api.CodeTimeout, "draining node %s: %v", n.nodeID, ctx.Err())
+	}
 	// Two passes: a topic placed here by a node that had not seen the
 	// drain yet is moved by the second.
 	for pass := 0; pass < 2; pass++ {

@@ -305,6 +305,28 @@ func (m *membership) rejoin() {
 	m.validUntil.Store(time.UnixMilli(expires).Add(-leaseMargin(m.ttl)).UnixNano())
 }
 
+// awaitDrainingLease waits until a renewal of the lease has recorded that
+// the node drains (the renewal loop writes it, a third of a lease apart).
+func (m *membership) awaitDrainingLease(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		recorded := m.rec.Draining
+		m.mu.Unlock()
+		if recorded {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.done:
+			return fmt.Errorf("the lease is no longer renewed")
+		}
+	}
+}
+
 // nodesChangedSubject carries the id of a node that left the cluster
 // cleanly: every node reads the leases again.
 const nodesChangedSubject = "braid.cluster.nodes-changed"
