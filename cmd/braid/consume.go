@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,27 +193,11 @@ func consume(c *cobra.Command, nc *nats.Conn, ctx context.Context, uri string, o
 		}
 	}
 
-	n, began := 0, time.Now()
-	for *count == 0 || n < *count {
-		nctx := ctx
-		var cancel context.CancelFunc = func() {}
-		if *idle > 0 {
-			nctx, cancel = context.WithTimeout(ctx, *idle)
-		}
-		m, err := next(nctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-				break
-			}
-			_ = closeFn(context.Background())
-			return err
-		}
-		n++
-		if !*quiet {
-			fmt.Fprint(out, formatConsumed(m))
-		}
-		m.ack()
+	began := time.Now()
+	n, err := consumeLoop(ctx, next, *count, *idle, *quiet, out, errOut, time.After)
+	if err != nil {
+		_ = closeFn(context.Background())
+		return err
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -222,6 +207,48 @@ func consume(c *cobra.Command, nc *nats.Conn, ctx context.Context, uri string, o
 	el := time.Since(began)
 	fmt.Fprintf(errOut, "consumed %d messages in %s (%.0f msg/s)\n", n, el.Round(time.Millisecond), float64(n)/el.Seconds())
 	return nil
+}
+
+// consumeLoop prints and acknowledges what next returns until count
+// messages (0: no end), idle without one (0: forever), or ctx ends. While
+// the topic is UNAVAILABLE (a node down, a move under way, the metadata
+// store electing a leader) it says so on errOut and asks again, waiting
+// longer each time up to 5 s, as `nats sub` waits out a reconnect; any
+// other error ends it. after is time.After, or a test's clock.
+func consumeLoop(ctx context.Context, next func(context.Context) (consumed, error), count int, idle time.Duration, quiet bool,
+	out, errOut io.Writer, after func(time.Duration) <-chan time.Time) (int, error) {
+	n, last, backoff := 0, time.Now(), time.Duration(0)
+	for count == 0 || n < count {
+		nctx := ctx
+		var cancel context.CancelFunc = func() {}
+		if idle > 0 {
+			nctx, cancel = context.WithDeadline(ctx, last.Add(idle))
+		}
+		m, err := next(nctx)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+			return n, nil
+		case errors.Is(err, api.ErrUnavailable):
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			fmt.Fprintf(errOut, "waiting %s: %v\n", backoff, err)
+			select {
+			case <-after(backoff):
+			case <-ctx.Done():
+				return n, nil
+			}
+			continue
+		default:
+			return n, err
+		}
+		n, last, backoff = n+1, time.Now(), 0
+		if !quiet {
+			fmt.Fprint(out, formatConsumed(m))
+		}
+		m.ack()
+	}
+	return n, nil
 }
 
 // formatConsumed is the line printed for a message: id, key, payload, then
