@@ -306,8 +306,11 @@ func (m *membership) rejoin() {
 }
 
 // awaitDrainingLease waits until a renewal of the lease has recorded that
-// the node drains (the renewal loop writes it, a third of a lease apart).
+// the node drains (the renewal loop writes it, a third of a lease apart),
+// for two leases at most.
 func (m *membership) awaitDrainingLease(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*m.ttl)
+	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
