@@ -62,9 +62,10 @@ func (n *Node) startDrainService() error {
 	if _, err := n.nc.Subscribe(movedSubject, func(m *nats.Msg) { n.forgetOwner(string(m.Data)) }); err != nil {
 		return err
 	}
-	_, err := n.nc.Subscribe(nodesChangedSubject, func(*nats.Msg) {
-		if n.members != nil {
+	_, err := n.nc.Subscribe(nodesChangedSubject, func(m *nats.Msg) {
+		if n.members != nil && string(m.Data) != n.nodeID {
 			go n.members.countNodes(time.Now())
+			n.members.kickRenewal() // the node may have handed the entry role over
 		}
 	})
 	return err

@@ -84,6 +84,9 @@ type membership struct {
 
 	stop      chan struct{}
 	done      chan struct{}
+	// kick asks the renewal loop for a round now (a node left: one may
+	// take the entry role it held at once).
+	kick      chan struct{}
 	leaveOnce sync.Once
 	stopOnce  sync.Once
 
@@ -127,7 +130,7 @@ func leaseMargin(ttl time.Duration) time.Duration { return ttl / 6 }
 // join takes the node's lease (refused while another run of the same id
 // holds a live one) and starts renewing it.
 func (n *Node) join(ctx context.Context) error {
-	m := &membership{n: n, ttl: n.cfg.LeaseTTL, stop: make(chan struct{}), done: make(chan struct{}),
+	m := &membership{n: n, ttl: n.cfg.LeaseTTL, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewals_total",
 			Help: "Renewals of this node's membership lease."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewal_failures_total",
@@ -212,6 +215,7 @@ func (m *membership) renewLoop() {
 		case <-m.stop:
 			return
 		case <-tick.C:
+		case <-m.kick:
 		}
 		if !m.renew() {
 			return
@@ -303,6 +307,18 @@ func (m *membership) rejoin() {
 	m.mu.Unlock()
 	m.rejoining.Store(false)
 	m.validUntil.Store(time.UnixMilli(expires).Add(-leaseMargin(m.ttl)).UnixNano())
+}
+
+// kickRenewal has the renewal loop run a round now, unless one is asked
+// for already.
+func (m *membership) kickRenewal() {
+	if m == nil || m.kick == nil {
+		return
+	}
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 }
 
 // awaitDrainingLease waits until a renewal of the lease has recorded that
@@ -528,6 +544,16 @@ func (m *membership) leaveNow() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if m.n.entry.Load() {
+		// Hand the entry role over: its record lapses now, and the others,
+		// told below, take it at once rather than when its lease runs out
+		// (plain clients would find no responders meanwhile).
+		if _, err := m.n.meta.RenewEntry(ctx, rec.ID, time.Now().Add(-time.Millisecond), m.entryRev); err != nil {
+			m.n.log.Warn("handing the entry role over failed: another node takes it when its lease lapses", "node", rec.ID, "err", err)
+		} else {
+			m.n.log.Info("entry role handed over: another node takes the clients' requests", "node", rec.ID)
+		}
+	}
 	if err := m.n.meta.ReleaseNodeLease(ctx, rec, rev); err != nil {
 		m.n.log.Warn("releasing the membership lease failed: the others see the node gone when it lapses", "node", rec.ID, "err", err)
 		return

@@ -242,6 +242,41 @@ var _ = Describe("A cluster of three nodes", func() {
 		readAll(conns[third], uri, "moved", 700)
 	})
 
+	It("hands the entry role over on a clean stop: another node takes it before the stopped node's lease could have lapsed", func() {
+		nodes, conns, _ := startCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := nodeList(conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		entry := int(r.Entry[1] - '1')
+		other := (entry + 1) % 3
+		var uri string // a topic the entry node does not own
+		for i := 0; uri == "" && i < 60; i++ {
+			u := fmt.Sprintf("topic://public/default/handed%d", i)
+			d, err := client.NewAdmin(conns[other]).CreateTopic(ctx, u, 1)
+			Expect(err).NotTo(HaveOccurred())
+			if d.Segments[0].Owner != nodes[entry].id {
+				uri = u
+			}
+		}
+		Expect(uri).NotTo(BeEmpty())
+		// The entry lease was renewed at most a third of a lease ago: left
+		// to lapse, it would run for two thirds of a lease at least.
+		stopped := time.Now()
+		nodes[entry].signal(syscall.SIGTERM)
+		Eventually(func(g Gomega) {
+			r, err := nodeList(conns[other])
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Entry).NotTo(BeEmpty())
+			g.Expect(r.Entry).NotTo(Equal(nodes[entry].id))
+		}).WithTimeout(45 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+		Expect(time.Since(stopped)).To(BeNumerically("<", 2*leaseTTL/3), "the role moved only when the lease lapsed")
+		Eventually(nodes[entry].exited).WithTimeout(30 * time.Second).Should(BeClosed())
+		nodes[entry].cmd = nil
+		producePlain(conns[other], uri, 0, 50, 4)
+		readAll(conns[other], uri, "handed", 50)
+	})
+
 	It("fences a stopped entry node: another takes the role, and the stopped one takes nothing out of order when it continues", func() {
 		nodes, conns, _ := startCluster()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
