@@ -82,8 +82,8 @@ type membership struct {
 	// started says the renewal loop runs (leave waits for it).
 	started bool
 
-	stop      chan struct{}
-	done      chan struct{}
+	stop chan struct{}
+	done chan struct{}
 	// kick asks the renewal loop for a round now (a node left: one may
 	// take the entry role it held at once).
 	kick      chan struct{}
