@@ -235,8 +235,12 @@ func (m *membership) renew() bool {
 	if m.lastAt.IsZero() {
 		m.lastAt, m.lastBytes = time.UnixMilli(m.rec.Started), 0
 	}
-	if elapsed := now.Sub(m.lastAt).Seconds(); elapsed > 0 {
-		rec.BytesPerSec = float64(bytes-m.lastBytes) / elapsed
+	// A round asked for out of turn (kickRenewal) may come moments after
+	// the last: the rate is measured over a sixth of a lease at least,
+	// else the last one is kept.
+	measured := now.Sub(m.lastAt) >= m.ttl/6
+	if measured {
+		rec.BytesPerSec = float64(bytes-m.lastBytes) / now.Sub(m.lastAt).Seconds()
 	}
 	rec.Segments = m.n.topics.OwnedSegments(rec.ID)
 	rec.Draining = m.n.draining.Load()
@@ -249,7 +253,9 @@ func (m *membership) renew() bool {
 		lapsed := now.UnixMilli() >= m.rec.Expires
 		m.rec, m.rev = rec, newRev
 		m.mu.Unlock()
-		m.lastAt, m.lastBytes = now, bytes
+		if measured {
+			m.lastAt, m.lastBytes = now, bytes
+		}
 		m.countNodes(now)
 		if lapsed && m.rejoining.CompareAndSwap(false, true) {
 			// The lease ran out before this renewal (the node was stopped
