@@ -224,6 +224,15 @@ type SegmentLoad struct {
 	HotKeyShare float64 `json:"hot_key_share,omitempty"`
 }
 
+// HotKeyLabel names the heaviest key: the key, else its hash ("" when
+// none was seen).
+func (l SegmentLoad) HotKeyLabel() string {
+	if l.HotKey != "" {
+		return l.HotKey
+	}
+	return l.HotKeyHash
+}
+
 // StorageStats is what the storage worker did to a topic's logs on the
 // node that answered, since the topic became active there.
 type StorageStats struct {

@@ -327,12 +327,12 @@ func (m *membership) kickRenewal() {
 	}
 }
 
-// awaitDrainingLease waits until a renewal of the lease has recorded that
-// the node drains (the renewal loop writes it, a third of a lease apart),
-// for two leases at most.
+// awaitDrainingLease has the renewal loop run a round now and waits until
+// a renewal has recorded that the node drains, for two leases at most.
 func (m *membership) awaitDrainingLease(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*m.ttl)
 	defer cancel()
+	m.kickRenewal()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -250,16 +250,7 @@ var _ = Describe("A cluster of three nodes", func() {
 		Expect(err).NotTo(HaveOccurred())
 		entry := int(r.Entry[1] - '1')
 		other := (entry + 1) % 3
-		var uri string // a topic the entry node does not own
-		for i := 0; uri == "" && i < 60; i++ {
-			u := fmt.Sprintf("topic://public/default/handed%d", i)
-			d, err := client.NewAdmin(conns[other]).CreateTopic(ctx, u, 1)
-			Expect(err).NotTo(HaveOccurred())
-			if d.Segments[0].Owner != nodes[entry].id {
-				uri = u
-			}
-		}
-		Expect(uri).NotTo(BeEmpty())
+		uri, _ := topicOffEntry(ctx, conns[other], "handed", 1)
 		// The entry lease was renewed at most a third of a lease ago: left
 		// to lapse, it would run for two thirds of a lease at least.
 		stopped := time.Now()

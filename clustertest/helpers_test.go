@@ -321,3 +321,13 @@ func produceSubject(uri string) string {
 	parts := strings.Split(path, "/")
 	return api.TopicSubject(api.ProducePrefix, parts[0], parts[1], parts[2])
 }
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

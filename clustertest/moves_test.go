@@ -165,22 +165,26 @@ var _ = Describe("Key ranges moving between nodes", func() {
 		produceGo(conns[other], uri, 0, 200, 8)
 		readAll(conns[other], uri, "grp", 200) // its state is on the drained node
 
-		// A Go producer keeps sending while the node is drained.
-		const total = 3000
+		// A Go producer keeps sending while the node is drained, until the
+		// drain has answered and 200 more.
 		p := newProducer(conns[other], uri)
 		var acked sync.WaitGroup
 		var errs []error
 		var errMu sync.Mutex
-		acked.Add(total - 200)
-		started := make(chan struct{})
+		started, answered, ended := make(chan struct{}), make(chan struct{}), make(chan int, 1)
 		var sent atomic.Int64
 		go func() {
 			defer GinkgoRecover()
-			for seq := 200; seq < total; seq++ {
+			seq, end := 200, -1
+			for ; end < 0 || seq < end; seq++ {
+				if end < 0 && isClosed(answered) {
+					end = seq + 200
+				}
 				sent.Store(int64(seq))
 				if seq == 400 {
 					close(started)
 				}
+				acked.Add(1)
 				rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%8)), Payload: []byte(strconv.Itoa(seq))}
 				Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
 					if err != nil {
@@ -190,13 +194,15 @@ var _ = Describe("Key ranges moving between nodes", func() {
 					}
 					acked.Done()
 				})).To(Succeed())
-				if seq%50 == 0 {
+				if seq%10 == 0 {
 					time.Sleep(time.Millisecond) // spread the load over the drain
 				}
 			}
+			ended <- seq
 		}()
 		<-started
 		reply, err := client.NewAdmin(conns[other]).DrainNode(ctx, nodes[drained].id)
+		close(answered)
 		Expect(err).NotTo(HaveOccurred())
 		fmt.Fprintf(GinkgoWriter, "drain: %+v (sent so far: %d)\n", reply, sent.Load())
 		Expect(reply.Topics).To(BeNumerically(">=", 1))
@@ -215,6 +221,7 @@ var _ = Describe("Key ranges moving between nodes", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(d.Segments[0].Owner).NotTo(Equal(nodes[drained].id), "a topic made right after the drain")
 		}
+		total := <-ended
 		acked.Wait()
 		Expect(p.Close(ctx)).To(Succeed())
 		errMu.Lock()

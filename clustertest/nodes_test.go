@@ -35,7 +35,6 @@ const leaseTTL = 10 * time.Second
 // same data directory and addresses after a kill.
 type node struct {
 	id, dataDir, natsAddr, clusterAddr string
-	actorAddr                          string
 	routes                             []string
 	logPath                            string
 	cmd                                *exec.Cmd
@@ -83,7 +82,7 @@ func newCluster(n int) []*node {
 	nodes := make([]*node, n)
 	for i := range nodes {
 		id := fmt.Sprintf("n%d", i+1)
-		nodes[i] = &node{id: id, dataDir: filepath.Join(dir, id), natsAddr: freeAddr(), clusterAddr: freeAddr(), actorAddr: freeAddr(),
+		nodes[i] = &node{id: id, dataDir: filepath.Join(dir, id), natsAddr: freeAddr(), clusterAddr: freeAddr(),
 			logPath: filepath.Join(dir, id+".log")}
 	}
 	for _, a := range nodes {
@@ -109,7 +108,7 @@ func (nd *node) url() string { return "nats://" + nd.natsAddr }
 // args are the serve flags of the node; with an external NATS (a
 // --nats-url in extra) it runs no server of its own.
 func (nd *node) args(extra []string) []string {
-	args := []string{"serve", "--node-id", nd.id, "--data-dir", nd.dataDir, "--actor-listen", nd.actorAddr,
+	args := []string{"serve", "--node-id", nd.id, "--data-dir", nd.dataDir,
 		"--metrics-listen", "off", "--lease-ttl", leaseTTL.String(), "--log-level", "info"}
 	if !slices.Contains(extra, "--rebalance-interval") {
 		// Topics stay where the specs put them, but in the rebalancing spec.

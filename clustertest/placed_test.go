@@ -84,40 +84,47 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 		other := 3 - drained - int(home[1]-'1')
 		produceGo(conns[other], uri, 0, 200, 8)
 		// A Go producer through one node and a plain one through another
-		// keep sending (keys of their own) while the node is drained.
-		done := make(chan struct{}, 2)
-		started := make(chan struct{})
+		// keep sending (keys of their own) while the node is drained; the
+		// Go one until the drain has answered and 200 more.
+		done := make(chan struct{}, 1)
+		started, answered, ended := make(chan struct{}), make(chan struct{}), make(chan int, 1)
 		go func() {
 			defer GinkgoRecover()
-			defer func() { done <- struct{}{} }()
 			p := newProducer(conns[other], uri)
-			for seq := 200; seq < 3000; seq++ {
-				if seq == 400 {
+			seq, end := 800, -1
+			for ; end < 0 || seq < end; seq++ {
+				if end < 0 && isClosed(answered) {
+					end = seq + 200
+				}
+				if seq == 1000 {
 					close(started)
 				}
+				seq := seq // the callback runs later, on another goroutine
 				rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%8)), Payload: []byte(strconv.Itoa(seq))}
 				Expect(p.Send(ctx, rec, func(_ client.MessageID, err error) {
 					defer GinkgoRecover()
 					Expect(err).NotTo(HaveOccurred(), "seq %d", seq)
 				})).To(Succeed())
-				if seq%50 == 0 {
+				if seq%10 == 0 {
 					time.Sleep(time.Millisecond) // spread the load over the drain
 				}
 			}
 			Expect(p.Close(ctx)).To(Succeed())
+			ended <- seq
 		}()
 		go func() {
 			defer GinkgoRecover()
 			defer func() { done <- struct{}{} }()
-			producePlainKeys(conns[drained], uri, "p", 3000, 3600, 8)
+			producePlainKeys(conns[drained], uri, "p", 200, 800, 8)
 		}()
 		<-started
 		reply, err := client.NewAdmin(conns[other]).DrainNode(ctx, nodes[drained].id)
+		close(answered)
 		Expect(err).NotTo(HaveOccurred())
 		fmt.Fprintf(GinkgoWriter, "drain: %+v\n", reply)
 		Expect(reply.Failed).To(BeEmpty())
 		Expect(reply.Segments).To(BeNumerically(">=", 1))
-		<-done
+		total := <-ended
 		<-done
 		d := describe(conns[other], uri)
 		for _, s := range d.Segments {
@@ -128,7 +135,7 @@ var _ = Describe("Segments of one topic on several nodes", func() {
 				Expect(s.Owner).NotTo(Equal(nodes[drained].id), "active segment %d", s.ID)
 			}
 		}
-		readAll(conns[other], uri, "all", 3600)
+		readAll(conns[other], uri, "all", total)
 	})
 
 	It("fences a stopped node that holds a split's child: the home moves its range, and what it had sent the node is not taken when the node continues", func() {

@@ -16,26 +16,26 @@ type progress struct {
 // newProgress draws on w when w is a terminal; total 0 or less is unknown
 // (a spinner with a count).
 func newProgress(w io.Writer, label string, total int64) *progress {
-	f, ok := w.(*os.File)
-	if !ok || !isTerminal(f) {
-		return &progress{}
-	}
 	if total <= 0 {
 		total = -1
 	}
-	return &progress{bar: progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label),
-		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("msg"),
-		progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())}
+	return drawOn(w, label, total, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("msg"))
 }
 
 // newByteProgress is newProgress counting bytes of a known total.
 func newByteProgress(w io.Writer, label string, total int64) *progress {
+	return drawOn(w, label, total, progressbar.OptionShowBytes(true))
+}
+
+// drawOn is a bar with opts on w when w is a terminal, none elsewhere.
+func drawOn(w io.Writer, label string, total int64, opts ...progressbar.Option) *progress {
 	f, ok := w.(*os.File)
 	if !ok || !isTerminal(f) {
 		return &progress{}
 	}
-	return &progress{bar: progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label),
-		progressbar.OptionShowBytes(true), progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())}
+	opts = append(opts, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label),
+		progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())
+	return &progress{bar: progressbar.NewOptions64(total, opts...)}
 }
 
 func (p *progress) set(n int64) {

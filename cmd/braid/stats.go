@@ -32,10 +32,7 @@ func printStats(w io.Writer, st api.TopicStats) {
 	if len(st.Load) > 0 {
 		fmt.Fprintln(tw, "\nSEGMENT\tMSG/S IN\tMSG/S OUT\tBYTES/S IN\tBYTES/S OUT\tHOTTEST KEY\tSHARE")
 		for _, l := range st.Load {
-			key, share := l.HotKey, "-"
-			if key == "" {
-				key = l.HotKeyHash
-			}
+			key, share := l.HotKeyLabel(), "-"
 			if key == "" {
 				key = "-"
 			} else {

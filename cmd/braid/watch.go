@@ -123,11 +123,7 @@ func watchTopic(ctx context.Context, nc *nats.Conn, w io.Writer, uri string, nam
 			b := buf.Bytes()
 			for _, l := range st.Load {
 				if l.HotKeyShare >= 0.5 {
-					key := l.HotKey
-					if key == "" {
-						key = l.HotKeyHash
-					}
-					b = fmt.Appendf(b, "segment %d: hot key %q carries %.0f%% of its appends\n", l.Segment, key, 100*l.HotKeyShare)
+					b = fmt.Appendf(b, "segment %d: hot key %q carries %.0f%% of its appends\n", l.Segment, l.HotKeyLabel(), 100*l.HotKeyShare)
 				}
 			}
 			prevAt, rates = now, string(b)
