@@ -125,10 +125,13 @@ func (m *Manager) Compact(ctx context.Context, uri string) (api.CompactionStatus
 	}
 	c := &m.compact
 	c.once.Do(func() {
-		c.runs = map[string]*compactionRun{}
 		c.pid = m.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &compactorActor{m: m} }))
 	})
 	c.mu.Lock()
+	if c.runs == nil {
+		// Under mu: CompactionStatus reads runs from any goroutine.
+		c.runs = map[string]*compactionRun{}
+	}
 	if r := c.runs[uri]; r == nil || !r.Running {
 		c.runs[uri] = &compactionRun{Running: true, Started: time.Now(), Phase: "queued"}
 		m.system.Root.Send(c.pid, compactStart{t: t})
