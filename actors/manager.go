@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/braidmq/braid/clock"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -130,6 +132,9 @@ type Config struct {
 	// acknowledged: an error answers them with it instead (the node's
 	// lease has run out, and another node may have sealed its segments).
 	AckFence func() error
+	// Clock is the time the storage worker runs by; nil is the real
+	// clock.
+	Clock clock.Clock
 }
 
 // Manager runs the topics of this node. It is safe for concurrent use.
@@ -163,8 +168,11 @@ type Manager struct {
 	// topics (hosted.go).
 	hostedMu sync.Mutex
 	hosted   map[UnitKey]*hostedUnit
-	// storagePID is the storage worker (nil: none).
-	storagePID *actor.PID
+	// storagePID is the storage worker (nil: none); atomic, since policy
+	// changes re-arm it from wherever they are applied (rearmStorage).
+	storagePID atomic.Pointer[actor.PID]
+	// clock is Config.Clock, or the real one.
+	clock clock.Clock
 	// compact runs the node's compactions (compactor.go).
 	compact compactions
 }
@@ -179,7 +187,7 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
 		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}, quarantined: map[string]string{},
-		activating: map[string]chan struct{}{}, passivating: map[string]chan struct{}{}}
+		activating: map[string]chan struct{}{}, passivating: map[string]chan struct{}{}, clock: clock.Or(cfg.Clock)}
 	if m.cfg.IdleTimeout == 0 {
 		m.cfg.IdleTimeout = DefaultIdleTimeout
 	}
@@ -720,8 +728,7 @@ func (m *Manager) Close() error {
 		topics = append(topics, t)
 	}
 	m.topics = map[string]*Topic{}
-	storage := m.storagePID
-	m.storagePID = nil
+	storage := m.storagePID.Swap(nil)
 	m.mu.Unlock()
 	if storage != nil {
 		_ = m.system.Root.StopFuture(storage).Wait()

@@ -163,6 +163,7 @@ func (t *Topic) applyPolicies(own, ns *api.Policies) error {
 	opts := d.logOptions()
 	opts.SegmentBytes = walSegmentBytes(sp.SegmentBytes)
 	t.opts.Store(&opts)
+	t.mgr.rearmStorage(sp.StorageTick)
 	return nil
 }
 

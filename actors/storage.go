@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
@@ -45,8 +46,17 @@ import (
 // (the topic idle) are visited when they are opened again; the logs a node
 // holds of another node's topic by that topic's policies (storageView).
 
-// storageTick asks the worker to visit the logs.
-type storageTick struct{}
+// storageTick asks the worker to visit the logs. gen is the schedule it
+// was armed by: a tick of an older schedule (one a re-arm replaced) is
+// dropped, so that passes never overlap or come twice as often.
+type storageTick struct{ gen uint64 }
+
+// storageRearm tells the worker a topic's storage_tick is tick (a policy
+// change, or a topic loaded with it): when the pass armed comes later than
+// tick from now, the worker arms one at tick instead. Without it a
+// namespace's short tick took effect only at the broker's next pass (a
+// minute by default), while the topic's logs grew past its retention.
+type storageRearm struct{ tick time.Duration }
 
 type storageWorker struct {
 	m    *Manager
@@ -62,6 +72,11 @@ type storageWorker struct {
 	// swept is when the tier was last swept (sweepTier), sealedVisited
 	// when the sealed segments' logs were last opened (run).
 	swept, sealedVisited time.Time
+	// gen is the schedule armed last and due when its pass comes
+	// (schedule); a storageTick of another gen is stale.
+	gen   uint64
+	due   time.Time
+	timer clock.Timer
 }
 
 // storageView is what the worker knows of a topic whose logs it visits:
@@ -173,34 +188,56 @@ func (m *Manager) startStorageWorker() error {
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	m.storagePID = pid
-	m.mu.Unlock()
+	m.storagePID.Store(pid)
 	return nil
 }
 
 func (w *storageWorker) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		// The first pass comes within a second, whatever the tick: it
 		// learns the namespaces' ticks (next).
 		w.next = min(w.tick, time.Second)
-		w.schedule(ctx)
+		w.schedule(ctx, w.next)
 	case storageTick:
-		w.run(time.Now())
-		w.schedule(ctx)
+		if msg.gen != w.gen {
+			return // a re-arm replaced this schedule
+		}
+		w.run(w.m.clock.Now())
+		d := w.tick
+		if w.next > 0 {
+			d = w.next
+		}
+		w.schedule(ctx, d)
+	case storageRearm:
+		if msg.tick > 0 && w.m.clock.Now().Add(msg.tick).Before(w.due) {
+			w.schedule(ctx, msg.tick)
+		}
 	}
 }
 
-// schedule sends the next tick a tick after this one ends: ticks never
-// overlap.
-func (w *storageWorker) schedule(ctx actor.Context) {
+// schedule arms the next pass d from now, replacing the one armed before:
+// the next pass comes d after this one ends, so passes never overlap.
+func (w *storageWorker) schedule(ctx actor.Context, d time.Duration) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	d := w.tick
-	if w.next > 0 {
-		d = w.next
+	if w.timer != nil {
+		w.timer.Stop()
 	}
-	time.AfterFunc(d, func() { root.Send(self, storageTick{}) })
+	w.gen++
+	w.due = w.m.clock.Now().Add(d)
+	tick := storageTick{gen: w.gen}
+	w.timer = w.m.clock.AfterFunc(d, func() { root.Send(self, tick) })
+}
+
+// rearmStorage tells the storage worker, if there is one, of a topic's
+// storage_tick (see storageRearm).
+func (m *Manager) rearmStorage(tick time.Duration) {
+	if tick <= 0 {
+		return
+	}
+	if pid := m.storagePID.Load(); pid != nil && m.system != nil {
+		m.system.Root.Send(pid, storageRearm{tick: tick})
+	}
 }
 
 // storageLog is an open log of a topic, as the worker visits it, and

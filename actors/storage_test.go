@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 	dto "github.com/prometheus/client_model/go"
@@ -509,5 +511,48 @@ func TestRetentionGoesByTheNewestRecordNotTheLast(t *testing.T) {
 	w.run(now.Add(8 * 24 * time.Hour))
 	if l.FirstOffset() != 11 {
 		t.Fatalf("eight days on: first offset %d, want 11", l.FirstOffset())
+	}
+}
+
+// TestStoragePolicyRearmsTheWorker: a namespace's short storage_tick takes
+// effect at once, not at the broker's next pass (an hour here): the first
+// pass after the topic is loaded comes within a few of its ticks. Before,
+// a topic in a namespace with storage_tick 200 ms grew for up to a broker
+// tick (a minute by default) past its retention.
+func TestStoragePolicyRearmsTheWorker(t *testing.T) {
+	fake := clock.NewFake(time.Now())
+	m := newTestManagerWith(t, func(c *Config) { c.StorageTick = time.Hour; c.Clock = fake })
+	ctx := context.Background()
+	if err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	passes := func() uint64 {
+		var d dto.Metric
+		if err := m.m.storageTickSeconds.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetHistogram().GetSampleCount()
+	}
+	// The first pass comes a second after the start; the next is due an
+	// hour after it.
+	poll.Eventually(t, 5*time.Second, "the worker armed its first pass", func() bool { return fake.Pending() == 1 })
+	fake.Advance(time.Second)
+	poll.Eventually(t, 5*time.Second, "the first pass", func() bool { return passes() == 1 })
+	if _, err := m.NamespacePolicies(ctx, api.NamespacePoliciesRequest{Namespace: "t/n", Policies: &api.Policies{StorageTick: ptr("200ms")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateTopic(ctx, api.TopicCreateRequest{Topic: "topic://t/n/soon", Segments: 1, Buckets: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Twenty of the namespace's ticks are four seconds: far short of the
+	// hour the broker's tick would wait.
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatalf("no pass within 20 ticks of 200 ms after the policy (passes %d): the worker waits for the broker's tick", passes())
+		}
+		fake.Advance(200 * time.Millisecond)
+		if poll.Until(50*time.Millisecond, func() bool { return passes() > 1 }) {
+			break
+		}
 	}
 }
