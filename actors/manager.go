@@ -105,6 +105,11 @@ type Config struct {
 	// log (see wal.Journal); Recover replays what a crash left in it.
 	// Empty: no journal, each round syncs the logs' files (CommitSync).
 	JournalDir string
+	// JournalDirectBytes, with a journal, makes it adaptive: a log that
+	// writes this much between two commits commits by a sync of its own
+	// file instead of journaling (see
+	// wal.Journal.SyncDirectlyFrom); 0 journals every round.
+	JournalDirectBytes int
 	// JournalBytes is the size past which the journal rolls to a new file
 	// and checkpoints the old one; 0 is wal.DefaultJournalBytes.
 	JournalBytes int64
@@ -200,6 +205,7 @@ func NewManager(cfg Config) *Manager {
 	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
 	m.store.syncMode, m.store.logger, m.store.holdReplies, m.store.ackFence = cfg.CommitSync, cfg.Logger, cfg.HoldReplies, cfg.AckFence
 	m.store.tier = cfg.Tier
+	m.store.directBytes = cfg.JournalDirectBytes
 	m.store.files = wal.NewFileCache(m.cfg.MaxOpenFiles)
 	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
 	if m.system != nil {

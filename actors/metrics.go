@@ -277,7 +277,10 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *LogStore, budget i
 			func() float64 { return float64(s.journalCounts().Checkpoints) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_checkpoint_failures_total",
 			Help: "Checkpoints of the commit journal that failed (logged at error level; the next one tries again)."},
-			func() float64 { return float64(s.journalCounts().CheckpointFailures) }))
+			func() float64 { return float64(s.journalCounts().CheckpointFailures) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_direct_commits_total",
+			Help: "Commits of journaled bucket logs made by an fdatasync of the log's own file instead: the log wrote enough since its last commit (--commit-sync auto)."},
+			func() float64 { return float64(s.journalCounts().DirectCommits) }))
 	if tr := s.tier; tr != nil {
 		reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_tier_cache_downloads_total",

@@ -41,6 +41,8 @@ type LogStore struct {
 	// (commitsOnce), and logger hears what it has to say.
 	syncMode wal.SyncMode
 	journal  *wal.Journal // nil: no journal (see OpenJournal)
+	// directBytes is Config.JournalDirectBytes.
+	directBytes int
 	// files holds the logs' descriptors (nil: each log keeps its own).
 	files       *wal.FileCache
 	commits     *groupCommitter
@@ -142,6 +144,7 @@ func (s *LogStore) OpenJournal(dir string, maxBytes int64, onCheckpointError fun
 		return rep, err
 	}
 	j.OnCheckpointError(onCheckpointError)
+	j.SyncDirectlyFrom(s.directBytes)
 	s.journal = j
 	s.journalView.Store(j)
 	return rep, nil

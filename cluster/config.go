@@ -81,10 +81,13 @@ type Config struct {
 	// 0 is half the process's file limit (actors.DefaultMaxOpenFiles).
 	MaxOpenFiles int
 	// CommitSync is how the node's rounds of bucket log commits are made
-	// durable: "journal" (the default: one write and one fdatasync of the
-	// node's journal under <data-dir>/journal per round; see wal.Journal),
-	// "syncfs" (one syncfs of the data directory's file system per round)
-	// or "fdatasync" (one per log, submitted together).
+	// durable: "auto" (the default: the logs with little written since
+	// their last commit through the node's journal, the others by an
+	// fdatasync each, all submitted together; see
+	// wal.Journal.SyncDirectlyFrom), "journal" (every round: one write
+	// and one fdatasync of the node's journal under <data-dir>/journal;
+	// see wal.Journal), "syncfs" (one syncfs of the data directory's file
+	// system per round) or "fdatasync" (one per log, submitted together).
 	CommitSync string
 	// LogFS is the file system bucket logs are written through; nil is
 	// the operating system's. For tests (a disk that fills up).
@@ -128,8 +131,18 @@ type Config struct {
 	LeaseTTL time.Duration
 }
 
-// CommitJournal is the CommitSync that commits through the node's journal.
-const CommitJournal = "journal"
+// CommitJournal is the CommitSync that commits every round through the
+// node's journal; CommitAuto (the default) only the rounds of many logs
+// with little written to each (DirectRoundBytes).
+const (
+	CommitJournal = "journal"
+	CommitAuto    = "auto"
+)
+
+// DirectRoundBytes is, under CommitAuto, what a log writes between two
+// commits for the commit to sync its own file instead of journaling: such
+// a log pays less for its fdatasync than for writing everything twice.
+const DirectRoundBytes = 16 << 10
 
 // Default values.
 const (
@@ -175,10 +188,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("durability: %w", err)
 	}
 	if c.CommitSync == "" {
-		c.CommitSync = CommitJournal
+		c.CommitSync = CommitAuto
 	}
-	if _, err := wal.ParseSyncMode(c.CommitSync); err != nil && c.CommitSync != CommitJournal {
-		return c, fmt.Errorf("commit sync %q: want journal, syncfs or fdatasync", c.CommitSync)
+	if _, err := wal.ParseSyncMode(c.CommitSync); err != nil && c.CommitSync != CommitJournal && c.CommitSync != CommitAuto {
+		return c, fmt.Errorf("commit sync %q: want auto, journal, syncfs or fdatasync", c.CommitSync)
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = wal.DefaultSyncInterval

@@ -217,10 +217,20 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	durability, _ := wal.ParseDurability(cfg.Durability)
-	commitSync, _ := wal.ParseSyncMode(cfg.CommitSync) // syncfs for the journal's: for logs it cannot journal
-	journalDir := ""
-	if cfg.CommitSync == CommitJournal {
+	// The sync of the logs the journal does not take: syncfs beside an
+	// always journal (logs it cannot journal: few), fdatasync beside an
+	// adaptive one (the logs that wrote much: a syncfs would write back
+	// every journaled log's file too).
+	commitSync, _ := wal.ParseSyncMode(cfg.CommitSync)
+	if cfg.CommitSync == CommitAuto {
+		commitSync = wal.SyncEach
+	}
+	journalDir, directBytes := "", 0
+	if cfg.CommitSync == CommitJournal || cfg.CommitSync == CommitAuto {
 		journalDir = filepath.Join(cfg.DataDir, "journal")
+	}
+	if cfg.CommitSync == CommitAuto {
+		directBytes = DirectRoundBytes
 	}
 	defaults := actors.DefaultDefaults
 	defaults.Durability = durability
@@ -234,7 +244,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.topics = actors.NewManager(actors.Config{
 		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, RemoteUnits: n.remoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
-		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, HoldReplies: n.holdReplies, AckFence: n.fence,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.fence,
 		PlaceSegment: n.placeSegment, Evict: n.evict, StorageTick: cfg.StorageTick, Tier: tr,
 	})
 	if err := n.topics.Recover(ctx); err != nil {

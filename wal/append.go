@@ -181,14 +181,20 @@ func (l *Log) writeTailLocked(p []byte) error {
 	ioWrites.Add(1)
 	l.written += int64(len(p))
 	pos := l.tail.size - int64(len(p))
+	// Journaled first: a failed write fails the log, whose entries are
+	// then never committed.
+	direct := l.journalWriteLocked(p, pos)
 	if b, ok := l.tail.file.(*bufferedFile); ok {
-		if err := b.appendAt(p, pos); err != nil {
+		write := b.appendAt
+		if direct {
+			write = b.writeThrough // its own sync makes it durable: no use holding it
+		}
+		if err := write(p, pos); err != nil {
 			return err
 		}
 	} else if _, err := l.tail.file.WriteAt(p, pos); err != nil {
 		return err
 	}
-	l.journalWriteLocked(p, pos)
 	return nil
 }
 

@@ -75,6 +75,17 @@ func (b *bufferedFile) WriteAt(p []byte, off int64) (int, error) {
 	return b.File.WriteAt(p, off)
 }
 
+// writeThrough writes p at off to the file at once, after what is held.
+func (b *bufferedFile) writeThrough(p []byte, off int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.flushLocked(); err != nil {
+		return err
+	}
+	_, err := b.File.WriteAt(p, off)
+	return err
+}
+
 // flushLocked writes what is held to the file. The caller holds mu.
 func (b *bufferedFile) flushLocked() error {
 	if len(b.buf) == 0 {

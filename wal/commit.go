@@ -62,7 +62,7 @@ func (l *Log) startCommit(round *Round) *PendingCommit {
 		l.writeMu.Unlock()
 		return &PendingCommit{next: next, done: true}
 	}
-	if round != nil && l.journaled != nil && l.journaled.journal == round.g.journal {
+	if round != nil && l.journaled != nil && l.journaled.journal == round.g.journal && !l.journaled.direct {
 		return l.startJournaledCommitLocked(round)
 	}
 	// What the fsync will cover: a prefix of the tail's frames, which

@@ -129,7 +129,8 @@ func journalWorkload() []journalStep {
 }
 
 // runJournalWorkload runs the workload until a step fails, as runWorkload.
-func runJournalWorkload(t *testing.T, mem *crashfs.Mem) (acked, attempted map[string]model, failed string) {
+// directBytes is the journal's SyncDirectlyFrom.
+func runJournalWorkload(t *testing.T, mem *crashfs.Mem, directBytes int) (acked, attempted map[string]model, failed string) {
 	t.Helper()
 	acked = map[string]model{}
 	r := &journalRig{fs: mem, logs: map[string]*wal.Log{}}
@@ -137,6 +138,7 @@ func runJournalWorkload(t *testing.T, mem *crashfs.Mem) (acked, attempted map[st
 	if r.j, err = wal.OpenJournal(journalDir, journalRoot, mem, math.MaxInt64); err != nil {
 		return acked, acked, "open journal"
 	}
+	r.j.SyncDirectlyFrom(directBytes)
 	if r.g, err = wal.NewCommitGroup(journalRoot, wal.SyncEach, r.j); err != nil {
 		t.Fatal(err)
 	}
@@ -181,9 +183,22 @@ func checkJournalRecovered(t *testing.T, mem *crashfs.Mem, acked, attempted map[
 	}
 }
 
+// TestJournalCrashAtEveryOperation runs the workload with every commit
+// through the journal, and with an adaptive journal (SyncDirectlyFrom)
+// under which a log that wrote 1,000 bytes or more since its last commit
+// syncs its own file instead: rounds then mix both.
 func TestJournalCrashAtEveryOperation(t *testing.T) {
+	for _, directBytes := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("direct=%d", directBytes), func(t *testing.T) {
+			t.Parallel()
+			journalCrashAtEveryOperation(t, directBytes)
+		})
+	}
+}
+
+func journalCrashAtEveryOperation(t *testing.T, directBytes int) {
 	mem := crashfs.NewMem()
-	acked, _, failed := runJournalWorkload(t, mem)
+	acked, _, failed := runJournalWorkload(t, mem, directBytes)
 	if failed != "" {
 		t.Fatalf("the workload failed without a crash at %s", failed)
 	}
@@ -199,7 +214,7 @@ func TestJournalCrashAtEveryOperation(t *testing.T) {
 	for k := range total {
 		mem := crashfs.NewMem()
 		mem.DieAfter(k)
-		acked, attempted, failed := runJournalWorkload(t, mem)
+		acked, attempted, failed := runJournalWorkload(t, mem, directBytes)
 		mem.Crash()
 		steps[failed]++
 		checkJournalRecovered(t, mem, acked, attempted)

@@ -24,6 +24,11 @@ type journalState struct {
 	// and count how many.
 	pending []byte
 	count   int
+	// direct says the log wrote at least its journal's directBytes since
+	// its last commit (Journal.SyncDirectlyFrom): that commit syncs the
+	// log's own file instead, and the writes until then are not
+	// journaled (nor held in memory: they go to the file at once).
+	direct bool
 }
 
 // openJournaled sets up the journal part of a log opened in dir: nil when
@@ -62,21 +67,36 @@ func readJournalGeneration(fsys FS, dir string) (uint64, error) {
 	return gen, nil
 }
 
-// journalWriteLocked journals the write of p at pos of the tail file.
-func (l *Log) journalWriteLocked(p []byte, pos int64) {
+// journalWriteLocked journals the write of p at pos of the tail file, to
+// be made, and reports whether the log commits by a sync of its own file
+// instead (journalState.direct): then nothing is journaled, and p goes to
+// the file at once.
+func (l *Log) journalWriteLocked(p []byte, pos int64) (direct bool) {
 	js := l.journaled
 	if js == nil {
-		return
+		return false
+	}
+	if js.direct {
+		return true
+	}
+	if d := js.journal.directBytes; d > 0 && len(js.pending)+len(p) >= d {
+		// What was journaled so far is in the file, or held for it and
+		// flushed by the sync: the entries are not needed.
+		js.direct = true
+		js.journal.directCommits.Add(1)
+		js.pending, js.count = js.pending[:0], 0
+		return true
 	}
 	js.pending = appendJournalEntry(js.pending, js.rel, js.gen, l.tail.first, pos, p)
 	js.count++
+	return false
 }
 
 // dropJournaledLocked forgets the pending entries once the tail file
-// itself was synced.
+// itself was synced; the log journals its writes again.
 func (l *Log) dropJournaledLocked() {
 	if js := l.journaled; js != nil {
-		js.pending, js.count = js.pending[:0], 0
+		js.pending, js.count, js.direct = js.pending[:0], 0, false
 		if cap(js.pending) > maxKeptBatchBytes {
 			js.pending = nil
 		}

@@ -99,7 +99,7 @@ func serveCommand() *cobra.Command {
 	fs.DurationVar(&cfg.TopicIdleTimeout, "topic-idle-timeout", actors.DefaultIdleTimeout, "stop the actors and close the logs of a topic unused this long (it activates again on its next request; negative: never)")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", 0, "most bucket logs open at once (0: ten for each descriptor of --max-open-files)")
 	fs.IntVar(&cfg.MaxOpenFiles, "max-open-files", 0, "most file descriptors bucket logs hold at once; their files close and open again as needed (0: half the process's file limit)")
-	fs.StringVar(&cfg.CommitSync, "commit-sync", cluster.CommitJournal, "how a round of bucket log commits is made durable: journal (one write and fdatasync of the node's journal), syncfs (one syncfs of the data directory's file system) or fdatasync (one per log, submitted together)")
+	fs.StringVar(&cfg.CommitSync, "commit-sync", cluster.CommitAuto, "how a round of bucket log commits is made durable: auto (a log with under 16 KiB written since its last commit through the node's journal, any other by an fdatasync of its own file), journal (every round: one write and fdatasync of the node's journal), syncfs (one syncfs of the data directory's file system) or fdatasync (one per log, submitted together)")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id in its cluster (default: the one its data directory holds, or a new one written there)")
 	fs.StringVar(&cfg.ClusterListen, "cluster-listen", "", "host:port of the embedded NATS server's cluster (route) listener; runs the node in a cluster")
 	fs.StringVar(&cfg.ActorListen, "actor-listen", "", "host:port of the actor listener other nodes read this node's segments through (default: the cluster listener's host, any free port)")
