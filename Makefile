@@ -24,9 +24,9 @@ proto:
 run:
 	$(GO) run ./cmd/braid serve --data-dir $(DATA_DIR)
 
-## cli-docs: write README's CLI reference from the commands' own help (make test checks it)
+## cli-docs: write docs/cli.md's CLI reference from the commands' own help (make test checks it)
 cli-docs:
-	BRAID_UPDATE_README=1 $(GO) test -count=1 -run TestREADMECLIReference ./cmd/braid/
+	BRAID_UPDATE_DOCS=1 $(GO) test -count=1 -run TestCLIReference ./cmd/braid/
 
 ## secure-example: Braid with TLS, an operator and two tenant accounts (examples/secure; README, Security)
 secure-example: build

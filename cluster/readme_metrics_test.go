@@ -11,10 +11,10 @@ import (
 	"github.com/braidmq/braid/api"
 )
 
-// README's metrics table names every braid_ metric a node exports (after
+// docs/metrics.md's table names every braid_ metric a node exports (after
 // a produce and a fetch, so that labelled ones have a series): a metric
 // added without a row fails here.
-func TestREADMEListsEveryMetric(t *testing.T) {
+func TestDocsListEveryMetric(t *testing.T) {
 	n, nc := startNode(t, t.TempDir())
 	defer stopNode(t, n, nc)
 	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: "topic://public/default/m"}, nil)
@@ -26,7 +26,7 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	}
 	for _, m := range names {
 		if !strings.Contains(string(readme), "`"+m[1]+"`") {
-			t.Errorf("README's metrics table lacks %s", m[1])
+			t.Errorf("docs/metrics.md's table lacks %s", m[1])
 		}
 	}
 }
