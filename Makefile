@@ -28,7 +28,7 @@ run:
 cli-docs:
 	BRAID_UPDATE_DOCS=1 $(GO) test -count=1 -run TestCLIReference ./cmd/braid/
 
-## secure-example: Braid with TLS, an operator and two tenant accounts (examples/secure; README, Security)
+## secure-example: Braid with TLS, an operator and two tenant accounts (examples/secure; docs/security.md)
 secure-example: build
 	$(GO) run ./examples/secure/setup
 	./bin/braid serve --config examples/secure/braid.conf

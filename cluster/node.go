@@ -340,7 +340,7 @@ func (n *Node) startNATS() (string, natsAuth, error) {
 	}
 	n.ns = ns
 	if auth.open {
-		n.log.Warn("the embedded NATS server authenticates nobody: any client that reaches it can read and write every tenant and Braid's metadata (configure accounts with --nats-config; see README, Security)",
+		n.log.Warn("the embedded NATS server authenticates nobody: any client that reaches it can read and write every tenant and Braid's metadata (configure accounts with --nats-config; see docs/security.md)",
 			"listen", ns.ClientURL())
 	}
 	return ns.ClientURL(), auth, nil

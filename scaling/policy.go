@@ -105,7 +105,7 @@ func (p Policy) LocalBytes() int64 {
 	return p.LocalRetentionBytes
 }
 
-// Default is the broker default policy, as documented in the README.
+// Default is the broker default policy, as documented in docs/configuration.md.
 var Default = Policy{
 	AutoScale:              true,
 	Split:                  Rates{MsgIn: 10_000, ByteIn: 50 << 20, MsgOut: 50_000, ByteOut: 250 << 20},

@@ -26,7 +26,7 @@
 // batches of 1, 16 and 256 records, 0.81x [0.81, 1.23], 1.85x [1.38, 2.52]
 // and 1.58x [0.92, 1.96] at 1 KiB; without syncs from 0.86x [0.82, 1.28]
 // (single 100 B records) to 10.33x [3.79, 11.12] (100 B batches of 256).
-// The README has the whole table.
+// docs/figures.md has the whole table.
 //
 // Commits of many logs can be made durable together: a CommitGroup's Round
 // takes the commits of many logs (Log.StartCommitIn) and makes them

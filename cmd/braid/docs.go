@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// cliReference is README's CLI reference, made from the commands' own
+// cliReference is docs/cli.md's CLI reference, made from the commands' own
 // help (usage lines, descriptions, flags with their defaults) so that it
-// cannot drift: TestREADMECLIReference checks README holds it, and
+// cannot drift: TestCLIReference checks docs/cli.md holds it, and
 // `make cli-docs` writes it there.
 func cliReference(root *cobra.Command) string {
 	var b strings.Builder

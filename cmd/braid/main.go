@@ -7,7 +7,7 @@
 //
 // Every command but serve talks to a running server over NATS (--server,
 // default $NATS_URL, the selected nats context's, or nats://127.0.0.1:4222).
-// 'braid <command> -h' shows a command's flags; README's CLI reference is
+// 'braid <command> -h' shows a command's flags; docs/cli.md's CLI reference is
 // made from the same help (docs.go).
 package main
 
