@@ -1,0 +1,67 @@
+package placement
+
+import (
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Node is what placement knows of a live node: what its lease recorded at
+// its last renewal.
+type Node struct {
+	ID string
+	// BytesPerSec is what the node made durable per second, measured
+	// between its last renewals; Segments the active segments it owns.
+	BytesPerSec float64
+	Segments    int
+	// Draining says the node is being drained: it takes nothing new.
+	Draining bool
+}
+
+// Load weights: nodes whose rates differ by less than a MiB/s, and whose
+// active segments differ by less than 64, count as equally loaded (their
+// leases' figures are up to a renewal old, and a few segments or a burst
+// are not worth skewing placement for).
+const (
+	bytesStep    = 1 << 20
+	segmentsStep = 64
+)
+
+// Choose returns the node a new topic (key its URI) or segment (key its
+// topic and id) goes to among the live nodes: the least loaded by the
+// load their leases recorded (bytes/s made durable by the MiB/s, then
+// active segments by the 64), and among equals one other than avoid (""
+// for none), then the one a hash of key and the node's id ranks first, so
+// that what is created while the nodes are idle spreads evenly. Draining
+// nodes, and self when selfDraining (its own view may predate its lease
+// saying so), take nothing. With one live node or none, or none that may
+// take it, it returns self.
+func Choose(nodes []Node, key, avoid, self string, selfDraining bool) string {
+	if len(nodes) <= 1 {
+		return self
+	}
+	best, bestKey := "", [4]uint64{}
+	for _, r := range nodes {
+		if r.Draining || r.ID == self && selfDraining {
+			continue
+		}
+		// xxhash, not FNV: FNV-1a of keys and ids that differ only in
+		// their last bytes ranks one node first for half the keys.
+		h := xxhash.New()
+		_, _ = h.WriteString(key)
+		_, _ = h.Write([]byte{0})
+		_, _ = h.WriteString(r.ID)
+		avoided := uint64(0)
+		if r.ID == avoid {
+			avoided = 1
+		}
+		k := [4]uint64{uint64(r.BytesPerSec / bytesStep), uint64(r.Segments / segmentsStep), avoided, h.Sum64()}
+		if best == "" || slices.Compare(k[:], bestKey[:]) < 0 {
+			best, bestKey = r.ID, k
+		}
+	}
+	if best == "" {
+		return self
+	}
+	return best
+}
