@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/placement"
 )
 
 // The entry role: one node at a time takes the clients' requests (see
@@ -23,17 +24,22 @@ func (m *membership) tryEntry(now time.Time) {
 	n := m.n
 	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 	defer cancel()
-	expires := now.Add(m.ttl)
-	if n.entry.Load() {
-		rev, err := n.meta.RenewEntry(ctx, n.nodeID, expires, m.entryRev)
+	e := &m.entryRole
+	if e.Held && !n.entry.Load() {
+		e.Lost() // its client services stopped: it takes the role again
+	}
+	expires := e.Expiry(now)
+	if e.Next() == placement.RenewEntry {
+		rev, err := n.meta.RenewEntry(ctx, n.nodeID, expires, e.Rev)
 		switch {
 		case err == nil:
-			m.entryRev = rev
-			m.entryUntil.Store(expires.Add(-leaseMargin(m.ttl)).UnixNano())
+			e.Renewed(rev, expires)
+			m.entryUntil.Store(e.Until.UnixNano())
 		case errors.Is(err, meta.ErrConflict):
 			n.log.Error("another node took the entry role: this node stops taking clients' requests", "node", n.nodeID)
+			e.Lost()
 			n.loseEntry()
-		case now.UnixNano() >= m.entryUntil.Load():
+		case e.Fenced(now):
 			// Fenced (fenceEntry refuses produce requests) until a renewal
 			// lands, or finds that another node took the role. The store
 			// may be electing a leader: every node waits alike.
@@ -48,10 +54,15 @@ func (m *membership) tryEntry(now time.Time) {
 		}
 		return
 	}
-	m.entryRev = rev
-	m.entryUntil.Store(expires.Add(-leaseMargin(m.ttl)).UnixNano())
+	e.Took(rev, expires)
+	m.entryUntil.Store(e.Until.UnixNano())
 	if err := n.becomeEntry(); err != nil {
 		n.log.Error("this node took the entry role but could not start the client services", "node", n.nodeID, "err", err)
+	}
+	if !n.entry.Load() {
+		// Not serving (the services failed, or the node closes): take the
+		// role again at the next round, and start them then.
+		e.Lost()
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/placement"
 	"github.com/braidmq/braid/routing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -396,41 +396,22 @@ func (n *Node) adminTopicHandler(name string, op adminOp) micro.HandlerFunc {
 // uses may be.
 const placementViewAge = 250 * time.Millisecond
 
-// placeTopic chooses the node a new topic's segments go to: the least
-// loaded live node by the load its lease recorded (bytes/s made durable,
-// by the MiB/s, then active segments owned, by the 64), and among equals
-// the one a hash of the topic and the node's id ranks first, so that
-// topics created while the nodes are idle spread evenly.
+// placeTopic chooses the node a new topic's segments go to
+// (placement.Choose over the live nodes' leases).
 func (n *Node) placeTopic(uri string) string { return n.place(uri, "") }
 
 // place is placeTopic for key, passing over node avoid among equals.
 func (n *Node) place(key, avoid string) string {
-	nodes := n.members.liveNodes(placementViewAge)
-	if len(nodes) <= 1 {
-		return n.nodeID
+	return placement.Choose(placementNodes(n.members.liveNodes(placementViewAge)), key, avoid, n.nodeID, n.draining.Load())
+}
+
+// placementNodes is what placement knows of the nodes of recs.
+func placementNodes(recs []meta.NodeRecord) []placement.Node {
+	out := make([]placement.Node, len(recs))
+	for i, r := range recs {
+		out[i] = placement.Node{ID: r.ID, BytesPerSec: r.BytesPerSec, Segments: r.Segments, Draining: r.Draining}
 	}
-	best, bestKey := "", [4]uint64{}
-	for _, r := range nodes {
-		if r.Draining || r.ID == n.nodeID && n.draining.Load() {
-			continue // being drained: it takes no new topics
-		}
-		h := fnv.New64a()
-		h.Write([]byte(key))
-		h.Write([]byte{0})
-		h.Write([]byte(r.ID))
-		avoided := uint64(0)
-		if r.ID == avoid {
-			avoided = 1
-		}
-		k := [4]uint64{uint64(r.BytesPerSec / (1 << 20)), uint64(r.Segments / 64), avoided, h.Sum64()}
-		if best == "" || slices.Compare(k[:], bestKey[:]) < 0 {
-			best, bestKey = r.ID, k
-		}
-	}
-	if best == "" {
-		return n.nodeID
-	}
-	return best
+	return out
 }
 
 // ownerCacheTTL is how long a node remembers that another node owns a

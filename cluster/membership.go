@@ -16,6 +16,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/placement"
 	"github.com/braidmq/braid/routing"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -73,12 +74,15 @@ func resolveNodeID(dir, want string) (string, error) {
 
 // membership holds the node's lease and renews it.
 type membership struct {
-	n    *Node
-	ttl  time.Duration
-	mu   sync.Mutex
-	rec  meta.NodeRecord
-	rev  uint64
-	lost bool // another run took the lease: this one stopped serving
+	n   *Node
+	ttl time.Duration
+	mu  sync.Mutex
+	rec meta.NodeRecord
+	rev uint64
+	// lease is the lease's state machine (placement.Lease): whether the
+	// node takes appends, and until when; guarded by mu, published to
+	// validUntil after each change.
+	lease placement.Lease
 	// started says the renewal loop runs (leave waits for it).
 	started bool
 
@@ -94,9 +98,6 @@ type membership struct {
 	lostTotal          prometheus.Counter
 	fencedTotal        prometheus.Counter
 	rejoins            prometheus.Counter
-	// rejoining is set while a rejoin stops the topics: the node stays
-	// fenced until it is done.
-	rejoining atomic.Bool
 
 	// lastAt and lastBytes are when the last renewal was made and the
 	// node's appended bytes then (renewLoop's own).
@@ -110,27 +111,32 @@ type membership struct {
 	lapsed    atomic.Pointer[map[string]bool]
 	countedAt atomic.Int64 // when live and lapsed were read (unix ns)
 
-	// entryRev is the revision of the entry role while this node holds
-	// it, entryUntil when it stops taking clients' requests unless it
-	// renews it first (unix ns); renewLoop's own (entry.go).
-	entryRev   uint64
+	// entryRole is the entry role's state machine (placement.Entry),
+	// renewLoop's own (entry.go); entryUntil is its Until while it holds
+	// the role (unix ns), for fenceEntry.
+	entryRole  placement.Entry
 	entryUntil atomic.Int64
 
-	// validUntil is when the node stops taking appends unless it renews
-	// its lease first (unix ns): the lease's expiry less a margin, so that
-	// once the lease lapses and another node may take over, this one has
-	// stopped (clocks of nodes may differ by less than the margin).
+	// validUntil is lease.ValidUntil (unix ns; 0: none): when the node
+	// stops taking appends unless it renews its lease first.
 	validUntil atomic.Int64
 }
 
-// leaseMargin is how long before its lease lapses a node stops taking
-// appends: a sixth of the lease time (1 s by default).
-func leaseMargin(ttl time.Duration) time.Duration { return ttl / 6 }
+// publishLeaseLocked publishes the lease's state to validUntil, which
+// fence reads. The caller holds mu.
+func (m *membership) publishLeaseLocked() {
+	until := m.lease.ValidUntil()
+	if until.IsZero() {
+		m.validUntil.Store(0)
+		return
+	}
+	m.validUntil.Store(until.UnixNano())
+}
 
 // join takes the node's lease (refused while another run of the same id
 // holds a live one) and starts renewing it.
 func (n *Node) join(ctx context.Context) error {
-	m := &membership{n: n, ttl: n.cfg.LeaseTTL, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+	m := &membership{n: n, ttl: n.cfg.LeaseTTL, lease: placement.Lease{TTL: n.cfg.LeaseTTL}, entryRole: placement.Entry{TTL: n.cfg.LeaseTTL}, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewals_total",
 			Help: "Renewals of this node's membership lease."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewal_failures_total",
@@ -169,7 +175,8 @@ func (n *Node) join(ctx context.Context) error {
 	}
 	m.rev = rev
 	m.countNodes(now)
-	m.validUntil.Store(time.UnixMilli(m.rec.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
+	m.lease.Taken(time.UnixMilli(m.rec.Expires))
+	m.publishLeaseLocked()
 	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal, m.rejoins, m.nodes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_entry",
 			Help: "1 while this node holds the entry role (takes the clients' requests), 0 otherwise."}, func() float64 {
@@ -236,11 +243,10 @@ func (m *membership) renew() bool {
 		m.lastAt, m.lastBytes = time.UnixMilli(m.rec.Started), 0
 	}
 	// A round asked for out of turn (kickRenewal) may come moments after
-	// the last: the rate is measured over a sixth of a lease at least,
-	// else the last one is kept.
-	measured := now.Sub(m.lastAt) >= m.ttl/6
+	// the last: then the last rate is kept.
+	rate, measured := placement.Rate(m.ttl, m.lastAt, m.lastBytes, now, bytes)
 	if measured {
-		rec.BytesPerSec = float64(bytes-m.lastBytes) / now.Sub(m.lastAt).Seconds()
+		rec.BytesPerSec = rate
 	}
 	rec.Segments = m.n.topics.OwnedSegments(rec.ID)
 	rec.Draining = m.n.draining.Load()
@@ -250,23 +256,21 @@ func (m *membership) renew() bool {
 	switch {
 	case err == nil:
 		m.mu.Lock()
-		lapsed := now.UnixMilli() >= m.rec.Expires
 		m.rec, m.rev = rec, newRev
+		// The lease ran out before this renewal (the node was stopped or
+		// cut off): others may have moved its segments meanwhile. It
+		// learns the layouts as they are before taking appends again; the
+		// renewals (and the entry role) go on meanwhile, and the node
+		// stays fenced until it is done.
+		rejoin := m.lease.Renewed(now, time.UnixMilli(rec.Expires))
+		m.publishLeaseLocked()
 		m.mu.Unlock()
 		if measured {
 			m.lastAt, m.lastBytes = now, bytes
 		}
 		m.countNodes(now)
-		if lapsed && m.rejoining.CompareAndSwap(false, true) {
-			// The lease ran out before this renewal (the node was stopped
-			// or cut off): others may have moved its segments meanwhile.
-			// Learn the layouts as they are before taking appends again;
-			// the renewals (and the entry role) go on meanwhile, and the
-			// node stays fenced until it is done.
+		if rejoin {
 			go m.rejoin()
-		}
-		if !m.rejoining.Load() {
-			m.validUntil.Store(now.Add(m.ttl - leaseMargin(m.ttl)).UnixNano())
 		}
 		m.renewals.Inc()
 		return true
@@ -274,13 +278,13 @@ func (m *membership) renew() bool {
 		// An earlier renewal timed out here but landed: go on from it.
 		return true
 	case errors.Is(err, meta.ErrConflict):
-		m.validUntil.Store(0)
 		// Another run of this id took the lease after it lapsed (this one
 		// was cut off or stopped): it must not serve beside it.
-		m.lostTotal.Inc()
 		m.mu.Lock()
-		m.lost = true
+		m.lease.TakenOver()
+		m.publishLeaseLocked()
 		m.mu.Unlock()
+		m.lostTotal.Inc()
 		m.n.log.Error("another run of this node id took its membership lease: this node stops taking requests",
 			"node", rec.ID, "err", err)
 		m.n.stopTaking()
@@ -309,10 +313,9 @@ func (m *membership) rejoin() {
 		"node", n.nodeID, "stopped", len(stopped), "took", time.Since(begin))
 	// Appends again, until the expiry of the last renewal (less the margin).
 	m.mu.Lock()
-	expires := m.rec.Expires
+	m.lease.Rejoined()
+	m.publishLeaseLocked()
 	m.mu.Unlock()
-	m.rejoining.Store(false)
-	m.validUntil.Store(time.UnixMilli(expires).Add(-leaseMargin(m.ttl)).UnixNano())
 }
 
 // kickRenewal has the renewal loop run a round now, unless one is asked
@@ -369,10 +372,10 @@ func (m *membership) countNodes(now time.Time) {
 	// taken for a loss: lapsed means lapsed for a third of a lease.
 	live, lapsed := map[string]meta.NodeRecord{}, map[string]bool{}
 	for _, r := range nodes {
-		switch {
-		case r.Live(now):
+		switch placement.Classify(time.UnixMilli(r.Expires), now, m.ttl) {
+		case placement.Live:
 			live[r.ID] = r
-		case !r.Live(now.Add(-m.ttl / 3)):
+		case placement.Lapsed:
 			lapsed[r.ID] = true
 		}
 	}
@@ -474,7 +477,8 @@ func (m *membership) ownWrite(id string) bool {
 		return false
 	}
 	m.rec, m.rev = cur, rev
-	m.validUntil.Store(time.UnixMilli(cur.Expires).Add(-leaseMargin(m.ttl)).UnixNano())
+	m.lease.Taken(time.UnixMilli(cur.Expires))
+	m.publishLeaseLocked()
 	return true
 }
 
@@ -527,7 +531,7 @@ func isFenced(err error) bool {
 // (or the node is not the entry node: it then takes no clients' requests).
 func (n *Node) fenceEntry() error {
 	m := n.members
-	if m == nil || !n.entry.Load() || time.Now().UnixNano() < m.entryUntil.Load() {
+	if m == nil || !n.entry.Load() || time.Now().UnixNano() < m.entryUntil.Load() { // placement.Entry.Fenced
 		return nil
 	}
 	m.fencedTotal.Inc()
@@ -543,7 +547,7 @@ func (m *membership) leave() {
 func (m *membership) leaveNow() {
 	m.stopRenewing()
 	m.mu.Lock()
-	rec, rev, lost := m.rec, m.rev, m.lost
+	rec, rev, lost := m.rec, m.rev, m.lease.Lost
 	m.mu.Unlock()
 	if lost {
 		return
@@ -554,7 +558,7 @@ func (m *membership) leaveNow() {
 		// Hand the entry role over: its record lapses now, and the others,
 		// told below, take it at once rather than when its lease runs out
 		// (plain clients would find no responders meanwhile).
-		if _, err := m.n.meta.RenewEntry(ctx, rec.ID, time.Now().Add(-time.Millisecond), m.entryRev); err != nil {
+		if _, err := m.n.meta.RenewEntry(ctx, rec.ID, placement.Released(time.Now()), m.entryRole.Rev); err != nil {
 			m.n.log.Warn("handing the entry role over failed: another node takes it when its lease lapses", "node", rec.ID, "err", err)
 		} else {
 			m.n.log.Info("entry role handed over: another node takes the clients' requests", "node", rec.ID)

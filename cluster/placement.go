@@ -13,6 +13,7 @@ import (
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/placement"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 )
@@ -52,10 +53,9 @@ func (n *Node) evict(node string) (move, gone bool) {
 		return false, false
 	}
 	if r, ok := n.members.liveView()[node]; ok && r.Live(time.Now()) {
-		return r.Draining, false
+		return placement.Evict(true, r.Draining, false)
 	}
-	gone = n.ownerGone(node)
-	return gone, gone
+	return placement.Evict(false, false, n.ownerGone(node))
 }
 
 // startEvictService serves the requests of drained nodes to move their
