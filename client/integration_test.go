@@ -17,15 +17,15 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 )
 
-// These tests run the client against a real embedded node (cluster.Start)
+// These tests run the client against a real embedded node (braidnode.Start)
 // in a temporary directory.
 
-func startNode(t testing.TB) (*cluster.Node, *nats.Conn) {
+func startNode(t testing.TB) (*braidnode.Node, *nats.Conn) {
 	t.Helper()
-	node, err := cluster.Start(context.Background(), cluster.Config{
+	node, err := braidnode.Start(context.Background(), braidnode.Config{
 		DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -489,8 +489,8 @@ func TestIntegrationAdmin(t *testing.T) {
 // application sees every message exactly once.
 func TestIntegrationServerRestart(t *testing.T) {
 	dir := t.TempDir()
-	start := func(listen string) *cluster.Node {
-		node, err := cluster.Start(context.Background(), cluster.Config{
+	start := func(listen string) *braidnode.Node {
+		node, err := braidnode.Start(context.Background(), braidnode.Config{
 			DataDir: dir, NATSListen: listen, MetricsListen: "127.0.0.1:0",
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})

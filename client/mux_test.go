@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 )
 
 // TestProducersShareRequests runs many producers on one connection
@@ -157,7 +157,7 @@ func TestLingerEndsWithoutWakingEachSender(t *testing.T) {
 // when the test ends.
 func startMuxNode(t *testing.T) *nats.Conn {
 	t.Helper()
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
 		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -50,7 +50,7 @@ var _ = Describe("Braid on an external NATS with accounts and TLS", func() {
 			ns.WaitForShutdown()
 		}()
 
-		node, err := cluster.Start(context.Background(), cluster.Config{DataDir: filepath.Join(dir, "data"), NATSURL: ns.ClientURL(),
+		node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: filepath.Join(dir, "data"), NATSURL: ns.ClientURL(),
 			NATSNkey: seedFile, TLSCA: files.CA, TLSCert: files.ClientCert, TLSKey: files.ClientKey, OperatorAccount: "OPS",
 			MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		Expect(err).NotTo(HaveOccurred())

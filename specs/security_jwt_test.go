@@ -12,8 +12,8 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/examples/secure/gen"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -53,7 +53,7 @@ var _ = Describe("Tenant isolation with JWTs and .creds files", func() {
 		conf := z.config(`include "generated/tls.conf"`)
 		Expect(os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600)).To(Succeed())
 
-		node, err := cluster.Start(context.Background(), cluster.Config{DataDir: filepath.Join(dir, "data"),
+		node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: filepath.Join(dir, "data"),
 			NATSConfig: filepath.Join(dir, "nats.conf"), NATSCreds: z.creds(braid, "braid"), BraidAccount: braid.pub,
 			TenantAccounts: map[string]string{acme.pub: "acme", globex.pub: "globex"},
 			MetricsListen:  "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

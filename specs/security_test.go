@@ -15,8 +15,8 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/examples/secure/gen"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -31,7 +31,7 @@ import (
 var _ = Describe("Tenant isolation through NATS accounts", Ordered, func() {
 	var (
 		dir                string
-		node               *cluster.Node
+		node               *braidnode.Node
 		files              gen.Files
 		url                string
 		ops, acme, globex  *nats.Conn
@@ -45,7 +45,7 @@ var _ = Describe("Tenant isolation through NATS accounts", Ordered, func() {
 		dir = GinkgoT().TempDir()
 		files = secureConfig(dir)
 		var err error
-		node, err = cluster.Start(context.Background(), cluster.Config{DataDir: filepath.Join(dir, "data"), NATSConfig: filepath.Join(dir, "nats.conf"),
+		node, err = braidnode.Start(context.Background(), braidnode.Config{DataDir: filepath.Join(dir, "data"), NATSConfig: filepath.Join(dir, "nats.conf"),
 			OperatorAccount: "OPS", MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		Expect(err).NotTo(HaveOccurred())
 		url = node.ClientURL()

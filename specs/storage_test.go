@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/nats-io/nats.go/jetstream"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -19,7 +19,7 @@ import (
 var _ = Describe("The storage lifecycle", func() {
 	It("adopts a legacy single-file topic in place when it is given a roll policy and removes its old file by retention, while a subscription reading it goes on with no offset changed", func() {
 		dir := GinkgoT().TempDir()
-		node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
+		node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
 			StorageTick: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		Expect(err).NotTo(HaveOccurred())
 		s := &server{dir: dir, node: node, nc: connect(node.ClientURL())}
@@ -205,7 +205,7 @@ var _ = Describe("The storage lifecycle", func() {
 // startStorageServer starts a node whose storage worker ticks every 20 ms.
 func startStorageServer() *server {
 	dir := GinkgoT().TempDir()
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
+	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "127.0.0.1:0",
 		StorageTick: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	Expect(err).NotTo(HaveOccurred())
 	return &server{dir: dir, node: node, nc: connect(node.ClientURL())}

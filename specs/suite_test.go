@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	. "github.com/onsi/ginkgo/v2"
@@ -28,7 +28,7 @@ func TestSpecs(t *testing.T) {
 // server is a node under test and a client connection to it.
 type server struct {
 	dir  string
-	node *cluster.Node
+	node *braidnode.Node
 	nc   *nats.Conn
 }
 
@@ -40,9 +40,9 @@ func startServer(dir string) *server {
 
 // startNode starts a node on dir whose embedded NATS listens on listen
 // (port -1: any free port).
-func startNode(dir, listen string) *cluster.Node {
+func startNode(dir, listen string) *braidnode.Node {
 	GinkgoHelper()
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: listen,
+	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: dir, NATSListen: listen,
 		MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	Expect(err).NotTo(HaveOccurred())
 	return node

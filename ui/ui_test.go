@@ -13,7 +13,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/braidmq/braid/ui"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
@@ -34,7 +34,7 @@ func chromium(t *testing.T) string {
 // segment, and when the topic splits the two new segments appear (the
 // layout push reaches the page), with the units table filled from stats.
 func TestPageShowsASplitLive(t *testing.T) {
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
 		MetricsListen: "127.0.0.1:0", UI: ui.Handler, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestPageShowsASplitLive(t *testing.T) {
 // The page's endpoints answer bad input with 400 and a message, a topic
 // that does not exist with 404 naming the code.
 func TestEndpointsRefuseBadInput(t *testing.T) {
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
+	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1",
 		MetricsListen: "127.0.0.1:0", UI: ui.Handler, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

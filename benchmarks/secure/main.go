@@ -21,8 +21,8 @@ import (
 
 	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/examples/secure/gen"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/nats-io/nats.go"
 )
 
@@ -50,7 +50,7 @@ func main() {
 		conf += "include \"generated/tls.conf\"\n"
 	}
 	check(os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600))
-	secured, err := cluster.Start(ctx, cluster.Config{DataDir: filepath.Join(dir, "secure"), NATSConfig: filepath.Join(dir, "nats.conf"),
+	secured, err := braidnode.Start(ctx, braidnode.Config{DataDir: filepath.Join(dir, "secure"), NATSConfig: filepath.Join(dir, "nats.conf"),
 		OperatorAccount: "OPS", MetricsListen: "off", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	check(err)
 	defer secured.Close()

@@ -12,19 +12,19 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/nats-io/nats.go"
 )
 
 // StartBraid starts a Braid node in dir with an embedded NATS on a free port.
 // Its logs are discarded unless BRAID_BENCH_LOG is set (then they go to
 // standard error).
-func StartBraid(dir, durability string) (*cluster.Node, *nats.Conn, error) {
+func StartBraid(dir, durability string) (*braidnode.Node, *nats.Conn, error) {
 	var logs io.Writer = io.Discard
 	if os.Getenv("BRAID_BENCH_LOG") != "" {
 		logs = os.Stderr
 	}
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
+	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
 		MetricsListen: "off", Durability: durability, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		return nil, nil, err

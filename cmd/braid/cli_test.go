@@ -15,7 +15,7 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/cluster"
+	braidnode "github.com/braidmq/braid/node"
 	"github.com/braidmq/braid/topology"
 )
 
@@ -38,7 +38,7 @@ func run(t *testing.T, in io.Reader, args ...string) (string, string, error) {
 
 func startServer(t *testing.T) string {
 	t.Helper()
-	node, err := cluster.Start(context.Background(), cluster.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "off",
+	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "off",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/braidmq/braid/actors"
-	"github.com/braidmq/braid/cluster"
+	"github.com/braidmq/braid/node"
 	"github.com/braidmq/braid/ui"
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/spf13/cobra"
@@ -88,33 +88,33 @@ func serveCommand() *cobra.Command {
   braid serve --config examples/secure/braid.conf
   braid serve --node-id n1 --cluster-listen 127.0.0.1:6222 --routes nats://127.0.0.1:6223,nats://127.0.0.1:6224`}
 	fs := cmd.Flags()
-	var cfg cluster.Config
-	fs.StringVar(&cfg.DataDir, "data-dir", cluster.DefaultDataDir, "directory for logs, subscriptions and the embedded NATS store")
-	fs.StringVar(&cfg.NATSListen, "nats-listen", cluster.DefaultNATSListen, "host:port of the embedded NATS server")
+	var cfg node.Config
+	fs.StringVar(&cfg.DataDir, "data-dir", node.DefaultDataDir, "directory for logs, subscriptions and the embedded NATS store")
+	fs.StringVar(&cfg.NATSListen, "nats-listen", node.DefaultNATSListen, "host:port of the embedded NATS server")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "use this external NATS (with JetStream) instead of embedding one")
-	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cluster.DefaultMetricsListen, "host:port serving /metrics (\"off\" to disable)")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", node.DefaultMetricsListen, "host:port serving /metrics (\"off\" to disable)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the metrics listener")
 	fs.StringVar(&cfg.Durability, "durability", "always", "default durability of logs: always (fsync before ack), interval, none")
 	fs.IntVar(&cfg.MaxPayloadBytes, "max-payload", 1<<20, "default max payload of one message, in bytes")
 	fs.DurationVar(&cfg.TopicIdleTimeout, "topic-idle-timeout", actors.DefaultIdleTimeout, "stop the actors and close the logs of a topic unused this long (it activates again on its next request; negative: never)")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", 0, "most bucket logs open at once (0: ten for each descriptor of --max-open-files)")
 	fs.IntVar(&cfg.MaxOpenFiles, "max-open-files", 0, "most file descriptors bucket logs hold at once; their files close and open again as needed (0: half the process's file limit)")
-	fs.StringVar(&cfg.CommitSync, "commit-sync", cluster.CommitAuto, "how a round of bucket log commits is made durable: auto (a log with under 16 KiB written since its last commit through the node's journal, any other by an fdatasync of its own file), journal (every round: one write and fdatasync of the node's journal), syncfs (one syncfs of the data directory's file system) or fdatasync (one per log, submitted together)")
+	fs.StringVar(&cfg.CommitSync, "commit-sync", node.CommitAuto, "how a round of bucket log commits is made durable: auto (a log with under 16 KiB written since its last commit through the node's journal, any other by an fdatasync of its own file), journal (every round: one write and fdatasync of the node's journal), syncfs (one syncfs of the data directory's file system) or fdatasync (one per log, submitted together)")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id in its cluster (default: the one its data directory holds, or a new one written there)")
 	fs.StringVar(&cfg.ClusterListen, "cluster-listen", "", "host:port of the embedded NATS server's cluster (route) listener; runs the node in a cluster")
 	fs.StringVar(&cfg.ActorListen, "actor-listen", "", "host:port of the actor listener other nodes read this node's segments through (default: the cluster listener's host, any free port)")
-	fs.StringVar(&cfg.ClusterName, "cluster-name", cluster.DefaultClusterName, "the NATS cluster's name")
+	fs.StringVar(&cfg.ClusterName, "cluster-name", node.DefaultClusterName, "the NATS cluster's name")
 	routes := fs.String("routes", "", "the other nodes' cluster listeners, comma-separated (nats://host:port,...)")
 	fs.IntVar(&cfg.MetaReplicas, "meta-replicas", 0, "replicas of the metadata store (0: 3 when the cluster has three or more servers, else 1)")
-	fs.DurationVar(&cfg.StorageTick, "storage-tick", cluster.DefaultStorageTick, "how often the storage worker rolls the open bucket logs by segment_ms, offloads closed files to the remote tier (offload policy) and removes files past retention or retention_bytes (negative: never)")
-	fs.Int64Var(&cfg.TierCacheBytes, "tier-cache-bytes", cluster.DefaultTierCacheBytes, "bytes of files downloaded from the remote tier (the JetStream object store bucket braid-tier) kept on local disk for reads")
-	fs.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", cluster.DefaultRebalanceInterval, "how often the entry node compares the nodes' active segments and moves topics from the most to the least loaded (negative: never)")
-	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
+	fs.DurationVar(&cfg.StorageTick, "storage-tick", node.DefaultStorageTick, "how often the storage worker rolls the open bucket logs by segment_ms, offloads closed files to the remote tier (offload policy) and removes files past retention or retention_bytes (negative: never)")
+	fs.Int64Var(&cfg.TierCacheBytes, "tier-cache-bytes", node.DefaultTierCacheBytes, "bytes of files downloaded from the remote tier (the JetStream object store bucket braid-tier) kept on local disk for reads")
+	fs.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", node.DefaultRebalanceInterval, "how often the entry node compares the nodes' active segments and moves topics from the most to the least loaded (negative: never)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", node.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	cfg.Version = buildVersion()
 	cfg.UI = ui.Handler
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server: accounts, users, TLS, cluster (see examples/secure)")
-	fs.StringVar(&cfg.BraidAccount, "braid-account", cluster.DefaultBraidAccount, "the NATS account Braid's services and metadata live in, when the NATS configuration has accounts")
+	fs.StringVar(&cfg.BraidAccount, "braid-account", node.DefaultBraidAccount, "the NATS account Braid's services and metadata live in, when the NATS configuration has accounts")
 	fs.StringVar(&cfg.OperatorAccount, "operator-account", "", "the NATS account that may create tenants, drain nodes and address every tenant (Braid's own account always may)")
 	fs.StringVar(&cfg.NATSCreds, "nats-creds", "", "a .creds file (JWT and nkey seed) Braid connects to NATS with")
 	fs.StringVar(&cfg.NATSNkey, "nats-nkey", "", "an nkey seed file Braid connects to NATS with")
@@ -129,7 +129,7 @@ func serveCommand() *cobra.Command {
 	return cmd
 }
 
-func serve(fs *pflag.FlagSet, cfg *cluster.Config, routes, level, tenantAccounts, config string) error {
+func serve(fs *pflag.FlagSet, cfg *node.Config, routes, level, tenantAccounts, config string) error {
 	set, err := applyConfigFile(fs, config)
 	if err != nil {
 		return err
@@ -155,12 +155,12 @@ func serve(fs *pflag.FlagSet, cfg *cluster.Config, routes, level, tenantAccounts
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	node, err := cluster.Start(ctx, *cfg)
+	n, err := node.Start(ctx, *cfg)
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info("serving; Ctrl-C to stop", "node", node.NodeID(), "serving_topics", node.Serving(), "nats", node.ClientURL(), "gomaxprocs", runtime.GOMAXPROCS(0))
+	cfg.Logger.Info("serving; Ctrl-C to stop", "node", n.NodeID(), "serving_topics", n.Serving(), "nats", n.ClientURL(), "gomaxprocs", runtime.GOMAXPROCS(0))
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down: flushing and closing every log")
-	return node.Close()
+	return n.Close()
 }

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/consumers"
+	"github.com/braidmq/braid/topology"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// subscriptionsView tells topic controllers about the consumer groups of
+// this node: it implements actors.SubscriptionsView over consumers.Manager.
+// The consumer manager starts after the topics (their controllers may ask
+// before), hence the atomic pointer.
+type subscriptionsView struct {
+	subs   atomic.Pointer[consumers.Manager]
+	queues atomic.Pointer[consumers.QueueManager]
+}
+
+// running reports whether a stream or queue group of topic is running,
+// which keeps the topic active.
+func (v *subscriptionsView) running(topic string) bool {
+	if s := v.subs.Load(); s != nil && s.Running(topic) {
+		return true
+	}
+	q := v.queues.Load()
+	return q != nil && q.Running(topic)
+}
+
+// TopicSubscriptions asks every subscription of t on this node's disk for
+// its stats. A subscription that does not answer fails the whole call: the
+// controller must not delete a segment a silent subscription still needs.
+func (v *subscriptionsView) TopicSubscriptions(ctx context.Context, t *actors.Topic) ([]actors.SubscriptionInfo, error) {
+	subs := v.subs.Load()
+	if subs == nil {
+		return nil, api.Errorf(api.CodeUnavailable, "consumer groups are not started yet")
+	}
+	names := subs.Subscriptions(t.Topic())
+	type answer struct {
+		st  consumers.Stats
+		err error
+	}
+	answers := make(chan answer, len(names))
+	for _, name := range names {
+		subs.Stats(t, name, func(st consumers.Stats, err error) { answers <- answer{st, err} })
+	}
+	out := make([]actors.SubscriptionInfo, 0, len(names))
+	for range names {
+		select {
+		case a := <-answers:
+			if a.err != nil {
+				return nil, a.err
+			}
+			info := actors.SubscriptionInfo{Name: a.st.Subscription, Consumers: len(a.st.Consumers),
+				Drained: make(map[topology.SegmentID]bool, len(a.st.Drained)), Backlog: a.st.Backlog, Withheld: len(a.st.Withheld)}
+			for _, id := range a.st.Drained {
+				info.Drained[id] = true
+			}
+			out = append(out, info)
+		case <-ctx.Done():
+			return nil, api.Errorf(api.CodeTimeout, "subscriptions of %s did not answer: %v", t.Topic(), ctx.Err())
+		}
+	}
+	return out, nil
+}
+
+// registerConsumerMetrics exposes the consumer groups' counters.
+func (n *Node) registerConsumerMetrics() {
+	subs := n.subs
+	n.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "braid_bucket_reassignments_total",
+		Help: "Units (segment, entry bucket) that left their consumer: handed over under the handoff rule, or released by a consumer that left or died."},
+		func() float64 { return float64(subs.Reassignments()) }))
+	n.registry.MustRegister(newQueueCollector(n))
+	n.registry.MustRegister(newConsumerCollector(n))
+}
+
+func (n *Node) topicPolicies(ctx context.Context, body []byte) (any, error) {
+	var req api.TopicPoliciesRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := n.checkPayloadPolicy(req.Policies); err != nil {
+		return nil, err
+	}
+	return n.topics.TopicPolicies(ctx, req)
+}
+
+func (n *Node) namespacePolicies(ctx context.Context, body []byte) (any, error) {
+	var req api.NamespacePoliciesRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := n.checkPayloadPolicy(req.Policies); err != nil {
+		return nil, err
+	}
+	if req.Policies != nil || len(req.Unset) > 0 {
+		defer n.announceNamespacePolicies(req.Namespace)
+	}
+	return n.topics.NamespacePolicies(ctx, req)
+}

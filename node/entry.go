@@ -1,0 +1,98 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/placement"
+)
+
+// The entry role: one node at a time takes the clients' requests (see
+// forward.go for why one); it holds a lease on the role in the KV
+// (cluster.entry), renewed with its membership lease. When its holder
+// goes, the first live node to see the lease lapsed takes the role and
+// starts the client services; a holder that cannot renew refuses produce
+// requests from before its lease lapses (the same margin as appends) until
+// a renewal lands, and one whose role another node took stops its client
+// services (it takes the role again when it is next free).
+
+// tryEntry renews the entry role when this node holds it, or takes it when
+// it is free or has lapsed. It runs at start and at each renewal.
+func (m *membership) tryEntry(now time.Time) {
+	n := m.n
+	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
+	defer cancel()
+	e := &m.entryRole
+	if e.Held && !n.entry.Load() {
+		e.Lost() // its client services stopped: it takes the role again
+	}
+	expires := e.Expiry(now)
+	if e.Next() == placement.RenewEntry {
+		rev, err := n.meta.RenewEntry(ctx, n.nodeID, expires, e.Rev)
+		switch {
+		case err == nil:
+			e.Renewed(rev, expires)
+			m.entryUntil.Store(e.Until.UnixNano())
+		case errors.Is(err, meta.ErrConflict):
+			n.log.Error("another node took the entry role: this node stops taking clients' requests", "node", n.nodeID)
+			e.Lost()
+			n.loseEntry()
+		case e.Fenced(now):
+			// Fenced (fenceEntry refuses produce requests) until a renewal
+			// lands, or finds that another node took the role. The store
+			// may be electing a leader: every node waits alike.
+			n.log.Warn("the entry role could not be renewed in time: produce requests are refused until it is", "node", n.nodeID, "err", err)
+		}
+		return
+	}
+	rev, err := n.meta.TakeEntry(ctx, n.nodeID, now, expires)
+	if err != nil {
+		if !errors.Is(err, meta.ErrEntryHeld) {
+			n.log.Warn("taking the entry role failed", "node", n.nodeID, "err", err)
+		}
+		return
+	}
+	e.Took(rev, expires)
+	m.entryUntil.Store(e.Until.UnixNano())
+	if err := n.becomeEntry(); err != nil {
+		n.log.Error("this node took the entry role but could not start the client services", "node", n.nodeID, "err", err)
+	}
+	if !n.entry.Load() {
+		// Not serving (the services failed, or the node closes): take the
+		// role again at the next round, and start them then.
+		e.Lost()
+	}
+}
+
+// becomeEntry starts the client services.
+func (n *Node) becomeEntry() error {
+	n.svcMu.Lock()
+	defer n.svcMu.Unlock()
+	if n.closing {
+		return nil
+	}
+	if err := n.addServices(); err != nil {
+		return err
+	}
+	n.entry.Store(true)
+	n.log.Info("this node is the entry node: it takes the clients' requests", "node", n.nodeID)
+	return nil
+}
+
+// loseEntry stops taking the clients' requests (the cluster service, the
+// forwarded requests and what other nodes ask stay); the node may take
+// the role again once it is free.
+func (n *Node) loseEntry() {
+	n.svcMu.Lock()
+	defer n.svcMu.Unlock()
+	n.entry.Store(false)
+	if n.fast != nil {
+		n.fast.pause()
+	}
+	for _, s := range n.services {
+		_ = s.Stop()
+	}
+	n.services = nil
+}

@@ -1,0 +1,311 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/cluster/clusterpb"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/routing"
+)
+
+// Consumer groups follow their topic. A group runs on the node serving
+// its topic and keeps its state (ack cursors, owners, drained segments)
+// in a log on that node's disk. Its record in the metadata store names
+// that node, its home. When the topic has moved (its owner was lost, or
+// the group is started elsewhere for any reason), the node about to start
+// the group finds another home in the record: it asks that node to stop
+// the group and send the files of its directory (actor messages over
+// protoactor remote, in chunks), writes them into its own directory,
+// moves the home to itself by compare-and-swap, and tells the old home to
+// drop its copy. The group then replays its log as after a restart: every
+// acknowledged message stays acknowledged. While the old home is down,
+// the group is UNAVAILABLE (a stream group would wait for the topic's
+// sealed segments there anyway).
+
+// Group kinds, as their records name them.
+const (
+	groupStream = "stream"
+	groupQueue  = "queue"
+)
+
+// groupChunk is the most bytes of a group's file one message carries.
+const groupChunk = 1 << 20
+
+// groupMoves serializes the moves of each group on this node.
+type groupMoves struct {
+	mu    sync.Mutex
+	doing map[string]*sync.Mutex
+}
+
+func (g *groupMoves) lock(key string) func() {
+	g.mu.Lock()
+	if g.doing == nil {
+		g.doing = map[string]*sync.Mutex{}
+	}
+	l := g.doing[key]
+	if l == nil {
+		l = &sync.Mutex{}
+		g.doing[key] = l
+	}
+	g.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// prepareGroup returns the consumers' prepare function for groups of
+// kind: it makes this node the group's home, bringing its state over
+// from the old home first (nothing without a cluster).
+func (n *Node) prepareGroup(kind string) func(topic, sub, dir string) error {
+	return func(topic, sub, dir string) error {
+		if n.remote == nil {
+			return nil
+		}
+		name, err := routing.ParseTopic(topic)
+		if err != nil {
+			return api.Errorf(api.CodeInvalidName, "%v", err)
+		}
+		defer n.groupMoves.lock(kind + " " + topic + " " + sub)()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*adminTimeout)
+		defer cancel()
+		for attempt := 0; ; attempt++ {
+			rec, rev, err := n.meta.GroupHome(ctx, name, kind, sub)
+			if errors.Is(err, meta.ErrNotFound) {
+				if _, err = n.meta.CreateGroupHome(ctx, name, kind, sub, n.nodeID); err == nil || errors.Is(err, meta.ErrExists) && attempt < 3 {
+					continue // look at what is recorded now
+				}
+			}
+			if err != nil {
+				return api.Errorf(api.CodeUnavailable, "subscription %q of %s: its record could not be read or made: %v", sub, topic, err)
+			}
+			if rec.Home == n.nodeID {
+				return nil
+			}
+			return n.takeGroup(ctx, name, kind, sub, dir, rec, rev)
+		}
+	}
+}
+
+// takeGroup brings a group's directory over from its home and makes
+// this node its home.
+func (n *Node) takeGroup(ctx context.Context, name routing.TopicName, kind, sub, dir string, rec meta.SubscriptionRecord, rev uint64) error {
+	from := rec.Home
+	addr, err := n.members.actorAddrOf(from)
+	if err != nil {
+		return api.Errorf(api.CodeUnavailable, "the state of subscription %q of %s is on node %s, which is down: the subscription serves again when it returns", sub, name, from)
+	}
+	begin := time.Now()
+	pid := actor.NewPID(addr, unitsActorName)
+	res, err := n.system.Root.RequestFuture(pid, &clusterpb.GroupFiles{Kind: kind, Topic: name.String(), Subscription: sub}, remoteReadTimeout).Result()
+	if err != nil {
+		return api.Errorf(api.CodeUnavailable, "subscription %q of %s: node %s did not send its state: %v", sub, name, from, err)
+	}
+	list, ok := res.(*clusterpb.GroupFilesReply)
+	if !ok || list.ErrorCode != 0 {
+		return api.Errorf(api.CodeUnavailable, "subscription %q of %s: node %s did not send its state: %v", sub, name, from, replyError(res))
+	}
+	incoming := dir + ".incoming"
+	if err := os.RemoveAll(incoming); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	}
+	var bytes int64
+	for _, f := range list.Files {
+		if !filepath.IsLocal(f.Name) {
+			return api.Errorf(api.CodeInternal, "subscription %q: node %s named a file outside the group's directory: %q", sub, from, f.Name)
+		}
+		if err := n.fetchGroupFile(pid, kind, name, sub, f, filepath.Join(incoming, f.Name)); err != nil {
+			return err
+		}
+		bytes += f.Size
+	}
+	if err := os.MkdirAll(incoming, 0o750); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: removing a stale copy: %v", sub, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	}
+	if err := os.Rename(incoming, dir); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	}
+	syncDir(filepath.Dir(dir))
+	if _, err := n.meta.MoveGroupHome(ctx, name, rec, n.nodeID, rev); err != nil {
+		// Another node took it meanwhile: this copy is not the group's.
+		_ = os.RemoveAll(dir)
+		return api.Errorf(api.CodeUnavailable, "subscription %q of %s moved elsewhere meanwhile; retry: %v", sub, name, err)
+	}
+	n.groupMovesTotal.Inc()
+	n.log.Warn("consumer group state taken over from its former home", "topic", name.String(), "subscription", sub, "kind", kind,
+		"from", from, "files", len(list.Files), "bytes", bytes, "took", time.Since(begin))
+	// The old home drops its copy; if it does not hear, its copy is stale
+	// by the record and never used.
+	n.system.Root.Send(pid, &clusterpb.GroupRelease{Kind: kind, Topic: name.String(), Subscription: sub})
+	return nil
+}
+
+// fetchGroupFile copies one file of a group's directory from its home.
+func (n *Node) fetchGroupFile(pid *actor.PID, kind string, name routing.TopicName, sub string, f *clusterpb.GroupFile, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	}
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	}
+	defer out.Close()
+	for off := int64(0); off < f.Size; {
+		res, err := n.system.Root.RequestFuture(pid, &clusterpb.GroupFileChunk{Kind: kind, Topic: name.String(), Subscription: sub,
+			Name: f.Name, Offset: off, Max: groupChunk}, remoteReadTimeout).Result()
+		if err != nil {
+			return api.Errorf(api.CodeUnavailable, "subscription %q: copying %s: %v", sub, f.Name, err)
+		}
+		chunk, ok := res.(*clusterpb.GroupFileChunkReply)
+		if !ok || chunk.ErrorCode != 0 || len(chunk.Data) == 0 {
+			return api.Errorf(api.CodeUnavailable, "subscription %q: copying %s at %d: %v", sub, f.Name, off, replyError(res))
+		}
+		if _, err := out.Write(chunk.Data); err != nil {
+			return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+		}
+		off += int64(len(chunk.Data))
+	}
+	if err := out.Sync(); err != nil {
+		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	}
+	return out.Close()
+}
+
+// replyError describes a failed or unexpected reply.
+func replyError(res any) error {
+	switch r := res.(type) {
+	case *clusterpb.GroupFilesReply:
+		return fmt.Errorf("%s (code %d)", r.Error, r.ErrorCode)
+	case *clusterpb.GroupFileChunkReply:
+		if r.ErrorCode == 0 {
+			return errors.New("an empty chunk")
+		}
+		return fmt.Errorf("%s (code %d)", r.Error, r.ErrorCode)
+	}
+	return fmt.Errorf("unexpected reply %T", res)
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// groupStore is a node's groups of one kind (consumers.Manager,
+// consumers.QueueManager), as moving them needs.
+type groupStore interface {
+	// Release stops a group and names its directory.
+	Release(topic, subscription string) (string, error)
+	// Dir names a group's directory.
+	Dir(topic, subscription string) string
+	// Subscriptions lists a topic's groups on this node's disk.
+	Subscriptions(topic string) []string
+}
+
+func (n *Node) groupsOf(kind string) (groupStore, error) {
+	switch kind {
+	case groupStream:
+		return n.subs, nil
+	case groupQueue:
+		return n.queues, nil
+	}
+	return nil, api.Errorf(api.CodeInvalidArgument, "no group kind %q", kind)
+}
+
+// serveGroupFiles stops a group homed here and lists its directory.
+func (n *Node) serveGroupFiles(req *clusterpb.GroupFiles) *clusterpb.GroupFilesReply {
+	fail := func(err error) *clusterpb.GroupFilesReply {
+		e := api.AsError(err)
+		return &clusterpb.GroupFilesReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+	}
+	groups, err := n.groupsOf(req.Kind)
+	if err != nil {
+		return fail(err)
+	}
+	dir, err := groups.Release(req.Topic, req.Subscription)
+	if err != nil {
+		return fail(err)
+	}
+	reply := &clusterpb.GroupFilesReply{}
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		reply.Files = append(reply.Files, &clusterpb.GroupFile{Name: rel, Size: info.Size()})
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(api.Errorf(api.CodeInternal, "listing %s: %v", dir, err))
+	}
+	return reply
+}
+
+// serveGroupFileChunk reads a chunk of a file of a group's directory.
+func (n *Node) serveGroupFileChunk(req *clusterpb.GroupFileChunk) *clusterpb.GroupFileChunkReply {
+	fail := func(err error) *clusterpb.GroupFileChunkReply {
+		e := api.AsError(err)
+		return &clusterpb.GroupFileChunkReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+	}
+	groups, err := n.groupsOf(req.Kind)
+	if err != nil {
+		return fail(err)
+	}
+	if !filepath.IsLocal(req.Name) || req.Offset < 0 {
+		return fail(api.Errorf(api.CodeInvalidArgument, "file %q at %d: not in the group's directory", req.Name, req.Offset))
+	}
+	dir, err := groups.Release(req.Topic, req.Subscription)
+	if err != nil {
+		return fail(err)
+	}
+	f, err := os.Open(filepath.Join(dir, req.Name))
+	if err != nil {
+		return fail(api.Errorf(api.CodeNotFound, "%v", err))
+	}
+	defer f.Close()
+	buf := make([]byte, min(int(req.Max), groupChunk))
+	k, err := f.ReadAt(buf, req.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fail(api.Errorf(api.CodeInternal, "%v", err))
+	}
+	return &clusterpb.GroupFileChunkReply{Data: buf[:k]}
+}
+
+// serveGroupRelease drops the copy of a group another node took over.
+func (n *Node) serveGroupRelease(req *clusterpb.GroupRelease) *clusterpb.GroupReleaseReply {
+	groups, err := n.groupsOf(req.Kind)
+	if err == nil {
+		var dir string
+		if dir, err = groups.Release(req.Topic, req.Subscription); err == nil {
+			err = os.RemoveAll(dir)
+		}
+	}
+	if err != nil {
+		e := api.AsError(err)
+		return &clusterpb.GroupReleaseReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+	}
+	return &clusterpb.GroupReleaseReply{}
+}

@@ -1,0 +1,289 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestNodeIDStaysWithItsDataDirectory: a data directory gets an id at its
+// first start (made, or the one asked for), keeps it, and refuses another;
+// a bad id is refused.
+func TestNodeIDStaysWithItsDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	id, err := resolveNodeID(dir, "")
+	if err != nil || !strings.HasPrefix(id, "n") || len(id) != 9 {
+		t.Fatalf("a made id = %q, %v; want n and 8 hex digits", id, err)
+	}
+	if again, err := resolveNodeID(dir, ""); err != nil || again != id {
+		t.Fatalf("the id at the next start = %q, %v; want %q", again, err, id)
+	}
+	if same, err := resolveNodeID(dir, id); err != nil || same != id {
+		t.Fatalf("asking for the directory's own id = %q, %v", same, err)
+	}
+	if _, err := resolveNodeID(dir, "other"); err == nil || !strings.Contains(err.Error(), "belongs to node") {
+		t.Fatalf("another id for the directory: %v, want a refusal", err)
+	}
+	named := t.TempDir()
+	if got, err := resolveNodeID(named, "n7"); err != nil || got != "n7" {
+		t.Fatalf("a chosen id = %q, %v", got, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(named, nodeIDFile)); strings.TrimSpace(string(b)) != "n7" {
+		t.Fatalf("node-id file holds %q", b)
+	}
+	if _, err := resolveNodeID(t.TempDir(), "bad.id"); err == nil {
+		t.Fatal("an id with a dot was accepted")
+	}
+}
+
+// TestSecondRunOfANodeIDIsRefused starts a node, then a second one with
+// the same id through the first one's NATS server (as a node with an
+// external NATS): the second is refused, once the first's lease has held
+// for twice its time, and the first still serves; a third with another
+// id joins as a standby.
+func TestSecondRunOfANodeIDIsRefused(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	first, err := Start(context.Background(), Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "off",
+		Logger: quiet, NodeID: "a1", LeaseTTL: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Close() })
+	if !first.Serving() {
+		t.Fatal("the first node of a cluster does not serve the topics")
+	}
+	_, err = Start(context.Background(), Config{DataDir: t.TempDir(), NATSURL: first.ClientURL(), MetricsListen: "off",
+		Logger: quiet, NodeID: "a1", LeaseTTL: 600 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "in use by another running braid serve") {
+		t.Fatalf("a second run of a live node id: %v, want a refusal", err)
+	}
+	standby, err := Start(context.Background(), Config{DataDir: t.TempDir(), NATSURL: first.ClientURL(), MetricsListen: "off",
+		Logger: quiet, NodeID: "a2", LeaseTTL: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Close()
+	if standby.Serving() {
+		t.Fatal("a second node serves the topics beside the first")
+	}
+	nodes, err := first.meta.Nodes(context.Background())
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("nodes = %+v, %v; want a1 and a2", nodes, err)
+	}
+	for _, n := range nodes {
+		if !n.Live(time.Now()) {
+			t.Fatalf("node %s is not live: %+v", n.ID, n)
+		}
+	}
+}
+
+// TestSegmentsRecordTheirOwner: the segments a node creates (a topic's
+// first ones, a split's children) record it as their owner in the layout,
+// and describe shows it.
+func TestSegmentsRecordTheirOwner(t *testing.T) {
+	node, err := Start(context.Background(), Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "off",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeID: "o1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	ctx := context.Background()
+	const uri = "topic://public/default/owned"
+	if _, err := node.topicCreate(ctx, []byte(`{"topic":"`+uri+`","segments":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.topicSplit(ctx, []byte(`{"topic":"`+uri+`","segment":0}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := node.topicDescribe(ctx, []byte(`{"topic":"`+uri+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.(api.TopicDescription)
+	if len(d.Segments) != 4 {
+		t.Fatalf("%d segments after a split of one of two", len(d.Segments))
+	}
+	for _, s := range d.Segments {
+		if s.Owner != "o1" {
+			t.Fatalf("segment %d has owner %q, want o1", s.ID, s.Owner)
+		}
+	}
+}
+
+// TestANodeThatCannotRenewTakesNoAppends stops a node's lease renewals: once
+// its lease is within the margin of lapsing, produce requests (one, batch
+// and multi) are refused with UNAVAILABLE and counted; after a renewal they
+// are taken again.
+func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
+	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond })
+	const uri = "topic://public/default/fenced"
+	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "fenced")
+	produce := func() string {
+		m, err := nc.Request(subject, []byte("x"), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Header.Get(micro.ErrorCodeHeader)
+	}
+	if code := produce(); code != "" {
+		t.Fatalf("a produce with a current lease: %s", code)
+	}
+	m := node.members
+	m.stopRenewing()
+	deadline := time.Now().Add(10 * time.Second)
+	for produce() != strconv.Itoa(api.CodeUnavailable.Number) {
+		if time.Now().After(deadline) {
+			t.Fatal("a node whose lease is lapsing still takes appends")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var fenced dto.Metric
+	if err := m.fencedTotal.Write(&fenced); err != nil {
+		t.Fatal(err)
+	}
+	if got := fenced.GetCounter().GetValue(); got < 1 {
+		t.Fatalf("fenced requests counted: %v", got)
+	}
+	if !m.renew() {
+		t.Fatal("renewal failed")
+	}
+	m.tryEntry(time.Now()) // the entry role lapsed with the lease: renew it too
+	// The node rejoins (stops its topics) before it takes appends again.
+	deadline = time.Now().Add(10 * time.Second)
+	for code := produce(); code != ""; code = produce() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a produce after the renewal: %s", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestARenewalThatLandedUnansweredIsNotALostLease: a renewal whose answer
+// was lost still moved the lease's revision; the next renewal conflicts,
+// finds the record its own run's, and goes on. A record of another run is
+// a lost lease: the node stops taking requests.
+func TestARenewalThatLandedUnansweredIsNotALostLease(t *testing.T) {
+	node, _ := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 3 * time.Second })
+	m := node.members
+	m.stopRenewing()
+	ctx := context.Background()
+	m.mu.Lock()
+	rec, rev := m.rec, m.rev
+	m.mu.Unlock()
+	rec.Renewed = time.Now().UnixMilli()
+	if _, err := node.meta.RenewNodeLease(ctx, rec, rev); err != nil { // the lost answer
+		t.Fatal(err)
+	}
+	if !m.renew() {
+		t.Fatal("a renewal after one that landed unanswered gave the lease up")
+	}
+	if err := node.fence(); err != nil {
+		t.Fatalf("fenced after adopting its own renewal: %v", err)
+	}
+	m.mu.Lock()
+	rec, rev = m.rec, m.rev
+	m.mu.Unlock()
+	other := rec
+	other.Started++ // another run of the id
+	if _, err := node.meta.RenewNodeLease(ctx, other, rev); err != nil {
+		t.Fatal(err)
+	}
+	if m.renew() {
+		t.Fatal("a renewal over another run's record went on")
+	}
+	if err := node.fence(); err == nil {
+		t.Fatal("a node whose lease another run took still takes appends")
+	}
+}
+
+// TestLeasesCarryTheNodesLoad: a node's renewals record the active
+// segments it owns and the bytes/s it made durable; node.list shows them.
+func TestLeasesCarryTheNodesLoad(t *testing.T) {
+	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond; c.NodeID = "l1" })
+	const uri = "topic://public/default/loaded"
+	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "loaded")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := nc.Request(subject, make([]byte, 1000), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		out, err := node.nodeList(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := out.(api.NodeListReply)
+		if len(r.Nodes) != 1 || r.Nodes[0].ID != "l1" {
+			t.Fatalf("node.list = %+v", r)
+		}
+		var live dto.Metric
+		if err := node.members.nodes.WithLabelValues("live").Write(&live); err != nil {
+			t.Fatal(err)
+		}
+		if r.Nodes[0].Segments == 2 && r.Nodes[0].BytesPerSec > 0 && live.GetGauge().GetValue() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease never showed the load: %+v, braid_cluster_nodes{state=live} %v", r.Nodes[0], live.GetGauge().GetValue())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestANodeTakesTheEntryRoleAgain: a node that gave the entry role up
+// (another node took it while it was cut off) stops taking the clients'
+// requests, and takes the role, and the requests, again once it is free.
+func TestANodeTakesTheEntryRoleAgain(t *testing.T) {
+	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond })
+	const uri = "topic://public/default/reentry"
+	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "reentry")
+	produce := func() error {
+		m, err := nc.Request(subject, []byte("x"), 2*time.Second)
+		if err != nil {
+			return err
+		}
+		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+			return fmt.Errorf("code %s: %s", code, m.Header.Get(micro.ErrorHeader))
+		}
+		return nil
+	}
+	if err := produce(); err != nil {
+		t.Fatalf("as the entry node: %v", err)
+	}
+	node.loseEntry()
+	if err := produce(); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("after giving the role up: %v, want no responders", err)
+	}
+	// Its own record of the role lapses; a renewal takes it again.
+	deadline := time.Now().Add(10 * time.Second)
+	for !node.entry.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not take the entry role again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := produce(); err != nil {
+		t.Fatalf("as the entry node again: %v", err)
+	}
+}

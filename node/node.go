@@ -1,0 +1,581 @@
+// Package cluster assembles a Braid node: the NATS connection (an embedded
+// server by default), the JetStream KV metadata store, the protoactor actor
+// system with the topic and subscription managers, the NATS micro services
+// of the wire contract, and the Prometheus /metrics endpoint.
+//
+// It owns wiring and the translation between NATS messages and the actors'
+// calls; it owns no streaming logic. A single node is what exists today;
+// membership and placement across nodes are future work.
+package node
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/authz"
+	"github.com/braidmq/braid/consumers"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/wal"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Node is one running Braid server.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	ns        *server.Server // nil with an external NATS
+	nc        *nats.Conn
+	auth      natsAuth     // how the node's connections authenticate
+	policy    authz.Policy // who may do what (security.go)
+	forbidden prometheus.Counter
+	// requestLatency is braid_request_duration_seconds{service, endpoint}.
+	requestLatency *prometheus.HistogramVec
+	meta           *meta.Store
+	system         *actor.ActorSystem
+	remote         *remote.Remote // nil without a cluster (units.go)
+	topics         *actors.Manager
+	subs           *consumers.Manager
+	subsView       subscriptionsView // the consumer groups, as topic controllers see them
+	queues         *consumers.QueueManager
+	reads          parkedReads // read.fetch requests waiting for data
+	services       []micro.Service
+	clusterSvc     micro.Service // node.list, node.drain: every node, entry or not
+	metrics        *http.Server
+	metricsL       net.Listener
+	registry       *prometheus.Registry
+	produceM       *produceMetrics
+	fast           *fastProduce // the produce front-end with the embedded server
+	// replies is the front-end whose replies the node's committer holds
+	// while it acknowledges a round (holdReplies); nil without one.
+	replies atomic.Pointer[fastProduce]
+	// produceInflight counts produce requests taken and not answered.
+	produceInflight *inflight
+	// adminSlots bounds the admin requests served at once.
+	adminSlots chan struct{}
+	dirLock    *os.File // the data directory's LOCK, held while the node runs
+
+	nodeID   string      // the node's id in its cluster (membership.go)
+	members  *membership // its lease; nil until it joined
+	serving  atomic.Bool // it serves the topics of layouts without owners
+	stopOnce sync.Once   // stopTaking
+	// servingNode is the node that serves the topics of layouts without
+	// owners (written before nodes had ids).
+	servingNode string
+	fwd         *forwarder // forwarding to topics' owners (forward.go)
+	ownersMu    sync.Mutex
+	owners      map[string]ownerEntry // topics other nodes own (topicByName)
+	// takeovers, takeoverTotal and takeoverSeconds: topics moved off lost
+	// nodes here (takeover.go).
+	takeovers       takeovers
+	groupMoves      groupMoves
+	draining        atomic.Bool // node.drain (drain.go)
+	rebalanced      prometheus.Counter
+	groupMovesTotal prometheus.Counter
+	takeoverTotal   prometheus.Counter
+	takeoverSeconds prometheus.Histogram
+	// entry says the node holds the entry role and takes the clients'
+	// requests (see entry.go).
+	entry   atomic.Bool
+	svcMu   sync.Mutex // guards starting services against Close
+	closing bool
+}
+
+// Start starts a node and returns once it serves requests.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), produceInflight: newInflight(),
+		adminSlots: make(chan struct{}, adminConcurrency)}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	n.forbidden = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_requests_forbidden_total",
+		Help: "Requests refused FORBIDDEN: a tenant account addressing another tenant, or asking for an operation of the operator."})
+	n.registry.MustRegister(n.forbidden)
+	n.requestLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "braid_request_duration_seconds",
+		Help:    "Time from a request's receipt to its answer, by service and endpoint (produce: until the records are durable).",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14)}, []string{"service", "endpoint"})
+	n.registry.MustRegister(n.requestLatency)
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "braid_build_info", Help: "1, labelled with the build's version and Go's.",
+		ConstLabels: prometheus.Labels{"version": cmp.Or(cfg.Version, "devel"), "go_version": runtime.Version()}})
+	buildInfo.Set(1)
+	n.registry.MustRegister(buildInfo)
+	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if n.nodeID, err = resolveNodeID(cfg.DataDir, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	url := cfg.NATSURL
+	var auth natsAuth
+	if url == "" {
+		if url, auth, err = n.startNATS(); err != nil {
+			return nil, err
+		}
+	}
+	auth.creds = cfg.NATSCreds != "" || cfg.NATSNkey != ""
+	n.auth = auth
+	n.policy = authz.Policy{BraidAccount: cfg.BraidAccount, OperatorAccount: cfg.OperatorAccount, Tenants: cfg.TenantAccounts}
+	secure, err := n.connectOptions(auth)
+	if err != nil {
+		return nil, err
+	}
+	connOpts := []nats.Option{nats.Name("braid-server"), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			// A subscription over its pending limits drops requests (their
+			// senders time out and may resend): say so where operators look.
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			n.log.Warn("NATS asynchronous error", "subject", subject, "err", err)
+		})}
+	connOpts = append(connOpts, secure...)
+	if n.ns != nil {
+		// The embedded server is in this process: connect through memory
+		// instead of loopback TCP, which spares the kernel two copies of
+		// every byte produced or consumed.
+		connOpts = append(connOpts, nats.InProcessServer(n.ns))
+	}
+	connURL := url
+	if n.ns != nil {
+		// In process: no TLS (a tls:// URL would ask for it).
+		connURL = strings.Replace(url, "tls://", "nats://", 1)
+	}
+	n.nc, err = nats.Connect(connURL, connOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(url), err)
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.checkBraidAccount(ctx, js); err != nil {
+		return nil, err
+	}
+	if n.meta, err = n.openMeta(ctx, js); err != nil {
+		return nil, err
+	}
+	// In a cluster whose JetStream is still electing the metadata bucket's
+	// leaders (a node restarting into it) the first writes may go
+	// unanswered: tried again for up to a minute, as the opening was.
+	bctx, cancel := context.WithTimeout(ctx, time.Minute)
+	_, err = untilJetStream(bctx, n, "the metadata store's first records", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, n.bootstrap(ctx)
+	})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	// The remote tier: an object store bucket in the same JetStream,
+	// replicated as the metadata is.
+	tr, err := n.openTier(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return n.log.With("lib", "protoactor")
+	}))
+	if err := n.startRemote(); err != nil {
+		return nil, err
+	}
+	if err := n.join(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.claimServing(ctx); err != nil {
+		return nil, err
+	}
+	durability, _ := wal.ParseDurability(cfg.Durability)
+	// The sync of the logs the journal does not take: syncfs beside an
+	// always journal (logs it cannot journal: few), fdatasync beside an
+	// adaptive one (the logs that wrote much: a syncfs would write back
+	// every journaled log's file too).
+	commitSync, _ := wal.ParseSyncMode(cfg.CommitSync)
+	if cfg.CommitSync == CommitAuto {
+		commitSync = wal.SyncEach
+	}
+	journalDir, directBytes := "", 0
+	if cfg.CommitSync == CommitJournal || cfg.CommitSync == CommitAuto {
+		journalDir = filepath.Join(cfg.DataDir, "journal")
+	}
+	if cfg.CommitSync == CommitAuto {
+		directBytes = DirectRoundBytes
+	}
+	defaults := actors.DefaultDefaults
+	defaults.Durability = durability
+	defaults.SyncInterval = cfg.SyncInterval
+	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
+	if c := n.payloadCeiling(); defaults.MaxPayloadBytes > c {
+		n.log.Warn("--max-payload is over what NATS carries in one message here: the broker default is lowered to it (raise max_payload in the NATS server's configuration)",
+			"max_payload_flag", cfg.MaxPayloadBytes, "nats_max_payload", c+payloadFraming, "default", c)
+		defaults.MaxPayloadBytes = c
+	}
+	n.topics = actors.NewManager(actors.Config{
+		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, RemoteUnits: n.remoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
+		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.fence,
+		PlaceSegment: n.placeSegment, Evict: n.evict, StorageTick: cfg.StorageTick, Tier: tr,
+	})
+	if err := n.topics.Recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.startConsumers(); err != nil {
+		return nil, err
+	}
+	n.subsView.subs.Store(n.subs)
+	n.subsView.queues.Store(n.queues)
+	n.subs.StartIdleSweeper(n.topics.IdleTimeout())
+	n.queues.StartIdleSweeper(n.topics.IdleTimeout())
+	n.registerConsumerMetrics()
+	n.produceM = newProduceMetrics(n.registry)
+	if err := n.startForwarding(); err != nil {
+		return nil, err
+	}
+	// Only the entry node takes clients' requests (entry.go): NATS picks
+	// a queue group's member at random across a cluster, so requests of
+	// one connection spread over several nodes would reach an owner by
+	// several paths, out of order. Through one node they stay in order;
+	// it forwards what other nodes own.
+	n.members.tryEntry(time.Now())
+	if err := n.addClusterService(); err != nil {
+		return nil, err
+	}
+	if err := n.startMetrics(); err != nil {
+		return nil, err
+	}
+	n.members.start()
+	n.log.Info("braid node started", "node", n.nodeID, "serving", n.serving.Load(), "nats", redactURL(url), "data_dir", cfg.DataDir,
+		"metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
+	return n, nil
+}
+
+// natsStartTimeout bounds the embedded NATS server's start.
+const natsStartTimeout = time.Minute
+
+func (n *Node) startNATS() (string, natsAuth, error) {
+	opts, err := n.embeddedOptions()
+	if err != nil {
+		return "", natsAuth{}, err
+	}
+	if n.cfg.NATSListen != "" || n.cfg.NATSConfig == "" {
+		host, port, err := splitHostPort(n.cfg.NATSListen)
+		if err != nil {
+			return "", natsAuth{}, err
+		}
+		opts.Host, opts.Port = host, port
+	}
+	if opts.Port > 0 {
+		// nats-server only logs a listen failure (and the node would wait
+		// for a server that never comes up): try the address first.
+		l, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(opts.Host, "0.0.0.0"), strconv.Itoa(opts.Port)))
+		if err != nil {
+			return "", natsAuth{}, fmt.Errorf("embedded NATS cannot listen on %s:%d (--nats-listen or --nats-config): %w", opts.Host, opts.Port, err)
+		}
+		l.Close()
+	}
+	opts.JetStream = true
+	if opts.StoreDir == "" {
+		opts.StoreDir = filepath.Join(n.cfg.DataDir, "nats")
+	}
+	// Only metadata goes through JetStream: syncing it on every write
+	// costs nothing on the data path and keeps layouts durable.
+	opts.SyncAlways = true
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = natsMaxPayload
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	if n.cfg.ClusterListen != "" {
+		if err := n.clusterOptions(opts); err != nil {
+			return "", natsAuth{}, err
+		}
+	} else if opts.Cluster.Port != 0 && opts.ServerName == "" {
+		opts.ServerName = n.nodeID // a cluster from the configuration file
+	}
+	auth, err := n.secureEmbedded(opts)
+	if err != nil {
+		return "", natsAuth{}, err
+	}
+	auth.tls = opts.TLSConfig != nil && !opts.AllowNonTLS
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return "", natsAuth{}, fmt.Errorf("embedded NATS: %w", err)
+	}
+	ns.Start()
+	// A clustered server recovering its JetStream on a busy machine (three
+	// nodes starting at once on two cores) can take more than 10 s.
+	if !ns.ReadyForConnections(natsStartTimeout) {
+		ns.Shutdown()
+		return "", natsAuth{}, fmt.Errorf("embedded NATS did not start within %s", natsStartTimeout)
+	}
+	n.ns = ns
+	if auth.open {
+		n.log.Warn("the embedded NATS server authenticates nobody: any client that reaches it can read and write every tenant and Braid's metadata (configure accounts with --nats-config; see docs/security.md)",
+			"listen", ns.ClientURL())
+	}
+	return ns.ClientURL(), auth, nil
+}
+
+// bootstrap creates the tenant "public" and namespace "public/default" on
+// first start, as Pulsar does.
+func (n *Node) bootstrap(ctx context.Context) error {
+	if err := n.meta.CreateTenant(ctx, "public"); err != nil && !errors.Is(err, meta.ErrExists) {
+		return fmt.Errorf("metadata store: create the tenant public: %w (is the store damaged?)", err)
+	}
+	err := n.meta.CreateNamespace(ctx, meta.NamespaceRecord{Tenant: "public", Namespace: "default"})
+	// In a forming cluster another node may have just created the tenant,
+	// and the bucket's leader may be changing: look again for a while.
+	for deadline := time.Now().Add(10 * time.Second); errors.Is(err, meta.ErrNotFound) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		err = n.meta.CreateNamespace(ctx, meta.NamespaceRecord{Tenant: "public", Namespace: "default"})
+	}
+	if err != nil && !errors.Is(err, meta.ErrExists) {
+		return fmt.Errorf("metadata store: create the namespace public/default: %w (is the store damaged?)", err)
+	}
+	return nil
+}
+
+func (n *Node) startMetrics() error {
+	if n.cfg.MetricsListen == "off" {
+		return nil
+	}
+	l, err := net.Listen("tcp", n.cfg.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", n.readyz)
+	if n.cfg.UI != nil {
+		mux.Handle("/ui/", n.cfg.UI(n.nc))
+		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	}
+	if n.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	n.metricsL = l
+	n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = n.metrics.Serve(l) }()
+	return nil
+}
+
+// readyz answers 200 when the node takes requests: connected to NATS, its
+// membership lease current (not fenced) and not closing; else 503 saying
+// why.
+func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
+	var why string
+	n.svcMu.Lock()
+	closing := n.closing
+	n.svcMu.Unlock()
+	switch {
+	case closing:
+		why = "closing"
+	case n.nc == nil || !n.nc.IsConnected():
+		why = "not connected to NATS"
+	default:
+		if err := n.fence(); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// holdReplies holds the produce front-end's replies while the node's
+// committer acknowledges a round of appends, so that they go out in one
+// write; it returns the release.
+func (n *Node) holdReplies() func() {
+	f := n.replies.Load()
+	if f == nil {
+		return func() {}
+	}
+	f.mu.Lock()
+	conn := f.conn
+	f.mu.Unlock()
+	if conn == nil {
+		return func() {}
+	}
+	conn.Hold()
+	return conn.Release
+}
+
+// stopTaking stops taking requests: the produce front-end and every
+// service stop (once; a node whose lease another run took stops so too).
+func (n *Node) stopTaking() {
+	n.stopOnce.Do(func() {
+		if n.fast != nil {
+			n.fast.stopTaking()
+		}
+		for _, s := range n.services {
+			_ = s.Stop()
+		}
+		if n.clusterSvc != nil {
+			_ = n.clusterSvc.Stop()
+		}
+	})
+}
+
+// NodeID is the node's id in its cluster.
+func (n *Node) NodeID() string { return n.nodeID }
+
+// Serving reports whether the node serves the cluster's topics.
+func (n *Node) Serving() bool { return n.serving.Load() }
+
+// ClientURL is the NATS URL clients use.
+func (n *Node) ClientURL() string {
+	if n.ns != nil {
+		return n.ns.ClientURL()
+	}
+	return redactURL(n.cfg.NATSURL) // it is logged and recorded: never a password
+}
+
+// MetricsAddr is the address /metrics is served on ("" when off).
+func (n *Node) MetricsAddr() string {
+	if n.metricsL == nil {
+		return ""
+	}
+	return n.metricsL.Addr().String()
+}
+
+// Topics is the node's topic manager (for tests and tools in-process).
+func (n *Node) Topics() *actors.Manager { return n.topics }
+
+// shutdownAnswerTimeout bounds how long Close waits for the produce
+// requests under way to be answered.
+const shutdownAnswerTimeout = 10 * time.Second
+
+// clientFlushTimeout bounds how long Close waits for the embedded server
+// to write out what it holds for its clients.
+const clientFlushTimeout = 3 * time.Second
+
+// flushClients waits, up to timeout, until the embedded server has written
+// to its clients everything it holds for them (the last replies): its own
+// shutdown gives a client only 100 ms to take them, which a busy machine
+// misses.
+func (n *Node) flushClients(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		connz, err := n.ns.Connz(&server.ConnzOptions{Limit: 1 << 20})
+		if err != nil {
+			return
+		}
+		pending := 0
+		for _, c := range connz.Conns {
+			pending += c.Pending
+		}
+		if pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.log.Warn("stopping NATS with replies its clients have not taken", "bytes", pending, "waited", timeout)
+			return
+		}
+		<-tick.C
+	}
+}
+
+// Close stops serving, flushes and closes every log, and stops NATS.
+func (n *Node) Close() error {
+	// Stop taking requests, then answer every produce request taken
+	// (with its result, or UNAVAILABLE from the stopping topics) before
+	// the logs close.
+	n.svcMu.Lock()
+	n.closing = true
+	n.svcMu.Unlock()
+	n.stopTaking()
+	if left := n.produceInflight.wait(shutdownAnswerTimeout); left > 0 {
+		n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)
+	}
+	n.fwd.close()
+	if n.members != nil {
+		n.members.leave()
+	}
+	n.services = nil
+	n.reads.stop()
+	if n.metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = n.metrics.Shutdown(ctx)
+		cancel()
+	}
+	var first error
+	if n.subs != nil {
+		first = n.subs.Close()
+	}
+	if n.queues != nil {
+		if err := n.queues.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if n.topics != nil {
+		if err := n.topics.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if n.fast != nil {
+		n.replies.Store(nil)
+		n.fast.close() // after the topics answered what they took
+		n.fast = nil
+	}
+	if n.remote != nil {
+		n.remote.Shutdown(false)
+	}
+	if n.system != nil {
+		n.system.Shutdown()
+	}
+	if n.nc != nil {
+		// The replies written so far reach the server before the close.
+		_ = n.nc.FlushTimeout(5 * time.Second)
+		_ = n.nc.Drain()
+		n.nc.Close()
+	}
+	if n.ns != nil {
+		n.flushClients(clientFlushTimeout)
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+	}
+	if n.dirLock != nil {
+		n.dirLock.Close()
+		n.dirLock = nil
+	}
+	return first
+}
