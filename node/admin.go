@@ -49,8 +49,8 @@ func (n *Node) adminOps() map[string]adminOp {
 		api.AdminNamespaceDelete: n.namespaceDelete,
 		api.AdminTenantDelete:    n.tenantDelete,
 		// The cluster (membership.go).
-		api.AdminNodeList:  n.nodeList,
-		api.AdminNodeDrain: n.nodeDrain,
+		api.AdminNodeList:  n.member.NodeList,
+		api.AdminNodeDrain: n.member.NodeDrain,
 	}
 }
 
@@ -77,7 +77,7 @@ func (n *Node) adminHandler(name string, op adminOp) micro.HandlerFunc {
 			defer cancel()
 			out, err := op(ctx, req.Data())
 			if owner, ok := notOwner(err); ok {
-				err = api.Errorf(api.CodeUnavailable, "the topic's owner is node %q, not this one (it moved?); retry", n.ownerNode(owner))
+				err = api.Errorf(api.CodeUnavailable, "the topic's owner is node %q, not this one (it moved?); retry", n.member.OwnerNode(owner))
 			}
 			if err != nil {
 				r.err(err)
@@ -104,7 +104,7 @@ func (n *Node) tenantCreate(ctx context.Context, body []byte) (any, error) {
 		return nil, err
 	}
 	if err := n.meta.CreateTenant(ctx, req.Tenant); err != nil {
-		return nil, metaErr(err, "tenant "+req.Tenant)
+		return nil, meta.APIError(err, "tenant "+req.Tenant)
 	}
 	return api.OKReply{OK: true}, nil
 }
@@ -112,7 +112,7 @@ func (n *Node) tenantCreate(ctx context.Context, body []byte) (any, error) {
 func (n *Node) tenantList(ctx context.Context, _ []byte) (any, error) {
 	names, err := n.meta.Tenants(ctx)
 	if err != nil {
-		return nil, metaErr(err, "tenants")
+		return nil, meta.APIError(err, "tenants")
 	}
 	if own := n.ownTenant(ctx); own != "" {
 		// A tenant's account sees its own tenant only.
@@ -148,7 +148,7 @@ func (n *Node) namespaceCreate(ctx context.Context, body []byte) (any, error) {
 		return nil, api.Errorf(api.CodeTenantNotFound, "tenant %s does not exist", ns.Tenant)
 	}
 	if err != nil {
-		return nil, metaErr(err, "namespace "+ns.String())
+		return nil, meta.APIError(err, "namespace "+ns.String())
 	}
 	return api.OKReply{OK: true}, nil
 }
@@ -166,7 +166,7 @@ func (n *Node) namespaceList(ctx context.Context, body []byte) (any, error) {
 	}
 	names, err := n.meta.Namespaces(ctx, req.Tenant)
 	if err != nil {
-		return nil, metaErr(err, "namespaces")
+		return nil, meta.APIError(err, "namespaces")
 	}
 	for i := range names {
 		names[i] = req.Tenant + "/" + names[i]
@@ -191,7 +191,7 @@ func (n *Node) topicCreate(ctx context.Context, body []byte) (any, error) {
 	if err := n.checkPayloadPolicy(req.Policies); err != nil {
 		return nil, err
 	}
-	return n.topics.CreateTopicOn(ctx, req, n.placeTopic(req.Topic))
+	return n.topics.CreateTopicOn(ctx, req, n.member.PlaceTopic(req.Topic))
 }
 
 func (n *Node) topicDescribe(_ context.Context, body []byte) (any, error) {
@@ -230,11 +230,11 @@ func (n *Node) topicList(ctx context.Context, body []byte) (any, error) {
 		return nil, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
 	if err != nil {
-		return nil, metaErr(err, "topics of "+ns.String())
+		return nil, meta.APIError(err, "topics of "+ns.String())
 	}
 	count, err := n.meta.TopicCount(ctx, ns)
 	if err != nil {
-		return nil, metaErr(err, "topic count of "+ns.String())
+		return nil, meta.APIError(err, "topic count of "+ns.String())
 	}
 	return api.TopicListReply{Topics: nonNil(topics), Next: next, Count: count}, nil
 }
@@ -349,17 +349,6 @@ func (n *Node) topicCompaction(ctx context.Context, body []byte) (any, error) {
 		return nil, err
 	}
 	return n.topics.CompactionStatus(ctx, req.Topic)
-}
-
-func metaErr(err error, what string) error {
-	switch {
-	case errors.Is(err, meta.ErrExists):
-		return api.Errorf(api.CodeAlreadyExists, "%s already exists", what)
-	case errors.Is(err, meta.ErrNotFound):
-		return api.Errorf(api.CodeNotFound, "%s: %v", what, err)
-	default:
-		return api.Errorf(api.CodeInternal, "%s: %v", what, err)
-	}
 }
 
 func nonNil(s []string) []string {

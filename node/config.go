@@ -4,11 +4,12 @@ import (
 	"net/http"
 
 	"fmt"
-	"github.com/nats-io/nats.go"
 	"log/slog"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/wal"
 )

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"path/filepath"
 
+	"github.com/braidmq/braid/cluster"
+
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/consumers"
@@ -18,7 +20,7 @@ const maxFetchReplyBytes = 4 << 20
 func (n *Node) startConsumers() error {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
-		consumers.WithDurability(durability), consumers.WithPrepare(n.prepareGroup(groupStream)))
+		consumers.WithDurability(durability), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)))
 	n.startQueues()
 	return nil
 }

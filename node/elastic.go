@@ -98,7 +98,7 @@ func (n *Node) namespacePolicies(ctx context.Context, body []byte) (any, error) 
 		return nil, err
 	}
 	if req.Policies != nil || len(req.Unset) > 0 {
-		defer n.announceNamespacePolicies(req.Namespace)
+		defer n.member.AnnounceNamespacePolicies(req.Namespace)
 	}
 	return n.topics.NamespacePolicies(ctx, req)
 }

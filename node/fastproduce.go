@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/cluster"
+
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/authz"
@@ -353,7 +355,7 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 	if err == nil {
 		t, err = f.topic(m.Subject, prefix)
 	}
-	if fenced := f.n.fenceEntry(); fenced != nil {
+	if fenced := f.n.member.FenceEntry(); fenced != nil {
 		err = fenced
 	}
 	if owner, ok := notOwner(err); ok {
@@ -378,7 +380,7 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
 	}
 	if err == nil {
-		err = f.n.fence()
+		err = f.n.member.Fence()
 	}
 	if err != nil {
 		f.fail(ep, m.Subject, m.Reply, err)
@@ -489,12 +491,12 @@ func (f *fastProduce) produceMulti(m natsio.Msg) {
 		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
 	}
 	if err == nil {
-		err = f.n.fenceEntry()
+		err = f.n.member.FenceEntry()
 	}
 	if err == nil {
-		err = f.n.fence()
+		err = f.n.member.Fence()
 	}
-	if len(m.Reply) > 0 && isFenced(err) {
+	if len(m.Reply) > 0 && cluster.IsFenced(err) {
 		// Fenced (its lease or role not renewed in time: the metadata
 		// store may be electing a leader): nothing is taken, which the
 		// no-responders status says, and the Go producer sends the

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/meta"
-	"github.com/braidmq/braid/placement"
 	"github.com/braidmq/braid/routing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -48,7 +45,6 @@ type forwarder struct {
 
 	inbox   string // replies to split produce-multi parts
 	inSub   *nats.Subscription
-	nsSub   *nats.Subscription // namespace policy changes
 	mu      sync.Mutex
 	lastID  uint64
 	pending map[uint64]func(*nats.Msg)
@@ -73,21 +69,6 @@ func (r fwdRoute) match(subject []string) bool {
 	return true
 }
 
-// owns says whether this node owns a topic whose layout names owner: its
-// own id, or none (a layout written before nodes had ids) on the node that
-// serves such topics.
-func (n *Node) owns(owner string) bool {
-	return owner == n.nodeID || (owner == "" && n.serving.Load())
-}
-
-// ownerNode resolves a layout's owner to a node id ("": the serving node).
-func (n *Node) ownerNode(owner string) string {
-	if owner == "" {
-		return n.servingNode
-	}
-	return owner
-}
-
 // startForwarding subscribes to the requests other nodes forward here.
 func (n *Node) startForwarding() error {
 	f := &forwarder{pending: map[uint64]func(*nats.Msg){}}
@@ -98,25 +79,12 @@ func (n *Node) startForwarding() error {
 	}
 	// Forwarded produce requests may be many and large, as direct ones.
 	_ = f.sub.SetPendingLimits(-1, produceQueueBytes)
-	// A namespace's policies changed on another node: apply them to the
-	// namespace's active topics here.
-	if f.nsSub, err = n.nc.Subscribe(nsPoliciesSubject, n.onNamespacePolicies); err != nil {
-		return fmt.Errorf("subscribing to namespace policy changes: %w", err)
-	}
 	f.inbox = n.nc.NewInbox()
 	if f.inSub, err = n.nc.Subscribe(f.inbox+".*", f.onReply); err != nil {
 		return fmt.Errorf("subscribing to forwarded replies: %w", err)
 	}
 	n.fwd = f
-	n.takeoverTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_topic_takeovers_total",
-		Help: "Topics whose owner's lease ran out that this node moved: their lost node's active segments sealed in metadata, successors placed on a live node."})
-	n.takeoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "braid_topic_takeover_seconds",
-		Help: "Time to move one topic off a lost node (read its record, compare-and-swap the new layout).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})
-	n.groupMovesTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_consumer_group_moves_total",
-		Help: "Consumer groups whose state this node took over from their former home (their topic moved here)."})
-	n.rebalanced = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_rebalanced_topics_total",
-		Help: "Topics this node, as the entry node, had moved from the most to the least loaded node."})
-	n.registry.MustRegister(n.takeoverTotal, n.takeoverSeconds, n.groupMovesTotal, n.rebalanced,
+	n.registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_forwarded_requests_total",
 			Help: "Requests this node forwarded to the node that owns their topic (a split produce-multi counts one per owner)."},
 			func() float64 { return float64(f.forwarded.Load()) }),
@@ -243,21 +211,13 @@ func (n *Node) forward(owner, subject, reply string, hdr nats.Header, data []byt
 }
 
 // forwardTarget returns the node a request for a topic owned by owner is
-// forwarded to, or why it cannot be.
+// forwarded to (cluster.Member.Target), or why it cannot be, and counts
+// it.
 func (n *Node) forwardTarget(owner string, forwarded bool) (string, error) {
-	node := n.ownerNode(owner)
-	switch {
-	case forwarded || node == "" || node == n.nodeID:
-		// A forward that meets a node that does not own the topic (the
-		// owner changed since) is not sent on: no loops.
+	node, err := n.member.Target(owner, forwarded)
+	if err != nil {
 		n.fwd.refused.Add(1)
-		return "", api.Errorf(api.CodeUnavailable, "the topic's owner changed while the request was forwarded; retry")
-	case !n.members.isLive(node) || n.members.expired(node):
-		// Not forwarded into the void: a request to a node that is gone
-		// goes unanswered, and its client cannot tell whether it was
-		// taken; refused, it is resent once the topic has moved.
-		n.fwd.refused.Add(1)
-		return "", api.Errorf(api.CodeUnavailable, "the topic is owned by node %s, which is down (its lease lapsed), and its key ranges could not be moved to a live node yet; retry", node)
+		return "", err
 	}
 	n.fwd.forwarded.Add(1)
 	return node, nil
@@ -339,31 +299,6 @@ func (f *forwarder) close() {
 	}
 	_ = f.sub.Unsubscribe()
 	_ = f.inSub.Unsubscribe()
-	_ = f.nsSub.Unsubscribe()
-}
-
-// nsPoliciesSubject carries the name of a namespace whose policies a node
-// changed, to the other nodes.
-const nsPoliciesSubject = "braid.cluster.namespace-policies"
-
-func (n *Node) onNamespacePolicies(m *nats.Msg) {
-	if string(m.Header.Get("Braid-Node")) == n.nodeID {
-		return // applied here already
-	}
-	ns, err := routing.ParseNamespace(string(m.Data))
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-	defer cancel()
-	if err := n.topics.ReapplyNamespace(ctx, ns); err != nil {
-		n.log.Error("applying namespace policies changed on another node", "namespace", ns.String(), "err", err)
-	}
-}
-
-// announceNamespacePolicies tells the other nodes that ns's policies changed.
-func (n *Node) announceNamespacePolicies(ns string) {
-	_ = n.nc.PublishMsg(&nats.Msg{Subject: nsPoliciesSubject, Header: nats.Header{"Braid-Node": []string{n.nodeID}}, Data: []byte(ns)})
 }
 
 // adminTopicHandler serves an admin operation on one topic: here when
@@ -380,7 +315,7 @@ func (n *Node) adminTopicHandler(name string, op adminOp) micro.HandlerFunc {
 		}
 		if json.Unmarshal(req.Data(), &named) == nil && named.Topic != "" && !isForwarded(req) {
 			if name, err := routing.ParseTopic(named.Topic); err == nil {
-				if owner, remote := n.remoteOwner(name); remote {
+				if owner, remote := n.member.RemoteOwner(name); remote {
 					if err := n.forwardReq(req, owner); err != nil {
 						newReplier(n.nc, req).err(err)
 					}
@@ -390,121 +325,4 @@ func (n *Node) adminTopicHandler(name string, op adminOp) micro.HandlerFunc {
 		}
 		local.Handle(req) // errors (a bad body, no such topic) are answered there
 	}
-}
-
-// placementViewAge is how old the view of the nodes' leases placement
-// uses may be.
-const placementViewAge = 250 * time.Millisecond
-
-// placeTopic chooses the node a new topic's segments go to
-// (placement.Choose over the live nodes' leases).
-func (n *Node) placeTopic(uri string) string { return n.place(uri, "") }
-
-// place is placeTopic for key, passing over node avoid among equals.
-func (n *Node) place(key, avoid string) string {
-	return placement.Choose(placementNodes(n.members.liveNodes(placementViewAge)), key, avoid, n.nodeID, n.draining.Load())
-}
-
-// placementNodes is what placement knows of the nodes of recs.
-func placementNodes(recs []meta.NodeRecord) []placement.Node {
-	out := make([]placement.Node, len(recs))
-	for i, r := range recs {
-		out[i] = placement.Node{ID: r.ID, BytesPerSec: r.BytesPerSec, Segments: r.Segments, Draining: r.Draining}
-	}
-	return out
-}
-
-// ownerCacheTTL is how long a node remembers that another node owns a
-// topic (so that requests it forwards do not each read the topic's
-// record); owners change only when a topic is deleted and made again.
-const ownerCacheTTL = 10 * time.Second
-
-// ownerCacheMax bounds the remembered owners (the cache is emptied past it).
-const ownerCacheMax = 100_000
-
-type ownerEntry struct {
-	owner string
-	epoch uint64
-	until time.Time
-}
-
-// topicByName returns the active topic name, activating it, or a
-// NotOwnerError when another node owns it (remembered for a while). A
-// topic whose owner is gone is moved to a live node first (takeOver).
-func (n *Node) topicByName(name routing.TopicName) (*actors.Topic, error) {
-	uri := name.String()
-	if e, ok := n.cachedOwner(uri); ok {
-		if !n.ownerGone(e.owner) {
-			return nil, &actors.NotOwnerError{Topic: uri, Owner: e.owner, Epoch: e.epoch}
-		}
-		n.forgetOwner(uri)
-	}
-	t, err := n.topics.TopicByName(name)
-	var other *actors.NotOwnerError
-	if errors.As(err, &other) {
-		if n.ownerGone(other.Owner) && n.takeOver(name, n.ownerNode(other.Owner)) {
-			t, err = n.topics.TopicByName(name)
-		}
-		if errors.As(err, &other) {
-			n.rememberOwner(uri, other.Owner, other.Epoch)
-		}
-	}
-	return t, err
-}
-
-// forgetOwner forgets which node owns topic uri.
-func (n *Node) forgetOwner(uri string) {
-	n.ownersMu.Lock()
-	delete(n.owners, uri)
-	n.ownersMu.Unlock()
-}
-
-// cachedOwner returns the node that owns topic uri (and the layout epoch
-// it learned that at) if this node remembers that another one does.
-func (n *Node) cachedOwner(uri string) (ownerEntry, bool) {
-	n.ownersMu.Lock()
-	defer n.ownersMu.Unlock()
-	e, ok := n.owners[uri]
-	if !ok || !time.Now().Before(e.until) {
-		return ownerEntry{}, false
-	}
-	return e, true
-}
-
-// rememberOwner notes that owner, another node, owns topic uri (as of
-// layout epoch).
-func (n *Node) rememberOwner(uri, owner string, epoch uint64) {
-	n.ownersMu.Lock()
-	defer n.ownersMu.Unlock()
-	if len(n.owners) >= ownerCacheMax || n.owners == nil {
-		n.owners = map[string]ownerEntry{}
-	}
-	n.owners[uri] = ownerEntry{owner: owner, epoch: epoch, until: time.Now().Add(ownerCacheTTL)}
-}
-
-// remoteOwner returns the node that owns topic name when it is another
-// one: without a metadata read when the topic is active here or its owner
-// is remembered. A topic whose owner is gone is moved first.
-func (n *Node) remoteOwner(name routing.TopicName) (string, bool) {
-	name.Scheme = routing.SchemeScalable // a topic is known by its path whatever the scheme (actors.Manager.Topic)
-	uri := name.String()
-	if _, active := n.topics.Active(uri); active {
-		return "", false
-	}
-	if e, ok := n.cachedOwner(uri); ok && !n.ownerGone(e.owner) {
-		return e.owner, true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-	defer cancel()
-	rec, _, err := n.meta.Topic(ctx, name)
-	owner := actors.LayoutOwner(rec.Layout)
-	if err == nil && !n.owns(owner) && n.ownerGone(owner) && n.takeOver(name, n.ownerNode(owner)) {
-		rec, _, err = n.meta.Topic(ctx, name)
-		owner = actors.LayoutOwner(rec.Layout)
-	}
-	if err == nil && !n.owns(owner) {
-		n.rememberOwner(uri, owner, rec.Layout.Epoch)
-		return owner, true
-	}
-	return "", false // here, or not found: the operation answers
 }

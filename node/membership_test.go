@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,38 +14,7 @@ import (
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	dto "github.com/prometheus/client_model/go"
 )
-
-// TestNodeIDStaysWithItsDataDirectory: a data directory gets an id at its
-// first start (made, or the one asked for), keeps it, and refuses another;
-// a bad id is refused.
-func TestNodeIDStaysWithItsDataDirectory(t *testing.T) {
-	dir := t.TempDir()
-	id, err := resolveNodeID(dir, "")
-	if err != nil || !strings.HasPrefix(id, "n") || len(id) != 9 {
-		t.Fatalf("a made id = %q, %v; want n and 8 hex digits", id, err)
-	}
-	if again, err := resolveNodeID(dir, ""); err != nil || again != id {
-		t.Fatalf("the id at the next start = %q, %v; want %q", again, err, id)
-	}
-	if same, err := resolveNodeID(dir, id); err != nil || same != id {
-		t.Fatalf("asking for the directory's own id = %q, %v", same, err)
-	}
-	if _, err := resolveNodeID(dir, "other"); err == nil || !strings.Contains(err.Error(), "belongs to node") {
-		t.Fatalf("another id for the directory: %v, want a refusal", err)
-	}
-	named := t.TempDir()
-	if got, err := resolveNodeID(named, "n7"); err != nil || got != "n7" {
-		t.Fatalf("a chosen id = %q, %v", got, err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(named, nodeIDFile)); strings.TrimSpace(string(b)) != "n7" {
-		t.Fatalf("node-id file holds %q", b)
-	}
-	if _, err := resolveNodeID(t.TempDir(), "bad.id"); err == nil {
-		t.Fatal("an id with a dot was accepted")
-	}
-}
 
 // TestSecondRunOfANodeIDIsRefused starts a node, then a second one with
 // the same id through the first one's NATS server (as a node with an
@@ -144,8 +111,8 @@ func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
 	if code := produce(); code != "" {
 		t.Fatalf("a produce with a current lease: %s", code)
 	}
-	m := node.members
-	m.stopRenewing()
+	m := node.member
+	m.StopRenewing()
 	deadline := time.Now().Add(10 * time.Second)
 	for produce() != strconv.Itoa(api.CodeUnavailable.Number) {
 		if time.Now().After(deadline) {
@@ -153,17 +120,13 @@ func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var fenced dto.Metric
-	if err := m.fencedTotal.Write(&fenced); err != nil {
-		t.Fatal(err)
-	}
-	if got := fenced.GetCounter().GetValue(); got < 1 {
+	if got := gathered(t, node, "braid_node_fenced_requests_total", ""); got < 1 {
 		t.Fatalf("fenced requests counted: %v", got)
 	}
-	if !m.renew() {
+	if !m.Renew() {
 		t.Fatal("renewal failed")
 	}
-	m.tryEntry(time.Now()) // the entry role lapsed with the lease: renew it too
+	m.TryEntry(time.Now()) // the entry role lapsed with the lease: renew it too
 	// The node rejoins (stops its topics) before it takes appends again.
 	deadline = time.Now().Add(10 * time.Second)
 	for code := produce(); code != ""; code = produce() {
@@ -180,34 +143,30 @@ func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
 // a lost lease: the node stops taking requests.
 func TestARenewalThatLandedUnansweredIsNotALostLease(t *testing.T) {
 	node, _ := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 3 * time.Second })
-	m := node.members
-	m.stopRenewing()
+	m := node.member
+	m.StopRenewing()
 	ctx := context.Background()
-	m.mu.Lock()
-	rec, rev := m.rec, m.rev
-	m.mu.Unlock()
+	rec, rev := m.Lease()
 	rec.Renewed = time.Now().UnixMilli()
 	if _, err := node.meta.RenewNodeLease(ctx, rec, rev); err != nil { // the lost answer
 		t.Fatal(err)
 	}
-	if !m.renew() {
+	if !m.Renew() {
 		t.Fatal("a renewal after one that landed unanswered gave the lease up")
 	}
-	if err := node.fence(); err != nil {
+	if err := m.Fence(); err != nil {
 		t.Fatalf("fenced after adopting its own renewal: %v", err)
 	}
-	m.mu.Lock()
-	rec, rev = m.rec, m.rev
-	m.mu.Unlock()
+	rec, rev = m.Lease()
 	other := rec
 	other.Started++ // another run of the id
 	if _, err := node.meta.RenewNodeLease(ctx, other, rev); err != nil {
 		t.Fatal(err)
 	}
-	if m.renew() {
+	if m.Renew() {
 		t.Fatal("a renewal over another run's record went on")
 	}
-	if err := node.fence(); err == nil {
+	if err := m.Fence(); err == nil {
 		t.Fatal("a node whose lease another run took still takes appends")
 	}
 }
@@ -226,7 +185,7 @@ func TestLeasesCarryTheNodesLoad(t *testing.T) {
 		if _, err := nc.Request(subject, make([]byte, 1000), 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		out, err := node.nodeList(context.Background(), nil)
+		out, err := node.member.NodeList(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,15 +193,12 @@ func TestLeasesCarryTheNodesLoad(t *testing.T) {
 		if len(r.Nodes) != 1 || r.Nodes[0].ID != "l1" {
 			t.Fatalf("node.list = %+v", r)
 		}
-		var live dto.Metric
-		if err := node.members.nodes.WithLabelValues("live").Write(&live); err != nil {
-			t.Fatal(err)
-		}
-		if r.Nodes[0].Segments == 2 && r.Nodes[0].BytesPerSec > 0 && live.GetGauge().GetValue() == 1 {
+		live := gathered(t, node, "braid_cluster_nodes", "live")
+		if r.Nodes[0].Segments == 2 && r.Nodes[0].BytesPerSec > 0 && live == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the lease never showed the load: %+v, braid_cluster_nodes{state=live} %v", r.Nodes[0], live.GetGauge().GetValue())
+			t.Fatalf("the lease never showed the load: %+v, braid_cluster_nodes{state=live} %v", r.Nodes[0], live)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -271,13 +227,13 @@ func TestANodeTakesTheEntryRoleAgain(t *testing.T) {
 	if err := produce(); err != nil {
 		t.Fatalf("as the entry node: %v", err)
 	}
-	node.loseEntry()
+	node.member.LoseEntry()
 	if err := produce(); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("after giving the role up: %v, want no responders", err)
 	}
 	// Its own record of the role lapses; a renewal takes it again.
 	deadline := time.Now().Add(10 * time.Second)
-	for !node.entry.Load() {
+	for !node.member.Entry() {
 		if time.Now().After(deadline) {
 			t.Fatal("the node did not take the entry role again")
 		}
@@ -286,4 +242,31 @@ func TestANodeTakesTheEntryRoleAgain(t *testing.T) {
 	if err := produce(); err != nil {
 		t.Fatalf("as the entry node again: %v", err)
 	}
+}
+
+// gathered returns the value of metric name (of the series whose one
+// label has value label, when given) in n's registry; 0 when absent.
+func gathered(t *testing.T, n *Node, name, label string) float64 {
+	t.Helper()
+	families, err := n.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label != "" && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != label) {
+				continue
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -26,8 +26,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/cluster"
+
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/authz"
 	"github.com/braidmq/braid/consumers"
@@ -55,7 +56,6 @@ type Node struct {
 	requestLatency *prometheus.HistogramVec
 	meta           *meta.Store
 	system         *actor.ActorSystem
-	remote         *remote.Remote // nil without a cluster (units.go)
 	topics         *actors.Manager
 	subs           *consumers.Manager
 	subsView       subscriptionsView // the consumer groups, as topic controllers see them
@@ -77,30 +77,12 @@ type Node struct {
 	adminSlots chan struct{}
 	dirLock    *os.File // the data directory's LOCK, held while the node runs
 
-	nodeID   string      // the node's id in its cluster (membership.go)
-	members  *membership // its lease; nil until it joined
-	serving  atomic.Bool // it serves the topics of layouts without owners
-	stopOnce sync.Once   // stopTaking
-	// servingNode is the node that serves the topics of layouts without
-	// owners (written before nodes had ids).
-	servingNode string
-	fwd         *forwarder // forwarding to topics' owners (forward.go)
-	ownersMu    sync.Mutex
-	owners      map[string]ownerEntry // topics other nodes own (topicByName)
-	// takeovers, takeoverTotal and takeoverSeconds: topics moved off lost
-	// nodes here (takeover.go).
-	takeovers       takeovers
-	groupMoves      groupMoves
-	draining        atomic.Bool // node.drain (drain.go)
-	rebalanced      prometheus.Counter
-	groupMovesTotal prometheus.Counter
-	takeoverTotal   prometheus.Counter
-	takeoverSeconds prometheus.Histogram
-	// entry says the node holds the entry role and takes the clients'
-	// requests (see entry.go).
-	entry   atomic.Bool
-	svcMu   sync.Mutex // guards starting services against Close
-	closing bool
+	nodeID   string          // the node's id in its cluster
+	member   *cluster.Member // the node in its cluster (package cluster)
+	stopOnce sync.Once       // stopTaking
+	fwd      *forwarder      // forwarding to topics' owners (forward.go)
+	svcMu    sync.Mutex      // guards starting services against Close
+	closing  bool
 }
 
 // Start starts a node and returns once it serves requests.
@@ -134,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.nodeID, err = resolveNodeID(cfg.DataDir, cfg.NodeID); err != nil {
+	if n.nodeID, err = cluster.ResolveNodeID(cfg.DataDir, cfg.NodeID); err != nil {
 		return nil, err
 	}
 	url := cfg.NATSURL
@@ -207,13 +189,17 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return n.log.With("lib", "protoactor")
 	}))
-	if err := n.startRemote(); err != nil {
+	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, ClientURL: n.ClientURL(), LeaseTTL: cfg.LeaseTTL,
+		RebalanceInterval: cfg.RebalanceInterval, Routes: cfg.Routes, ClusterListen: cfg.ClusterListen, ActorListen: cfg.ActorListen,
+		Logger: n.log, Registry: n.registry, Clients: n.startClients, Unclients: n.stopClients, StopTaking: n.stopTaking},
+		n.nc, n.meta, n.system)
+	if err := n.member.StartRemote(); err != nil {
 		return nil, err
 	}
-	if err := n.join(ctx); err != nil {
+	if err := n.member.Join(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.claimServing(ctx); err != nil {
+	if err := n.member.ClaimServing(ctx); err != nil {
 		return nil, err
 	}
 	durability, _ := wal.ParseDurability(cfg.Durability)
@@ -242,10 +228,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		defaults.MaxPayloadBytes = c
 	}
 	n.topics = actors.NewManager(actors.Config{
-		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.owns, RemoteUnits: n.remoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
+		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.member.Owns, RemoteUnits: n.member.RemoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
-		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.fence,
-		PlaceSegment: n.placeSegment, Evict: n.evict, StorageTick: cfg.StorageTick, Tier: tr,
+		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
+		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, StorageTick: cfg.StorageTick, Tier: tr,
 	})
 	if err := n.topics.Recover(ctx); err != nil {
 		return nil, err
@@ -253,6 +239,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.startConsumers(); err != nil {
 		return nil, err
 	}
+	n.member.Attach(n.topics, n.subs, n.queues)
 	n.subsView.subs.Store(n.subs)
 	n.subsView.queues.Store(n.queues)
 	n.subs.StartIdleSweeper(n.topics.IdleTimeout())
@@ -267,15 +254,15 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// one connection spread over several nodes would reach an owner by
 	// several paths, out of order. Through one node they stay in order;
 	// it forwards what other nodes own.
-	n.members.tryEntry(time.Now())
+	n.member.TryEntry(time.Now())
 	if err := n.addClusterService(); err != nil {
 		return nil, err
 	}
 	if err := n.startMetrics(); err != nil {
 		return nil, err
 	}
-	n.members.start()
-	n.log.Info("braid node started", "node", n.nodeID, "serving", n.serving.Load(), "nats", redactURL(url), "data_dir", cfg.DataDir,
+	n.member.StartRenewing()
+	n.log.Info("braid node started", "node", n.nodeID, "serving", n.member.Serving(), "nats", redactURL(url), "data_dir", cfg.DataDir,
 		"metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
 	return n, nil
 }
@@ -408,7 +395,7 @@ func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
 	case n.nc == nil || !n.nc.IsConnected():
 		why = "not connected to NATS"
 	default:
-		if err := n.fence(); err != nil {
+		if err := n.member.Fence(); err != nil {
 			why = err.Error()
 		}
 	}
@@ -457,7 +444,7 @@ func (n *Node) stopTaking() {
 func (n *Node) NodeID() string { return n.nodeID }
 
 // Serving reports whether the node serves the cluster's topics.
-func (n *Node) Serving() bool { return n.serving.Load() }
+func (n *Node) Serving() bool { return n.member.Serving() }
 
 // ClientURL is the NATS URL clients use.
 func (n *Node) ClientURL() string {
@@ -527,8 +514,8 @@ func (n *Node) Close() error {
 		n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)
 	}
 	n.fwd.close()
-	if n.members != nil {
-		n.members.leave()
+	if n.member != nil {
+		n.member.Leave()
 	}
 	n.services = nil
 	n.reads.stop()
@@ -556,8 +543,8 @@ func (n *Node) Close() error {
 		n.fast.close() // after the topics answered what they took
 		n.fast = nil
 	}
-	if n.remote != nil {
-		n.remote.Shutdown(false)
+	if n.member != nil {
+		n.member.StopRemote()
 	}
 	if n.system != nil {
 		n.system.Shutdown()

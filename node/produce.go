@@ -2,12 +2,14 @@ package node
 
 import (
 	"errors"
-	"github.com/nats-io/nats.go"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/braidmq/braid/cluster"
+	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
@@ -130,7 +132,7 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 		n.produceInflight.add(1)
 		t, err := n.topicFor(req.Subject(), prefix, req.Headers())
 		if !isForwarded(req) {
-			if fenced := n.fenceEntry(); fenced != nil {
+			if fenced := n.member.FenceEntry(); fenced != nil {
 				err = fenced
 			}
 		}
@@ -148,7 +150,7 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 			}
 		}
 		if err == nil {
-			err = n.fence()
+			err = n.member.Fence()
 		}
 		if err != nil {
 			if r.reply == "" {
@@ -348,12 +350,12 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		err = n.authorizeTenant([]byte(info), tenant, req.Subject())
 	}
 	if err == nil && !isForwarded(req) {
-		err = n.fenceEntry()
+		err = n.member.FenceEntry()
 	}
 	if err == nil {
-		err = n.fence()
+		err = n.member.Fence()
 	}
-	if r.reply != "" && isFenced(err) {
+	if r.reply != "" && cluster.IsFenced(err) {
 		// Fenced: nothing taken; the no-responders status has the Go
 		// producer send the request again a moment later.
 		n.produceM.refused(err)
@@ -367,7 +369,7 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		if !isForwarded(req) {
 			remote = n
 		}
-		err = produceMulti(tenant, req.Data(), n.topicByName, remote, n.produceM, func(replies []api.MultiReply) {
+		err = produceMulti(tenant, req.Data(), n.member.TopicByName, remote, n.produceM, func(replies []api.MultiReply) {
 			defer n.produceInflight.done(1)
 			if r.reply == "" {
 				for _, err := range multiFailures(replies) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/braidmq/braid/cluster"
+
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/consumers"
@@ -21,7 +23,7 @@ import (
 func (n *Node) startQueues() {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.queues = consumers.NewQueueManager(n.system, filepath.Join(n.cfg.DataDir, "queues"), n.log,
-		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.prepareGroup(groupQueue)))
+		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupQueue)))
 }
 
 // deadLetter appends a dead letter to its topic, creating the topic (one

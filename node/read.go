@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/braidmq/braid/compaction"
 	"sync"
 	"time"
+
+	"github.com/braidmq/braid/compaction"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"

@@ -160,7 +160,7 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidName, "%v", err)
 	}
-	return n.topicByName(tn)
+	return n.member.TopicByName(tn)
 }
 
 // addClusterService serves what every node of a cluster answers, standby
@@ -177,13 +177,7 @@ func (n *Node) addClusterService() error {
 			return err
 		}
 	}
-	if err := n.startDrainService(); err != nil {
-		return err
-	}
-	if err := n.startEvictService(); err != nil {
-		return err
-	}
-	if err := n.startRebalancer(); err != nil {
+	if err := n.member.StartServices(); err != nil {
 		return err
 	}
 	return n.nc.Flush()

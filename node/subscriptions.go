@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/braidmq/braid/cluster"
+
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/consumers"
@@ -25,7 +27,7 @@ import (
 // returned all the same.
 func (n *Node) subscriptionNames(ctx context.Context, t *actors.Topic) (stream, queue []string, err error) {
 	stream, queue = n.subs.Subscriptions(t.Topic()), n.queues.Subscriptions(t.Topic())
-	if n.remote != nil {
+	if n.member.Clustered() {
 		var keys []string
 		name, perr := routing.ParseTopic(t.Topic())
 		if perr == nil {
@@ -44,9 +46,9 @@ func (n *Node) subscriptionNames(ctx context.Context, t *actors.Topic) (stream, 
 // "queue-<name>"; meta.Store.GroupHome).
 func groupRecordNames(keys []string) (stream, queue []string) {
 	for _, k := range keys {
-		if sub, ok := strings.CutPrefix(k, groupStream+"-"); ok && routing.ValidateName(sub) == nil {
+		if sub, ok := strings.CutPrefix(k, cluster.GroupStream+"-"); ok && routing.ValidateName(sub) == nil {
 			stream = append(stream, sub)
-		} else if sub, ok := strings.CutPrefix(k, groupQueue+"-"); ok && routing.ValidateName(sub) == nil {
+		} else if sub, ok := strings.CutPrefix(k, cluster.GroupQueue+"-"); ok && routing.ValidateName(sub) == nil {
 			queue = append(queue, sub)
 		}
 	}
@@ -169,7 +171,7 @@ func (n *Node) subscriptionDelete(ctx context.Context, body []byte) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	if n.remote != nil {
+	if n.member.Clustered() {
 		// A stale record would send a subscription made again under this
 		// name looking for its state on the old home.
 		if name, perr := routing.ParseTopic(t.Topic()); perr == nil {

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -42,13 +42,13 @@ type evictRequest struct {
 // placeSegment is the node a new segment of a topic goes to: among nodes
 // equally loaded, another than this one (the topic's home, which routes
 // every append of the topic already).
-func (n *Node) placeSegment(topic string, seg topology.SegmentID) string {
+func (n *Member) PlaceSegment(topic string, seg topology.SegmentID) string {
 	return n.place(topic+"#"+strconv.FormatUint(uint64(seg), 10), n.nodeID)
 }
 
 // evict says whether node must give up its segments (move): its lease
 // lapsed (gone), or it is being drained.
-func (n *Node) evict(node string) (move, gone bool) {
+func (n *Member) Evict(node string) (move, gone bool) {
 	if n.members == nil || node == "" || node == n.nodeID {
 		return false, false
 	}
@@ -60,7 +60,7 @@ func (n *Node) evict(node string) (move, gone bool) {
 
 // startEvictService serves the requests of drained nodes to move their
 // segments off a topic this node is the home of.
-func (n *Node) startEvictService() error {
+func (n *Member) startEvictService() error {
 	_, err := n.nc.Subscribe(evictSubject(n.nodeID), func(m *nats.Msg) {
 		go func() {
 			var req evictRequest
@@ -84,7 +84,7 @@ func (n *Node) startEvictService() error {
 
 // hostedTopics lists the topics whose home is another node and that have
 // active segments this node owns, with those homes.
-func (n *Node) hostedTopics(ctx context.Context) (map[string]string, error) {
+func (n *Member) hostedTopics(ctx context.Context) (map[string]string, error) {
 	all, err := n.meta.AllTopics(ctx)
 	if err != nil {
 		return nil, api.Errorf(api.CodeUnavailable, "listing topics: %v", err)
@@ -109,7 +109,7 @@ func (n *Node) hostedTopics(ctx context.Context) (map[string]string, error) {
 // evictHosted has the homes of the topics this node holds segments of
 // move them away (this node is draining), and waits until the records
 // show none; it returns how many segments moved.
-func (n *Node) evictHosted(ctx context.Context) (int, []string) {
+func (n *Member) evictHosted(ctx context.Context) (int, []string) {
 	hosted, err := n.hostedTopics(ctx)
 	if err != nil {
 		return 0, []string{err.Error()}
@@ -128,7 +128,7 @@ func (n *Node) evictHosted(ctx context.Context) (int, []string) {
 
 // evictFrom asks home to move this node's segments of topic uri until its
 // record shows none, and returns how many there were.
-func (n *Node) evictFrom(ctx context.Context, uri, home string) (int, error) {
+func (n *Member) evictFrom(ctx context.Context, uri, home string) (int, error) {
 	name, err := routing.ParseTopic(uri)
 	if err != nil {
 		return 0, err
@@ -149,7 +149,7 @@ func (n *Node) evictFrom(ctx context.Context, uri, home string) (int, error) {
 			if owned == 0 {
 				return before, nil
 			}
-			if node, err := n.forwardTarget(actors.LayoutOwner(rec.Layout), false); err == nil {
+			if node, err := n.Target(actors.LayoutOwner(rec.Layout), false); err == nil {
 				body, _ := json.Marshal(evictRequest{Topic: uri, Node: n.nodeID})
 				_, _ = n.nc.Request(evictSubject(node), body, adminTimeout)
 			}

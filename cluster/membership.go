@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -35,7 +35,7 @@ const nodeIDFile = "node-id"
 // resolveNodeID returns the node id of the data directory dir: the one its
 // node-id file holds (want must match it, when given), or want (or a new
 // random one), which it writes there.
-func resolveNodeID(dir, want string) (string, error) {
+func ResolveNodeID(dir, want string) (string, error) {
 	path := filepath.Join(dir, nodeIDFile)
 	b, err := os.ReadFile(path)
 	switch {
@@ -74,7 +74,7 @@ func resolveNodeID(dir, want string) (string, error) {
 
 // membership holds the node's lease and renews it.
 type membership struct {
-	n   *Node
+	n   *Member
 	ttl time.Duration
 	mu  sync.Mutex
 	rec meta.NodeRecord
@@ -135,7 +135,7 @@ func (m *membership) publishLeaseLocked() {
 
 // join takes the node's lease (refused while another run of the same id
 // holds a live one) and starts renewing it.
-func (n *Node) join(ctx context.Context) error {
+func (n *Member) Join(ctx context.Context) error {
 	m := &membership{n: n, ttl: n.cfg.LeaseTTL, lease: placement.Lease{TTL: n.cfg.LeaseTTL}, entryRole: placement.Entry{TTL: n.cfg.LeaseTTL}, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewals_total",
 			Help: "Renewals of this node's membership lease."}),
@@ -151,7 +151,7 @@ func (n *Node) join(ctx context.Context) error {
 			Help: "The cluster's nodes by the state of their lease (live or lapsed), as this node saw them at its last renewal."}, []string{"state"}),
 	}
 	now := time.Now()
-	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.ClientURL(), ActorAddr: n.actorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
+	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.cfg.ClientURL, ActorAddr: n.ActorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
 		Expires: now.Add(m.ttl).UnixMilli()}
 	// A run killed a moment ago leaves a lease that holds until it lapses:
 	// wait that long (renewals by a run still alive keep it held).
@@ -287,7 +287,7 @@ func (m *membership) renew() bool {
 		m.lostTotal.Inc()
 		m.n.log.Error("another run of this node id took its membership lease: this node stops taking requests",
 			"node", rec.ID, "err", err)
-		m.n.stopTaking()
+		m.n.cfg.StopTaking()
 		return false
 	default:
 		m.failures.Inc()
@@ -499,7 +499,7 @@ func (m *membership) stopRenewing() {
 // not renew it in time (cut off from the metadata store, or stopped), so
 // another node may soon take over what it owns and it must not take an
 // append that the other would not see. nil on a node without membership.
-func (n *Node) fence() error {
+func (n *Member) Fence() error {
 	m := n.members
 	if m == nil {
 		return nil
@@ -520,7 +520,7 @@ func (e fencedError) Error() string { return e.err.Error() }
 func (e fencedError) Unwrap() error { return e.err }
 
 // isFenced reports whether err is a fence's refusal.
-func isFenced(err error) bool {
+func IsFenced(err error) bool {
 	var f fencedError
 	return errors.As(err, &f)
 }
@@ -529,7 +529,7 @@ func isFenced(err error) bool {
 // has not renewed it in time: another node may hold it now, and requests
 // taken by both could reach an owner out of order. nil when it is current
 // (or the node is not the entry node: it then takes no clients' requests).
-func (n *Node) fenceEntry() error {
+func (n *Member) FenceEntry() error {
 	m := n.members
 	if m == nil || !n.entry.Load() || time.Now().UnixNano() < m.entryUntil.Load() { // placement.Entry.Fenced
 		return nil
@@ -575,7 +575,7 @@ func (m *membership) leaveNow() {
 }
 
 // claimServing claims the serving role, or learns who holds it.
-func (n *Node) claimServing(ctx context.Context) error {
+func (n *Member) ClaimServing(ctx context.Context) error {
 	rec, err := n.meta.ClaimServing(ctx, n.nodeID, time.Now())
 	if err != nil {
 		return fmt.Errorf("claiming the serving role: %w", err)
@@ -586,18 +586,18 @@ func (n *Node) claimServing(ctx context.Context) error {
 }
 
 // nodeList answers node.list.
-func (n *Node) nodeList(ctx context.Context, _ []byte) (any, error) {
+func (n *Member) NodeList(ctx context.Context, _ []byte) (any, error) {
 	nodes, err := n.meta.Nodes(ctx)
 	if err != nil {
-		return nil, metaErr(err, "nodes")
+		return nil, meta.APIError(err, "nodes")
 	}
 	serving, err := n.meta.Serving(ctx)
 	if err != nil && !errors.Is(err, meta.ErrNotFound) {
-		return nil, metaErr(err, "the serving node")
+		return nil, meta.APIError(err, "the serving node")
 	}
 	entry, err := n.meta.Entry(ctx)
 	if err != nil && !errors.Is(err, meta.ErrNotFound) {
-		return nil, metaErr(err, "the entry node")
+		return nil, meta.APIError(err, "the entry node")
 	}
 	now := time.Now()
 	if now.UnixMilli() >= entry.Expires {
@@ -612,4 +612,25 @@ func (n *Node) nodeList(ctx context.Context, _ []byte) (any, error) {
 	}
 	slices.SortFunc(reply.Nodes, func(a, b api.NodeInfo) int { return strings.Compare(a.ID, b.ID) })
 	return reply, nil
+}
+
+// StopRenewing stops the lease's renewals (Leave does, and tests of a node
+// cut off from the store).
+func (n *Member) StopRenewing() {
+	if n.members != nil {
+		n.members.stopRenewing()
+	}
+}
+
+// Renew renews the lease once, now, outside the renewal loop; false once
+// the lease is lost for good (another run of the node's id took it).
+func (n *Member) Renew() bool { return n.members.renew() }
+
+// Lease returns the lease's record as this node last wrote it, and its
+// revision.
+func (n *Member) Lease() (meta.NodeRecord, uint64) {
+	m := n.members
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rec, m.rev
 }

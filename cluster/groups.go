@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -35,8 +35,8 @@ import (
 
 // Group kinds, as their records name them.
 const (
-	groupStream = "stream"
-	groupQueue  = "queue"
+	GroupStream = "stream"
+	GroupQueue  = "queue"
 )
 
 // groupChunk is the most bytes of a group's file one message carries.
@@ -66,7 +66,7 @@ func (g *groupMoves) lock(key string) func() {
 // prepareGroup returns the consumers' prepare function for groups of
 // kind: it makes this node the group's home, bringing its state over
 // from the old home first (nothing without a cluster).
-func (n *Node) prepareGroup(kind string) func(topic, sub, dir string) error {
+func (n *Member) PrepareGroup(kind string) func(topic, sub, dir string) error {
 	return func(topic, sub, dir string) error {
 		if n.remote == nil {
 			return nil
@@ -98,7 +98,7 @@ func (n *Node) prepareGroup(kind string) func(topic, sub, dir string) error {
 
 // takeGroup brings a group's directory over from its home and makes
 // this node its home.
-func (n *Node) takeGroup(ctx context.Context, name routing.TopicName, kind, sub, dir string, rec meta.SubscriptionRecord, rev uint64) error {
+func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, sub, dir string, rec meta.SubscriptionRecord, rev uint64) error {
 	from := rec.Home
 	addr, err := n.members.actorAddrOf(from)
 	if err != nil {
@@ -156,7 +156,7 @@ func (n *Node) takeGroup(ctx context.Context, name routing.TopicName, kind, sub,
 }
 
 // fetchGroupFile copies one file of a group's directory from its home.
-func (n *Node) fetchGroupFile(pid *actor.PID, kind string, name routing.TopicName, sub string, f *clusterpb.GroupFile, path string) error {
+func (n *Member) fetchGroupFile(pid *actor.PID, kind string, name routing.TopicName, sub string, f *clusterpb.GroupFile, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
 	}
@@ -218,18 +218,18 @@ type groupStore interface {
 	Subscriptions(topic string) []string
 }
 
-func (n *Node) groupsOf(kind string) (groupStore, error) {
+func (n *Member) groupsOf(kind string) (groupStore, error) {
 	switch kind {
-	case groupStream:
+	case GroupStream:
 		return n.subs, nil
-	case groupQueue:
+	case GroupQueue:
 		return n.queues, nil
 	}
 	return nil, api.Errorf(api.CodeInvalidArgument, "no group kind %q", kind)
 }
 
 // serveGroupFiles stops a group homed here and lists its directory.
-func (n *Node) serveGroupFiles(req *clusterpb.GroupFiles) *clusterpb.GroupFilesReply {
+func (n *Member) serveGroupFiles(req *clusterpb.GroupFiles) *clusterpb.GroupFilesReply {
 	fail := func(err error) *clusterpb.GroupFilesReply {
 		e := api.AsError(err)
 		return &clusterpb.GroupFilesReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
@@ -265,7 +265,7 @@ func (n *Node) serveGroupFiles(req *clusterpb.GroupFiles) *clusterpb.GroupFilesR
 }
 
 // serveGroupFileChunk reads a chunk of a file of a group's directory.
-func (n *Node) serveGroupFileChunk(req *clusterpb.GroupFileChunk) *clusterpb.GroupFileChunkReply {
+func (n *Member) serveGroupFileChunk(req *clusterpb.GroupFileChunk) *clusterpb.GroupFileChunkReply {
 	fail := func(err error) *clusterpb.GroupFileChunkReply {
 		e := api.AsError(err)
 		return &clusterpb.GroupFileChunkReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
@@ -295,7 +295,7 @@ func (n *Node) serveGroupFileChunk(req *clusterpb.GroupFileChunk) *clusterpb.Gro
 }
 
 // serveGroupRelease drops the copy of a group another node took over.
-func (n *Node) serveGroupRelease(req *clusterpb.GroupRelease) *clusterpb.GroupReleaseReply {
+func (n *Member) serveGroupRelease(req *clusterpb.GroupRelease) *clusterpb.GroupReleaseReply {
 	groups, err := n.groupsOf(req.Kind)
 	if err == nil {
 		var dir string

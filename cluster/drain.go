@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -43,7 +43,7 @@ const drainTimeout = 10 * time.Minute
 
 // startDrainService subscribes to drain requests for this node and to
 // the moves of topics.
-func (n *Node) startDrainService() error {
+func (n *Member) startDrainService() error {
 	if _, err := n.nc.Subscribe(drainSubject(n.nodeID), func(m *nats.Msg) {
 		go func() {
 			reply, err := n.drain()
@@ -72,7 +72,7 @@ func (n *Node) startDrainService() error {
 }
 
 // nodeDrain serves node.drain on any node: it asks the named node.
-func (n *Node) nodeDrain(ctx context.Context, body []byte) (any, error) {
+func (n *Member) NodeDrain(ctx context.Context, body []byte) (any, error) {
 	var req api.NodeDrainRequest
 	if err := json.Unmarshal(body, &req); err != nil || req.Node == "" {
 		return nil, api.Errorf(api.CodeBadRequest, "node.drain wants {\"node\": \"<id>\"}")
@@ -106,7 +106,7 @@ func (n *Node) nodeDrain(ctx context.Context, body []byte) (any, error) {
 }
 
 // drain moves every topic this node owns to other nodes.
-func (n *Node) drain() (api.NodeDrainReply, error) {
+func (n *Member) drain() (api.NodeDrainReply, error) {
 	begin := time.Now()
 	reply := api.NodeDrainReply{Node: n.nodeID}
 	if n.members == nil {
@@ -141,7 +141,7 @@ func (n *Node) drain() (api.NodeDrainReply, error) {
 			if err != nil {
 				continue
 			}
-			to := n.placeTopic(uri)
+			to := n.PlaceTopic(uri)
 			if to == n.nodeID {
 				return reply, api.Errorf(api.CodeUnavailable, "no other live node to move %s to", uri)
 			}
@@ -172,7 +172,7 @@ func (n *Node) drain() (api.NodeDrainReply, error) {
 
 // ownedTopics lists the topics whose active segments this node owns:
 // the active ones here, and the others by their records.
-func (n *Node) ownedTopics(ctx context.Context) ([]string, error) {
+func (n *Member) ownedTopics(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, t := range n.topics.All() {
@@ -204,14 +204,14 @@ func (n *Node) ownedTopics(ctx context.Context) ([]string, error) {
 
 // handGroupsOver has node to take over the consumer groups of topic uri
 // held here; it returns how many it took.
-func (n *Node) handGroupsOver(uri, to string) int {
+func (n *Member) handGroupsOver(uri, to string) int {
 	addr, err := n.members.actorAddrOf(to)
 	if err != nil {
 		return 0
 	}
 	pid := actor.NewPID(addr, unitsActorName)
 	taken := 0
-	for _, kind := range []string{groupStream, groupQueue} {
+	for _, kind := range []string{GroupStream, GroupQueue} {
 		groups, _ := n.groupsOf(kind)
 		for _, sub := range groups.Subscriptions(uri) {
 			res, err := n.system.Root.RequestFuture(pid, &clusterpb.GroupAdopt{Kind: kind, Topic: uri, Subscription: sub}, 2*adminTimeout).Result()
@@ -227,10 +227,10 @@ func (n *Node) handGroupsOver(uri, to string) int {
 }
 
 // serveGroupAdopt takes a group's state over now (a drain asks).
-func (n *Node) serveGroupAdopt(req *clusterpb.GroupAdopt) *clusterpb.GroupAdoptReply {
+func (n *Member) serveGroupAdopt(req *clusterpb.GroupAdopt) *clusterpb.GroupAdoptReply {
 	groups, err := n.groupsOf(req.Kind)
 	if err == nil {
-		err = n.prepareGroup(req.Kind)(req.Topic, req.Subscription, groups.Dir(req.Topic, req.Subscription))
+		err = n.PrepareGroup(req.Kind)(req.Topic, req.Subscription, groups.Dir(req.Topic, req.Subscription))
 	}
 	if err != nil {
 		e := api.AsError(err)

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -66,14 +66,10 @@ func (m *membership) tryEntry(now time.Time) {
 	}
 }
 
-// becomeEntry starts the client services.
-func (n *Node) becomeEntry() error {
-	n.svcMu.Lock()
-	defer n.svcMu.Unlock()
-	if n.closing {
-		return nil
-	}
-	if err := n.addServices(); err != nil {
+// becomeEntry starts the client services (Config.Clients).
+func (n *Member) becomeEntry() error {
+	started, err := n.cfg.Clients()
+	if err != nil || !started {
 		return err
 	}
 	n.entry.Store(true)
@@ -84,15 +80,12 @@ func (n *Node) becomeEntry() error {
 // loseEntry stops taking the clients' requests (the cluster service, the
 // forwarded requests and what other nodes ask stay); the node may take
 // the role again once it is free.
-func (n *Node) loseEntry() {
-	n.svcMu.Lock()
-	defer n.svcMu.Unlock()
+func (n *Member) loseEntry() {
 	n.entry.Store(false)
-	if n.fast != nil {
-		n.fast.pause()
-	}
-	for _, s := range n.services {
-		_ = s.Stop()
-	}
-	n.services = nil
+	n.cfg.Unclients()
 }
+
+// LoseEntry gives the entry role up as if another node had taken it: the
+// node stops taking the clients' requests, and takes the role again at a
+// later round once it is free (its own record lapses first).
+func (n *Member) LoseEntry() { n.loseEntry() }

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type moveReply struct {
 // startRebalancer subscribes to move requests and, unless the interval is
 // negative, compares the nodes' loads every interval while this node
 // holds the entry role.
-func (n *Node) startRebalancer() error {
+func (n *Member) startRebalancer() error {
 	if n.members == nil {
 		return nil
 	}
@@ -87,7 +87,7 @@ func (n *Node) startRebalancer() error {
 
 // rebalanceOnce moves topics from the most to the least loaded live node
 // when they differ by placement.RebalanceGap active segments or more.
-func (n *Node) rebalanceOnce() {
+func (n *Member) rebalanceOnce() {
 	move, ok := placement.Rebalance(placementNodes(n.members.liveNodes(0)))
 	if !ok {
 		return
@@ -107,7 +107,7 @@ func (n *Node) rebalanceOnce() {
 
 // moveTopics moves active topics this node owns, worth up to segments
 // active segments, to node to (placement.PickTopics).
-func (n *Node) moveTopics(to string, segments int) (topics, moved int) {
+func (n *Member) moveTopics(to string, segments int) (topics, moved int) {
 	var cands []placement.Candidate
 	for _, t := range n.topics.All() {
 		l := t.Layout()

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const unitsActorName = "braid-units"
 
 // startRemote starts protoactor remote on the actor listener and spawns
 // the units actor; a node without a cluster runs none.
-func (n *Node) startRemote() error {
+func (n *Member) StartRemote() error {
 	addr := n.cfg.ActorListen
 	if addr == "" {
 		if n.cfg.ClusterListen == "" {
@@ -72,7 +72,7 @@ func (n *Node) startRemote() error {
 
 // actorAddr is the address other nodes reach this node's actors at ("":
 // no remote).
-func (n *Node) actorAddr() string {
+func (n *Member) ActorAddr() string {
 	if n.remote == nil {
 		return ""
 	}
@@ -81,7 +81,7 @@ func (n *Node) actorAddr() string {
 
 // receiveUnits serves what other nodes ask of this one (unit reads, a
 // group's state), each on its own goroutine (it may wait for the disk).
-func (n *Node) receiveUnits(ctx actor.Context) {
+func (n *Member) receiveUnits(ctx actor.Context) {
 	var serve func() any
 	switch req := ctx.Message().(type) {
 	case *clusterpb.UnitRead:
@@ -111,7 +111,7 @@ func (n *Node) receiveUnits(ctx actor.Context) {
 	}()
 }
 
-func (n *Node) serveUnitRead(req *clusterpb.UnitRead) *clusterpb.UnitReadReply {
+func (n *Member) serveUnitRead(req *clusterpb.UnitRead) *clusterpb.UnitReadReply {
 	name, err := routing.ParseTopic(req.Topic)
 	if err != nil {
 		return unitReadError(api.Errorf(api.CodeInvalidName, "%v", err))
@@ -132,11 +132,11 @@ func unitReadError(err error) *clusterpb.UnitReadReply {
 }
 
 // remoteUnits reads units on other nodes (actors.RemoteUnits).
-type remoteUnits struct{ n *Node }
+type remoteUnits struct{ n *Member }
 
 // remoteUnits returns what reads units on other nodes (nil without a
 // cluster: every segment is here).
-func (n *Node) remoteUnits() actors.RemoteUnits {
+func (n *Member) RemoteUnits() actors.RemoteUnits {
 	if n.remote == nil {
 		return nil
 	}
@@ -250,7 +250,7 @@ func remoteError(owner string, code int32, msg string) error {
 	return api.Errorf(c, "node %s: %s", owner, msg)
 }
 
-func (n *Node) serveUnitAppend(req *clusterpb.UnitAppend) *clusterpb.UnitAppendReply {
+func (n *Member) serveUnitAppend(req *clusterpb.UnitAppend) *clusterpb.UnitAppendReply {
 	fail := func(err error) *clusterpb.UnitAppendReply {
 		e := api.AsError(err)
 		return &clusterpb.UnitAppendReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
@@ -282,7 +282,7 @@ func (n *Node) serveUnitAppend(req *clusterpb.UnitAppend) *clusterpb.UnitAppendR
 	return &clusterpb.UnitAppendReply{First: first}
 }
 
-func (n *Node) serveTopicDrop(req *clusterpb.TopicDrop) *clusterpb.TopicDropReply {
+func (n *Member) serveTopicDrop(req *clusterpb.TopicDrop) *clusterpb.TopicDropReply {
 	name, err := routing.ParseTopic(req.Topic)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -30,8 +30,8 @@ import (
 // ownerGone reports whether the node named by a layout's owner is gone:
 // another node whose lease has run out (not merely late at this node's
 // last count: its lease is read again to be sure).
-func (n *Node) ownerGone(owner string) bool {
-	node := n.ownerNode(owner)
+func (n *Member) ownerGone(owner string) bool {
+	node := n.OwnerNode(owner)
 	m := n.members
 	if m == nil || node == "" || node == n.nodeID {
 		return false
@@ -60,7 +60,7 @@ type takeovers struct {
 // takeOver moves the active segments of topic name that the lost node
 // owns to a live node. It reports whether the caller should look the
 // topic up again (it moved, here or by another node).
-func (n *Node) takeOver(name routing.TopicName, lost string) bool {
+func (n *Member) takeOver(name routing.TopicName, lost string) bool {
 	uri := name.String()
 	tk := &n.takeovers
 	tk.mu.Lock()
@@ -81,7 +81,7 @@ func (n *Node) takeOver(name routing.TopicName, lost string) bool {
 		tk.mu.Unlock()
 		close(ch)
 	}()
-	to := n.placeTopic(uri)
+	to := n.PlaceTopic(uri)
 	if to == lost {
 		return false
 	}

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/braidmq/braid/topology"
 )
 
-func nodeWithLive(self string, live ...meta.NodeRecord) *Node {
+func nodeWithLive(self string, live ...meta.NodeRecord) *Member {
 	m := &membership{}
 	set := map[string]meta.NodeRecord{}
 	for _, r := range live {
@@ -17,7 +17,7 @@ func nodeWithLive(self string, live ...meta.NodeRecord) *Node {
 	}
 	m.live.Store(&set)
 	m.countedAt.Store(time.Now().Add(time.Hour).UnixNano()) // never read again
-	return &Node{nodeID: self, members: m}
+	return &Member{nodeID: self, members: m}
 }
 
 // TestPlacement: a new topic goes to the node with the least bytes/s, then
@@ -29,7 +29,7 @@ func TestPlacement(t *testing.T) {
 		meta.NodeRecord{ID: "b", BytesPerSec: 3 << 20},
 		meta.NodeRecord{ID: "c", BytesPerSec: 1 << 20, Segments: 10})
 	for i := range 20 {
-		if got := busy.placeTopic(fmt.Sprintf("topic://t/n/x%d", i)); got != "c" {
+		if got := busy.PlaceTopic(fmt.Sprintf("topic://t/n/x%d", i)); got != "c" {
 			t.Fatalf("placed on %s, want c (the least bytes/s)", got)
 		}
 	}
@@ -37,20 +37,20 @@ func TestPlacement(t *testing.T) {
 		meta.NodeRecord{ID: "a", Segments: 500},
 		meta.NodeRecord{ID: "b", Segments: 10},
 		meta.NodeRecord{ID: "c", Segments: 700})
-	if got := crowded.placeTopic("topic://t/n/y"); got != "b" {
+	if got := crowded.PlaceTopic("topic://t/n/y"); got != "b" {
 		t.Fatalf("placed on %s, want b (the fewest segments)", got)
 	}
 	idle := nodeWithLive("a", meta.NodeRecord{ID: "a"}, meta.NodeRecord{ID: "b"}, meta.NodeRecord{ID: "c"})
 	count := map[string]int{}
 	for i := range 300 {
-		count[idle.placeTopic(fmt.Sprintf("topic://t/n/z%d", i))]++
+		count[idle.PlaceTopic(fmt.Sprintf("topic://t/n/z%d", i))]++
 	}
 	for _, id := range []string{"a", "b", "c"} {
 		if count[id] < 70 {
 			t.Fatalf("300 topics over three idle nodes: %v", count)
 		}
 	}
-	if got := nodeWithLive("solo").placeTopic("topic://t/n/w"); got != "solo" {
+	if got := nodeWithLive("solo").PlaceTopic("topic://t/n/w"); got != "solo" {
 		t.Fatalf("a node alone placed a topic on %q", got)
 	}
 }
@@ -63,7 +63,7 @@ func TestSegmentPlacement(t *testing.T) {
 	idle := nodeWithLive("a", meta.NodeRecord{ID: "a"}, meta.NodeRecord{ID: "b"}, meta.NodeRecord{ID: "c"})
 	count := map[string]int{}
 	for i := range 300 {
-		count[idle.placeSegment("topic://t/n/hot", topology.SegmentID(i))]++
+		count[idle.PlaceSegment("topic://t/n/hot", topology.SegmentID(i))]++
 	}
 	if count["a"] != 0 || count["b"] < 100 || count["c"] < 100 {
 		t.Fatalf("300 segments of a topic homed on a, over three idle nodes: %v", count)
@@ -73,7 +73,7 @@ func TestSegmentPlacement(t *testing.T) {
 		meta.NodeRecord{ID: "b", BytesPerSec: 20 << 20, Segments: 200},
 		meta.NodeRecord{ID: "d"})
 	for i := range 20 {
-		if got := joined.placeSegment("topic://t/n/hot", topology.SegmentID(i)); got != "d" {
+		if got := joined.PlaceSegment("topic://t/n/hot", topology.SegmentID(i)); got != "d" {
 			t.Fatalf("segment %d placed on %s, want d (joined, idle)", i, got)
 		}
 	}
@@ -81,7 +81,7 @@ func TestSegmentPlacement(t *testing.T) {
 		meta.NodeRecord{ID: "a"},
 		meta.NodeRecord{ID: "b", BytesPerSec: 5 << 20},
 		meta.NodeRecord{ID: "c", BytesPerSec: 5 << 20, Draining: true})
-	if got := loadedHome.placeSegment("topic://t/n/hot", 7); got != "a" {
+	if got := loadedHome.PlaceSegment("topic://t/n/hot", 7); got != "a" {
 		t.Fatalf("placed on %s, want a: the others are busier or draining", got)
 	}
 }
