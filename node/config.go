@@ -3,6 +3,8 @@ package node
 import (
 	"net/http"
 
+	"github.com/braidmq/braid/frontend"
+
 	"fmt"
 	"log/slog"
 	"net"
@@ -160,7 +162,7 @@ const (
 	DefaultRebalanceInterval = 30 * time.Second
 	// natsMaxPayload is the embedded server's max message size: a produce
 	// batch may carry up to MaxPayloadBytes of payload plus framing.
-	natsMaxPayload = 8 << 20
+	natsMaxPayload = frontend.EmbeddedMaxPayload
 	// DefaultBraidAccount is the account Braid lives in on a NATS server
 	// with accounts.
 	DefaultBraidAccount = "BRAID"

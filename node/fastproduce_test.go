@@ -2,7 +2,6 @@ package node
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -11,54 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
-
-// TestRawHeadersReadAsNATSDoes: the fast front-end's parser of the raw
-// header block gives what the micro front-end gets from nats.go's decoded
-// header map, for the same bytes on the wire.
-func TestRawHeadersReadAsNATSDoes(t *testing.T) {
-	blocks := []string{
-		"NATS/1.0\r\n\r\n",
-		"NATS/1.0\r\nBraid-Key: k1\r\n\r\n",
-		"NATS/1.0\r\nBraid-Key:   k1 \r\nBraid-Time: 1767225600000\r\nBraid-Epoch: 7\r\n\r\n",
-		"NATS/1.0\r\nBraid-Key: first\r\nBraid-Key: second\r\n\r\n",
-		"NATS/1.0\r\nBraid-Key:\r\n\r\n",
-		"NATS/1.0\r\nZeta: z\r\nAlpha: a1\r\nNats-Msg-Id: 9\r\nAlpha: a2\r\nbraid-key: lower\r\n\r\n",
-		"NATS/1.0\r\n: no name\r\nX:\t tabbed\r\n\r\n",
-		"NATS/1.0\r\nBraid-Time: soon\r\n\r\n",
-		"NATS/1.0\r\nBraid-Epoch: 0\r\n\r\n",
-		"NATS/1.0\r\nBraid-Epoch: -3\r\n\r\n",
-	}
-	for _, block := range blocks {
-		h, err := nats.DecodeHeadersMsg([]byte(block))
-		if err != nil {
-			t.Fatalf("%q: nats.go: %v", block, err)
-		}
-		want, wantEpoch, wantErr := recordFromHeaders(micro.Headers(h), nil)
-		got, gotErr := parseRawProduceHeaders([]byte(block))
-		if (wantErr == nil) != (gotErr == nil) || wantErr != nil && api.AsError(wantErr).Code != api.AsError(gotErr).Code {
-			t.Fatalf("%q: errors %v / %v", block, wantErr, gotErr)
-		}
-		if wantErr != nil {
-			continue
-		}
-		if string(got.key) != string(want.Key) || (got.key == nil) != (want.Key == nil) || got.time != want.Time || got.epoch != wantEpoch {
-			t.Fatalf("%q: key %q time %d epoch %d, want %q %d %d", block, got.key, got.time, got.epoch, want.Key, want.Time, wantEpoch)
-		}
-		if len(got.headers) != len(want.Headers) {
-			t.Fatalf("%q: headers %v, want %v", block, got.headers, want.Headers)
-		}
-		for i := range got.headers {
-			if got.headers[i].Key != want.Headers[i].Name || string(got.headers[i].Value) != string(want.Headers[i].Value) {
-				t.Fatalf("%q: headers %v, want %v", block, got.headers, want.Headers)
-			}
-		}
-	}
-	for _, bad := range []string{"HTTP/1.1\r\n\r\n", "NATS/1.0\r\nno colon\r\n\r\n", "NATS/1.0\r\nX: y\r\n"} {
-		if _, err := parseRawProduceHeaders([]byte(bad)); !errors.Is(err, api.ErrBadRequest) {
-			t.Fatalf("%q: %v, want BAD_REQUEST", bad, err)
-		}
-	}
-}
 
 // TestFastProduceAnswersTheMicroProtocol: with the fast front-end,
 // `nats micro ls/info/stats` still show braid-produce, its two endpoints
@@ -86,17 +37,17 @@ func TestFastProduceAnswersTheMicroProtocol(t *testing.T) {
 	for id == "" {
 		m, err := sub.NextMsg(5 * time.Second)
 		if err != nil {
-			t.Fatalf("no PING answer from %s: %v", produceServiceName, err)
+			t.Fatalf("no PING answer from %s: %v", "braid-produce", err)
 		}
 		var p micro.Ping
 		if err := json.Unmarshal(m.Data, &p); err != nil {
 			t.Fatal(err)
 		}
-		if p.Name == produceServiceName && p.Type == micro.PingResponseType {
+		if p.Name == "braid-produce" && p.Type == micro.PingResponseType {
 			id = p.ID
 		}
 	}
-	m, err := nc.Request("$SRV.INFO."+produceServiceName, nil, 5*time.Second)
+	m, err := nc.Request("$SRV.INFO.braid-produce", nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +56,7 @@ func TestFastProduceAnswersTheMicroProtocol(t *testing.T) {
 		info.Endpoints[0].Subject != api.ProducePrefix+".*.*.*" || info.Endpoints[1].Name != "produce-batch" {
 		t.Fatalf("INFO %s: %+v, %v", m.Data, info, err)
 	}
-	m, err = nc.Request("$SRV.STATS."+produceServiceName+"."+id, nil, 5*time.Second)
+	m, err = nc.Request("$SRV.STATS.braid-produce"+"."+id, nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,41 +67,7 @@ func TestFastProduceAnswersTheMicroProtocol(t *testing.T) {
 	if e := st.Endpoints[0]; e.NumRequests != 4 || e.NumErrors != 1 || e.LastError == "" || e.ProcessingTime <= 0 {
 		t.Fatalf("produce endpoint stats %+v, want 4 requests, 1 error", e)
 	}
-	if _, err := nc.Request("$SRV.INFO."+produceServiceName+".not-this-one", nil, 200*time.Millisecond); err == nil {
+	if _, err := nc.Request("$SRV.INFO.braid-produce"+".not-this-one", nil, 200*time.Millisecond); err == nil {
 		t.Fatal("an INFO for another instance id was answered")
 	}
-}
-
-// FuzzRawProduceHeaders: the raw header parser never panics, keeps only
-// application headers, and agrees with nats.go's decoding on every block
-// nats.go accepts.
-func FuzzRawProduceHeaders(f *testing.F) {
-	for _, s := range []string{"NATS/1.0\r\n\r\n", "NATS/1.0\r\nBraid-Key: k\r\nX: y\r\n\r\n", "NATS/1.0\r\nBraid-Time: 12\r\nBraid-Epoch: 3\r\n\r\n",
-		"NATS/1.0 503\r\n\r\n", "NATS/1.0\r\n:\r\n\r\n"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, block []byte) {
-		got, err := parseRawProduceHeaders(block)
-		if err == nil {
-			for _, h := range got.headers {
-				if !isApplicationHeader(h.Key) {
-					t.Fatalf("kept header %q", h.Key)
-				}
-			}
-		}
-		h, nerr := nats.DecodeHeadersMsg(block)
-		if nerr != nil || len(block) == 0 {
-			return
-		}
-		if _, ok := h["Status"]; ok { // a status line: nats.go adds headers of its own
-			return
-		}
-		want, wantEpoch, wantErr := recordFromHeaders(micro.Headers(h), nil)
-		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("%q: raw %v, nats.go %v", block, err, wantErr)
-		}
-		if err == nil && (string(got.key) != string(want.Key) || got.time != want.Time || got.epoch != wantEpoch || len(got.headers) != len(want.Headers)) {
-			t.Fatalf("%q: raw %+v, nats.go %+v epoch %d", block, got, want, wantEpoch)
-		}
-	})
 }

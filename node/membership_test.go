@@ -67,19 +67,16 @@ func TestSegmentsRecordTheirOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	ctx := context.Background()
-	const uri = "topic://public/default/owned"
-	if _, err := node.topicCreate(ctx, []byte(`{"topic":"`+uri+`","segments":2}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := node.topicSplit(ctx, []byte(`{"topic":"`+uri+`","segment":0}`)); err != nil {
-		t.Fatal(err)
-	}
-	out, err := node.topicDescribe(ctx, []byte(`{"topic":"`+uri+`"}`))
+	nc, err := nats.Connect(node.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := out.(api.TopicDescription)
+	defer nc.Close()
+	const uri = "topic://public/default/owned"
+	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: uri, Segments: 2}, nil)
+	mustAdmin(t, nc, api.AdminTopicSplit, api.SplitRequest{Topic: uri, Segment: new(uint64)}, nil)
+	var d api.TopicDescription
+	mustAdmin(t, nc, api.AdminTopicDescribe, api.TopicRequest{Topic: uri}, &d)
 	if len(d.Segments) != 4 {
 		t.Fatalf("%d segments after a split of one of two", len(d.Segments))
 	}
@@ -97,9 +94,7 @@ func TestSegmentsRecordTheirOwner(t *testing.T) {
 func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
 	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond })
 	const uri = "topic://public/default/fenced"
-	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":1}`)); err != nil {
-		t.Fatal(err)
-	}
+	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: uri, Segments: 1}, nil)
 	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "fenced")
 	produce := func() string {
 		m, err := nc.Request(subject, []byte("x"), 5*time.Second)
@@ -176,9 +171,7 @@ func TestARenewalThatLandedUnansweredIsNotALostLease(t *testing.T) {
 func TestLeasesCarryTheNodesLoad(t *testing.T) {
 	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond; c.NodeID = "l1" })
 	const uri = "topic://public/default/loaded"
-	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":2}`)); err != nil {
-		t.Fatal(err)
-	}
+	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: uri, Segments: 2}, nil)
 	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "loaded")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -210,9 +203,7 @@ func TestLeasesCarryTheNodesLoad(t *testing.T) {
 func TestANodeTakesTheEntryRoleAgain(t *testing.T) {
 	node, nc := startNodeWith(t, t.TempDir(), func(c *Config) { c.LeaseTTL = 600 * time.Millisecond })
 	const uri = "topic://public/default/reentry"
-	if _, err := node.topicCreate(context.Background(), []byte(`{"topic":"`+uri+`","segments":1}`)); err != nil {
-		t.Fatal(err)
-	}
+	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: uri, Segments: 1}, nil)
 	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "reentry")
 	produce := func() error {
 		m, err := nc.Request(subject, []byte("x"), 2*time.Second)

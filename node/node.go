@@ -23,10 +23,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/braidmq/braid/cluster"
+	"github.com/braidmq/braid/frontend"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/actors"
@@ -37,7 +37,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -45,13 +44,11 @@ import (
 
 // Node is one running Braid server.
 type Node struct {
-	cfg       Config
-	log       *slog.Logger
-	ns        *server.Server // nil with an external NATS
-	nc        *nats.Conn
-	auth      natsAuth     // how the node's connections authenticate
-	policy    authz.Policy // who may do what (security.go)
-	forbidden prometheus.Counter
+	cfg  Config
+	log  *slog.Logger
+	ns   *server.Server // nil with an external NATS
+	nc   *nats.Conn
+	auth natsAuth // how the node's connections authenticate
 	// requestLatency is braid_request_duration_seconds{service, endpoint}.
 	requestLatency *prometheus.HistogramVec
 	meta           *meta.Store
@@ -60,29 +57,16 @@ type Node struct {
 	subs           *consumers.Manager
 	subsView       subscriptionsView // the consumer groups, as topic controllers see them
 	queues         *consumers.QueueManager
-	reads          parkedReads // read.fetch requests waiting for data
-	services       []micro.Service
-	clusterSvc     micro.Service // node.list, node.drain: every node, entry or not
+	member         *cluster.Member    // the node in its cluster (package cluster)
+	front          *frontend.Frontend // the NATS endpoints (package frontend)
 	metrics        *http.Server
 	metricsL       net.Listener
 	registry       *prometheus.Registry
-	produceM       *produceMetrics
-	fast           *fastProduce // the produce front-end with the embedded server
-	// replies is the front-end whose replies the node's committer holds
-	// while it acknowledges a round (holdReplies); nil without one.
-	replies atomic.Pointer[fastProduce]
-	// produceInflight counts produce requests taken and not answered.
-	produceInflight *inflight
-	// adminSlots bounds the admin requests served at once.
-	adminSlots chan struct{}
-	dirLock    *os.File // the data directory's LOCK, held while the node runs
+	dirLock        *os.File // the data directory's LOCK, held while the node runs
+	nodeID         string   // the node's id in its cluster
 
-	nodeID   string          // the node's id in its cluster
-	member   *cluster.Member // the node in its cluster (package cluster)
-	stopOnce sync.Once       // stopTaking
-	fwd      *forwarder      // forwarding to topics' owners (forward.go)
-	svcMu    sync.Mutex      // guards starting services against Close
-	closing  bool
+	svcMu   sync.Mutex // guards closing
+	closing bool
 }
 
 // Start starts a node and returns once it serves requests.
@@ -91,16 +75,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), produceInflight: newInflight(),
-		adminSlots: make(chan struct{}, adminConcurrency)}
+	n := &Node{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			n.Close()
 		}
 	}()
-	n.forbidden = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_requests_forbidden_total",
-		Help: "Requests refused FORBIDDEN: a tenant account addressing another tenant, or asking for an operation of the operator."})
-	n.registry.MustRegister(n.forbidden)
 	n.requestLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "braid_request_duration_seconds",
 		Help:    "Time from a request's receipt to its answer, by service and endpoint (produce: until the records are durable).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14)}, []string{"service", "endpoint"})
@@ -128,7 +108,6 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	auth.creds = cfg.NATSCreds != "" || cfg.NATSNkey != ""
 	n.auth = auth
-	n.policy = authz.Policy{BraidAccount: cfg.BraidAccount, OperatorAccount: cfg.OperatorAccount, Tenants: cfg.TenantAccounts}
 	secure, err := n.connectOptions(auth)
 	if err != nil {
 		return nil, err
@@ -191,7 +170,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}))
 	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, ClientURL: n.ClientURL(), LeaseTTL: cfg.LeaseTTL,
 		RebalanceInterval: cfg.RebalanceInterval, Routes: cfg.Routes, ClusterListen: cfg.ClusterListen, ActorListen: cfg.ActorListen,
-		Logger: n.log, Registry: n.registry, Clients: n.startClients, Unclients: n.stopClients, StopTaking: n.stopTaking},
+		Logger: n.log, Registry: n.registry,
+		// The entry role starts and stops the front-end's client services;
+		// it is made before the role can be taken (TryEntry, StartRenewing).
+		Clients: func() (bool, error) { return n.front.StartClients() }, Unclients: func() { n.front.StopClients() },
+		StopTaking: n.stopTaking},
 		n.nc, n.meta, n.system)
 	if err := n.member.StartRemote(); err != nil {
 		return nil, err
@@ -222,9 +205,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	defaults.Durability = durability
 	defaults.SyncInterval = cfg.SyncInterval
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
-	if c := n.payloadCeiling(); defaults.MaxPayloadBytes > c {
+	if c := frontend.PayloadCeiling(n.nc); defaults.MaxPayloadBytes > c {
 		n.log.Warn("--max-payload is over what NATS carries in one message here: the broker default is lowered to it (raise max_payload in the NATS server's configuration)",
-			"max_payload_flag", cfg.MaxPayloadBytes, "nats_max_payload", c+payloadFraming, "default", c)
+			"max_payload_flag", cfg.MaxPayloadBytes, "nats_max_payload", c+frontend.PayloadFraming, "default", c)
 		defaults.MaxPayloadBytes = c
 	}
 	n.topics = actors.NewManager(actors.Config{
@@ -245,8 +228,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.subs.StartIdleSweeper(n.topics.IdleTimeout())
 	n.queues.StartIdleSweeper(n.topics.IdleTimeout())
 	n.registerConsumerMetrics()
-	n.produceM = newProduceMetrics(n.registry)
-	if err := n.startForwarding(); err != nil {
+	n.front = frontend.New(frontend.Config{NodeID: n.nodeID, MicroProduce: cfg.MicroProduce, Server: n.ns, Auth: n.auth.frontend(),
+		Policy: authz.Policy{BraidAccount: cfg.BraidAccount, OperatorAccount: cfg.OperatorAccount, Tenants: cfg.TenantAccounts},
+		Logger: n.log, Registry: n.registry, RequestLatency: n.requestLatency}, n.nc, n.meta, n.topics, n.subs, n.queues, n.member)
+	if err := n.front.Start(); err != nil {
 		return nil, err
 	}
 	// Only the entry node takes clients' requests (entry.go): NATS picks
@@ -255,7 +240,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// several paths, out of order. Through one node they stay in order;
 	// it forwards what other nodes own.
 	n.member.TryEntry(time.Now())
-	if err := n.addClusterService(); err != nil {
+	if err := n.front.AddClusterService(); err != nil {
 		return nil, err
 	}
 	if err := n.startMetrics(); err != nil {
@@ -406,38 +391,20 @@ func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-// holdReplies holds the produce front-end's replies while the node's
-// committer acknowledges a round of appends, so that they go out in one
-// write; it returns the release.
+// holdReplies is the front-end's HoldReplies (once it is made).
 func (n *Node) holdReplies() func() {
-	f := n.replies.Load()
-	if f == nil {
+	if n.front == nil {
 		return func() {}
 	}
-	f.mu.Lock()
-	conn := f.conn
-	f.mu.Unlock()
-	if conn == nil {
-		return func() {}
-	}
-	conn.Hold()
-	return conn.Release
+	return n.front.HoldReplies()
 }
 
-// stopTaking stops taking requests: the produce front-end and every
-// service stop (once; a node whose lease another run took stops so too).
+// stopTaking stops taking requests (another run of the node's id took its
+// lease).
 func (n *Node) stopTaking() {
-	n.stopOnce.Do(func() {
-		if n.fast != nil {
-			n.fast.stopTaking()
-		}
-		for _, s := range n.services {
-			_ = s.Stop()
-		}
-		if n.clusterSvc != nil {
-			_ = n.clusterSvc.Stop()
-		}
-	})
+	if n.front != nil {
+		n.front.StopTaking()
+	}
 }
 
 // NodeID is the node's id in its cluster.
@@ -509,16 +476,14 @@ func (n *Node) Close() error {
 	n.svcMu.Lock()
 	n.closing = true
 	n.svcMu.Unlock()
-	n.stopTaking()
-	if left := n.produceInflight.wait(shutdownAnswerTimeout); left > 0 {
-		n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)
+	if n.front != nil {
+		if left := n.front.Drain(shutdownAnswerTimeout); left > 0 {
+			n.log.Error("stopping with produce requests unanswered", "requests", left, "waited", shutdownAnswerTimeout)
+		}
 	}
-	n.fwd.close()
 	if n.member != nil {
 		n.member.Leave()
 	}
-	n.services = nil
-	n.reads.stop()
 	if n.metrics != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = n.metrics.Shutdown(ctx)
@@ -538,10 +503,8 @@ func (n *Node) Close() error {
 			first = err
 		}
 	}
-	if n.fast != nil {
-		n.replies.Store(nil)
-		n.fast.close() // after the topics answered what they took
-		n.fast = nil
+	if n.front != nil {
+		n.front.Close() // after the topics answered what they took
 	}
 	if n.member != nil {
 		n.member.StopRemote()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/frontend"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -20,7 +21,7 @@ import (
 func TestMaxPayloadPolicyFitsNATS(t *testing.T) {
 	n, nc := startNode(t, t.TempDir())
 	defer stopNode(t, n, nc)
-	ceiling := int(nc.MaxPayload()) - payloadFraming
+	ceiling := int(nc.MaxPayload()) - frontend.PayloadFraming
 	const uri = "topic://public/default/big"
 	over := map[string]any{"max_payload_bytes": ceiling + 1}
 	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: uri}, nil)
@@ -75,7 +76,7 @@ func TestMaxPayloadDefaultFollowsAnExternalNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	want := 1<<20 - payloadFraming
+	want := 1<<20 - frontend.PayloadFraming
 	if !strings.Contains(logs.String(), "--max-payload is over what NATS carries") || !strings.Contains(logs.String(), fmt.Sprintf("default=%d", want)) {
 		t.Fatalf("no warning: %s", logs)
 	}

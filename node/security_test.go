@@ -58,20 +58,3 @@ func TestSecureEmbedded(t *testing.T) {
 		t.Fatalf("JWTs without creds: %v", err)
 	}
 }
-
-func TestRawHeaderValue(t *testing.T) {
-	hdr := []byte("NATS/1.0\r\nBraid-Key: k1\r\nNats-Request-Info:  {\"acc\":\"acme\"}\r\nNats-Request-Info: second\r\n\r\n")
-	if got := string(rawHeaderValue(hdr, "Nats-Request-Info")); got != `{"acc":"acme"}` {
-		t.Fatalf("first value: %q", got)
-	}
-	if got := rawHeaderValue(hdr, "Missing"); got != nil {
-		t.Fatalf("missing: %q", got)
-	}
-	// The name inside a value is not a header of that name.
-	if got := rawHeaderValue([]byte("NATS/1.0\r\nX: Nats-Request-Info: y\r\n\r\n"), "Nats-Request-Info"); got != nil {
-		t.Fatalf("inside a value: %q", got)
-	}
-	if got := rawHeaderValue(nil, "Nats-Request-Info"); got != nil {
-		t.Fatalf("no headers: %q", got)
-	}
-}

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // namespaceDelete deletes an empty namespace.
-func (n *Node) namespaceDelete(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) namespaceDelete(ctx context.Context, body []byte) (any, error) {
 	var named struct {
 		Namespace string `json:"namespace"`
 	}
@@ -29,7 +29,7 @@ func (n *Node) namespaceDelete(ctx context.Context, body []byte) (any, error) {
 }
 
 // tenantDelete deletes a tenant without namespaces.
-func (n *Node) tenantDelete(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) tenantDelete(ctx context.Context, body []byte) (any, error) {
 	var req api.TenantCreateRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err

@@ -1,15 +1,11 @@
-package node
+package frontend
 
 import (
 	"encoding/json"
-	"path/filepath"
-
-	"github.com/braidmq/braid/cluster"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/consumers"
-	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -17,16 +13,8 @@ import (
 // maxFetchReplyBytes keeps a fetch reply under the NATS max payload.
 const maxFetchReplyBytes = 4 << 20
 
-func (n *Node) startConsumers() error {
-	durability, _ := wal.ParseDurability(n.cfg.Durability)
-	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
-		consumers.WithDurability(durability), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)))
-	n.startQueues()
-	return nil
-}
-
 // consumeHandler serves braid.v1.consume.<verb>.<t>.<ns>.<topic>.
-func (n *Node) consumeHandler(verb string) micro.HandlerFunc {
+func (n *Frontend) consumeHandler(verb string) micro.HandlerFunc {
 	prefix := api.ConsumePrefix + "." + verb
 	return n.topicHandler(prefix, func(r replier, req micro.Request, t *actors.Topic) {
 		switch verb {
@@ -112,7 +100,7 @@ func fetchJSON(msgs []api.Message) api.FetchReplyJSON {
 }
 
 // subscriptionStats collects the stats of every subscription of a topic.
-func (n *Node) subscriptionStats(t *actors.Topic) []api.SubscriptionStats {
+func (n *Frontend) subscriptionStats(t *actors.Topic) []api.SubscriptionStats {
 	out := []api.SubscriptionStats{}
 	for _, sub := range n.subs.Subscriptions(t.Topic()) {
 		ch := make(chan consumers.Stats, 1)
@@ -132,7 +120,7 @@ func (n *Node) subscriptionStats(t *actors.Topic) []api.SubscriptionStats {
 
 // deleteSubscriptions stops and removes the subscriptions of a topic that
 // is being deleted.
-func (n *Node) deleteSubscriptions(uri string) error {
+func (n *Frontend) deleteSubscriptions(uri string) error {
 	t, err := n.topics.Topic(uri)
 	if err != nil {
 		return err

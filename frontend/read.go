@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ import (
 const MaxReadUnits = 4096
 
 // readFetch serves braid.v1.read.fetch.<t>.<ns>.<topic>.
-func (n *Node) readFetch(r replier, req micro.Request, t *actors.Topic) {
+func (n *Frontend) readFetch(r replier, req micro.Request, t *actors.Topic) {
 	var rr api.ReadRequest
 	if err := decodeJSON(req.Data(), &rr); err != nil {
 		r.err(err)
@@ -248,7 +248,7 @@ func unitError(st *api.UnitStatus, err error) {
 }
 
 // readOffsets serves braid.v1.read.offsets.<t>.<ns>.<topic>.
-func (n *Node) readOffsets(r replier, req micro.Request, t *actors.Topic) {
+func (n *Frontend) readOffsets(r replier, req micro.Request, t *actors.Topic) {
 	var or api.OffsetsRequest
 	if len(req.Data()) > 0 {
 		if err := decodeJSON(req.Data(), &or); err != nil {

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const adminTimeout = 30 * time.Second
 // adminOp is one admin endpoint: it decodes its body and returns the reply.
 type adminOp func(ctx context.Context, body []byte) (any, error)
 
-func (n *Node) adminOps() map[string]adminOp {
+func (n *Frontend) adminOps() map[string]adminOp {
 	return map[string]adminOp{
 		api.AdminTenantCreate:    n.tenantCreate,
 		api.AdminTenantList:      n.tenantList,
@@ -62,7 +62,7 @@ func (n *Node) adminOps() map[string]adminOp {
 // compare-and-swap).
 const adminConcurrency = 64
 
-func (n *Node) adminHandler(name string, op adminOp) micro.HandlerFunc {
+func (n *Frontend) adminHandler(name string, op adminOp) micro.HandlerFunc {
 	return func(req micro.Request) {
 		c, err := n.authorizeAdmin(req, name)
 		if err != nil {
@@ -95,7 +95,7 @@ func validName(what, name string) error {
 	return nil
 }
 
-func (n *Node) tenantCreate(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) tenantCreate(ctx context.Context, body []byte) (any, error) {
 	var req api.TenantCreateRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (n *Node) tenantCreate(ctx context.Context, body []byte) (any, error) {
 	return api.OKReply{OK: true}, nil
 }
 
-func (n *Node) tenantList(ctx context.Context, _ []byte) (any, error) {
+func (n *Frontend) tenantList(ctx context.Context, _ []byte) (any, error) {
 	names, err := n.meta.Tenants(ctx)
 	if err != nil {
 		return nil, meta.APIError(err, "tenants")
@@ -121,7 +121,7 @@ func (n *Node) tenantList(ctx context.Context, _ []byte) (any, error) {
 	return api.NameListReply{Names: nonNil(names)}, nil
 }
 
-func (n *Node) namespaceCreate(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) namespaceCreate(ctx context.Context, body []byte) (any, error) {
 	var req api.NamespaceCreateRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func (n *Node) namespaceCreate(ctx context.Context, body []byte) (any, error) {
 	return api.OKReply{OK: true}, nil
 }
 
-func (n *Node) namespaceList(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) namespaceList(ctx context.Context, body []byte) (any, error) {
 	var req api.NamespaceListRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ func (n *Node) namespaceList(ctx context.Context, body []byte) (any, error) {
 	return api.NameListReply{Names: nonNil(names)}, nil
 }
 
-func (n *Node) topicCreate(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicCreate(ctx context.Context, body []byte) (any, error) {
 	var req api.TopicCreateRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func (n *Node) topicCreate(ctx context.Context, body []byte) (any, error) {
 	return n.topics.CreateTopicOn(ctx, req, n.member.PlaceTopic(req.Topic))
 }
 
-func (n *Node) topicDescribe(_ context.Context, body []byte) (any, error) {
+func (n *Frontend) topicDescribe(_ context.Context, body []byte) (any, error) {
 	var req api.TopicRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -206,7 +206,7 @@ func (n *Node) topicDescribe(_ context.Context, body []byte) (any, error) {
 	return t.Describe(), nil
 }
 
-func (n *Node) topicList(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicList(ctx context.Context, body []byte) (any, error) {
 	var req api.TopicListRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func (n *Node) topicList(ctx context.Context, body []byte) (any, error) {
 	return api.TopicListReply{Topics: nonNil(topics), Next: next, Count: count}, nil
 }
 
-func (n *Node) topicSplit(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicSplit(ctx context.Context, body []byte) (any, error) {
 	var req api.SplitRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -259,7 +259,7 @@ func (n *Node) topicSplit(ctx context.Context, body []byte) (any, error) {
 	return n.topics.Change(ctx, req.Topic, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(seg, at) })
 }
 
-func (n *Node) topicMerge(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicMerge(ctx context.Context, body []byte) (any, error) {
 	var req api.MergeRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -271,7 +271,7 @@ func (n *Node) topicMerge(ctx context.Context, body []byte) (any, error) {
 	return n.topics.Change(ctx, req.Topic, "merge", func(l topology.Layout) (topology.Layout, error) { return l.Merge(a, b) })
 }
 
-func (n *Node) topicRebucket(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicRebucket(ctx context.Context, body []byte) (any, error) {
 	var req api.RebucketRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -283,7 +283,7 @@ func (n *Node) topicRebucket(ctx context.Context, body []byte) (any, error) {
 	return n.topics.Change(ctx, req.Topic, "rebucket", func(l topology.Layout) (topology.Layout, error) { return l.Rebucket(seg, req.Buckets) })
 }
 
-func (n *Node) topicPartitions(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicPartitions(ctx context.Context, body []byte) (any, error) {
 	var req api.PartitionsRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -294,7 +294,7 @@ func (n *Node) topicPartitions(ctx context.Context, body []byte) (any, error) {
 	return n.topics.Change(ctx, req.Topic, "partitions", func(l topology.Layout) (topology.Layout, error) { return l.AddPartitions(req.Partitions) })
 }
 
-func (n *Node) topicMigrate(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicMigrate(ctx context.Context, body []byte) (any, error) {
 	var req api.MigrateRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -305,7 +305,7 @@ func (n *Node) topicMigrate(ctx context.Context, body []byte) (any, error) {
 	return n.topics.Migrate(ctx, req)
 }
 
-func (n *Node) topicDelete(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicDelete(ctx context.Context, body []byte) (any, error) {
 	var req api.TopicRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func (n *Node) topicDelete(ctx context.Context, body []byte) (any, error) {
 	return api.OKReply{OK: true}, nil
 }
 
-func (n *Node) topicStats(_ context.Context, body []byte) (any, error) {
+func (n *Frontend) topicStats(_ context.Context, body []byte) (any, error) {
 	var req api.TopicRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -335,7 +335,7 @@ func (n *Node) topicStats(_ context.Context, body []byte) (any, error) {
 	return st, nil
 }
 
-func (n *Node) topicCompact(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicCompact(ctx context.Context, body []byte) (any, error) {
 	var req api.TopicRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -343,7 +343,7 @@ func (n *Node) topicCompact(ctx context.Context, body []byte) (any, error) {
 	return n.topics.Compact(ctx, req.Topic)
 }
 
-func (n *Node) topicCompaction(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) topicCompaction(ctx context.Context, body []byte) (any, error) {
 	var req api.TopicRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err

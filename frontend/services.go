@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"slices"
@@ -17,8 +17,8 @@ const produceQueueBytes = 512 << 20
 // addServices registers the micro services: braid-produce, braid-admin and
 // braid-consume (services of microservice.go, whose stats count the errors
 // answered), and braid-queue and braid-read, so `nats micro ls` lists them.
-func (n *Node) addServices() error {
-	if n.ns != nil && !n.cfg.MicroProduce && !n.auth.creds {
+func (n *Frontend) addServices() error {
+	if n.cfg.Server != nil && !n.cfg.MicroProduce && !n.cfg.Auth.Creds {
 		// With the embedded server, the produce endpoints are served by
 		// the lean front-end (fastproduce.go): made once, paused while
 		// the node does not hold the entry role.
@@ -79,7 +79,7 @@ func (n *Node) addServices() error {
 
 // addMicroProduce registers the produce endpoints as a micro service
 // (microservice.go): the front-end with an external NATS server.
-func (n *Node) addMicroProduce() error {
+func (n *Frontend) addMicroProduce() error {
 	produce, err := n.newService("braid-produce",
 		"Braid produce: one message or a batch to a scalable topic, or batches to many topics of a tenant")
 	if err != nil {
@@ -104,7 +104,7 @@ func (n *Node) addMicroProduce() error {
 // adminEndpoint serves admin operation op: with adminTopicHandler for an
 // operation on one topic, else with adminHandler (their replier counts
 // the errors they answer in the endpoint's stats).
-func (n *Node) adminEndpoint(op string, fn adminOp) micro.Handler {
+func (n *Frontend) adminEndpoint(op string, fn adminOp) micro.Handler {
 	if slices.Contains(topicAdminOps, op) {
 		return n.adminTopicHandler(op, fn)
 	}
@@ -112,7 +112,7 @@ func (n *Node) adminEndpoint(op string, fn adminOp) micro.Handler {
 }
 
 // adminUnknown answers an admin request of an unknown operation.
-func (n *Node) adminUnknown(req micro.Request) {
+func (n *Frontend) adminUnknown(req micro.Request) {
 	op := strings.TrimPrefix(req.Subject(), api.AdminPrefix+".")
 	n.answerErr(req, api.Errorf(api.CodeNotFound, "unknown admin operation %q", op))
 }
@@ -120,7 +120,7 @@ func (n *Node) adminUnknown(req micro.Request) {
 // topicHandler serves one per-topic endpoint, prefix.<tenant>.<namespace>.<topic>:
 // it resolves the topic named by the subject, answering a malformed or
 // unknown one with its error, and hands the request to serve.
-func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
+func (n *Frontend) topicHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		r := newReplier(n.nc, req)
 		t, err := n.topicFor(req.Subject(), prefix, req.Headers())
@@ -139,7 +139,7 @@ func (n *Node) topicHandler(prefix string, serve func(r replier, req micro.Reque
 
 // topicFor is topicOf for a request whose caller is authorized first (its
 // Nats-Request-Info header's account against the subject's tenant).
-func (n *Node) topicFor(subject, prefix string, h micro.Headers) (*actors.Topic, error) {
+func (n *Frontend) topicFor(subject, prefix string, h micro.Headers) (*actors.Topic, error) {
 	if info := h.Get(authz.HeaderRequestInfo); info != "" {
 		if tenant, _, _, ok := api.TopicTokens(subject, strings.Count(prefix, ".")+1); ok {
 			if err := n.authorizeTenant([]byte(info), tenant, subject); err != nil {
@@ -151,7 +151,7 @@ func (n *Node) topicFor(subject, prefix string, h micro.Headers) (*actors.Topic,
 }
 
 // topicOf resolves the topic named by the last three subject tokens.
-func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
+func (n *Frontend) topicOf(subject string, prefix string) (*actors.Topic, error) {
 	tenant, ns, name, ok := api.TopicTokens(subject, strings.Count(prefix, ".")+1)
 	if !ok {
 		return nil, api.Errorf(api.CodeBadRequest, "subject %q must be %s.<tenant>.<namespace>.<topic>", subject, prefix)
@@ -163,10 +163,10 @@ func (n *Node) topicOf(subject string, prefix string) (*actors.Topic, error) {
 	return n.member.TopicByName(tn)
 }
 
-// addClusterService serves what every node of a cluster answers, standby
+// AddClusterService serves what every node of a cluster answers, standby
 // or not: node.list (so that the cluster can be looked at while the
 // serving node is down).
-func (n *Node) addClusterService() error {
+func (n *Frontend) AddClusterService() error {
 	svc, err := n.newService("braid-cluster", "Braid cluster: its nodes")
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"slices"
@@ -10,7 +10,7 @@ import (
 // The subscription operations are topic operations: served by the owner
 // of the topic, forwarded there from the other nodes.
 func TestSubscriptionOpsAreServedByTheTopicsOwner(t *testing.T) {
-	ops := (&Node{}).adminOps()
+	ops := (&Frontend{}).adminOps()
 	for _, op := range []string{api.AdminSubscriptionList, api.AdminSubscriptionDelete, api.AdminSubscriptionSeek} {
 		if ops[op] == nil || !slices.Contains(topicAdminOps, op) {
 			t.Errorf("%s: registered %v, a topic operation %v", op, ops[op] != nil, slices.Contains(topicAdminOps, op))

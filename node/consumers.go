@@ -2,14 +2,59 @@ package node
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// The node's consumer groups: the managers of stream and queue
+// subscriptions, the dead-letter topics of queues, and what topic
+// controllers see of the groups.
+
+func (n *Node) startConsumers() error {
+	durability, _ := wal.ParseDurability(n.cfg.Durability)
+	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
+		consumers.WithDurability(durability), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)))
+	n.startQueues()
+	return nil
+}
+
+// startQueues starts the queue subscriptions' manager; their logs live under
+// <data>/queues, apart from the stream subscriptions'.
+func (n *Node) startQueues() {
+	durability, _ := wal.ParseDurability(n.cfg.Durability)
+	n.queues = consumers.NewQueueManager(n.system, filepath.Join(n.cfg.DataDir, "queues"), n.log,
+		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupQueue)))
+}
+
+// deadLetter appends a dead letter to its topic, creating the topic (one
+// segment, namespace policies) on first use.
+func (n *Node) deadLetter(uri string, rec api.Record, done func(error)) {
+	t, err := n.topics.Topic(uri)
+	if errors.Is(err, api.ErrTopicNotFound) {
+		ctx, cancel := context.WithTimeout(context.Background(), deadLetterCreateTimeout)
+		_, err = n.topics.CreateTopic(ctx, api.TopicCreateRequest{Topic: uri})
+		cancel()
+		if err == nil || errors.Is(err, api.ErrAlreadyExists) {
+			n.log.Info("dead-letter topic created", "topic", uri)
+			t, err = n.topics.Topic(uri)
+		}
+	}
+	if err != nil {
+		done(err)
+		return
+	}
+	t.Produce([]api.Record{rec}, func(res []api.Result) { done(res[0].Err()) })
+}
 
 // subscriptionsView tells topic controllers about the consumer groups of
 // this node: it implements actors.SubscriptionsView over consumers.Manager.
@@ -78,27 +123,5 @@ func (n *Node) registerConsumerMetrics() {
 	n.registry.MustRegister(newConsumerCollector(n))
 }
 
-func (n *Node) topicPolicies(ctx context.Context, body []byte) (any, error) {
-	var req api.TopicPoliciesRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
-	if err := n.checkPayloadPolicy(req.Policies); err != nil {
-		return nil, err
-	}
-	return n.topics.TopicPolicies(ctx, req)
-}
-
-func (n *Node) namespacePolicies(ctx context.Context, body []byte) (any, error) {
-	var req api.NamespacePoliciesRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
-	if err := n.checkPayloadPolicy(req.Policies); err != nil {
-		return nil, err
-	}
-	if req.Policies != nil || len(req.Unset) > 0 {
-		defer n.member.AnnounceNamespacePolicies(req.Namespace)
-	}
-	return n.topics.NamespacePolicies(ctx, req)
-}
+// deadLetterCreateTimeout bounds the creation of a dead-letter topic.
+const deadLetterCreateTimeout = 30 * time.Second

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ import (
 // Parts of topics another node owns are sent to their owners (remote, nil
 // when they may not be: the request was forwarded here already), one
 // produce-multi per owner, and their replies put in their places.
-func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*actors.Topic, error), remote *Node, refusals *produceMetrics,
+func produceMulti(tenant string, body []byte, resolve func(routing.TopicName) (*actors.Topic, error), remote *Frontend, refusals *produceMetrics,
 	done func([]api.MultiReply)) error {
 	parts, err := api.DecodeMulti(body)
 	if err != nil {

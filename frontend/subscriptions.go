@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // names another home (their state comes here when they are first used).
 // The error says the records could not be read; the names on disk are
 // returned all the same.
-func (n *Node) subscriptionNames(ctx context.Context, t *actors.Topic) (stream, queue []string, err error) {
+func (n *Frontend) subscriptionNames(ctx context.Context, t *actors.Topic) (stream, queue []string, err error) {
 	stream, queue = n.subs.Subscriptions(t.Topic()), n.queues.Subscriptions(t.Topic())
 	if n.member.Clustered() {
 		var keys []string
@@ -59,7 +59,7 @@ func groupRecordNames(keys []string) (stream, queue []string) {
 // t: NOT_FOUND when it is neither. The groups on this node's disk are
 // asked first: a group record is made by any request for a subscription,
 // one that was never created (a join creates it) too.
-func (n *Node) subscriptionKind(ctx context.Context, t *actors.Topic, sub string) (string, error) {
+func (n *Frontend) subscriptionKind(ctx context.Context, t *actors.Topic, sub string) (string, error) {
 	switch {
 	case slices.Contains(n.subs.Subscriptions(t.Topic()), sub):
 		return api.SubscriptionStream, nil
@@ -86,7 +86,7 @@ func subscriptionName(sub string) error {
 	return validName("subscription", sub)
 }
 
-func (n *Node) subscriptionList(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) subscriptionList(ctx context.Context, body []byte) (any, error) {
 	var req api.TopicRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func awaitInfo(ctx context.Context, kind, sub string, ask func(func(api.Subscrip
 
 // subscriptionOf finds the topic and the kind of one of its
 // subscriptions, named by a request.
-func (n *Node) subscriptionOf(ctx context.Context, topic, sub string) (*actors.Topic, string, error) {
+func (n *Frontend) subscriptionOf(ctx context.Context, topic, sub string) (*actors.Topic, string, error) {
 	if err := subscriptionName(sub); err != nil {
 		return nil, "", err
 	}
@@ -153,7 +153,7 @@ func (n *Node) subscriptionOf(ctx context.Context, topic, sub string) (*actors.T
 	return t, kind, err
 }
 
-func (n *Node) subscriptionDelete(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) subscriptionDelete(ctx context.Context, body []byte) (any, error) {
 	var req api.SubscriptionDeleteRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func (n *Node) subscriptionDelete(ctx context.Context, body []byte) (any, error)
 	return api.SubscriptionDeleteReply{OK: true, Topic: t.Topic(), Subscription: req.Subscription, Kind: kind, Detached: nonNil(detached)}, nil
 }
 
-func (n *Node) subscriptionSeek(ctx context.Context, body []byte) (any, error) {
+func (n *Frontend) subscriptionSeek(ctx context.Context, body []byte) (any, error) {
 	var req api.SubscriptionSeekRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ import (
 // endpoints, byte for byte; fastproduce_test.go runs the produce tests
 // over both.
 type fastProduce struct {
-	n       *Node
+	n       *Frontend
 	id      string
 	started time.Time
 	one     endpointStats
@@ -88,7 +88,7 @@ const (
 	topicCacheMax      = 4096
 )
 
-func (n *Node) startFastProduce() error {
+func (n *Frontend) startFastProduce() error {
 	f := &fastProduce{n: n, id: nuid.Next(), started: time.Now().UTC(), stopped: make(chan struct{}),
 		topics: map[string]*actors.Topic{}}
 	f.one.latency = n.requestLatency.WithLabelValues(produceServiceName, "produce")
@@ -112,11 +112,11 @@ func (f *fastProduce) connect() error {
 	// 96k-135k msg/s over the pipe, 160k-165k over TCP, alternating runs).
 	var tcp net.Conn
 	var err error
-	if f.n.auth.tls {
+	if f.n.cfg.Auth.TLS {
 		// A TLS-only listener: the in-process pipe, which needs none.
-		tcp, err = f.n.ns.InProcessConn()
+		tcp, err = f.n.cfg.Server.InProcessConn()
 	} else {
-		tcp, err = net.Dial("tcp", loopbackAddr(f.n.ns.Addr()))
+		tcp, err = net.Dial("tcp", loopbackAddr(f.n.cfg.Server.Addr()))
 	}
 	if err != nil {
 		return fmt.Errorf("produce connection: %w", err)
@@ -124,8 +124,8 @@ func (f *fastProduce) connect() error {
 	opts := natsio.Options{Name: "braid-produce", OnServerError: func(msg string) {
 		f.n.log.Error("NATS server error on the produce connection", "err", msg)
 	}}
-	if u := f.n.auth.internal; u != nil {
-		opts.User, opts.Password = u.user, u.password
+	if a := f.n.cfg.Auth; a.User != "" {
+		opts.User, opts.Password = a.User, a.Password
 	}
 
 	conn, err := natsio.Connect(tcp, opts)

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"encoding/json"
@@ -74,7 +74,7 @@ func takingOnly(take func(subject string) bool) endpointOpt {
 
 // newService starts a service on the node's connection: it answers the
 // micro protocol from now on, and serves what endpoint adds.
-func (n *Node) newService(name, description string) (*service, error) {
+func (n *Frontend) newService(name, description string) (*service, error) {
 	s := &service{nc: n.nc, latency: n.requestLatency, name: name, id: nuid.Next(), description: description, started: time.Now().UTC()}
 	for _, subject := range []string{micro.APIPrefix + ".*", micro.APIPrefix + ".*." + name, micro.APIPrefix + ".*." + name + "." + s.id} {
 		sub, err := n.nc.Subscribe(subject, s.answerControl)
@@ -320,7 +320,7 @@ func recordErr(req micro.Request, err error) {
 
 // answerErr answers req with err through a replier, which counts it in
 // the stats of the endpoint that served req.
-func (n *Node) answerErr(req micro.Request, err error) {
+func (n *Frontend) answerErr(req micro.Request, err error) {
 	newReplier(n.nc, req).err(err)
 }
 

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"errors"
@@ -91,12 +91,12 @@ func (l *logLimiter) allow(now time.Time) (bool, int) {
 // produceReplier answers one produce request, or, for a request without a
 // reply subject, counts and logs its refusal.
 type produceReplier struct {
-	n   *Node
+	n   *Frontend
 	r   replier
 	req micro.Request
 }
 
-func (n *Node) produceReplier(r replier, req micro.Request) produceReplier {
+func (n *Frontend) produceReplier(r replier, req micro.Request) produceReplier {
 	return produceReplier{n: n, r: r, req: req}
 }
 
@@ -126,7 +126,7 @@ func (p produceReplier) answer(err error) {
 // produceHandler serves a produce endpoint, prefix.<tenant>.<namespace>.<topic>,
 // as topicHandler does, but a request without a reply subject that names a
 // bad or unknown topic is counted and logged rather than dropped unseen.
-func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
+func (n *Frontend) produceHandler(prefix string, serve func(r replier, req micro.Request, t *actors.Topic)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		r := newReplier(n.nc, req)
 		n.produceInflight.add(1)
@@ -168,7 +168,7 @@ func (n *Node) produceHandler(prefix string, serve func(r replier, req micro.Req
 // payload; Braid-Key, Braid-Time and Braid-Epoch headers are optional, and
 // any other header but NATS's own is stored with the message. Without a
 // reply subject the message is appended all the same (fire and forget).
-func (n *Node) produceOne(r replier, req micro.Request, t *actors.Topic) {
+func (n *Frontend) produceOne(r replier, req micro.Request, t *actors.Topic) {
 	pr := n.produceReplier(r, req)
 	if r.reply == "" {
 		n.produceM.noReply.Inc()
@@ -297,7 +297,7 @@ func parseEpochHeader(v string) (uint64, error) {
 }
 
 // produceBatch serves braid.v1.produce-batch.<t>.<ns>.<topic>.
-func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
+func (n *Frontend) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 	pr := n.produceReplier(r, req)
 	if r.reply == "" {
 		n.produceM.noReply.Inc()
@@ -338,7 +338,7 @@ func (n *Node) produceBatch(r replier, req micro.Request, t *actors.Topic) {
 
 // produceMultiHandler serves braid.v1.produce-multi.<tenant> (see
 // api.MultiPart) on the micro front-end.
-func (n *Node) produceMultiHandler(req micro.Request) {
+func (n *Frontend) produceMultiHandler(req micro.Request) {
 	r := newReplier(n.nc, req)
 	pr := n.produceReplier(r, req)
 	n.produceInflight.add(1)
@@ -365,7 +365,7 @@ func (n *Node) produceMultiHandler(req micro.Request) {
 		return
 	}
 	if err == nil {
-		var remote *Node
+		var remote *Frontend
 		if !isForwarded(req) {
 			remote = n
 		}

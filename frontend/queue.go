@@ -1,53 +1,19 @@
-package node
+package frontend
 
 import (
-	"context"
-	"errors"
-	"path/filepath"
 	"slices"
-
-	"github.com/braidmq/braid/cluster"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/consumers"
-	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats.go/micro"
 )
 
 // This file serves queue subscriptions (braid.v1.queue.*) and direct reads
 // for checkpoint consumers (braid.v1.read.*, in read.go).
 
-// startQueues starts the queue subscriptions' manager; their logs live under
-// <data>/queues, apart from the stream subscriptions'.
-func (n *Node) startQueues() {
-	durability, _ := wal.ParseDurability(n.cfg.Durability)
-	n.queues = consumers.NewQueueManager(n.system, filepath.Join(n.cfg.DataDir, "queues"), n.log,
-		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupQueue)))
-}
-
-// deadLetter appends a dead letter to its topic, creating the topic (one
-// segment, namespace policies) on first use.
-func (n *Node) deadLetter(uri string, rec api.Record, done func(error)) {
-	t, err := n.topics.Topic(uri)
-	if errors.Is(err, api.ErrTopicNotFound) {
-		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-		_, err = n.topics.CreateTopic(ctx, api.TopicCreateRequest{Topic: uri})
-		cancel()
-		if err == nil || errors.Is(err, api.ErrAlreadyExists) {
-			n.log.Info("dead-letter topic created", "topic", uri)
-			t, err = n.topics.Topic(uri)
-		}
-	}
-	if err != nil {
-		done(err)
-		return
-	}
-	t.Produce([]api.Record{rec}, func(res []api.Result) { done(res[0].Err()) })
-}
-
 // addQueueServices registers braid-queue and braid-read.
-func (n *Node) addQueueServices() error {
+func (n *Frontend) addQueueServices() error {
 	queue, err := n.newService("braid-queue", "Braid queue subscriptions: join, fetch, ack, nack, leave")
 	if err != nil {
 		return err
@@ -71,7 +37,7 @@ func (n *Node) addQueueServices() error {
 
 // subscriptionKindTaken refuses a join of one kind to a subscription name
 // the topic already has as the other kind.
-func (n *Node) subscriptionKindTaken(t *actors.Topic, subscription string, queue bool) error {
+func (n *Frontend) subscriptionKindTaken(t *actors.Topic, subscription string, queue bool) error {
 	other, kind := n.queues.Subscriptions(t.Topic()), "queue"
 	if queue {
 		other, kind = n.subs.Subscriptions(t.Topic()), "stream"
@@ -83,7 +49,7 @@ func (n *Node) subscriptionKindTaken(t *actors.Topic, subscription string, queue
 }
 
 // queueHandler serves braid.v1.queue.<verb>.<t>.<ns>.<topic>.
-func (n *Node) queueHandler(verb string) micro.HandlerFunc {
+func (n *Frontend) queueHandler(verb string) micro.HandlerFunc {
 	prefix := api.QueuePrefix + "." + verb
 	return n.topicHandler(prefix, func(r replier, req micro.Request, t *actors.Topic) {
 		switch verb {
@@ -140,7 +106,7 @@ func messagesSize(msgs []api.Message) int {
 }
 
 // queueStats collects the stats of every queue subscription of a topic.
-func (n *Node) queueStats(t *actors.Topic) []api.SubscriptionStats {
+func (n *Frontend) queueStats(t *actors.Topic) []api.SubscriptionStats {
 	var out []api.SubscriptionStats
 	for _, sub := range n.queues.Subscriptions(t.Topic()) {
 		ch := make(chan consumers.QueueStats, 1)
@@ -159,4 +125,4 @@ func (n *Node) queueStats(t *actors.Topic) []api.SubscriptionStats {
 }
 
 // deleteQueues stops and removes the queue subscriptions of a topic.
-func (n *Node) deleteQueues(t *actors.Topic) error { return n.queues.DeleteTopic(t.Topic()) }
+func (n *Frontend) deleteQueues(t *actors.Topic) error { return n.queues.DeleteTopic(t.Topic()) }

@@ -1,4 +1,4 @@
-package node
+package frontend
 
 import (
 	"encoding/json"
@@ -70,7 +70,7 @@ func (r fwdRoute) match(subject []string) bool {
 }
 
 // startForwarding subscribes to the requests other nodes forward here.
-func (n *Node) startForwarding() error {
+func (n *Frontend) startForwarding() error {
 	f := &forwarder{pending: map[uint64]func(*nats.Msg){}}
 	f.routes = n.forwardRoutes()
 	var err error
@@ -97,7 +97,7 @@ func (n *Node) startForwarding() error {
 // forwardRoutes lists what serves each topic-addressed subject here, for
 // the requests forwarded by other nodes. Produce requests are served by the
 // micro handlers even where the lean front-end takes the direct ones.
-func (n *Node) forwardRoutes() []fwdRoute {
+func (n *Frontend) forwardRoutes() []fwdRoute {
 	var routes []fwdRoute
 	add := func(pattern string, h micro.Handler) {
 		routes = append(routes, fwdRoute{tokens: strings.Split(pattern, "."), handler: h})
@@ -173,7 +173,7 @@ func isForwarded(req micro.Request) bool {
 }
 
 // onForwarded serves a request another node forwarded here.
-func (n *Node) onForwarded(m *nats.Msg) {
+func (n *Frontend) onForwarded(m *nats.Msg) {
 	subject := strings.TrimPrefix(m.Subject, fwdPrefix+"."+n.nodeID+".")
 	tokens := strings.Split(subject, ".")
 	for _, r := range n.fwd.routes {
@@ -198,7 +198,7 @@ func notOwner(err error) (string, bool) {
 // forward republishes a request to the node that owns its topic; the
 // owner answers the client. It fails (for the caller to answer) when the
 // owner is not a live member or this request was forwarded already.
-func (n *Node) forward(owner, subject, reply string, hdr nats.Header, data []byte, forwarded bool) error {
+func (n *Frontend) forward(owner, subject, reply string, hdr nats.Header, data []byte, forwarded bool) error {
 	node, err := n.forwardTarget(owner, forwarded)
 	if err != nil {
 		return err
@@ -213,7 +213,7 @@ func (n *Node) forward(owner, subject, reply string, hdr nats.Header, data []byt
 // forwardTarget returns the node a request for a topic owned by owner is
 // forwarded to (cluster.Member.Target), or why it cannot be, and counts
 // it.
-func (n *Node) forwardTarget(owner string, forwarded bool) (string, error) {
+func (n *Frontend) forwardTarget(owner string, forwarded bool) (string, error) {
 	node, err := n.member.Target(owner, forwarded)
 	if err != nil {
 		n.fwd.refused.Add(1)
@@ -225,14 +225,14 @@ func (n *Node) forwardTarget(owner string, forwarded bool) (string, error) {
 
 // forwardReq forwards a micro request whose topic another node owns;
 // false when it could not be (the caller answers err).
-func (n *Node) forwardReq(req micro.Request, owner string) error {
+func (n *Frontend) forwardReq(req micro.Request, owner string) error {
 	return n.forward(owner, req.Subject(), req.Reply(), nats.Header(req.Headers()), req.Data(), isForwarded(req))
 }
 
 // requestOwner sends a produce-multi of some parts to their owner and calls cb
 // with its reply. The publish happens before request returns, so requests
 // reach each owner in the order they were made.
-func (n *Node) requestOwner(owner, tenant string, body []byte, cb func(*nats.Msg, error)) {
+func (n *Frontend) requestOwner(owner, tenant string, body []byte, cb func(*nats.Msg, error)) {
 	node, err := n.forwardTarget(owner, false)
 	if err != nil {
 		cb(nil, notSentError{err})
@@ -303,7 +303,7 @@ func (f *forwarder) close() {
 
 // adminTopicHandler serves an admin operation on one topic: here when
 // this node owns it, else at its owner.
-func (n *Node) adminTopicHandler(name string, op adminOp) micro.HandlerFunc {
+func (n *Frontend) adminTopicHandler(name string, op adminOp) micro.HandlerFunc {
 	local := n.adminHandler(name, op)
 	return func(req micro.Request) {
 		if _, err := n.authorizeAdmin(req, name); err != nil {
