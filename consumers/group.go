@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -36,6 +37,9 @@ type groupConfig struct {
 	Queue queueOptions
 	// Notices are the manager's (notice.go); nil for none.
 	Notices *noticeBoard
+	// Clock is the manager's: every time the group reads and every timer
+	// it arms come from it (nil: clock.Real).
+	Clock clock.Clock
 }
 
 // incarnations numbers every start of every group actor of the process.
@@ -85,7 +89,7 @@ type consumerState struct {
 type parkedFetch struct {
 	req   *Fetch
 	seq   uint64
-	timer *time.Timer
+	timer clock.Timer
 }
 
 // ackBatch is the group commit of acks: the cursors and drained segments
@@ -144,7 +148,7 @@ var groupSupervision = actor.NewRestartingStrategy()
 
 func newGroupProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &group{groupBase: groupBase{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription), kind: "subscription"}}
+		return &group{groupBase: newGroupBase(cfg, cfg.Logger.With("subscription", cfg.Subscription), "subscription")}
 	}, actor.WithGuardian(groupSupervision))
 }
 
@@ -220,11 +224,11 @@ func (g *group) load() {
 		return // created by the first join
 	}
 	if err := g.openLog(); err != nil {
-		g.broken, g.brokenAt = err, time.Now()
+		g.broken, g.brokenAt = err, g.clock.Now()
 		g.logger.Error("consumer group cannot load its state", "dir", g.cfg.Dir, "err", err)
 		return
 	}
-	g.restoreAwaited(time.Now())
+	g.restoreAwaited(g.clock.Now())
 }
 
 // openLog opens the log, replays it into g.state and compacts it when it
@@ -327,7 +331,7 @@ func (g *group) onJoin(m *Join) {
 			g.cfg.Subscription, g.state.Start.compacted(), g.state.Start.compacted()))
 		return
 	}
-	now := time.Now()
+	now := g.clock.Now()
 	c := g.consumers[m.Consumer]
 	timeout := m.SessionTimeout
 	if timeout <= 0 {

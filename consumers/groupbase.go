@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/wal"
 )
 
@@ -18,6 +19,7 @@ import (
 // watchers around them. Touched from the actor's goroutine only.
 type groupBase struct {
 	cfg    groupConfig
+	clock  clock.Clock // cfg.Clock, or clock.Real
 	logger *slog.Logger
 	// kind names the group in a log write failure: "subscription" or
 	// "queue subscription".
@@ -48,8 +50,12 @@ type groupBase struct {
 	consumers    map[string]*consumerState
 	watching     bool // a goroutine waits on Source.Appended
 	parkSeq      uint64
-	sessionTimer *time.Timer
+	sessionTimer clock.Timer
 	sessionAt    time.Time // when sessionTimer fires
+}
+
+func newGroupBase(cfg groupConfig, logger *slog.Logger, kind string) groupBase {
+	return groupBase{cfg: cfg, clock: clock.Or(cfg.Clock), logger: logger, kind: kind}
 }
 
 // groupActor is what groupBase needs of the group actor that embeds it.
@@ -97,7 +103,7 @@ func (b *groupBase) onWake(g groupActor, msg any) {
 	case sessionCheck:
 		if m.incarnation == b.incarnation {
 			b.sessionTimer = nil
-			g.expireConsumers(time.Now())
+			g.expireConsumers(b.clock.Now())
 		}
 	}
 }
@@ -144,7 +150,7 @@ func (b *groupBase) park(c *consumerState, m *Fetch) {
 	b.parkSeq++
 	p := &parkedFetch{req: m, seq: b.parkSeq}
 	expired := fetchExpired{incarnation: b.incarnation, consumer: c.name, seq: p.seq}
-	p.timer = time.AfterFunc(m.Wait, func() { b.send(expired) })
+	p.timer = b.clock.AfterFunc(m.Wait, func() { b.send(expired) })
 	c.parked = p
 }
 
@@ -218,7 +224,7 @@ func (b *groupBase) armSessionTimerBy(earliest time.Time) {
 	}
 	b.sessionAt = earliest
 	msg := sessionCheck{incarnation: b.incarnation}
-	b.sessionTimer = time.AfterFunc(time.Until(earliest)+time.Millisecond, func() { b.send(msg) })
+	b.sessionTimer = b.clock.AfterFunc(earliest.Sub(b.clock.Now())+time.Millisecond, func() { b.send(msg) })
 }
 
 // FairShares hands out up to maxMsgs messages over units, round by round:

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -153,7 +154,7 @@ type queueGroup struct {
 	epoch uint64 // the layout epoch refresh last saw
 
 	rr       int
-	dueTimer *time.Timer
+	dueTimer clock.Timer
 	dueAt    int64
 	// deadLettered counts the messages sent to the dead-letter topic by
 	// this incarnation.
@@ -162,7 +163,7 @@ type queueGroup struct {
 
 func newQueueProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &queueGroup{groupBase: groupBase{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue"), kind: "queue subscription"}}
+		return &queueGroup{groupBase: newGroupBase(cfg, cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue"), "queue subscription")}
 	}, actor.WithGuardian(groupSupervision))
 }
 
@@ -221,7 +222,7 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 	case dueCheck:
 		if m.incarnation == q.incarnation {
 			q.dueTimer, q.dueAt = nil, 0
-			q.expire(time.Now().UnixMilli())
+			q.expire(q.clock.Now().UnixMilli())
 			q.serveParked()
 		}
 	case deadLettered:
@@ -247,7 +248,7 @@ func (q *queueGroup) load() {
 		return // created by the first join
 	}
 	if err := q.openLog(); err != nil {
-		q.broken, q.brokenAt = err, time.Now()
+		q.broken, q.brokenAt = err, q.clock.Now()
 		q.logger.Error("queue subscription cannot load its state", "dir", q.cfg.Dir, "err", err)
 	}
 }
@@ -323,7 +324,7 @@ func (q *queueGroup) onJoin(m *queueJoin) {
 	if c.timeout <= 0 {
 		c.timeout = q.cfg.DefaultSessionTimeout
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	reply := api.JoinReply{Subscription: q.cfg.Subscription, Consumer: m.Consumer, Consumers: len(q.consumers)}
 	q.afterFlush(func(err error) {
 		if m.Reply != nil {
@@ -460,7 +461,7 @@ func (q *queueGroup) removeConsumer(c *consumerState, why string) {
 	if c.parked != nil {
 		q.releaseParked(c, nil, nil)
 	}
-	redelivering, now := 0, time.Now().UnixMilli()
+	redelivering, now := 0, q.clock.Now().UnixMilli()
 	for unit, u := range q.state.Units {
 		for i := range u.entries {
 			if e := &u.entries[i]; e.state == entryInflight && e.owner == c.name {
@@ -495,6 +496,6 @@ func (q *queueGroup) armDueTimer() {
 	}
 	q.dueAt = earliest
 	msg := dueCheck{incarnation: q.incarnation}
-	wait := time.Until(time.UnixMilli(earliest)) + time.Millisecond
-	q.dueTimer = time.AfterFunc(max(wait, time.Millisecond), func() { q.send(msg) })
+	wait := time.UnixMilli(earliest).Sub(q.clock.Now()) + time.Millisecond
+	q.dueTimer = q.clock.AfterFunc(max(wait, time.Millisecond), func() { q.send(msg) })
 }

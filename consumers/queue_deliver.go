@@ -116,7 +116,7 @@ func (q *queueGroup) onFetch(m *Fetch) {
 		replyFetch(m, nil, 0, api.Errorf(api.CodeConsumerUnknown, "consumer %q is not in queue subscription %q (expired or never joined); join again", m.Consumer, q.cfg.Subscription))
 		return
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	if c.parked != nil {
 		q.releaseParked(c, nil, nil)
 	}
@@ -150,7 +150,7 @@ func (q *queueGroup) releaseParked(c *consumerState, msgs []api.Message, err err
 	p := c.parked
 	c.parked = nil
 	p.timer.Stop()
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	replyFetch(p.req, msgs, 0, err)
 }
 
@@ -170,7 +170,7 @@ func (q *queueGroup) serveParked() {
 			p := c.parked
 			c.parked = nil
 			p.timer.Stop()
-			c.lastSeen = time.Now()
+			c.lastSeen = q.clock.Now()
 			q.replyFetchDurable(p.req, msgs)
 		case err != nil:
 			q.releaseParked(c, nil, err)
@@ -222,7 +222,7 @@ func (q *queueGroup) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Mes
 	if len(q.state.Units) == 0 {
 		return nil, nil
 	}
-	now := time.Now().UnixMilli()
+	now := q.clock.Now().UnixMilli()
 	q.expire(now)
 	units := slices.SortedFunc(maps.Keys(q.state.Units), compareUnits)
 	start := q.rr % len(units)
@@ -377,7 +377,7 @@ func (q *queueGroup) onDeadLettered(m deadLettered) {
 	}
 	if m.err != nil {
 		q.logger.Warn("dead-letter append failed; retrying", "segment", m.unit.Segment, "bucket", m.unit.Bucket, "offset", m.offset, "err", m.err)
-		u.setState(e, entryDelayed, time.Now().Add(deadLetterRetry).UnixMilli())
+		u.setState(e, entryDelayed, q.clock.Now().Add(deadLetterRetry).UnixMilli())
 		return
 	}
 	u.setState(e, entryAcked, 0)
@@ -456,7 +456,7 @@ func (q *queueGroup) knownConsumer(name string) (*consumerState, error) {
 	if c == nil {
 		return nil, api.Errorf(api.CodeConsumerUnknown, "consumer %q is not in queue subscription %q (expired or never joined); join again", name, q.cfg.Subscription)
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	return c, nil
 }
 
@@ -502,7 +502,7 @@ func (q *queueGroup) onNack(m *queueNack) {
 		replyErr(m.Reply, err)
 		return
 	}
-	now := time.Now()
+	now := q.clock.Now()
 	for _, p := range m.Nacks {
 		unit, u, e, _ := q.positionEntry(p)
 		if e == nil || e.state != entryInflight || e.owner != c.name {
