@@ -204,7 +204,6 @@ func (g *group) resync(c *consumerState, received map[topology.Unit]uint64) {
 func (g *group) releaseParked(c *consumerState, msgs []api.Message, err error) {
 	p := c.parked
 	c.parked = nil
-	p.timer.Stop()
 	c.lastSeen = g.clock.Now()
 	replyFetch(p.req, msgs, g.assignedTo(c.name), err)
 }

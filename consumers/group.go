@@ -86,10 +86,10 @@ type consumerState struct {
 	parked *parkedFetch
 }
 
+// parkedFetch is a fetch waiting for data until its Wait is over.
 type parkedFetch struct {
 	req   *Fetch
-	seq   uint64
-	timer clock.Timer
+	until time.Time // when it is answered empty
 }
 
 // ackBatch is the group commit of acks: the cursors and drained segments
@@ -200,7 +200,7 @@ func (g *group) Receive(ctx actor.Context) {
 		g.onWake(g, m)
 	}
 	g.current = nil
-	g.armSessionTimer()
+	g.armTimer(g.nextDeadline())
 }
 
 // load resets the state and rebuilds it from the log, if the subscription
@@ -409,12 +409,27 @@ func (g *group) onLeave(m *Leave) {
 	replyErr(m.Reply, nil)
 }
 
+// nextDeadline is the earliest of the consumers' deadlines (sessions,
+// parked fetches) and the ends of the previous owners' graces.
+func (g *group) nextDeadline() time.Time {
+	return earlier(consumersDeadline(g.consumers), graceDeadline(g.awaiting))
+}
+
+// onDeadline declares dead the previous owners whose grace ended and the
+// consumers silent past their session timeout, then answers empty the
+// parked fetches whose wait is over (after the units of the dead moved, so
+// a fetch due at the same moment gets what they released).
+func (g *group) onDeadline(now time.Time) {
+	g.expireConsumers(now)
+	g.releaseParkedOver(g, now)
+}
+
 // expireConsumers declares dead every consumer silent for longer than its
 // session timeout, and every previous owner awaited since a restart for
 // longer than its own.
 func (g *group) expireConsumers(now time.Time) {
 	released := g.expireAwaited(now)
-	dead := g.deadConsumers(now)
+	dead := deadConsumers(g.consumers, now)
 	for _, c := range dead {
 		g.removeConsumer(c, "session timed out")
 	}
@@ -456,7 +471,3 @@ func (g *group) countReassigned() {
 		g.cfg.Reassigned.Add(1)
 	}
 }
-
-// armSessionTimer arms the session timer for the consumers' deadlines and
-// the end of every previous owner's grace.
-func (g *group) armSessionTimer() { g.armSessionTimerBy(g.earliestAwaited()) }

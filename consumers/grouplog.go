@@ -117,11 +117,11 @@ func (b *groupBase) failLog(err error) {
 	panic(fmt.Errorf("braid/consumers: %s %q: log write failed: %w", b.kind, b.cfg.Subscription, err))
 }
 
-// retryLoad tries to load a broken group again, at most once a second (the
-// cause may be passing, such as too many open files), and reports whether
-// the group is whole again.
+// retryLoad tries to load a broken group again, at most once every
+// loadRetryEvery (the cause may be passing, such as too many open files),
+// and reports whether the group is whole again.
 func (b *groupBase) retryLoad(load func()) bool {
-	if b.clock.Now().Sub(b.brokenAt) < time.Second {
+	if !loadRetryDue(b.brokenAt, b.clock.Now()) {
 		return false
 	}
 	if b.log != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -68,9 +67,6 @@ type (
 		Reply    func(error)
 	}
 	getQueueStats struct{ Reply func(QueueStats, error) }
-
-	// dueCheck says the earliest ack deadline or redelivery time has come.
-	dueCheck struct{ incarnation uint64 }
 	// deadLettered reports the outcome of one dead-letter append.
 	deadLettered struct {
 		incarnation uint64
@@ -153,9 +149,10 @@ type queueGroup struct {
 	batch queueBatch
 	epoch uint64 // the layout epoch refresh last saw
 
-	rr       int
-	dueTimer clock.Timer
-	dueAt    int64
+	rr int
+	// due is expire's scratch list of the offsets due in one unit, kept so
+	// that a fetch allocates none.
+	due []uint64
 	// deadLettered counts the messages sent to the dead-letter topic by
 	// this incarnation.
 	deadLettered uint64
@@ -219,12 +216,6 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 	case flushNow:
 		q.flushOrFail(true)
 		q.serveParked()
-	case dueCheck:
-		if m.incarnation == q.incarnation {
-			q.dueTimer, q.dueAt = nil, 0
-			q.expire(q.clock.Now().UnixMilli())
-			q.serveParked()
-		}
 	case deadLettered:
 		q.onDeadLettered(m)
 	case *Join:
@@ -233,8 +224,7 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 		q.onWake(q, m)
 	}
 	q.current = nil
-	q.armSessionTimer()
-	q.armDueTimer()
+	q.armTimer(q.nextDeadline())
 }
 
 // load resets the state and replays the log, if the subscription exists.
@@ -280,10 +270,6 @@ func (q *queueGroup) maybeCompact() error {
 func (q *queueGroup) end(err error) {
 	if q.done == nil {
 		return
-	}
-	if q.dueTimer != nil {
-		q.dueTimer.Stop()
-		q.dueTimer = nil
 	}
 	replies := q.batch.replies
 	q.batch = newQueueBatch()
@@ -444,10 +430,27 @@ func (q *queueGroup) flushOrFail(restart bool) {
 	}
 }
 
+// nextDeadline is the earliest of the consumers' deadlines (sessions,
+// parked fetches) and of the entries' (ack deadlines, redeliveries).
+func (q *queueGroup) nextDeadline() time.Time {
+	return earlier(consumersDeadline(q.consumers), queueDeadline(q.state.Units))
+}
+
+// onDeadline declares dead the consumers silent past their session timeout
+// (what they held is ready again), makes ready the entries past their ack
+// deadline or redelivery time, serves the parked fetches with them, and
+// answers empty those still parked whose wait is over.
+func (q *queueGroup) onDeadline(now time.Time) {
+	q.expireConsumers(now)
+	q.expire(now.UnixMilli())
+	q.serveParked()
+	q.releaseParkedOver(q, now)
+}
+
 // expireConsumers declares dead every consumer silent for its session
 // timeout.
 func (q *queueGroup) expireConsumers(now time.Time) {
-	dead := q.deadConsumers(now)
+	dead := deadConsumers(q.consumers, now)
 	for _, c := range dead {
 		q.removeConsumer(c, "session timed out")
 	}
@@ -472,30 +475,4 @@ func (q *queueGroup) removeConsumer(c *consumerState, why string) {
 	}
 	delete(q.consumers, c.name)
 	q.logger.Info("consumer removed", "consumer", c.name, "reason", why, "redelivering", redelivering, "consumers", len(q.consumers))
-}
-
-// armDueTimer makes sure a timer fires by the earliest ack deadline or
-// redelivery time. minDue values are lower bounds, so it may fire early and
-// find nothing due; serveParked then expires what is due and it is armed
-// again.
-func (q *queueGroup) armDueTimer() {
-	if q.done == nil {
-		return
-	}
-	earliest := int64(0)
-	for _, u := range q.state.Units {
-		if u.minDue > 0 && (earliest == 0 || u.minDue < earliest) {
-			earliest = u.minDue
-		}
-	}
-	if earliest == 0 || (q.dueTimer != nil && q.dueAt <= earliest) {
-		return
-	}
-	if q.dueTimer != nil {
-		q.dueTimer.Stop()
-	}
-	q.dueAt = earliest
-	msg := dueCheck{incarnation: q.incarnation}
-	wait := time.UnixMilli(earliest).Sub(q.clock.Now()) + time.Millisecond
-	q.dueTimer = q.clock.AfterFunc(max(wait, time.Millisecond), func() { q.send(msg) })
 }

@@ -149,7 +149,6 @@ func (q *queueGroup) replyFetchDurable(m *Fetch, msgs []api.Message) {
 func (q *queueGroup) releaseParked(c *consumerState, msgs []api.Message, err error) {
 	p := c.parked
 	c.parked = nil
-	p.timer.Stop()
 	c.lastSeen = q.clock.Now()
 	replyFetch(p.req, msgs, 0, err)
 }
@@ -169,7 +168,6 @@ func (q *queueGroup) serveParked() {
 		case len(msgs) > 0:
 			p := c.parked
 			c.parked = nil
-			p.timer.Stop()
 			c.lastSeen = q.clock.Now()
 			q.replyFetchDurable(p.req, msgs)
 		case err != nil:
@@ -183,25 +181,20 @@ func (q *queueGroup) serveParked() {
 	}
 }
 
-// expire makes ready again the inflight entries past their ack deadline and
-// the delayed ones whose time has come.
+// expire makes ready again the entries whose time has come at now (unix
+// ms), as dueOffsets decides: inflight past their ack deadline, delayed
+// whose redelivery time came.
 func (q *queueGroup) expire(now int64) {
 	for unit, u := range q.state.Units {
-		if u.minDue == 0 || u.minDue > now {
+		if !u.mayBeDue(now) {
 			continue
 		}
-		u.minDue = 0
-		for i := range u.entries {
-			e := &u.entries[i]
-			if (e.state != entryInflight && e.state != entryDelayed) || e.due == 0 {
-				continue
-			}
-			if e.due <= now {
-				q.makeReady(unit, u, u.floor+uint64(i), e, now)
-			} else {
-				u.noteDue(e.state, e.due)
-			}
+		due, next := u.dueOffsets(now, q.due[:0])
+		u.minDue = next // before makeReady, which may note a dead-letter retry
+		for _, off := range due {
+			q.makeReady(unit, u, off, u.entry(off), now)
 		}
+		q.due = due
 	}
 }
 
@@ -254,10 +247,7 @@ func (q *queueGroup) take(c *consumerState, unit topology.Unit, n, maxBytes int,
 		return false, err
 	}
 	q.skipRetained(unit, u, first)
-	due := int64(0)
-	if q.state.Policy.AckTimeout > 0 {
-		due = now + q.state.Policy.AckTimeout.Milliseconds()
-	}
+	due := q.state.Policy.ackDeadline(now)
 	taken := 0
 	fits := func(payload int) bool { return len(*out) == 0 || *bytes+payload <= maxBytes }
 	for i := 0; u.ready > 0 && i < len(u.entries) && taken < n; i++ {
@@ -508,14 +498,10 @@ func (q *queueGroup) onNack(m *queueNack) {
 		if e == nil || e.state != entryInflight || e.owner != c.name {
 			continue
 		}
-		delay := m.Delay
-		if delay < 0 {
-			delay = q.state.Policy.delayFor(e.deliveries)
-		}
-		if delay <= 0 || (q.state.Policy.MaxDeliveries > 0 && e.deliveries >= q.state.Policy.MaxDeliveries) {
+		if at := q.state.Policy.redeliverAt(e.deliveries, m.Delay, now); at == 0 {
 			q.makeReady(unit, u, p.Offset, e, now.UnixMilli())
 		} else {
-			u.setState(e, entryDelayed, now.Add(delay).UnixMilli())
+			u.setState(e, entryDelayed, at)
 		}
 		q.batch.touch(unit, p.Offset)
 	}
