@@ -21,11 +21,6 @@ import (
 // checked at that instant or later, it finds the thing due; checked
 // earlier, not.
 
-// sessionSlack is how long after its session deadline a consumer is
-// checked: dead means silent for longer than the timeout, so at the
-// deadline itself it is still alive.
-const sessionSlack = time.Millisecond
-
 // loadRetryEvery is how often, at most, a broken group tries to load its
 // log again (the cause may be passing, such as too many open files).
 const loadRetryEvery = time.Second
@@ -43,13 +38,14 @@ func parkOver(c *consumerState, now time.Time) bool {
 }
 
 // consumerDeadline is when a check next finds something to do about c: the
-// end of its parked fetch's wait or, with none parked, just past its
-// session timeout.
+// end of its parked fetch's wait or, with none parked, the first instant
+// it has been silent for longer than its session timeout (a nanosecond,
+// time's resolution, past it).
 func consumerDeadline(c *consumerState) time.Time {
 	if c.parked != nil {
 		return c.parked.until
 	}
-	return c.lastSeen.Add(c.timeout + sessionSlack)
+	return c.lastSeen.Add(c.timeout + time.Nanosecond)
 }
 
 // deadConsumers returns, by name, the consumers whose session expired at
