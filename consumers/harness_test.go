@@ -10,11 +10,15 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
 
 // harness drives one subscription through a real Manager in a real actor
-// system, with synchronous helpers over the callback API.
+// system, with synchronous helpers over the callback API. Its manager runs
+// on a fake clock that only the test moves (advance): sessions, graces,
+// parked fetches and idleness take no real time.
 type harness struct {
 	t      *testing.T
 	system *actor.ActorSystem
@@ -22,10 +26,15 @@ type harness struct {
 	src    *testSource
 	dir    string
 	sub    string
-	opts   []Option
+	opts   []Option // WithClock(clock) first
+	clock  *clock.Fake
 }
 
 const replyTimeout = 10 * time.Second
+
+// testStart is where the tests' fake clocks start: a whole millisecond, as
+// queue deadlines are kept in milliseconds.
+var testStart = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func testLogger() *slog.Logger {
 	if os.Getenv("BRAID_TEST_LOG") != "" {
@@ -37,8 +46,10 @@ func testLogger() *slog.Logger {
 func newHarness(t *testing.T, src *testSource, opts ...Option) *harness {
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testLogger() }))
-	h := &harness{t: t, system: system, src: src, dir: t.TempDir(), sub: "orders", opts: opts}
-	h.m = NewManager(system, h.dir, testLogger(), opts...)
+	clk := clock.NewFake(testStart)
+	h := &harness{t: t, system: system, src: src, dir: t.TempDir(), sub: "orders", clock: clk,
+		opts: append([]Option{WithClock(clk)}, opts...)}
+	h.m = NewManager(system, h.dir, testLogger(), h.opts...)
 	t.Cleanup(func() {
 		if err := h.m.Close(); err != nil {
 			t.Error(err)
@@ -122,22 +133,40 @@ func (h *harness) fetch(consumer string, max int) ([]api.Message, int) {
 	return res.msgs, res.assigned
 }
 
-// fetchUntil fetches (waiting briefly each time) until it gets messages or
-// the deadline passes.
-func (h *harness) fetchUntil(consumer string, max int, deadline time.Duration) []api.Message {
+// fetchUntil fetches (without waiting) until it gets messages, failing the
+// test if none come within timeout.
+func (h *harness) fetchUntil(consumer string, max int, timeout time.Duration) []api.Message {
 	h.t.Helper()
-	end := time.Now().Add(deadline)
-	for time.Now().Before(end) {
-		res := h.fetchReq(api.FetchRequest{Consumer: consumer, Max: max, Wait: "50ms"})
-		if res.err != nil {
-			h.t.Fatalf("fetch by %s: %v", consumer, res.err)
+	var msgs []api.Message
+	poll.Eventually(h.t, timeout, "fetch by "+consumer+" gets messages", func() bool {
+		msgs, _ = h.fetch(consumer, max)
+		return len(msgs) > 0
+	})
+	return msgs
+}
+
+// advance moves the fake clock on by d once the group has handled every
+// request sent to it: a group arms its timer after it has answered a
+// request, so the test could otherwise move the clock past a deadline
+// before the timer for it exists. What falls due then happens on the
+// group's goroutine: poll for it.
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	h.stats()
+	h.clock.Advance(d)
+}
+
+// parked waits until consumer's fetch is parked in the group.
+func (h *harness) parked(consumer string) {
+	h.t.Helper()
+	poll.Eventually(h.t, replyTimeout, consumer+"'s fetch parks", func() bool {
+		for _, c := range h.stats().Consumers {
+			if c.Name == consumer {
+				return c.Parked
+			}
 		}
-		if len(res.msgs) > 0 {
-			return res.msgs
-		}
-	}
-	h.t.Fatalf("fetch by %s: nothing within %s", consumer, deadline)
-	return nil
+		return false
+	})
 }
 
 func (h *harness) ackErr(consumer string, ps ...api.Position) error {
@@ -193,18 +222,6 @@ func (h *harness) stats() Stats {
 		h.t.Fatal(res.err)
 	}
 	return res.s
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, deadline time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, deadline)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func wantCode(t *testing.T, err error, code api.Code) {
