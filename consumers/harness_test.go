@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ type harness struct {
 	dir    string
 	sub    string
 	opts   []Option // WithClock(clock) first
-	clock  *clock.Fake
+	clock  *testClock
 }
 
 const replyTimeout = 10 * time.Second
@@ -35,6 +36,66 @@ const replyTimeout = 10 * time.Second
 // testStart is where the tests' fake clocks start: a whole millisecond, as
 // queue deadlines are kept in milliseconds.
 var testStart = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// testClock is a clock.Fake that knows when the timer functions a move set
+// off have returned. A group's timer function only sends the group a
+// message, so once they have, whatever the move made due is in the
+// group's mailbox ahead of the test's next request: a test can check that
+// a millisecond before a deadline nothing happened, not merely that
+// nothing happened yet.
+type testClock struct {
+	*clock.Fake
+	// mu guards the counts: every timer made is pending in Fake, stopped,
+	// or set off; finished counts those set off whose function returned.
+	mu                      sync.Mutex
+	made, stopped, finished int
+}
+
+func newTestClock() *testClock { return &testClock{Fake: clock.NewFake(testStart)} }
+
+// AfterFunc is Fake's, counted.
+func (c *testClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.made++
+	return &countedTimer{c: c, t: c.Fake.AfterFunc(d, func() {
+		f()
+		c.mu.Lock()
+		c.finished++
+		c.mu.Unlock()
+	})}
+}
+
+type countedTimer struct {
+	c *testClock
+	t clock.Timer
+}
+
+func (t *countedTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if !t.t.Stop() {
+		return false
+	}
+	t.c.stopped++
+	return true
+}
+
+// settled reports whether every timer function set off so far has
+// returned.
+func (c *testClock) settled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.made == c.Pending()+c.stopped+c.finished
+}
+
+// advance moves the clock on by d and waits until the timer functions the
+// move set off have returned.
+func (c *testClock) advance(t testing.TB, d time.Duration) {
+	t.Helper()
+	c.Advance(d)
+	poll.Eventually(t, replyTimeout, "the timers the clock set off have run", c.settled)
+}
 
 func testLogger() *slog.Logger {
 	if os.Getenv("BRAID_TEST_LOG") != "" {
@@ -46,7 +107,7 @@ func testLogger() *slog.Logger {
 func newHarness(t *testing.T, src *testSource, opts ...Option) *harness {
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testLogger() }))
-	clk := clock.NewFake(testStart)
+	clk := newTestClock()
 	h := &harness{t: t, system: system, src: src, dir: t.TempDir(), sub: "orders", clock: clk,
 		opts: append([]Option{WithClock(clk)}, opts...)}
 	h.m = NewManager(system, h.dir, testLogger(), h.opts...)
@@ -146,14 +207,14 @@ func (h *harness) fetchUntil(consumer string, max int, timeout time.Duration) []
 }
 
 // advance moves the fake clock on by d once the group has handled every
-// request sent to it: a group arms its timer after it has answered a
+// request sent to it — a group arms its timer after it has answered a
 // request, so the test could otherwise move the clock past a deadline
-// before the timer for it exists. What falls due then happens on the
-// group's goroutine: poll for it.
+// before the timer for it exists — and returns once what the move made
+// due is queued to the group, ahead of the test's next request.
 func (h *harness) advance(d time.Duration) {
 	h.t.Helper()
 	h.stats()
-	h.clock.Advance(d)
+	h.clock.advance(h.t, d)
 }
 
 // parked waits until consumer's fetch is parked in the group.

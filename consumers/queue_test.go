@@ -12,7 +12,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
@@ -29,7 +28,7 @@ type queueHarness struct {
 	sub    string
 	opts   []Option // WithClock(clock) and WithDeadLetter first
 	dlq    *fakeDeadLetters
-	clock  *clock.Fake
+	clock  *testClock
 }
 
 // fakeDeadLetters records what the group sends to dead-letter topics.
@@ -61,7 +60,7 @@ func newQueueHarness(t *testing.T, src *testSource, opts ...Option) *queueHarnes
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testLogger() }))
 	h := &queueHarness{t: t, system: system, src: src, dir: t.TempDir(), sub: "work", dlq: &fakeDeadLetters{recs: map[string][]api.Record{}},
-		clock: clock.NewFake(testStart)}
+		clock: newTestClock()}
 	h.opts = append([]Option{WithClock(h.clock), WithDeadLetter(h.dlq.send)}, opts...)
 	h.m = NewQueueManager(system, h.dir, testLogger(), h.opts...)
 	t.Cleanup(func() {
@@ -123,7 +122,7 @@ func (h *queueHarness) fetchAsync(consumer string, max int, wait string) <-chan 
 func (h *queueHarness) advance(d time.Duration) {
 	h.t.Helper()
 	h.stats()
-	h.clock.Advance(d)
+	h.clock.advance(h.t, d)
 }
 
 // parked waits until consumer's fetch is parked in the group.
