@@ -12,26 +12,24 @@ import (
 // deadline is the first instant its decision holds, so a check a tick
 // before it finds nothing and a check at it finds the thing due.
 
-var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
 const tick = time.Nanosecond // time's resolution
 
 func TestSessionExpired(t *testing.T) {
 	t.Parallel()
-	live := &consumerState{name: "a", timeout: 10 * time.Second, lastSeen: t0}
-	parked := &consumerState{name: "p", timeout: 10 * time.Second, lastSeen: t0, parked: &parkedFetch{until: t0.Add(time.Hour)}}
+	live := &consumerState{name: "a", timeout: 10 * time.Second, lastSeen: testStart}
+	parked := &consumerState{name: "p", timeout: 10 * time.Second, lastSeen: testStart, parked: &parkedFetch{until: testStart.Add(time.Hour)}}
 	tests := []struct {
 		name string
 		c    *consumerState
 		now  time.Time
 		want bool
 	}{
-		{"just heard from", live, t0, false},
-		{"a millisecond before its timeout", live, t0.Add(10*time.Second - time.Millisecond), false},
-		{"silent for exactly its timeout", live, t0.Add(10 * time.Second), false},
-		{"a tick past its timeout", live, t0.Add(10*time.Second + tick), true},
-		{"long past its timeout", live, t0.Add(time.Hour), true},
-		{"parked, long past its timeout", parked, t0.Add(time.Hour), false},
+		{"just heard from", live, testStart, false},
+		{"a millisecond before its timeout", live, testStart.Add(10*time.Second - time.Millisecond), false},
+		{"silent for exactly its timeout", live, testStart.Add(10 * time.Second), false},
+		{"a tick past its timeout", live, testStart.Add(10*time.Second + tick), true},
+		{"long past its timeout", live, testStart.Add(time.Hour), true},
+		{"parked, long past its timeout", parked, testStart.Add(time.Hour), false},
 	}
 	for _, tt := range tests {
 		if got := sessionExpired(tt.c, tt.now); got != tt.want {
@@ -48,15 +46,15 @@ func TestConsumerDeadlineIsTheFirstInstantSomethingIsDue(t *testing.T) {
 		want time.Time
 		due  func(*consumerState, time.Time) bool
 	}{
-		{"session", &consumerState{timeout: 300 * time.Millisecond, lastSeen: t0},
-			t0.Add(300*time.Millisecond + tick), sessionExpired},
-		{"parked fetch", &consumerState{timeout: 300 * time.Millisecond, lastSeen: t0, parked: &parkedFetch{until: t0.Add(time.Second)}},
-			t0.Add(time.Second), parkOver},
+		{"session", &consumerState{timeout: 300 * time.Millisecond, lastSeen: testStart},
+			testStart.Add(300*time.Millisecond + tick), sessionExpired},
+		{"parked fetch", &consumerState{timeout: 300 * time.Millisecond, lastSeen: testStart, parked: &parkedFetch{until: testStart.Add(time.Second)}},
+			testStart.Add(time.Second), parkOver},
 	}
 	for _, tt := range tests {
 		at := consumerDeadline(tt.c)
 		if !at.Equal(tt.want) {
-			t.Errorf("%s: deadline %v, want %v", tt.name, at.Sub(t0), tt.want.Sub(t0))
+			t.Errorf("%s: deadline %v, want %v", tt.name, at.Sub(testStart), tt.want.Sub(testStart))
 		}
 		if tt.due(tt.c, at.Add(-tick)) || !tt.due(tt.c, at) {
 			t.Errorf("%s: due a tick before its deadline, or not at it", tt.name)
@@ -67,11 +65,11 @@ func TestConsumerDeadlineIsTheFirstInstantSomethingIsDue(t *testing.T) {
 func TestDeadConsumersAndParkedOver(t *testing.T) {
 	t.Parallel()
 	consumers := map[string]*consumerState{
-		"d": {name: "d", timeout: time.Second, lastSeen: t0},
-		"b": {name: "b", timeout: time.Second, lastSeen: t0},
-		"c": {name: "c", timeout: 3 * time.Second, lastSeen: t0},
-		"p": {name: "p", timeout: time.Second, lastSeen: t0, parked: &parkedFetch{until: t0.Add(2 * time.Second)}},
-		"q": {name: "q", timeout: time.Second, lastSeen: t0, parked: &parkedFetch{until: t0.Add(5 * time.Second)}},
+		"d": {name: "d", timeout: time.Second, lastSeen: testStart},
+		"b": {name: "b", timeout: time.Second, lastSeen: testStart},
+		"c": {name: "c", timeout: 3 * time.Second, lastSeen: testStart},
+		"p": {name: "p", timeout: time.Second, lastSeen: testStart, parked: &parkedFetch{until: testStart.Add(2 * time.Second)}},
+		"q": {name: "q", timeout: time.Second, lastSeen: testStart, parked: &parkedFetch{until: testStart.Add(5 * time.Second)}},
 	}
 	names := func(cs []*consumerState) []string {
 		var out []string
@@ -84,22 +82,22 @@ func TestDeadConsumersAndParkedOver(t *testing.T) {
 		now          time.Time
 		dead, parked []string
 	}{
-		{t0.Add(time.Second), nil, nil},
-		{t0.Add(time.Second + tick), []string{"b", "d"}, nil},
-		{t0.Add(2 * time.Second), []string{"b", "d"}, []string{"p"}},
-		{t0.Add(3*time.Second + tick), []string{"b", "c", "d"}, []string{"p"}},
-		{t0.Add(5 * time.Second), []string{"b", "c", "d"}, []string{"p", "q"}},
+		{testStart.Add(time.Second), nil, nil},
+		{testStart.Add(time.Second + tick), []string{"b", "d"}, nil},
+		{testStart.Add(2 * time.Second), []string{"b", "d"}, []string{"p"}},
+		{testStart.Add(3*time.Second + tick), []string{"b", "c", "d"}, []string{"p"}},
+		{testStart.Add(5 * time.Second), []string{"b", "c", "d"}, []string{"p", "q"}},
 	}
 	for _, tt := range tests {
 		if got := names(deadConsumers(consumers, tt.now)); !slices.Equal(got, tt.dead) {
-			t.Errorf("at %v: dead %v, want %v", tt.now.Sub(t0), got, tt.dead)
+			t.Errorf("at %v: dead %v, want %v", tt.now.Sub(testStart), got, tt.dead)
 		}
 		if got := names(parkedOver(consumers, tt.now)); !slices.Equal(got, tt.parked) {
-			t.Errorf("at %v: parked fetches over %v, want %v", tt.now.Sub(t0), got, tt.parked)
+			t.Errorf("at %v: parked fetches over %v, want %v", tt.now.Sub(testStart), got, tt.parked)
 		}
 	}
-	if at, want := consumersDeadline(consumers), t0.Add(time.Second+tick); !at.Equal(want) {
-		t.Errorf("earliest consumer deadline %v, want %v", at.Sub(t0), want.Sub(t0))
+	if at, want := consumersDeadline(consumers), testStart.Add(time.Second+tick); !at.Equal(want) {
+		t.Errorf("earliest consumer deadline %v, want %v", at.Sub(testStart), want.Sub(testStart))
 	}
 	if at := consumersDeadline(nil); !at.IsZero() {
 		t.Errorf("deadline of no consumer %v, want none", at)
@@ -108,29 +106,29 @@ func TestDeadConsumersAndParkedOver(t *testing.T) {
 
 func TestGrace(t *testing.T) {
 	t.Parallel()
-	if got := graceEnd(t0, 300*time.Millisecond, 10*time.Second); !got.Equal(t0.Add(300 * time.Millisecond)) {
-		t.Errorf("grace with a recorded timeout ends at %v", got.Sub(t0))
+	if got := graceEnd(testStart, 300*time.Millisecond, 10*time.Second); !got.Equal(testStart.Add(300 * time.Millisecond)) {
+		t.Errorf("grace with a recorded timeout ends at %v", got.Sub(testStart))
 	}
-	if got := graceEnd(t0, 0, 10*time.Second); !got.Equal(t0.Add(10 * time.Second)) {
-		t.Errorf("grace without a recorded timeout ends at %v, want the default's", got.Sub(t0))
+	if got := graceEnd(testStart, 0, 10*time.Second); !got.Equal(testStart.Add(10 * time.Second)) {
+		t.Errorf("grace without a recorded timeout ends at %v, want the default's", got.Sub(testStart))
 	}
-	awaiting := map[string]time.Time{"b": t0.Add(time.Second), "a": t0.Add(time.Second), "c": t0.Add(2 * time.Second)}
+	awaiting := map[string]time.Time{"b": testStart.Add(time.Second), "a": testStart.Add(time.Second), "c": testStart.Add(2 * time.Second)}
 	tests := []struct {
 		now  time.Time
 		want []string
 	}{
-		{t0, nil},
-		{t0.Add(time.Second - tick), nil},
-		{t0.Add(time.Second), []string{"a", "b"}},
-		{t0.Add(2 * time.Second), []string{"a", "b", "c"}},
+		{testStart, nil},
+		{testStart.Add(time.Second - tick), nil},
+		{testStart.Add(time.Second), []string{"a", "b"}},
+		{testStart.Add(2 * time.Second), []string{"a", "b", "c"}},
 	}
 	for _, tt := range tests {
 		if got := graceOver(awaiting, tt.now); !slices.Equal(got, tt.want) {
-			t.Errorf("at %v: graces over %v, want %v", tt.now.Sub(t0), got, tt.want)
+			t.Errorf("at %v: graces over %v, want %v", tt.now.Sub(testStart), got, tt.want)
 		}
 	}
-	if at := graceDeadline(awaiting); !at.Equal(t0.Add(time.Second)) {
-		t.Errorf("earliest grace end %v", at.Sub(t0))
+	if at := graceDeadline(awaiting); !at.Equal(testStart.Add(time.Second)) {
+		t.Errorf("earliest grace end %v", at.Sub(testStart))
 	}
 	if at := graceDeadline(nil); !at.IsZero() {
 		t.Errorf("grace deadline with nobody awaited %v, want none", at)
@@ -143,10 +141,10 @@ func TestLoadRetryDue(t *testing.T) {
 		brokenAt, now time.Time
 		want          bool
 	}{
-		{t0, t0, false},
-		{t0, t0.Add(loadRetryEvery - tick), false},
-		{t0, t0.Add(loadRetryEvery), true},
-		{time.Time{}, t0, true}, // a failed retire: at once
+		{testStart, testStart, false},
+		{testStart, testStart.Add(loadRetryEvery - tick), false},
+		{testStart, testStart.Add(loadRetryEvery), true},
+		{time.Time{}, testStart, true}, // a failed retire: at once
 	}
 	for _, tt := range tests {
 		if got := loadRetryDue(tt.brokenAt, tt.now); got != tt.want {
@@ -157,7 +155,7 @@ func TestLoadRetryDue(t *testing.T) {
 
 func TestEarlier(t *testing.T) {
 	t.Parallel()
-	a, b := t0, t0.Add(time.Second)
+	a, b := testStart, testStart.Add(time.Second)
 	tests := []struct{ x, y, want time.Time }{
 		{time.Time{}, time.Time{}, time.Time{}},
 		{a, time.Time{}, a},
@@ -174,7 +172,7 @@ func TestEarlier(t *testing.T) {
 
 func TestAckDeadline(t *testing.T) {
 	t.Parallel()
-	now := t0.UnixMilli()
+	now := testStart.UnixMilli()
 	if got := (queuePolicy{}).ackDeadline(now); got != 0 {
 		t.Errorf("ack deadline without an ack timeout %d, want none", got)
 	}
@@ -188,7 +186,7 @@ func TestRedeliverAt(t *testing.T) {
 	backoff := queuePolicy{NackDelay: 400 * time.Millisecond, NackBackoff: 2, MaxNackDelay: 600 * time.Millisecond}
 	capped := backoff
 	capped.MaxDeliveries = 3
-	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
+	ms := func(d time.Duration) int64 { return testStart.Add(d).UnixMilli() }
 	tests := []struct {
 		name       string
 		p          queuePolicy
@@ -205,8 +203,8 @@ func TestRedeliverAt(t *testing.T) {
 		{"at the max deliveries: dead-lettered at once", capped, 3, time.Hour, 0},
 	}
 	for _, tt := range tests {
-		if got := tt.p.redeliverAt(tt.deliveries, tt.delay, t0); got != tt.want {
-			t.Errorf("%s: redeliver at %+d ms, want %+d", tt.name, got-t0.UnixMilli(), tt.want-t0.UnixMilli())
+		if got := tt.p.redeliverAt(tt.deliveries, tt.delay, testStart); got != tt.want {
+			t.Errorf("%s: redeliver at %+d ms, want %+d", tt.name, got-testStart.UnixMilli(), tt.want-testStart.UnixMilli())
 		}
 	}
 }
@@ -256,14 +254,14 @@ func TestQueueDeadline(t *testing.T) {
 	t.Parallel()
 	units := map[topology.Unit]*queueUnit{
 		{Segment: 0, Bucket: 0}: {minDue: 0},
-		{Segment: 0, Bucket: 1}: {minDue: t0.Add(2 * time.Second).UnixMilli()},
-		{Segment: 1, Bucket: 0}: {minDue: t0.Add(time.Second).UnixMilli()},
+		{Segment: 0, Bucket: 1}: {minDue: testStart.Add(2 * time.Second).UnixMilli()},
+		{Segment: 1, Bucket: 0}: {minDue: testStart.Add(time.Second).UnixMilli()},
 	}
-	if at := queueDeadline(units); !at.Equal(t0.Add(time.Second)) {
-		t.Errorf("queue deadline %v, want 1s", at.Sub(t0))
+	if at := queueDeadline(units); !at.Equal(testStart.Add(time.Second)) {
+		t.Errorf("queue deadline %v, want 1s", at.Sub(testStart))
 	}
 	// At its deadline (in unix ms, as the actor checks) the unit may be due.
-	if u := units[topology.Unit{Segment: 1}]; !u.mayBeDue(t0.Add(time.Second).UnixMilli()) || u.mayBeDue(t0.Add(time.Second-time.Millisecond).UnixMilli()) {
+	if u := units[topology.Unit{Segment: 1}]; !u.mayBeDue(testStart.Add(time.Second).UnixMilli()) || u.mayBeDue(testStart.Add(time.Second-time.Millisecond).UnixMilli()) {
 		t.Error("a unit is not due at its queue deadline, or is a millisecond before")
 	}
 	if at := queueDeadline(map[topology.Unit]*queueUnit{{}: {}}); !at.IsZero() {
@@ -273,10 +271,10 @@ func TestQueueDeadline(t *testing.T) {
 
 func TestGroupUseIdleSince(t *testing.T) {
 	t.Parallel()
-	u := newGroupUse(t0)
-	u.touch(t0.Add(time.Second), 100*time.Millisecond)
-	u.touch(t0.Add(time.Second), 0) // not a join: the longest session stays
-	last := t0.Add(time.Second)
+	u := newGroupUse(testStart)
+	u.touch(testStart.Add(time.Second), 100*time.Millisecond)
+	u.touch(testStart.Add(time.Second), 0) // not a join: the longest session stays
+	last := testStart.Add(time.Second)
 	tests := []struct {
 		now  time.Time
 		idle time.Duration

@@ -678,6 +678,7 @@ func TestDeleteTopicRemovesSubscriptions(t *testing.T) {
 }
 
 func TestEscapeTopic(t *testing.T) {
+	t.Parallel()
 	tests := map[string]string{
 		"topic://acme/orders/pay": "topic%3A%2F%2Facme%2Forders%2Fpay",
 		"persistent://a/b/c":      "persistent%3A%2F%2Fa%2Fb%2Fc",

@@ -132,6 +132,7 @@ func replayGroup(t *testing.T, mem *crashfs.Mem) subscriptionState {
 }
 
 func TestGroupLogSurvivesACrashAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	mem := crashfs.NewMem()
 	want, _, done := runGroupWorkload(t, mem)
 	if !done {
