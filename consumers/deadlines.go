@@ -60,6 +60,8 @@ func parkedOver(consumers map[string]*consumerState, now time.Time) []*consumerS
 	return consumersWhere(consumers, now, parkOver)
 }
 
+// consumersWhere returns the consumers due at now by name: the group acts
+// on them in that order, the same on every run.
 func consumersWhere(consumers map[string]*consumerState, now time.Time, due func(*consumerState, time.Time) bool) []*consumerState {
 	var out []*consumerState
 	for _, c := range consumers {

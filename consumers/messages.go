@@ -119,9 +119,9 @@ type ConsumerStats struct {
 	Parked bool
 }
 
-// Internal messages. Those sent from the timer and watcher goroutines carry the
-// incarnation of the actor that armed them, so that a restarted actor
-// ignores what its predecessor left behind.
+// Internal messages. Those sent from the timer and watcher goroutines
+// carry the incarnation of the actor that armed them, so that a restarted
+// actor ignores what its predecessor left behind.
 type (
 	// flushNow asks the group to write its pending batch; everything the
 	// mailbox held before it is part of the batch.
