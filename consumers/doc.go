@@ -103,12 +103,13 @@
 // are in unix milliseconds, as the log records them.
 //
 // A group keeps one timer. As the last step of every message it arms it
-// for the earliest deadline, moving it earlier if needed, never later;
-// when it fires, the group applies what the functions decide at the
-// clock's now (onDeadline), and arms it again. Deadlines only move later
-// between two checks (a consumer heard from, a fetch answered), so a timer
-// that fires early finds nothing due. The idle sweeper is a timer of the
-// manager's clock, armed again after each sweep.
+// for the earliest deadline, moving it earlier for a new, earlier one
+// (a fetch parked, a message nacked), never later; when it fires, the
+// group applies what the functions decide at the clock's now
+// (onDeadline), and arms it again. The deadline it was armed for may have
+// gone since (a consumer heard from, a fetch answered, a message
+// acknowledged): then it finds nothing due. The idle sweeper is a timer
+// of the manager's clock, armed again after each sweep.
 //
 // Tests give the manager a clock.Fake and advance it: nothing waits on a
 // real timer and no test measures elapsed time.
