@@ -1,8 +1,6 @@
 package consumers
 
 import (
-	"time"
-
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
 )
@@ -16,7 +14,7 @@ func (g *group) onAck(m *Ack) {
 		replyErr(m.Reply, api.Errorf(api.CodeConsumerUnknown, "consumer %q is not in subscription %q (expired or never joined); join again", m.Consumer, g.cfg.Subscription))
 		return
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = g.clock.Now()
 	g.refresh()
 
 	// Validate every position before taking any: a bad one rejects the

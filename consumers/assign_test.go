@@ -27,6 +27,7 @@ func u(seg, bucket int) topology.Unit {
 }
 
 func TestAssignTable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		units     []topology.Unit
@@ -160,6 +161,7 @@ func optimalKept(in assignInput) int {
 }
 
 func TestAssignProperties(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 3000 {
 		in := assignInput{}.Generate(r, 0)
@@ -224,6 +226,7 @@ func TestAssignProperties(t *testing.T) {
 
 // TestAssignQuick runs the balance property through testing/quick too.
 func TestAssignQuick(t *testing.T) {
+	t.Parallel()
 	balanced := func(nUnits, nConsumers uint8) bool {
 		us := units(0, int(nUnits%64))
 		var cs []string
@@ -250,6 +253,7 @@ func TestAssignQuick(t *testing.T) {
 }
 
 func TestAssignJoinMovesFewUnits(t *testing.T) {
+	t.Parallel()
 	// Growing a group one consumer at a time moves only what balance needs:
 	// with n units and k consumers, a joiner takes about n/(k+1).
 	us := units(0, 4, 1, 4, 2, 4)

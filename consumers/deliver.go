@@ -154,7 +154,7 @@ func (g *group) onFetch(m *Fetch) {
 		replyFetch(m, nil, 0, api.Errorf(api.CodeConsumerUnknown, "consumer %q is not in subscription %q (expired or never joined); join again", m.Consumer, g.cfg.Subscription))
 		return
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = g.clock.Now()
 	if c.parked != nil {
 		// A consumer has one fetch outstanding; a new one supersedes it.
 		g.releaseParked(c, nil, nil)
@@ -204,8 +204,7 @@ func (g *group) resync(c *consumerState, received map[topology.Unit]uint64) {
 func (g *group) releaseParked(c *consumerState, msgs []api.Message, err error) {
 	p := c.parked
 	c.parked = nil
-	p.timer.Stop()
-	c.lastSeen = time.Now()
+	c.lastSeen = g.clock.Now()
 	replyFetch(p.req, msgs, g.assignedTo(c.name), err)
 }
 
@@ -263,7 +262,7 @@ func (g *group) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Message,
 		if err != nil {
 			// Once in readWarnEvery per group, with how many were not
 			// logged: a unit on a node that is down fails every fetch.
-			if now := time.Now(); now.Sub(g.readWarned) >= readWarnEvery {
+			if now := g.clock.Now(); now.Sub(g.readWarned) >= readWarnEvery {
 				g.logger.Warn("reading a unit for a fetch", "segment", u.Segment, "bucket", u.Bucket, "err", err,
 					"suppressed_since_last", g.readWarnSuppressed)
 				g.readWarned, g.readWarnSuppressed = now, 0

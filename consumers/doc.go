@@ -18,11 +18,12 @@
 // # Pure parts
 //
 // Assign (balanced, sticky, deterministic assignment), segmentDrained,
-// withheldUnits, deliveryCounts and the record codec are plain functions
-// over plain data. The readable units come from topology.ReadableUnits with
-// the subscription's drained set, so a segment is delivered only once every
-// ancestor is drained — an empty sealed segment is drained at once, but its
-// children still wait for its own ancestors.
+// withheldUnits, deliveryCounts, the record codec and the time-driven
+// decisions (see Time) are plain functions over plain data. The readable
+// units come from topology.ReadableUnits with the subscription's drained
+// set, so a segment is delivered only once every ancestor is drained — an
+// empty sealed segment is drained at once, but its children still wait for
+// its own ancestors.
 //
 // # The group actor
 //
@@ -86,6 +87,33 @@
 // answered empty when its wait is over. A consumer has one fetch
 // outstanding; a new one answers the parked one empty.
 //
+// # Time
+//
+// Time is an input, as raft's Tick is. A Manager reads the time and arms
+// timers only through the clock.Clock given by WithClock (clock.Real when
+// none is); its groups and its notices get the same clock. What depends
+// on time is decided by plain functions of now over plain data
+// (deadlines.go): which consumers are dead (silent for longer than their
+// session timeout, no fetch parked), which parked fetches have waited
+// their Wait, which previous owners' grace has ended, which queue entries
+// are past their ack deadline or due again (nack delay and backoff,
+// dead-letter retry), whether a broken log may be loaded again — and the
+// earliest deadline among them. Every deadline is the first instant its
+// decision holds: checked a tick earlier, nothing is due. Queue deadlines
+// are in unix milliseconds, as the log records them.
+//
+// A group keeps one timer. As the last step of every message it arms it
+// for the earliest deadline, moving it earlier for a new, earlier one
+// (a fetch parked, a message nacked), never later; when it fires, the
+// group applies what the functions decide at the clock's now
+// (onDeadline), and arms it again. The deadline it was armed for may have
+// gone since (a consumer heard from, a fetch answered, a message
+// acknowledged): then it finds nothing due. The idle sweeper is a timer
+// of the manager's clock, armed again after each sweep.
+//
+// Tests give the manager a clock.Fake and advance it: nothing waits on a
+// real timer and no test measures elapsed time.
+//
 // # The group's WAL
 //
 // Records are drawn in record.go: created (start position, and for
@@ -105,8 +133,9 @@
 // that always restarts them: protoactor's default stops an actor after ten
 // failures, which would drop its queued requests unanswered. A log that
 // cannot be opened or replayed does not panic: the group refuses requests
-// with UNAVAILABLE and tries to load again at most once a second. A write
-// failure panics (wal.ErrFailed asks for a reopen, which the restart does).
+// with UNAVAILABLE and tries to load again, at the first request a second
+// or more (on its clock) after the last failure. A write failure panics
+// (wal.ErrFailed asks for a reopen, which the restart does).
 // Consumers live in memory: after a restart they get CONSUMER_UNKNOWN and
 // join again, and what they had not acknowledged is delivered again — to
 // them, since their units waited for them (see Owners across restarts).

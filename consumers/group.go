@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -36,6 +37,9 @@ type groupConfig struct {
 	Queue queueOptions
 	// Notices are the manager's (notice.go); nil for none.
 	Notices *noticeBoard
+	// Clock is the manager's: every time the group reads and every timer
+	// it arms come from it (nil: clock.Real).
+	Clock clock.Clock
 }
 
 // incarnations numbers every start of every group actor of the process.
@@ -82,10 +86,10 @@ type consumerState struct {
 	parked *parkedFetch
 }
 
+// parkedFetch is a fetch waiting for data until its Wait is over.
 type parkedFetch struct {
 	req   *Fetch
-	seq   uint64
-	timer *time.Timer
+	until time.Time // when it is answered empty
 }
 
 // ackBatch is the group commit of acks: the cursors and drained segments
@@ -144,7 +148,7 @@ var groupSupervision = actor.NewRestartingStrategy()
 
 func newGroupProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &group{groupBase: groupBase{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription), kind: "subscription"}}
+		return &group{groupBase: newGroupBase(cfg, cfg.Logger.With("subscription", cfg.Subscription), "subscription")}
 	}, actor.WithGuardian(groupSupervision))
 }
 
@@ -196,7 +200,7 @@ func (g *group) Receive(ctx actor.Context) {
 		g.onWake(g, m)
 	}
 	g.current = nil
-	g.armSessionTimer()
+	g.armTimer(g.nextDeadline())
 }
 
 // load resets the state and rebuilds it from the log, if the subscription
@@ -220,11 +224,11 @@ func (g *group) load() {
 		return // created by the first join
 	}
 	if err := g.openLog(); err != nil {
-		g.broken, g.brokenAt = err, time.Now()
+		g.broken, g.brokenAt = err, g.clock.Now()
 		g.logger.Error("consumer group cannot load its state", "dir", g.cfg.Dir, "err", err)
 		return
 	}
-	g.restoreAwaited(time.Now())
+	g.restoreAwaited(g.clock.Now())
 }
 
 // openLog opens the log, replays it into g.state and compacts it when it
@@ -327,7 +331,7 @@ func (g *group) onJoin(m *Join) {
 			g.cfg.Subscription, g.state.Start.compacted(), g.state.Start.compacted()))
 		return
 	}
-	now := time.Now()
+	now := g.clock.Now()
 	c := g.consumers[m.Consumer]
 	timeout := m.SessionTimeout
 	if timeout <= 0 {
@@ -405,12 +409,27 @@ func (g *group) onLeave(m *Leave) {
 	replyErr(m.Reply, nil)
 }
 
+// nextDeadline is the earliest of the consumers' deadlines (sessions,
+// parked fetches) and the ends of the previous owners' graces.
+func (g *group) nextDeadline() time.Time {
+	return earlier(consumersDeadline(g.consumers), graceDeadline(g.awaiting))
+}
+
+// onDeadline declares dead the previous owners whose grace ended and the
+// consumers silent past their session timeout, then answers empty the
+// parked fetches whose wait is over (after the units of the dead moved, so
+// a fetch due at the same moment gets what they released).
+func (g *group) onDeadline(now time.Time) {
+	g.expireConsumers(now)
+	g.releaseParkedOver(g, now)
+}
+
 // expireConsumers declares dead every consumer silent for longer than its
 // session timeout, and every previous owner awaited since a restart for
 // longer than its own.
 func (g *group) expireConsumers(now time.Time) {
 	released := g.expireAwaited(now)
-	dead := g.deadConsumers(now)
+	dead := deadConsumers(g.consumers, now)
 	for _, c := range dead {
 		g.removeConsumer(c, "session timed out")
 	}
@@ -452,7 +471,3 @@ func (g *group) countReassigned() {
 		g.cfg.Reassigned.Add(1)
 	}
 }
-
-// armSessionTimer arms the session timer for the consumers' deadlines and
-// the end of every previous owner's grace.
-func (g *group) armSessionTimer() { g.armSessionTimerBy(g.earliestAwaited()) }

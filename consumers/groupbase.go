@@ -10,14 +10,16 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/wal"
 )
 
 // groupBase is what both kinds of group actor keep about their own
-// incarnation, their log and their live consumers, with the timers and
+// incarnation, their log and their live consumers, with the timer and
 // watchers around them. Touched from the actor's goroutine only.
 type groupBase struct {
 	cfg    groupConfig
+	clock  clock.Clock // cfg.Clock, or clock.Real
 	logger *slog.Logger
 	// kind names the group in a log write failure: "subscription" or
 	// "queue subscription".
@@ -45,11 +47,17 @@ type groupBase struct {
 	// done is closed when this incarnation ends; watcher goroutines exit.
 	done chan struct{}
 
-	consumers    map[string]*consumerState
-	watching     bool // a goroutine waits on Source.Appended
-	parkSeq      uint64
-	sessionTimer *time.Timer
-	sessionAt    time.Time // when sessionTimer fires
+	consumers map[string]*consumerState
+	watching  bool // a goroutine waits on Source.Appended
+	// timer is the group's one timer (deadlines.go), armed for timerAt:
+	// no deadline of the group comes before timerAt. nil when none is
+	// armed, or when it fired and its deadlineCheck is not handled yet.
+	timer   clock.Timer
+	timerAt time.Time
+}
+
+func newGroupBase(cfg groupConfig, logger *slog.Logger, kind string) groupBase {
+	return groupBase{cfg: cfg, clock: clock.Or(cfg.Clock), logger: logger, kind: kind}
 }
 
 // groupActor is what groupBase needs of the group actor that embeds it.
@@ -58,7 +66,10 @@ type groupActor interface {
 	refuse(msg any, err error)
 	releaseParked(c *consumerState, msgs []api.Message, err error)
 	serveParked()
-	expireConsumers(now time.Time)
+	// nextDeadline is the earliest of the group's deadlines (zero: none).
+	nextDeadline() time.Time
+	// onDeadline applies what is due at now.
+	onDeadline(now time.Time)
 }
 
 // begin starts a new incarnation of the actor.
@@ -80,9 +91,9 @@ func (b *groupBase) accept(g groupActor, msg any) bool {
 	return true
 }
 
-// onWake handles the messages the group's own watchers and timers send:
-// data appended, a parked fetch's wait over, a session deadline passed.
-// Those of an earlier incarnation are dropped.
+// onWake handles the messages the group's own watcher and timer send:
+// data appended, a deadline come. Those of an earlier incarnation are
+// dropped.
 func (b *groupBase) onWake(g groupActor, msg any) {
 	switch m := msg.(type) {
 	case appendedWake:
@@ -90,21 +101,17 @@ func (b *groupBase) onWake(g groupActor, msg any) {
 			b.watching = false
 			g.serveParked()
 		}
-	case fetchExpired:
-		if c := b.consumers[m.consumer]; m.incarnation == b.incarnation && c != nil && c.parked != nil && c.parked.seq == m.seq {
-			g.releaseParked(c, nil, nil)
-		}
-	case sessionCheck:
+	case deadlineCheck:
 		if m.incarnation == b.incarnation {
-			b.sessionTimer = nil
-			g.expireConsumers(time.Now())
+			b.timer = nil
+			g.onDeadline(b.clock.Now())
 		}
 	}
 }
 
 // endIncarnation releases what this incarnation holds: it answers the
 // request being handled and the replies waiting for a flush with err,
-// answers parked fetches empty, stops the session timer and the watchers,
+// answers parked fetches empty, stops the timer and the watchers,
 // and closes the log (warning with closeWarning if that fails). The caller
 // has checked that the incarnation began and has emptied its batch, whose
 // replies it passes.
@@ -121,9 +128,9 @@ func (b *groupBase) endIncarnation(g groupActor, err error, replies []func(error
 			g.releaseParked(c, nil, nil)
 		}
 	}
-	if b.sessionTimer != nil {
-		b.sessionTimer.Stop()
-		b.sessionTimer = nil
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
 	}
 	close(b.done)
 	b.done = nil
@@ -139,13 +146,17 @@ func (b *groupBase) endIncarnation(g groupActor, err error, replies []func(error
 func (b *groupBase) send(msg any) { b.system.Root.Send(b.self, msg) }
 
 // park holds c's fetch m until data arrives (the caller watches) or its
-// Wait expires.
+// Wait is over (the group's timer).
 func (b *groupBase) park(c *consumerState, m *Fetch) {
-	b.parkSeq++
-	p := &parkedFetch{req: m, seq: b.parkSeq}
-	expired := fetchExpired{incarnation: b.incarnation, consumer: c.name, seq: p.seq}
-	p.timer = time.AfterFunc(m.Wait, func() { b.send(expired) })
-	c.parked = p
+	c.parked = &parkedFetch{req: m, until: b.clock.Now().Add(m.Wait)}
+}
+
+// releaseParkedOver answers empty the parked fetches whose wait is over at
+// now.
+func (b *groupBase) releaseParkedOver(g groupActor, now time.Time) {
+	for _, c := range parkedOver(b.consumers, now) {
+		g.releaseParked(c, nil, nil)
+	}
 }
 
 // watch wakes the actor when appended is closed. One watcher at a time is
@@ -178,47 +189,22 @@ func (b *groupBase) parkedConsumers() []*consumerState {
 	return parked
 }
 
-// deadConsumers returns, by name, the consumers silent for longer than
-// their session timeout (a parked fetch keeps a consumer alive).
-func (b *groupBase) deadConsumers(now time.Time) []*consumerState {
-	var dead []*consumerState
-	for _, c := range b.consumers {
-		if c.parked == nil && now.Sub(c.lastSeen) > c.timeout {
-			dead = append(dead, c)
-		}
-	}
-	slices.SortFunc(dead, func(a, b *consumerState) int { return cmp.Compare(a.name, b.name) })
-	return dead
-}
-
-// armSessionTimer makes sure a timer fires by the earliest session
-// deadline. Deadlines only move later (lastSeen only grows), so a timer that
-// fires early just finds nobody to expire and is armed again.
-func (b *groupBase) armSessionTimer() { b.armSessionTimerBy(time.Time{}) }
-
-// armSessionTimerBy is armSessionTimer with one more deadline to meet (zero
-// for none): the stream group's end of a previous owner's grace.
-func (b *groupBase) armSessionTimerBy(earliest time.Time) {
-	if b.done == nil {
+// armTimer makes sure the group's timer fires by at (zero: nothing to
+// wait for), as the actor's last step after every message. A timer armed
+// for later is moved to at; one armed for at or earlier is kept: the
+// deadlines it was armed for may have moved later since (a consumer was
+// heard from, a parked fetch answered), so it may fire before anything is
+// due, and then onDeadline finds nothing and it is armed again.
+func (b *groupBase) armTimer(at time.Time) {
+	if b.done == nil || at.IsZero() || (b.timer != nil && !b.timerAt.After(at)) {
 		return
 	}
-	for _, c := range b.consumers {
-		if c.parked != nil {
-			continue
-		}
-		if d := c.lastSeen.Add(c.timeout); earliest.IsZero() || d.Before(earliest) {
-			earliest = d
-		}
+	if b.timer != nil {
+		b.timer.Stop()
 	}
-	if earliest.IsZero() || (b.sessionTimer != nil && !b.sessionAt.After(earliest)) {
-		return
-	}
-	if b.sessionTimer != nil {
-		b.sessionTimer.Stop()
-	}
-	b.sessionAt = earliest
-	msg := sessionCheck{incarnation: b.incarnation}
-	b.sessionTimer = time.AfterFunc(time.Until(earliest)+time.Millisecond, func() { b.send(msg) })
+	b.timerAt = at
+	msg := deadlineCheck{incarnation: b.incarnation}
+	b.timer = b.clock.AfterFunc(at.Sub(b.clock.Now()), func() { b.send(msg) })
 }
 
 // FairShares hands out up to maxMsgs messages over units, round by round:

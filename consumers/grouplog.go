@@ -54,16 +54,17 @@ func openAndReplay(dir string, durability wal.Durability, fsys wal.FS, logger *s
 	return l, int(next - l.FirstOffset()), nil
 }
 
-// appendPayload writes one record durably (per the log's durability).
-func appendPayload(l *wal.Log, payload []byte) (uint64, error) {
-	return l.Append(wal.Record{Timestamp: time.Now().UnixMilli(), Payload: payload})
+// appendPayload writes one record durably (per the log's durability),
+// stamped with now.
+func appendPayload(l *wal.Log, now time.Time, payload []byte) (uint64, error) {
+	return l.Append(wal.Record{Timestamp: now.UnixMilli(), Payload: payload})
 }
 
 // compactLog writes snapshot, then drops the head before it, so that a
 // crash in between leaves a log that still replays to the same state. It
-// returns the number of records left.
-func compactLog(l *wal.Log, snapshot []byte) (int, error) {
-	off, err := appendPayload(l, snapshot)
+// returns the number of records left. now stamps the snapshot.
+func compactLog(l *wal.Log, now time.Time, snapshot []byte) (int, error) {
+	off, err := appendPayload(l, now, snapshot)
 	if err != nil {
 		return 0, err
 	}
@@ -86,7 +87,7 @@ func (b *groupBase) replayLog(apply func([]byte) error) error {
 // appendCounted writes payload durably (per the configured durability) and
 // counts it.
 func (b *groupBase) appendCounted(payload []byte) (uint64, error) {
-	off, err := appendPayload(b.log, payload)
+	off, err := appendPayload(b.log, b.clock.Now(), payload)
 	if err != nil {
 		return 0, err
 	}
@@ -100,7 +101,7 @@ func (b *groupBase) compactIfDue(created bool, snapshot func() []byte) error {
 	if !created || b.records <= b.cfg.CompactAfter {
 		return nil
 	}
-	records, err := compactLog(b.log, snapshot())
+	records, err := compactLog(b.log, b.clock.Now(), snapshot())
 	if err != nil {
 		return err
 	}
@@ -116,11 +117,11 @@ func (b *groupBase) failLog(err error) {
 	panic(fmt.Errorf("braid/consumers: %s %q: log write failed: %w", b.kind, b.cfg.Subscription, err))
 }
 
-// retryLoad tries to load a broken group again, at most once a second (the
-// cause may be passing, such as too many open files), and reports whether
-// the group is whole again.
+// retryLoad tries to load a broken group again, at most once every
+// loadRetryEvery (the cause may be passing, such as too many open files),
+// and reports whether the group is whole again.
 func (b *groupBase) retryLoad(load func()) bool {
-	if time.Since(b.brokenAt) < time.Second {
+	if !loadRetryDue(b.brokenAt, b.clock.Now()) {
 		return false
 	}
 	if b.log != nil {

@@ -73,12 +73,12 @@ func runGroupWorkload(t *testing.T, mem *crashfs.Mem) (acked, attempted subscrip
 		if err := next.apply(r); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := appendPayload(l, encodeRecord(nil, r)); died(err) {
+		if _, err := appendPayload(l, time.Unix(0, 0), encodeRecord(nil, r)); died(err) {
 			return acked, next, false
 		}
 		acked = next
 		if i%4 == 3 {
-			if _, err := compactLog(l, encodeRecord(nil, acked.snapshot())); died(err) {
+			if _, err := compactLog(l, time.Unix(0, 0), encodeRecord(nil, acked.snapshot())); died(err) {
 				return acked, acked, false
 			}
 		}
@@ -132,6 +132,7 @@ func replayGroup(t *testing.T, mem *crashfs.Mem) subscriptionState {
 }
 
 func TestGroupLogSurvivesACrashAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	mem := crashfs.NewMem()
 	want, _, done := runGroupWorkload(t, mem)
 	if !done {

@@ -4,17 +4,22 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
 
 // harness drives one subscription through a real Manager in a real actor
-// system, with synchronous helpers over the callback API.
+// system, with synchronous helpers over the callback API. Its manager runs
+// on a fake clock that only the test moves (advance): sessions, graces,
+// parked fetches and idleness take no real time.
 type harness struct {
 	t      *testing.T
 	system *actor.ActorSystem
@@ -22,10 +27,75 @@ type harness struct {
 	src    *testSource
 	dir    string
 	sub    string
-	opts   []Option
+	opts   []Option // WithClock(clock) first
+	clock  *testClock
 }
 
 const replyTimeout = 10 * time.Second
+
+// testStart is where the tests' fake clocks start: a whole millisecond, as
+// queue deadlines are kept in milliseconds.
+var testStart = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// testClock is a clock.Fake that knows when the timer functions a move set
+// off have returned. A group's timer function only sends the group a
+// message, so once they have, whatever the move made due is in the
+// group's mailbox ahead of the test's next request: a test can check that
+// a millisecond before a deadline nothing happened, not merely that
+// nothing happened yet.
+type testClock struct {
+	*clock.Fake
+	// mu guards the counts: every timer made is pending in Fake, stopped,
+	// or set off; finished counts those set off whose function returned.
+	mu                      sync.Mutex
+	made, stopped, finished int
+}
+
+func newTestClock() *testClock { return &testClock{Fake: clock.NewFake(testStart)} }
+
+// AfterFunc is Fake's, counted.
+func (c *testClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.made++
+	return &countedTimer{c: c, t: c.Fake.AfterFunc(d, func() {
+		f()
+		c.mu.Lock()
+		c.finished++
+		c.mu.Unlock()
+	})}
+}
+
+type countedTimer struct {
+	c *testClock
+	t clock.Timer
+}
+
+func (t *countedTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if !t.t.Stop() {
+		return false
+	}
+	t.c.stopped++
+	return true
+}
+
+// settled reports whether every timer function set off so far has
+// returned.
+func (c *testClock) settled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.made == c.Pending()+c.stopped+c.finished
+}
+
+// advance moves the clock on by d and waits until the timer functions the
+// move set off have returned.
+func (c *testClock) advance(t testing.TB, d time.Duration) {
+	t.Helper()
+	c.Advance(d)
+	poll.Eventually(t, replyTimeout, "the timers the clock set off have run", c.settled)
+}
 
 func testLogger() *slog.Logger {
 	if os.Getenv("BRAID_TEST_LOG") != "" {
@@ -37,8 +107,10 @@ func testLogger() *slog.Logger {
 func newHarness(t *testing.T, src *testSource, opts ...Option) *harness {
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testLogger() }))
-	h := &harness{t: t, system: system, src: src, dir: t.TempDir(), sub: "orders", opts: opts}
-	h.m = NewManager(system, h.dir, testLogger(), opts...)
+	clk := newTestClock()
+	h := &harness{t: t, system: system, src: src, dir: t.TempDir(), sub: "orders", clock: clk,
+		opts: append([]Option{WithClock(clk)}, opts...)}
+	h.m = NewManager(system, h.dir, testLogger(), h.opts...)
 	t.Cleanup(func() {
 		if err := h.m.Close(); err != nil {
 			t.Error(err)
@@ -122,22 +194,40 @@ func (h *harness) fetch(consumer string, max int) ([]api.Message, int) {
 	return res.msgs, res.assigned
 }
 
-// fetchUntil fetches (waiting briefly each time) until it gets messages or
-// the deadline passes.
-func (h *harness) fetchUntil(consumer string, max int, deadline time.Duration) []api.Message {
+// fetchUntil fetches (without waiting) until it gets messages, failing the
+// test if none come within timeout.
+func (h *harness) fetchUntil(consumer string, max int, timeout time.Duration) []api.Message {
 	h.t.Helper()
-	end := time.Now().Add(deadline)
-	for time.Now().Before(end) {
-		res := h.fetchReq(api.FetchRequest{Consumer: consumer, Max: max, Wait: "50ms"})
-		if res.err != nil {
-			h.t.Fatalf("fetch by %s: %v", consumer, res.err)
+	var msgs []api.Message
+	poll.Eventually(h.t, timeout, "fetch by "+consumer+" gets messages", func() bool {
+		msgs, _ = h.fetch(consumer, max)
+		return len(msgs) > 0
+	})
+	return msgs
+}
+
+// advance moves the fake clock on by d once the group has handled every
+// request sent to it — a group arms its timer after it has answered a
+// request, so the test could otherwise move the clock past a deadline
+// before the timer for it exists — and returns once what the move made
+// due is queued to the group, ahead of the test's next request.
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	h.stats()
+	h.clock.advance(h.t, d)
+}
+
+// parked waits until consumer's fetch is parked in the group.
+func (h *harness) parked(consumer string) {
+	h.t.Helper()
+	poll.Eventually(h.t, replyTimeout, consumer+"'s fetch parks", func() bool {
+		for _, c := range h.stats().Consumers {
+			if c.Name == consumer {
+				return c.Parked
+			}
 		}
-		if len(res.msgs) > 0 {
-			return res.msgs
-		}
-	}
-	h.t.Fatalf("fetch by %s: nothing within %s", consumer, deadline)
-	return nil
+		return false
+	})
 }
 
 func (h *harness) ackErr(consumer string, ps ...api.Position) error {
@@ -193,18 +283,6 @@ func (h *harness) stats() Stats {
 		h.t.Fatal(res.err)
 	}
 	return res.s
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, deadline time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, deadline)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func wantCode(t *testing.T, err error, code api.Code) {

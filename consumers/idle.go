@@ -21,14 +21,17 @@ type groupUse struct {
 	session atomic.Int64 // ns
 }
 
-func newGroupUse() *groupUse {
+// newGroupUse is the use of a group spawned at now.
+func newGroupUse(now time.Time) *groupUse {
 	u := &groupUse{}
-	u.last.Store(time.Now().UnixNano())
+	u.last.Store(now.UnixNano())
 	return u
 }
 
-func (u *groupUse) touch(session time.Duration) {
-	u.last.Store(time.Now().UnixNano())
+// touch notes a request sent at now, from a consumer that asked for
+// session (0: not a join).
+func (u *groupUse) touch(now time.Time, session time.Duration) {
+	u.last.Store(now.UnixNano())
 	if s := int64(session); s > u.session.Load() {
 		u.session.Store(s)
 	}
@@ -44,7 +47,7 @@ func (u *groupUse) idleSince(now time.Time, idle time.Duration) bool {
 // PassivateIdle stops the groups idle for idle (see groupUse) and returns
 // how many it stopped, once they have.
 func (m *Manager) PassivateIdle(idle time.Duration) int {
-	now := time.Now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -78,31 +81,35 @@ func (m *Manager) PassivateIdle(idle time.Duration) int {
 	return len(keys)
 }
 
-// StartIdleSweeper passivates idle groups (PassivateIdle) until Close.
+// idleSweepEvery is how often the idle sweeper looks for groups idle for
+// idle: a quarter of it, within [50ms, 30s].
+func idleSweepEvery(idle time.Duration) time.Duration {
+	return min(max(idle/4, 50*time.Millisecond), 30*time.Second)
+}
+
+// StartIdleSweeper passivates idle groups (PassivateIdle) until Close: a
+// sweep every idleSweepEvery(idle) on the manager's clock, each armed when
+// the one before has finished.
 func (m *Manager) StartIdleSweeper(idle time.Duration) {
 	if idle <= 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.stopIdle != nil {
+	if m.closed || m.idleTimer != nil {
 		return
 	}
-	stop := make(chan struct{})
-	m.stopIdle = stop
-	every := min(max(idle/4, 50*time.Millisecond), 30*time.Second)
-	go func() {
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				m.PassivateIdle(idle)
-			}
+	every := idleSweepEvery(idle)
+	var sweep func()
+	sweep = func() {
+		m.PassivateIdle(idle)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.closed {
+			m.idleTimer = m.clock.AfterFunc(every, sweep)
 		}
-	}()
+	}
+	m.idleTimer = m.clock.AfterFunc(every, sweep)
 }
 
 // StartIdleSweeper passivates idle queue groups until Close.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 )
 
 // TestIdleGroupsPassivate lets a stream group go idle: it stops (and its
@@ -30,12 +31,15 @@ func TestIdleGroupsPassivate(t *testing.T) {
 	if n := h.m.PassivateIdle(time.Hour); n != 0 {
 		t.Fatalf("passivated %d groups used just now", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h.m.PassivateIdle(50*time.Millisecond) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle group was never passivated")
-		}
-		time.Sleep(10 * time.Millisecond) // polling, with the deadline above
+	// Idle is quiet for the idle timeout and for the longest session
+	// timeout a consumer asked of the group (100ms).
+	h.clock.Advance(100*time.Millisecond - time.Millisecond)
+	if n := h.m.PassivateIdle(50 * time.Millisecond); n != 0 {
+		t.Fatalf("passivated %d groups within the session timeout of their consumer", n)
+	}
+	h.clock.Advance(time.Millisecond)
+	if n := h.m.PassivateIdle(50 * time.Millisecond); n != 1 {
+		t.Fatalf("passivated %d groups quiet for the session timeout of their consumer, want the 1", n)
 	}
 	if h.m.Running(src.Topic()) {
 		t.Fatal("a passivated group still holds its topic")
@@ -56,13 +60,9 @@ func TestIdleGroupsPassivate(t *testing.T) {
 	// Requests racing a passivation are answered by the group that comes
 	// after it, never refused.
 	passivated, raced := 0, 0
-	deadline = time.Now().Add(20 * time.Second)
-	for passivated < 3 && time.Now().Before(deadline) {
+	poll.Until(20*time.Second, func() bool {
 		// Past the session timeout, so that the group may stop.
-		quiet := time.Now().Add(110 * time.Millisecond)
-		for time.Now().Before(quiet) {
-			time.Sleep(10 * time.Millisecond) // polling, with the deadline above
-		}
+		h.clock.Advance(110 * time.Millisecond)
 		done := make(chan int, 1)
 		go func() { done <- h.m.PassivateIdle(0) }()
 		// The fetches start once the passivation has picked the group: a
@@ -93,7 +93,8 @@ func TestIdleGroupsPassivate(t *testing.T) {
 			raced++
 		}
 		rejoin()
-	}
+		return passivated >= 3
+	})
 	if passivated == 0 {
 		t.Fatalf("no passivation in %d fetches racing them", raced)
 	}
@@ -102,4 +103,28 @@ func TestIdleGroupsPassivate(t *testing.T) {
 func isConsumerUnknown(err error) bool {
 	e := api.AsError(err)
 	return e != nil && e.Code == api.CodeConsumerUnknown
+}
+
+// TestIdleSweeperRunsOnTheManagersClock: the sweeper started by
+// StartIdleSweeper passivates a group once it has been quiet for the idle
+// timeout on the manager's clock, and not before.
+func TestIdleSweeperRunsOnTheManagersClock(t *testing.T) {
+	src := newTestSource(t, 1, 1)
+	h := newHarness(t, src)
+	if _, err := h.joinReq(api.JoinRequest{Consumer: "c1", SessionTimeout: "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	lastUse := h.clock.Now()
+	const idle = 200 * time.Millisecond // swept every 50ms
+	h.m.StartIdleSweeper(idle)
+	poll.Eventually(t, replyTimeout, "the sweeper passivates the idle group", func() bool {
+		if h.m.Running(src.Topic()) {
+			h.clock.Advance(10 * time.Millisecond)
+			return false
+		}
+		if quiet := h.clock.Now().Sub(lastUse); quiet < idle {
+			t.Fatalf("the sweeper passivated a group quiet for %s, less than its idle timeout %s", quiet, idle)
+		}
+		return true
+	})
 }

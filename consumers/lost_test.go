@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
 
@@ -58,7 +59,7 @@ func TestStreamSkipsLostRecords(t *testing.T) {
 		t.Fatalf("after a restart, delivered %v, want %v (nothing acked, nothing lost)", offsetsOf(again), want)
 	}
 	h.ack("c1", pos(0, 0, 8))
-	eventually(t, 5*time.Second, "segment 0 drained", func() bool {
+	poll.Eventually(t, 5*time.Second, "segment 0 drained", func() bool {
 		return slices.Contains(h.stats().Drained, topology.SegmentID(0))
 	})
 	produceKeys(src, 4, 8, 100)

@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -56,6 +57,9 @@ type managerOptions struct {
 	sessionTimeout time.Duration
 	durability     wal.Durability
 	queue          queueOptions // queue subscriptions only (NewQueueManager)
+	// clock tells the time and runs the timers of the manager and its
+	// groups; nil is clock.Real.
+	clock clock.Clock
 	// prepare, when set, runs before a group is spawned (move.go).
 	prepare func(topic, subscription, dir string) error
 }
@@ -82,6 +86,14 @@ func WithDurability(d wal.Durability) Option {
 	return func(o *managerOptions) { o.durability = d }
 }
 
+// WithClock sets the clock the manager and its groups read the time from
+// and arm their timers with: sessions, hand-over grace, redelivery, ack
+// timeouts, parked fetches, idle sweeping and retries of a broken log
+// (default clock.Real). Tests pass a clock.Fake and advance it.
+func WithClock(c clock.Clock) Option {
+	return func(o *managerOptions) { o.clock = c }
+}
+
 // Manager owns the consumer-group actors of one node: one per (topic,
 // subscription), spawned on first use, each with its log under
 // dataDir/<escaped topic>/<subscription>. It is safe for concurrent use;
@@ -93,6 +105,7 @@ type Manager struct {
 	dataDir string
 	logger  *slog.Logger
 	opts    managerOptions
+	clock   clock.Clock // opts.clock, or clock.Real
 
 	// mu guards the fields below. Requests are sent to a group under the
 	// read lock, so once Close holds the write lock no request is in flight
@@ -112,10 +125,11 @@ type Manager struct {
 	// use holds when each group was last sent a request, and the longest
 	// session timeout its consumers asked for; parked holds the groups
 	// being passivated for idleness, with a channel closed once they
-	// stopped (see idle.go).
-	use      map[groupKey]*groupUse
-	parked   map[groupKey]chan struct{}
-	stopIdle chan struct{}
+	// stopped (see idle.go); idleTimer is the idle sweeper's next sweep,
+	// nil until StartIdleSweeper.
+	use       map[groupKey]*groupUse
+	parked    map[groupKey]chan struct{}
+	idleTimer clock.Timer
 
 	// reassigned counts units that left their owner, in every group.
 	reassigned atomic.Uint64
@@ -133,14 +147,16 @@ func NewManager(system *actor.ActorSystem, dataDir string, logger *slog.Logger, 
 	for _, opt := range opts {
 		opt(&o)
 	}
+	clk := clock.Or(o.clock)
 	return &Manager{
 		system:   system,
 		dataDir:  dataDir,
 		logger:   logger.With("component", "consumers"),
 		opts:     o,
+		clock:    clk,
 		groups:   make(map[groupKey]*actor.PID),
 		deleting: make(map[string]bool),
-		notices:  &noticeBoard{},
+		notices:  &noticeBoard{clock: clk},
 		use:      make(map[groupKey]*groupUse),
 		parked:   make(map[groupKey]chan struct{}),
 	}
@@ -206,11 +222,12 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		Reassigned:            &m.reassigned,
 		Queue:                 m.opts.queue,
 		Notices:               m.notices,
+		Clock:                 m.clock,
 	}
 	pid := m.system.Root.SpawnPrefix(m.opts.queue.props(cfg), "consumer-group-"+subscription+"-")
 	m.logger.Debug("consumer group spawned", "topic", key.topic, "subscription", subscription, "pid", pid.Id)
 	m.groups[key] = pid
-	m.use[key] = newGroupUse()
+	m.use[key] = newGroupUse(m.clock.Now())
 	return pid, nil
 }
 
@@ -260,7 +277,7 @@ func (m *Manager) sendAs(src Source, subscription string, msg any, fail func(err
 			return
 		}
 		if cur := m.groups[key]; cur != nil && cur.Equal(pid) {
-			m.use[key].touch(session)
+			m.use[key].touch(m.clock.Now(), session)
 			m.system.Root.Send(pid, msg)
 			m.mu.RUnlock()
 			return
@@ -423,9 +440,8 @@ func (m *Manager) Subscriptions(topic string) []string {
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
-	if m.stopIdle != nil {
-		close(m.stopIdle)
-		m.stopIdle = nil
+	if m.idleTimer != nil {
+		m.idleTimer.Stop()
 	}
 	keys := slices.Collect(maps.Keys(m.groups))
 	futures := m.poisonLocked(keys)

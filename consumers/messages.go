@@ -119,21 +119,16 @@ type ConsumerStats struct {
 	Parked bool
 }
 
-// Internal messages. Those sent from timers and watcher goroutines carry the
-// incarnation of the actor that armed them, so that a restarted actor
-// ignores what its predecessor left behind.
+// Internal messages. Those sent from the timer and watcher goroutines
+// carry the incarnation of the actor that armed them, so that a restarted
+// actor ignores what its predecessor left behind.
 type (
 	// flushNow asks the group to write its pending batch; everything the
 	// mailbox held before it is part of the batch.
 	flushNow struct{}
 	// appendedWake says Source.Appended fired: retry the parked fetches.
 	appendedWake struct{ incarnation uint64 }
-	// fetchExpired says a parked fetch's Wait is over.
-	fetchExpired struct {
-		incarnation uint64
-		consumer    string
-		seq         uint64
-	}
-	// sessionCheck says the earliest session deadline has come.
-	sessionCheck struct{ incarnation uint64 }
+	// deadlineCheck says the group's timer fired: the earliest of its
+	// deadlines (deadlines.go) has come.
+	deadlineCheck struct{ incarnation uint64 }
 )

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 )
 
 // Notices: what a consumer is told when an admin deletes its subscription,
@@ -29,16 +30,11 @@ type noticeBoard struct {
 	active  atomic.Int64
 	mu      sync.Mutex
 	entries map[noticeKey]notice
-	// clock is time.Now but in tests.
-	clock func() time.Time
+	// clock is the manager's (nil: clock.Real); it times the notices out.
+	clock clock.Clock
 }
 
-func (b *noticeBoard) now() time.Time {
-	if b.clock != nil {
-		return b.clock()
-	}
-	return time.Now()
-}
+func (b *noticeBoard) now() time.Time { return clock.Or(b.clock).Now() }
 
 type noticeKey struct{ topic, subscription, consumer string }
 

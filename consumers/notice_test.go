@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 )
 
 // TestNoticeBoard: a notice refuses its consumer's requests with its error
@@ -12,8 +13,9 @@ import (
 // consumer's session timeout and at least NoticeTTL; other consumers and
 // other subscriptions are not concerned.
 func TestNoticeBoard(t *testing.T) {
-	now := time.Unix(1000, 0)
-	b := &noticeBoard{clock: func() time.Time { return now }}
+	t.Parallel()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	b := &noticeBoard{clock: clk}
 	gone := api.Errorf(api.CodeNotFound, "deleted")
 	b.add("topic://a/b/c", "s", "c1", time.Second, gone)
 	b.add("topic://a/b/c", "s", "c2", 2*NoticeTTL, gone)
@@ -48,11 +50,11 @@ func TestNoticeBoard(t *testing.T) {
 	if ok, _ := answered(&Fetch{Consumer: "c1"}); ok {
 		t.Fatal("c1 still noticed after it left")
 	}
-	now = now.Add(NoticeTTL)
+	clk.Advance(NoticeTTL)
 	if ok, _ := answered(&Fetch{Consumer: "c2"}); !ok {
 		t.Fatal("c2's notice expired before its session timeout")
 	}
-	now = now.Add(NoticeTTL)
+	clk.Advance(NoticeTTL)
 	if ok, _ := answered(&Fetch{Consumer: "c2"}); ok {
 		t.Fatal("c2's notice outlived its session timeout")
 	}

@@ -42,11 +42,7 @@ func (g *group) restoreAwaited(now time.Time) {
 		if _, ok := g.awaiting[name]; ok {
 			continue
 		}
-		timeout := g.state.Sessions[name]
-		if timeout <= 0 {
-			timeout = g.cfg.DefaultSessionTimeout
-		}
-		g.awaiting[name] = now.Add(timeout)
+		g.awaiting[name] = graceEnd(now, g.state.Sessions[name], g.cfg.DefaultSessionTimeout)
 	}
 	if len(g.awaiting) > 0 {
 		g.logger.Info("waiting for the previous owners of units to join again",
@@ -113,13 +109,7 @@ func (g *group) returned(c *consumerState) {
 // expireAwaited declares dead the previous owners whose grace has passed
 // and releases their units. It reports whether it released anyone.
 func (g *group) expireAwaited(now time.Time) bool {
-	var expired []string
-	for name, deadline := range g.awaiting {
-		if !now.Before(deadline) {
-			expired = append(expired, name)
-		}
-	}
-	slices.Sort(expired)
+	expired := graceOver(g.awaiting, now)
 	for _, name := range expired {
 		g.releaseAwaited(name, "did not join again within its session timeout")
 	}
@@ -213,17 +203,6 @@ func (g *group) assignees() []string {
 		}
 	}
 	return names
-}
-
-// earliestAwaited returns the earliest end of a grace, zero if none.
-func (g *group) earliestAwaited() time.Time {
-	var earliest time.Time
-	for _, d := range g.awaiting {
-		if earliest.IsZero() || d.Before(earliest) {
-			earliest = d
-		}
-	}
-	return earliest
 }
 
 // awaitedNames lists the awaited previous owners, sorted.

@@ -67,9 +67,6 @@ type (
 		Reply    func(error)
 	}
 	getQueueStats struct{ Reply func(QueueStats, error) }
-
-	// dueCheck says the earliest ack deadline or redelivery time has come.
-	dueCheck struct{ incarnation uint64 }
 	// deadLettered reports the outcome of one dead-letter append.
 	deadLettered struct {
 		incarnation uint64
@@ -152,9 +149,10 @@ type queueGroup struct {
 	batch queueBatch
 	epoch uint64 // the layout epoch refresh last saw
 
-	rr       int
-	dueTimer *time.Timer
-	dueAt    int64
+	rr int
+	// due is expire's scratch list of the offsets due in one unit, kept so
+	// that a fetch allocates none.
+	due []uint64
 	// deadLettered counts the messages sent to the dead-letter topic by
 	// this incarnation.
 	deadLettered uint64
@@ -162,7 +160,7 @@ type queueGroup struct {
 
 func newQueueProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &queueGroup{groupBase: groupBase{cfg: cfg, logger: cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue"), kind: "queue subscription"}}
+		return &queueGroup{groupBase: newGroupBase(cfg, cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue"), "queue subscription")}
 	}, actor.WithGuardian(groupSupervision))
 }
 
@@ -218,12 +216,6 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 	case flushNow:
 		q.flushOrFail(true)
 		q.serveParked()
-	case dueCheck:
-		if m.incarnation == q.incarnation {
-			q.dueTimer, q.dueAt = nil, 0
-			q.expire(time.Now().UnixMilli())
-			q.serveParked()
-		}
 	case deadLettered:
 		q.onDeadLettered(m)
 	case *Join:
@@ -232,8 +224,7 @@ func (q *queueGroup) Receive(ctx actor.Context) {
 		q.onWake(q, m)
 	}
 	q.current = nil
-	q.armSessionTimer()
-	q.armDueTimer()
+	q.armTimer(q.nextDeadline())
 }
 
 // load resets the state and replays the log, if the subscription exists.
@@ -247,7 +238,7 @@ func (q *queueGroup) load() {
 		return // created by the first join
 	}
 	if err := q.openLog(); err != nil {
-		q.broken, q.brokenAt = err, time.Now()
+		q.broken, q.brokenAt = err, q.clock.Now()
 		q.logger.Error("queue subscription cannot load its state", "dir", q.cfg.Dir, "err", err)
 	}
 }
@@ -279,10 +270,6 @@ func (q *queueGroup) maybeCompact() error {
 func (q *queueGroup) end(err error) {
 	if q.done == nil {
 		return
-	}
-	if q.dueTimer != nil {
-		q.dueTimer.Stop()
-		q.dueTimer = nil
 	}
 	replies := q.batch.replies
 	q.batch = newQueueBatch()
@@ -323,7 +310,7 @@ func (q *queueGroup) onJoin(m *queueJoin) {
 	if c.timeout <= 0 {
 		c.timeout = q.cfg.DefaultSessionTimeout
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	reply := api.JoinReply{Subscription: q.cfg.Subscription, Consumer: m.Consumer, Consumers: len(q.consumers)}
 	q.afterFlush(func(err error) {
 		if m.Reply != nil {
@@ -443,10 +430,27 @@ func (q *queueGroup) flushOrFail(restart bool) {
 	}
 }
 
+// nextDeadline is the earliest of the consumers' deadlines (sessions,
+// parked fetches) and of the entries' (ack deadlines, redeliveries).
+func (q *queueGroup) nextDeadline() time.Time {
+	return earlier(consumersDeadline(q.consumers), queueDeadline(q.state.Units))
+}
+
+// onDeadline declares dead the consumers silent past their session timeout
+// (what they held is ready again), makes ready the entries past their ack
+// deadline or redelivery time, serves the parked fetches with them, and
+// answers empty those still parked whose wait is over.
+func (q *queueGroup) onDeadline(now time.Time) {
+	q.expireConsumers(now)
+	q.expire(now.UnixMilli())
+	q.serveParked()
+	q.releaseParkedOver(q, now)
+}
+
 // expireConsumers declares dead every consumer silent for its session
 // timeout.
 func (q *queueGroup) expireConsumers(now time.Time) {
-	dead := q.deadConsumers(now)
+	dead := deadConsumers(q.consumers, now)
 	for _, c := range dead {
 		q.removeConsumer(c, "session timed out")
 	}
@@ -460,7 +464,7 @@ func (q *queueGroup) removeConsumer(c *consumerState, why string) {
 	if c.parked != nil {
 		q.releaseParked(c, nil, nil)
 	}
-	redelivering, now := 0, time.Now().UnixMilli()
+	redelivering, now := 0, q.clock.Now().UnixMilli()
 	for unit, u := range q.state.Units {
 		for i := range u.entries {
 			if e := &u.entries[i]; e.state == entryInflight && e.owner == c.name {
@@ -471,30 +475,4 @@ func (q *queueGroup) removeConsumer(c *consumerState, why string) {
 	}
 	delete(q.consumers, c.name)
 	q.logger.Info("consumer removed", "consumer", c.name, "reason", why, "redelivering", redelivering, "consumers", len(q.consumers))
-}
-
-// armDueTimer makes sure a timer fires by the earliest ack deadline or
-// redelivery time. minDue values are lower bounds, so it may fire early and
-// find nothing due; serveParked then expires what is due and it is armed
-// again.
-func (q *queueGroup) armDueTimer() {
-	if q.done == nil {
-		return
-	}
-	earliest := int64(0)
-	for _, u := range q.state.Units {
-		if u.minDue > 0 && (earliest == 0 || u.minDue < earliest) {
-			earliest = u.minDue
-		}
-	}
-	if earliest == 0 || (q.dueTimer != nil && q.dueAt <= earliest) {
-		return
-	}
-	if q.dueTimer != nil {
-		q.dueTimer.Stop()
-	}
-	q.dueAt = earliest
-	msg := dueCheck{incarnation: q.incarnation}
-	wait := time.Until(time.UnixMilli(earliest)) + time.Millisecond
-	q.dueTimer = time.AfterFunc(max(wait, time.Millisecond), func() { q.send(msg) })
 }

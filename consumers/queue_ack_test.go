@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
 
@@ -43,7 +44,7 @@ func TestQueueAckNeverDeliveredOnDrainedSegmentIsRefused(t *testing.T) {
 
 	h.ack("c1", msgs...)
 	src.split(0) // seals segment 0: with everything acked, it is drained
-	eventually(t, 10*time.Second, "segment 0 drained", func() bool {
+	poll.Eventually(t, 10*time.Second, "segment 0 drained", func() bool {
 		return slices.Equal(h.stats().Drained, []topology.SegmentID{0})
 	})
 

@@ -116,7 +116,7 @@ func (q *queueGroup) onFetch(m *Fetch) {
 		replyFetch(m, nil, 0, api.Errorf(api.CodeConsumerUnknown, "consumer %q is not in queue subscription %q (expired or never joined); join again", m.Consumer, q.cfg.Subscription))
 		return
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	if c.parked != nil {
 		q.releaseParked(c, nil, nil)
 	}
@@ -149,8 +149,7 @@ func (q *queueGroup) replyFetchDurable(m *Fetch, msgs []api.Message) {
 func (q *queueGroup) releaseParked(c *consumerState, msgs []api.Message, err error) {
 	p := c.parked
 	c.parked = nil
-	p.timer.Stop()
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	replyFetch(p.req, msgs, 0, err)
 }
 
@@ -169,8 +168,7 @@ func (q *queueGroup) serveParked() {
 		case len(msgs) > 0:
 			p := c.parked
 			c.parked = nil
-			p.timer.Stop()
-			c.lastSeen = time.Now()
+			c.lastSeen = q.clock.Now()
 			q.replyFetchDurable(p.req, msgs)
 		case err != nil:
 			q.releaseParked(c, nil, err)
@@ -183,25 +181,20 @@ func (q *queueGroup) serveParked() {
 	}
 }
 
-// expire makes ready again the inflight entries past their ack deadline and
-// the delayed ones whose time has come.
+// expire makes ready again the entries whose time has come at now (unix
+// ms), as dueOffsets decides: inflight past their ack deadline, delayed
+// whose redelivery time came.
 func (q *queueGroup) expire(now int64) {
 	for unit, u := range q.state.Units {
-		if u.minDue == 0 || u.minDue > now {
+		if !u.mayBeDue(now) {
 			continue
 		}
-		u.minDue = 0
-		for i := range u.entries {
-			e := &u.entries[i]
-			if (e.state != entryInflight && e.state != entryDelayed) || e.due == 0 {
-				continue
-			}
-			if e.due <= now {
-				q.makeReady(unit, u, u.floor+uint64(i), e, now)
-			} else {
-				u.noteDue(e.state, e.due)
-			}
+		due, next := u.dueOffsets(now, q.due[:0])
+		u.minDue = next // before makeReady, which may note a dead-letter retry
+		for _, off := range due {
+			q.makeReady(unit, u, off, u.entry(off), now)
 		}
+		q.due = due
 	}
 }
 
@@ -222,7 +215,7 @@ func (q *queueGroup) collect(c *consumerState, maxMsgs, maxBytes int) ([]api.Mes
 	if len(q.state.Units) == 0 {
 		return nil, nil
 	}
-	now := time.Now().UnixMilli()
+	now := q.clock.Now().UnixMilli()
 	q.expire(now)
 	units := slices.SortedFunc(maps.Keys(q.state.Units), compareUnits)
 	start := q.rr % len(units)
@@ -254,10 +247,7 @@ func (q *queueGroup) take(c *consumerState, unit topology.Unit, n, maxBytes int,
 		return false, err
 	}
 	q.skipRetained(unit, u, first)
-	due := int64(0)
-	if q.state.Policy.AckTimeout > 0 {
-		due = now + q.state.Policy.AckTimeout.Milliseconds()
-	}
+	due := q.state.Policy.ackDeadline(now)
 	taken := 0
 	fits := func(payload int) bool { return len(*out) == 0 || *bytes+payload <= maxBytes }
 	for i := 0; u.ready > 0 && i < len(u.entries) && taken < n; i++ {
@@ -377,7 +367,7 @@ func (q *queueGroup) onDeadLettered(m deadLettered) {
 	}
 	if m.err != nil {
 		q.logger.Warn("dead-letter append failed; retrying", "segment", m.unit.Segment, "bucket", m.unit.Bucket, "offset", m.offset, "err", m.err)
-		u.setState(e, entryDelayed, time.Now().Add(deadLetterRetry).UnixMilli())
+		u.setState(e, entryDelayed, q.clock.Now().Add(deadLetterRetry).UnixMilli())
 		return
 	}
 	u.setState(e, entryAcked, 0)
@@ -456,7 +446,7 @@ func (q *queueGroup) knownConsumer(name string) (*consumerState, error) {
 	if c == nil {
 		return nil, api.Errorf(api.CodeConsumerUnknown, "consumer %q is not in queue subscription %q (expired or never joined); join again", name, q.cfg.Subscription)
 	}
-	c.lastSeen = time.Now()
+	c.lastSeen = q.clock.Now()
 	return c, nil
 }
 
@@ -502,20 +492,16 @@ func (q *queueGroup) onNack(m *queueNack) {
 		replyErr(m.Reply, err)
 		return
 	}
-	now := time.Now()
+	now := q.clock.Now()
 	for _, p := range m.Nacks {
 		unit, u, e, _ := q.positionEntry(p)
 		if e == nil || e.state != entryInflight || e.owner != c.name {
 			continue
 		}
-		delay := m.Delay
-		if delay < 0 {
-			delay = q.state.Policy.delayFor(e.deliveries)
-		}
-		if delay <= 0 || (q.state.Policy.MaxDeliveries > 0 && e.deliveries >= q.state.Policy.MaxDeliveries) {
+		if at := q.state.Policy.redeliverAt(e.deliveries, m.Delay, now); at == 0 {
 			q.makeReady(unit, u, p.Offset, e, now.UnixMilli())
 		} else {
-			u.setState(e, entryDelayed, now.Add(delay).UnixMilli())
+			u.setState(e, entryDelayed, at)
 		}
 		q.batch.touch(unit, p.Offset)
 	}

@@ -23,6 +23,7 @@ func sampleQueueRecords() []*queueRecord {
 }
 
 func TestQueueRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, r := range sampleQueueRecords() {
 		b := encodeQueueRecord(nil, r)
 		got, err := decodeQueueRecord(b)
@@ -61,6 +62,7 @@ func FuzzDecodeQueueRecord(f *testing.F) {
 // TestQueueSnapshotReplaysToTheSameState applies random histories of
 // update records and checks that the snapshot of the state rebuilds it.
 func TestQueueSnapshotReplaysToTheSameState(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 200; round++ {
 		s := newQueueState()

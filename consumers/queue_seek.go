@@ -122,7 +122,7 @@ func (q *queueGroup) onSeek(m *seekSub) {
 		return
 	}
 	next := plan.applyToQueue(q.state)
-	records, err := compactLog(q.log, encodeQueueRecord(nil, next.snapshot()))
+	records, err := compactLog(q.log, q.clock.Now(), encodeQueueRecord(nil, next.snapshot()))
 	if err != nil {
 		fail(api.Errorf(api.CodeInternal, "subscription %q: writing its new positions: %v", q.cfg.Subscription, err))
 		q.failLog(err)

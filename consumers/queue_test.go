@@ -12,10 +12,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
 
-// queueHarness drives one queue subscription through a real QueueManager.
+// queueHarness drives one queue subscription through a real QueueManager,
+// on a fake clock the test moves (advance): ack timeouts, nack delays,
+// sessions and parked fetches take no real time.
 type queueHarness struct {
 	t      *testing.T
 	system *actor.ActorSystem
@@ -23,8 +26,9 @@ type queueHarness struct {
 	src    *testSource
 	dir    string
 	sub    string
-	opts   []Option
+	opts   []Option // WithClock(clock) and WithDeadLetter first
 	dlq    *fakeDeadLetters
+	clock  *testClock
 }
 
 // fakeDeadLetters records what the group sends to dead-letter topics.
@@ -55,8 +59,9 @@ func (f *fakeDeadLetters) count(uri string) int {
 func newQueueHarness(t *testing.T, src *testSource, opts ...Option) *queueHarness {
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testLogger() }))
-	h := &queueHarness{t: t, system: system, src: src, dir: t.TempDir(), sub: "work", dlq: &fakeDeadLetters{recs: map[string][]api.Record{}}}
-	h.opts = append([]Option{WithDeadLetter(h.dlq.send)}, opts...)
+	h := &queueHarness{t: t, system: system, src: src, dir: t.TempDir(), sub: "work", dlq: &fakeDeadLetters{recs: map[string][]api.Record{}},
+		clock: newTestClock()}
+	h.opts = append([]Option{WithClock(h.clock), WithDeadLetter(h.dlq.send)}, opts...)
 	h.m = NewQueueManager(system, h.dir, testLogger(), h.opts...)
 	t.Cleanup(func() {
 		if err := h.m.Close(); err != nil {
@@ -92,10 +97,7 @@ func (h *queueHarness) join(consumer string) {
 
 func (h *queueHarness) fetchWait(consumer string, max int, wait string) []api.Message {
 	h.t.Helper()
-	ch := make(chan fetchResult, 1)
-	h.m.Fetch(h.src, api.FetchRequest{Subscription: h.sub, Consumer: consumer, Max: max, Wait: wait},
-		func(msgs []api.Message, assigned int, err error) { ch <- fetchResult{msgs, assigned, err} })
-	res := waitLong(h.t, ch)
+	res := waitLong(h.t, h.fetchAsync(consumer, max, wait))
 	if res.err != nil {
 		h.t.Fatalf("fetch by %s: %v", consumer, res.err)
 	}
@@ -105,6 +107,35 @@ func (h *queueHarness) fetchWait(consumer string, max int, wait string) []api.Me
 func (h *queueHarness) fetch(consumer string, max int) []api.Message {
 	h.t.Helper()
 	return h.fetchWait(consumer, max, "0s")
+}
+
+// fetchAsync starts a fetch and returns where its reply will arrive.
+func (h *queueHarness) fetchAsync(consumer string, max int, wait string) <-chan fetchResult {
+	ch := make(chan fetchResult, 1)
+	h.m.Fetch(h.src, api.FetchRequest{Subscription: h.sub, Consumer: consumer, Max: max, Wait: wait},
+		func(msgs []api.Message, assigned int, err error) { ch <- fetchResult{msgs, assigned, err} })
+	return ch
+}
+
+// advance moves the fake clock on by d once the group has handled every
+// request sent to it (see harness.advance).
+func (h *queueHarness) advance(d time.Duration) {
+	h.t.Helper()
+	h.stats()
+	h.clock.advance(h.t, d)
+}
+
+// parked waits until consumer's fetch is parked in the group.
+func (h *queueHarness) parked(consumer string) {
+	h.t.Helper()
+	poll.Eventually(h.t, replyTimeout, consumer+"'s fetch parks", func() bool {
+		for _, c := range h.stats().Consumers {
+			if c.Name == consumer {
+				return c.Parked
+			}
+		}
+		return false
+	})
 }
 
 func waitLong[T any](t *testing.T, ch <-chan T) T {
@@ -254,17 +285,25 @@ func TestQueueNackRedeliversAfterItsDelayWithCounts(t *testing.T) {
 		t.Fatalf("after a nack without delay: %+v", again)
 	}
 	// The backoff: the 2nd delivery's nack waits 400ms*2, capped at 600ms.
-	start := time.Now()
 	h.nack("a", "", again[0])
 	if got := h.fetch("a", 10); len(got) != 0 {
 		t.Fatalf("delayed message delivered at once: %+v", got)
 	}
-	var third []api.Message
-	for len(third) == 0 {
-		third = h.fetchWait("a", 10, "2s")
+	h.advance(600*time.Millisecond - time.Millisecond)
+	if got := h.fetch("a", 10); len(got) != 0 {
+		t.Fatalf("delayed message delivered a millisecond before its backoff of 600ms: %+v", got)
 	}
-	if third[0].Deliveries != 3 || time.Since(start) < 590*time.Millisecond {
-		t.Fatalf("third delivery %+v after %s", third[0], time.Since(start))
+	// A fetch parked meanwhile is served by the group's timer once the
+	// backoff is over.
+	parked := h.fetchAsync("a", 10, "2s")
+	h.parked("a")
+	h.advance(time.Millisecond)
+	res := waitLong(t, parked)
+	if res.err != nil || len(res.msgs) != 1 {
+		t.Fatalf("parked fetch at the end of the backoff: %+v, %v", res.msgs, res.err)
+	}
+	if third := res.msgs; third[0].Offset != 0 || third[0].Deliveries != 3 {
+		t.Fatalf("third delivery %+v", third[0])
 	}
 	// A nack of a message this consumer does not hold is ignored.
 	h.join("b")
@@ -288,10 +327,16 @@ func TestQueueAckTimeoutAndDeadConsumersRedeliver(t *testing.T) {
 		t.Fatalf("fast got %d, want the 5 slow does not hold", len(rest))
 	}
 	h.ack("fast", rest...)
-	var redelivered []api.Message
-	for len(redelivered) < 3 {
-		redelivered = append(redelivered, h.fetchWait("fast", 100, "1s")...)
+	h.advance(time.Second - time.Millisecond)
+	if got := h.fetch("fast", 100); len(got) != 0 {
+		t.Fatalf("redelivered a millisecond before the ack timeout of 1s: %+v", got)
 	}
+	h.advance(time.Millisecond)
+	var redelivered []api.Message
+	poll.Eventually(t, replyTimeout, "the 3 messages past their ack timeout are redelivered", func() bool {
+		redelivered = append(redelivered, h.fetch("fast", 100)...)
+		return len(redelivered) >= 3
+	})
 	for _, m := range redelivered {
 		if m.Deliveries != 2 {
 			t.Fatalf("redelivery after the ack timeout has deliveries %d", m.Deliveries)
@@ -338,7 +383,7 @@ func TestQueueDeadLettersAfterMaxDeliveries(t *testing.T) {
 		t.Fatalf("delivered past max deliveries: %+v", got)
 	}
 	dlq := "topic://acme/orders/" + sanitize(t.Name()) + "-dlq"
-	eventually(t, 5*time.Second, "dead letter", func() bool { return h.stats().Backlog == 0 })
+	poll.Eventually(t, 5*time.Second, "dead letter", func() bool { return h.stats().Backlog == 0 })
 	if n := h.dlq.count(dlq); n != 1 {
 		t.Fatalf("%d dead letters in %s", n, dlq)
 	}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 1000 {
 		kind := allKinds[r.IntN(len(allKinds))]
@@ -30,6 +31,7 @@ var allKinds = []recordKind{kindCreated, kindUpdate, kindSnapshot, kindOwners, k
 
 // TestRecordOwnersEncoding pins the body of an owners record.
 func TestRecordOwnersEncoding(t *testing.T) {
+	t.Parallel()
 	rec := stateRecord{Kind: kindOwners,
 		Owners:   []unitOwner{{Unit: u(1, 2), Owner: "ab"}, {Unit: u(3, 0), Owner: ""}},
 		Sessions: []consumerSession{{Consumer: "ab", Timeout: 300}}}
@@ -40,6 +42,7 @@ func TestRecordOwnersEncoding(t *testing.T) {
 }
 
 func TestRecordDecodeErrors(t *testing.T) {
+	t.Parallel()
 	valid := encodeRecord(nil, stateRecord{Kind: kindSnapshot, Start: startLatest,
 		Cursors: []unitCursor{{Unit: u(1, 0), Acked: 3}, {Unit: u(1, 1), Acked: 4}}, Drained: []topology.SegmentID{0, 2}})
 	tests := []struct {

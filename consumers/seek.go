@@ -347,7 +347,7 @@ func (g *group) onSeek(m *seekSub) {
 		return
 	}
 	next := plan.applyTo(g.state)
-	records, err := compactLog(g.log, encodeRecord(nil, next.snapshot()))
+	records, err := compactLog(g.log, g.clock.Now(), encodeRecord(nil, next.snapshot()))
 	if err != nil {
 		fail(api.Errorf(api.CodeInternal, "subscription %q: writing its new positions: %v", g.cfg.Subscription, err))
 		g.failLog(err)

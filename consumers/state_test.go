@@ -11,6 +11,7 @@ import (
 )
 
 func TestSegmentDrained(t *testing.T) {
+	t.Parallel()
 	seg := func(state topology.State, buckets int) topology.Segment {
 		return topology.Segment{ID: 7, State: state, Buckets: buckets}
 	}
@@ -71,6 +72,7 @@ func mustLayout(t *testing.T) func(topology.Layout, error) topology.Layout {
 }
 
 func TestReadableAcrossSplit(t *testing.T) {
+	t.Parallel()
 	l := mustLayout(t)(topology.New(1, 2))
 	l = mustLayout(t)(l.Split(0, nil)) // 0 -> 1, 2
 	ut := unitTable{
@@ -93,6 +95,7 @@ func TestReadableAcrossSplit(t *testing.T) {
 }
 
 func TestReadableAcrossMerge(t *testing.T) {
+	t.Parallel()
 	l := mustLayout(t)(topology.New(2, 2)) // 0 and 1, one bucket each
 	l = mustLayout(t)(l.Merge(0, 1))       // -> 2
 	ut := unitTable{
@@ -114,6 +117,7 @@ func TestReadableAcrossMerge(t *testing.T) {
 // nothing, so it is drained at once, but its children 3 and 4 must still
 // wait for the grandparent 0.
 func TestReadableEmptyMiddle(t *testing.T) {
+	t.Parallel()
 	l := mustLayout(t)(topology.New(1, 1))
 	l = mustLayout(t)(l.Split(0, nil)) // 0 -> 1, 2
 	l = mustLayout(t)(l.Split(1, nil)) // 1 -> 3, 4
@@ -139,6 +143,7 @@ func TestReadableEmptyMiddle(t *testing.T) {
 }
 
 func TestNewlyDrainedRetentionAndUnknownBounds(t *testing.T) {
+	t.Parallel()
 	l := mustLayout(t)(topology.New(1, 2))
 	l = mustLayout(t)(l.Split(0, nil))
 	ut := unitTable{
@@ -162,6 +167,7 @@ func TestNewlyDrainedRetentionAndUnknownBounds(t *testing.T) {
 // TestDeliveryCounts checks deliveryCounts against a dumb reference: one
 // counter per offset.
 func TestDeliveryCounts(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	for trial := range 500 {
 		var d deliveryCounts
@@ -266,6 +272,7 @@ func checkInvariants(t *testing.T, trial int, s subscriptionState) {
 // TestReplaySnapshot: replaying any history, or the snapshot of its state,
 // gives the same state; and a cursor never moves back.
 func TestReplaySnapshot(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
 	for trial := range 500 {
 		s := newSubscriptionState()
@@ -320,6 +327,7 @@ func TestReplaySnapshot(t *testing.T) {
 }
 
 func TestApplyUpdateBeforeCreate(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []recordKind{kindUpdate, kindOwners} {
 		s := newSubscriptionState()
 		if err := s.apply(stateRecord{Kind: kind}); err == nil {
@@ -331,6 +339,7 @@ func TestApplyUpdateBeforeCreate(t *testing.T) {
 // TestApplyOwners: owners are set and cleared, drained segments drop
 // theirs, and sessions follow the consumers that own something.
 func TestApplyOwners(t *testing.T) {
+	t.Parallel()
 	s := newSubscriptionState()
 	steps := []stateRecord{
 		{Kind: kindCreated},

@@ -175,7 +175,7 @@ func (m *Manager) DeleteSubscription(src Source, subscription string, force bool
 			m.deletingSubs = make(map[groupKey]bool)
 		}
 		m.deletingSubs[key] = true
-		m.use[key].touch(0)
+		m.use[key].touch(m.clock.Now(), 0)
 		m.system.Root.Send(p, msg)
 		m.mu.Unlock()
 		pid = p

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -378,7 +379,7 @@ func TestSeekRefusedWhileAttachedUnlessForced(t *testing.T) {
 	}
 
 	parked := h.fetchAsync(api.FetchRequest{Consumer: "c1", Wait: "20s"})
-	eventually(t, replyTimeout, "the fetch parks", func() bool {
+	poll.Eventually(t, replyTimeout, "the fetch parks", func() bool {
 		st := h.stats()
 		return len(st.Consumers) == 1 && st.Consumers[0].Parked
 	})
@@ -465,7 +466,7 @@ func TestDeleteSubscription(t *testing.T) {
 		t.Fatalf("subscriptions %v after a refused delete", got)
 	}
 	parked := h.fetchAsync(api.FetchRequest{Consumer: "c1", Wait: "20s"})
-	eventually(t, replyTimeout, "the fetch parks", func() bool {
+	poll.Eventually(t, replyTimeout, "the fetch parks", func() bool {
 		st := h.stats()
 		return len(st.Consumers) == 1 && st.Consumers[0].Parked
 	})
