@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/braidmq/braid/internal/labels"
 	"net"
 	"strconv"
 	"time"
@@ -63,7 +64,7 @@ func (n *Member) StartRemote() error {
 	r := remote.NewRemote(n.system, remote.Configure(host, port))
 	r.Start()
 	n.remote = r
-	props := actor.PropsFromFunc(n.receiveUnits)
+	props := actor.PropsFromFunc(n.receiveUnits, actor.WithDispatcher(labels.Dispatcher("braid_actor", unitsActorName)))
 	if _, err := n.system.Root.SpawnNamed(props, unitsActorName); err != nil {
 		return fmt.Errorf("spawning the units actor: %w", err)
 	}

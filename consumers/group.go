@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"errors"
+	"github.com/braidmq/braid/internal/labels"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -149,7 +150,7 @@ var groupSupervision = actor.NewRestartingStrategy()
 func newGroupProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &group{groupBase: newGroupBase(cfg, cfg.Logger.With("subscription", cfg.Subscription), "subscription")}
-	}, actor.WithGuardian(groupSupervision))
+	}, actor.WithGuardian(groupSupervision), actor.WithDispatcher(groupLabels(cfg, "stream")))
 }
 
 // Receive implements actor.Actor.
@@ -470,4 +471,14 @@ func (g *group) countReassigned() {
 	if g.cfg.Reassigned != nil {
 		g.cfg.Reassigned.Add(1)
 	}
+}
+
+// groupLabels is the dispatcher of a group's actor: its runs carry the
+// pprof labels of its topic, subscription and kind.
+func groupLabels(cfg groupConfig, kind string) actor.Dispatcher {
+	topic := ""
+	if cfg.Source != nil {
+		topic = cfg.Source.Topic()
+	}
+	return labels.Dispatcher("braid_topic", topic, "braid_subscription", cfg.Subscription, "braid_group", kind)
 }

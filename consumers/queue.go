@@ -161,7 +161,7 @@ type queueGroup struct {
 func newQueueProps(cfg groupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &queueGroup{groupBase: newGroupBase(cfg, cfg.Logger.With("subscription", cfg.Subscription, "kind", "queue"), "queue subscription")}
-	}, actor.WithGuardian(groupSupervision))
+	}, actor.WithGuardian(groupSupervision), actor.WithDispatcher(groupLabels(cfg, "queue")))
 }
 
 // Receive implements actor.Actor.
