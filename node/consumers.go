@@ -20,11 +20,19 @@ import (
 // subscriptions, the dead-letter topics of queues, and what topic
 // controllers see of the groups.
 
-func (n *Node) startConsumers() error {
+// startConsumers makes the managers of the stream and queue subscriptions
+// and has the cluster member and the topics' controllers see them (step 7).
+func (n *Node) startConsumers(context.Context) error {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
 		consumers.WithDurability(durability), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)))
 	n.startQueues()
+	n.member.Attach(n.topics, n.subs, n.queues)
+	n.subsView.subs.Store(n.subs)
+	n.subsView.queues.Store(n.queues)
+	n.subs.StartIdleSweeper(n.topics.IdleTimeout())
+	n.queues.StartIdleSweeper(n.topics.IdleTimeout())
+	n.registerConsumerMetrics()
 	return nil
 }
 

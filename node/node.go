@@ -1,11 +1,14 @@
-// Package cluster assembles a Braid node: the NATS connection (an embedded
-// server by default), the JetStream KV metadata store, the protoactor actor
-// system with the topic and subscription managers, the NATS micro services
-// of the wire contract, and the Prometheus /metrics endpoint.
+// Package node assembles a Braid server and runs it: its configuration,
+// start and stop in a documented order (Start, Close), the embedded NATS
+// server (or the connection to an external one, with its security), the
+// data directory's lock, the metadata store and remote tier, and the
+// Prometheus /metrics, /healthz, /readyz endpoints (and the /ui page it is
+// handed).
 //
-// It owns wiring and the translation between NATS messages and the actors'
-// calls; it owns no streaming logic. A single node is what exists today;
-// membership and placement across nodes are future work.
+// What it owns: wiring and order. What it does not own: the NATS endpoints
+// (package frontend), the node's place in its cluster (package cluster),
+// the topics (actors) and consumer groups (consumers) it makes, and any
+// streaming logic.
 package node
 
 import (
@@ -27,6 +30,7 @@ import (
 
 	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/frontend"
+	"github.com/braidmq/braid/wal/tier"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/actors"
@@ -64,12 +68,35 @@ type Node struct {
 	registry       *prometheus.Registry
 	dirLock        *os.File // the data directory's LOCK, held while the node runs
 	nodeID         string   // the node's id in its cluster
+	url            string   // the NATS URL it connected to
+	tier           *tier.Tier
 
 	svcMu   sync.Mutex // guards closing
 	closing bool
 }
 
-// Start starts a node and returns once it serves requests.
+// Start starts a node and returns once it serves requests. It goes step
+// by step, each needing those before it (Close undoes them in the reverse
+// order):
+//
+//  1. metrics: the registry and the metrics every node has;
+//  2. data directory: made, locked (one process at a time), its node id;
+//  3. NATS: the embedded server (unless an external one is named), the
+//     node's connection;
+//  4. metadata: Braid's account checked, the KV store opened and the
+//     tenant public with its namespace default made, the remote tier;
+//  5. cluster: the actor system, the actor listener, the membership lease
+//     and the serving role (package cluster);
+//  6. topics: the log store and the topic manager, recovered from disk
+//     (package actors);
+//  7. consumer groups: the stream and queue subscriptions' managers
+//     (package consumers);
+//  8. front-end: the endpoints of forwarded requests, the entry role
+//     (which starts the client services where it is taken), what every
+//     node answers (package frontend);
+//  9. /metrics, /healthz, /readyz, /ui;
+//  10. the lease's renewals: from now on, losing the lease stops the node
+//     taking requests.
 func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
@@ -81,36 +108,61 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	steps := []func(context.Context) error{n.registerMetrics, n.openDataDir, n.connectNATS, n.openMetadata, n.joinCluster,
+		n.startTopics, n.startConsumers, n.startFrontend, n.startMetrics}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	n.member.StartRenewing()
+	n.log.Info("braid node started", "node", n.nodeID, "serving", n.member.Serving(), "nats", redactURL(n.url), "data_dir", cfg.DataDir,
+		"metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
+	return n, nil
+}
+
+// registerMetrics makes the metrics every node has (step 1).
+func (n *Node) registerMetrics(context.Context) error {
 	n.requestLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "braid_request_duration_seconds",
 		Help:    "Time from a request's receipt to its answer, by service and endpoint (produce: until the records are durable).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2.5, 14)}, []string{"service", "endpoint"})
 	n.registry.MustRegister(n.requestLatency)
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "braid_build_info", Help: "1, labelled with the build's version and Go's.",
-		ConstLabels: prometheus.Labels{"version": cmp.Or(cfg.Version, "devel"), "go_version": runtime.Version()}})
+		ConstLabels: prometheus.Labels{"version": cmp.Or(n.cfg.Version, "devel"), "go_version": runtime.Version()}})
 	buildInfo.Set(1)
 	n.registry.MustRegister(buildInfo)
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	return nil
+}
+
+// openDataDir makes and locks the data directory and reads (or makes) the
+// node's id there (step 2).
+func (n *Node) openDataDir(context.Context) (err error) {
+	if err := os.MkdirAll(n.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
 	}
-	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
-		return nil, err
+	if n.dirLock, err = lockDataDir(n.cfg.DataDir); err != nil {
+		return err
 	}
-	if n.nodeID, err = cluster.ResolveNodeID(cfg.DataDir, cfg.NodeID); err != nil {
-		return nil, err
-	}
-	url := cfg.NATSURL
+	n.nodeID, err = cluster.ResolveNodeID(n.cfg.DataDir, n.cfg.NodeID)
+	return err
+}
+
+// connectNATS starts the embedded NATS server, unless an external one is
+// named, and connects to it (step 3).
+func (n *Node) connectNATS(context.Context) (err error) {
+	n.url = n.cfg.NATSURL
 	var auth natsAuth
-	if url == "" {
-		if url, auth, err = n.startNATS(); err != nil {
-			return nil, err
+	if n.url == "" {
+		if n.url, auth, err = n.startNATS(); err != nil {
+			return err
 		}
 	}
-	auth.creds = cfg.NATSCreds != "" || cfg.NATSNkey != ""
+	auth.creds = n.cfg.NATSCreds != "" || n.cfg.NATSNkey != ""
 	n.auth = auth
 	secure, err := n.connectOptions(auth)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	connOpts := []nats.Option{nats.Name("braid-server"), nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -123,30 +175,33 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.log.Warn("NATS asynchronous error", "subject", subject, "err", err)
 		})}
 	connOpts = append(connOpts, secure...)
+	connURL := n.url
 	if n.ns != nil {
 		// The embedded server is in this process: connect through memory
 		// instead of loopback TCP, which spares the kernel two copies of
-		// every byte produced or consumed.
+		// every byte produced or consumed; no TLS there (a tls:// URL
+		// would ask for it).
 		connOpts = append(connOpts, nats.InProcessServer(n.ns))
+		connURL = strings.Replace(n.url, "tls://", "nats://", 1)
 	}
-	connURL := url
-	if n.ns != nil {
-		// In process: no TLS (a tls:// URL would ask for it).
-		connURL = strings.Replace(url, "tls://", "nats://", 1)
+	if n.nc, err = nats.Connect(connURL, connOpts...); err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", redactURL(n.url), err)
 	}
-	n.nc, err = nats.Connect(connURL, connOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(url), err)
-	}
+	return nil
+}
+
+// openMetadata checks Braid's account, opens the metadata store, makes
+// the first records and opens the remote tier (step 4).
+func (n *Node) openMetadata(ctx context.Context) (err error) {
 	js, err := jetstream.New(n.nc)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.checkBraidAccount(ctx, js); err != nil {
-		return nil, err
+		return err
 	}
 	if n.meta, err = n.openMeta(ctx, js); err != nil {
-		return nil, err
+		return err
 	}
 	// In a cluster whose JetStream is still electing the metadata bucket's
 	// leaders (a node restarting into it) the first writes may go
@@ -157,34 +212,42 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	})
 	cancel()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The remote tier: an object store bucket in the same JetStream,
 	// replicated as the metadata is.
-	tr, err := n.openTier(ctx, js)
-	if err != nil {
-		return nil, err
-	}
+	n.tier, err = n.openTier(ctx, js)
+	return err
+}
+
+// joinCluster starts the actor system and the node's member of its
+// cluster: the actor listener, the lease, the serving role (step 5).
+func (n *Node) joinCluster(ctx context.Context) error {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return n.log.With("lib", "protoactor")
 	}))
-	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, ClientURL: n.ClientURL(), LeaseTTL: cfg.LeaseTTL,
-		RebalanceInterval: cfg.RebalanceInterval, Routes: cfg.Routes, ClusterListen: cfg.ClusterListen, ActorListen: cfg.ActorListen,
+	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, ClientURL: n.ClientURL(), LeaseTTL: n.cfg.LeaseTTL,
+		RebalanceInterval: n.cfg.RebalanceInterval, Routes: n.cfg.Routes, ClusterListen: n.cfg.ClusterListen, ActorListen: n.cfg.ActorListen,
 		Logger: n.log, Registry: n.registry,
 		// The entry role starts and stops the front-end's client services;
-		// it is made before the role can be taken (TryEntry, StartRenewing).
+		// the front-end is made before the role can be taken (TryEntry in
+		// step 8, the renewals in step 10).
 		Clients: func() (bool, error) { return n.front.StartClients() }, Unclients: func() { n.front.StopClients() },
 		StopTaking: n.stopTaking},
 		n.nc, n.meta, n.system)
 	if err := n.member.StartRemote(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.member.Join(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if err := n.member.ClaimServing(ctx); err != nil {
-		return nil, err
-	}
+	return n.member.ClaimServing(ctx)
+}
+
+// startTopics makes the topic manager over the node's logs and recovers
+// the topics on its disk (step 6).
+func (n *Node) startTopics(ctx context.Context) error {
+	cfg := n.cfg
 	durability, _ := wal.ParseDurability(cfg.Durability)
 	// The sync of the logs the journal does not take: syncfs beside an
 	// always journal (logs it cannot journal: few), fdatasync beside an
@@ -214,42 +277,27 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.member.Owns, RemoteUnits: n.member.RemoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
-		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, StorageTick: cfg.StorageTick, Tier: tr,
+		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, StorageTick: cfg.StorageTick, Tier: n.tier,
 	})
-	if err := n.topics.Recover(ctx); err != nil {
-		return nil, err
-	}
-	if err := n.startConsumers(); err != nil {
-		return nil, err
-	}
-	n.member.Attach(n.topics, n.subs, n.queues)
-	n.subsView.subs.Store(n.subs)
-	n.subsView.queues.Store(n.queues)
-	n.subs.StartIdleSweeper(n.topics.IdleTimeout())
-	n.queues.StartIdleSweeper(n.topics.IdleTimeout())
-	n.registerConsumerMetrics()
-	n.front = frontend.New(frontend.Config{NodeID: n.nodeID, MicroProduce: cfg.MicroProduce, Server: n.ns, Auth: n.auth.frontend(),
-		Policy: authz.Policy{BraidAccount: cfg.BraidAccount, OperatorAccount: cfg.OperatorAccount, Tenants: cfg.TenantAccounts},
+	return n.topics.Recover(ctx)
+}
+
+// startFrontend makes the front-end, takes the entry role if it is free
+// and serves what every node answers (step 8).
+func (n *Node) startFrontend(context.Context) error {
+	n.front = frontend.New(frontend.Config{NodeID: n.nodeID, MicroProduce: n.cfg.MicroProduce, Server: n.ns, Auth: n.auth.frontend(),
+		Policy: authz.Policy{BraidAccount: n.cfg.BraidAccount, OperatorAccount: n.cfg.OperatorAccount, Tenants: n.cfg.TenantAccounts},
 		Logger: n.log, Registry: n.registry, RequestLatency: n.requestLatency}, n.nc, n.meta, n.topics, n.subs, n.queues, n.member)
 	if err := n.front.Start(); err != nil {
-		return nil, err
+		return err
 	}
-	// Only the entry node takes clients' requests (entry.go): NATS picks
-	// a queue group's member at random across a cluster, so requests of
-	// one connection spread over several nodes would reach an owner by
+	// Only the entry node takes clients' requests (cluster/entry.go): NATS
+	// picks a queue group's member at random across a cluster, so requests
+	// of one connection spread over several nodes would reach an owner by
 	// several paths, out of order. Through one node they stay in order;
 	// it forwards what other nodes own.
 	n.member.TryEntry(time.Now())
-	if err := n.front.AddClusterService(); err != nil {
-		return nil, err
-	}
-	if err := n.startMetrics(); err != nil {
-		return nil, err
-	}
-	n.member.StartRenewing()
-	n.log.Info("braid node started", "node", n.nodeID, "serving", n.member.Serving(), "nats", redactURL(url), "data_dir", cfg.DataDir,
-		"metrics", n.MetricsAddr(), "durability", cfg.Durability, "commit_sync", cfg.CommitSync)
-	return n, nil
+	return n.front.AddClusterService()
 }
 
 // natsStartTimeout bounds the embedded NATS server's start.
@@ -337,7 +385,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) startMetrics() error {
+func (n *Node) startMetrics(context.Context) error {
 	if n.cfg.MetricsListen == "off" {
 		return nil
 	}
