@@ -76,6 +76,9 @@ type Member struct {
 	topics *actors.Manager
 	subs   *consumers.Manager
 	queues *consumers.QueueManager
+	// attached is closed once they are (what other nodes ask waits for
+	// it: units.go).
+	attached chan struct{}
 
 	members *membership // its lease; nil until it joined
 	serving atomic.Bool // it serves the topics of layouts without owners
@@ -107,7 +110,8 @@ func New(cfg Config, nc *nats.Conn, store *meta.Store, system *actor.ActorSystem
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	n := &Member{cfg: cfg, nodeID: cfg.NodeID, log: cfg.Logger, nc: nc, meta: store, system: system, registry: cfg.Registry}
+	n := &Member{cfg: cfg, nodeID: cfg.NodeID, log: cfg.Logger, nc: nc, meta: store, system: system, registry: cfg.Registry,
+		attached: make(chan struct{})}
 	n.takeoverTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_topic_takeovers_total",
 		Help: "Topics whose owner's lease ran out that this node moved: their lost node's active segments sealed in metadata, successors placed on a live node."})
 	n.takeoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "braid_topic_takeover_seconds",
@@ -120,9 +124,10 @@ func New(cfg Config, nc *nats.Conn, store *meta.Store, system *actor.ActorSystem
 	return n
 }
 
-// Attach gives the Member the node's topics and consumer groups.
+// Attach gives the Member the node's topics and consumer groups (once).
 func (n *Member) Attach(topics *actors.Manager, subs *consumers.Manager, queues *consumers.QueueManager) {
 	n.topics, n.subs, n.queues = topics, subs, queues
+	close(n.attached)
 }
 
 // NodeID is the node's id.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/braidmq/braid/internal/labels"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/braidmq/braid/internal/labels"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -84,28 +85,57 @@ func (n *Member) ActorAddr() string {
 // group's state), each on its own goroutine (it may wait for the disk).
 func (n *Member) receiveUnits(ctx actor.Context) {
 	var serve func() any
+	var refuse func(e *api.Error) any // the reply of its type that says e
 	switch req := ctx.Message().(type) {
 	case *clusterpb.UnitRead:
 		serve = func() any { return n.serveUnitRead(req) }
+		refuse = func(e *api.Error) any { return unitReadError(e) }
 	case *clusterpb.GroupFiles:
 		serve = func() any { return n.serveGroupFiles(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.GroupFilesReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	case *clusterpb.GroupFileChunk:
 		serve = func() any { return n.serveGroupFileChunk(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.GroupFileChunkReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	case *clusterpb.GroupRelease:
 		serve = func() any { return n.serveGroupRelease(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.GroupReleaseReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	case *clusterpb.GroupAdopt:
 		serve = func() any { return n.serveGroupAdopt(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.GroupAdoptReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	case *clusterpb.UnitAppend:
 		serve = func() any { return n.serveUnitAppend(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.UnitAppendReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	case *clusterpb.TopicDrop:
 		serve = func() any { return n.serveTopicDrop(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.TopicDropReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	default:
 		return
 	}
 	sender := ctx.Sender()
 	root := ctx.ActorSystem().Root
 	go func() {
-		reply := serve()
+		// The actor listener starts before the node's topics are
+		// recovered (its address goes in the lease): a request that comes
+		// meanwhile waits for them, then is refused.
+		var reply any
+		select {
+		case <-n.attached:
+			reply = serve()
+		case <-time.After(attachPatience):
+			reply = refuse(api.Errorf(api.CodeUnavailable, "node %s is starting: its topics are not recovered yet; retry", n.nodeID))
+		}
 		if sender != nil {
 			root.Send(sender, reply)
 		}
@@ -332,3 +362,7 @@ func segmentIDs(ids []topology.SegmentID) []uint64 {
 	}
 	return out
 }
+
+// attachPatience bounds how long a request of another node waits for
+// this one's topics while it starts (a variable for tests).
+var attachPatience = 10 * time.Second
