@@ -8,6 +8,7 @@ import (
 )
 
 func TestRecordsRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := []Record{
 		{Payload: []byte("unkeyed")},
 		{Key: []byte("k1"), Time: 1700000000000, Payload: []byte("v")},
@@ -24,6 +25,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 }
 
 func TestResultsRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := []Result{
 		{Segment: 3, Bucket: 2, Offset: 99},
 		{Code: CodeSegmentSealed.Number, Epoch: 7, Message: "sealed"},
@@ -45,6 +47,7 @@ func TestResultsRoundTrip(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := []Message{
 		{Segment: 1, Bucket: 3, Offset: 10, Deliveries: 1, Time: 5, Key: []byte("k"), Payload: []byte("p")},
 		{Segment: 2, Offset: 1 << 40, Deliveries: 2, Headers: []Header{{Name: "h", Value: []byte("v")}}},
@@ -59,6 +62,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRejectsMalformed(t *testing.T) {
+	t.Parallel()
 	good := AppendRecords(nil, []Record{{Key: []byte("k"), Payload: []byte("payload")}})
 	cases := map[string][]byte{
 		"empty":         {},

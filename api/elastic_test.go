@@ -7,6 +7,7 @@ import (
 )
 
 func TestPoliciesUpdate(t *testing.T) {
+	t.Parallel()
 	on, off := true, false
 	window, depth := "2s", 4
 	base := &Policies{AutoScale: &on, SplitWindow: &window}
@@ -30,6 +31,7 @@ func TestPoliciesUpdate(t *testing.T) {
 }
 
 func TestPolicyKeys(t *testing.T) {
+	t.Parallel()
 	keys := PolicyKeys()
 	for _, k := range []string{"auto_scale", "split_msg_rate_in", "merge_byte_rate_out", "evaluation_interval",
 		"split_vs_rebucket_msg_rate", "retention", "max_dag_depth", "entry_bucket_budget"} {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestCodesAreUnique(t *testing.T) {
+	t.Parallel()
 	numbers, symbols := map[int]bool{}, map[string]bool{}
 	for _, c := range Codes {
 		if numbers[c.Number] || symbols[c.Symbol] {
@@ -20,6 +21,7 @@ func TestCodesAreUnique(t *testing.T) {
 }
 
 func TestErrorHeadersRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, c := range Codes {
 		e := Errorf(c, "something about %s", c.Symbol)
 		code, desc := e.HeaderValues()
@@ -48,6 +50,7 @@ func TestErrorHeadersRoundTrip(t *testing.T) {
 }
 
 func TestPoliciesValidate(t *testing.T) {
+	t.Parallel()
 	f := func(v float64) *float64 { return &v }
 	s := func(v string) *string { return &v }
 	i := func(v int) *int { return &v }
@@ -74,6 +77,7 @@ func TestPoliciesValidate(t *testing.T) {
 
 // Messages for clients carry no Go package prefixes.
 func TestUserMessage(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`braid/routing: invalid name: topic "a b"`:           `invalid name: topic "a b"`,
 		`x: braid/wal: corrupt record: braid/wal/tier: gone`: `x: corrupt record: gone`,

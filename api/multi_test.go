@@ -6,6 +6,7 @@ import (
 )
 
 func TestMultiRoundTrip(t *testing.T) {
+	t.Parallel()
 	batch := AppendRecords(nil, []Record{{Key: []byte("k"), Payload: []byte("v")}})
 	req := AppendMultiHeader(nil, 2)
 	req = AppendMultiPart(req, "orders", "payments", 0, batch)

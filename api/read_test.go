@@ -7,6 +7,7 @@ import (
 )
 
 func TestReadReplyRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := ReadReply{
 		Epoch: 7,
 		Units: []UnitStatus{
@@ -73,6 +74,7 @@ func FuzzDecodeReadReply(f *testing.F) {
 }
 
 func TestUnitOffsetsJSONKeepsAnAskedTimeOffsetOfZero(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   UnitOffsets
 		want string

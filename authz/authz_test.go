@@ -12,6 +12,7 @@ import (
 var policy = Policy{BraidAccount: "BRAID", OperatorAccount: "OPS"}
 
 func TestCallerOf(t *testing.T) {
+	t.Parallel()
 	c, err := CallerOf([]byte(`{"acc":"acme","rtt":1234}`))
 	if err != nil || c != "acme" {
 		t.Fatalf("CallerOf = %q, %v", c, err)
@@ -40,6 +41,7 @@ func TestCallerOf(t *testing.T) {
 }
 
 func TestAdmin(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		caller Caller
 		op     string
@@ -83,6 +85,7 @@ func TestAdmin(t *testing.T) {
 }
 
 func TestData(t *testing.T) {
+	t.Parallel()
 	if err := policy.Data("acme", "acme"); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 )
 
@@ -93,7 +95,7 @@ func TestFlushAcksWaitsForBackgroundFlush(t *testing.T) {
 	for _, m := range msgs {
 		m.Ack()
 	}
-	eventually(t, "a background ack request", func() bool {
+	poll.Eventually(t, 10*time.Second, "a background ack request", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.ackArrived > 0
@@ -290,7 +292,7 @@ func TestConsumerHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	eventually(t, "heartbeats", func() bool {
+	poll.Eventually(t, 10*time.Second, "heartbeats", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.joins >= 3

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
@@ -113,7 +115,7 @@ func TestProducerWaitsForANodeToTakeItsBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "a request that no node took, to be sent again", func() bool {
+	poll.Eventually(t, 10*time.Second, "a request that no node took, to be sent again", func() bool {
 		p.mux.mu.Lock()
 		defer p.mux.mu.Unlock()
 		return !p.mux.retryAt.IsZero()

@@ -449,15 +449,3 @@ func (f *fakeTopic) appendDirect(n, keys int) {
 			Offset: uint64(len(f.logs[u])), Key: r.Key, Payload: r.Payload})
 	}
 }
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}

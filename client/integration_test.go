@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
@@ -306,10 +308,7 @@ func TestIntegrationSharedSubscription(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(time.Minute)
-	for all.distinct() < n && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(time.Minute, func() bool { return all.distinct() >= n }) // all.check says what came
 	cancel()
 	wg.Wait()
 	all.check(t, n)
@@ -550,17 +549,13 @@ func TestIntegrationServerRestart(t *testing.T) {
 	}
 	r.check(t, n)
 	a := client.NewAdmin(nc)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var st api.TopicStats
+	if !poll.Until(30*time.Second, func() bool {
 		_ = c.FlushAcks(ctx)
-		st, err := a.Stats(ctx, uri)
-		if err == nil && len(st.Subscriptions) == 1 && st.Subscriptions[0].Backlog == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backlog never reached 0: %+v, %v", st.Subscriptions, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		st, err = a.Stats(ctx, uri)
+		return err == nil && len(st.Subscriptions) == 1 && st.Subscriptions[0].Backlog == 0
+	}) {
+		t.Fatalf("backlog never reached 0: %+v, %v", st.Subscriptions, err)
 	}
 }
 
@@ -589,16 +584,18 @@ func TestIntegrationIdleConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close(context.Background())
-	deadline := time.Now().Add(10 * time.Second)
-	for !c2.Idle() {
-		if time.Now().After(deadline) {
-			t.Fatalf("second consumer not idle: assigned %d", c2.Assigned())
+	if !poll.Until(10*time.Second, func() bool {
+		if c2.Idle() {
+			return true
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
 		if m, err := c2.Next(ctx); err == nil {
 			t.Fatalf("second consumer got %v", m.ID)
 		}
-		cancel()
+		return false
+	}) {
+		t.Fatalf("second consumer not idle: assigned %d", c2.Assigned())
 	}
 	if c1.Idle() || c1.Assigned() != 1 {
 		t.Fatalf("first consumer: idle %v, assigned %d", c1.Idle(), c1.Assigned())

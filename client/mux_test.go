@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
@@ -105,20 +107,12 @@ func TestLingerEndsWithoutWakingEachSender(t *testing.T) {
 		return 50 * time.Millisecond
 	})
 	// Each sender has looked and found nothing to do before the sends.
-	deadline := time.Now().Add(10 * time.Second)
 	for _, p := range producers {
-		for {
+		poll.Eventually(t, 10*time.Second, "a producer's sender never went to sleep", func() bool {
 			p.mu.Lock()
-			asleep := p.sleeping
-			p.mu.Unlock()
-			if asleep {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("a producer's sender never went to sleep")
-			}
-			time.Sleep(time.Millisecond)
-		}
+			defer p.mu.Unlock()
+			return p.sleeping
+		})
 	}
 	done := make(chan error, topics)
 	for _, p := range producers {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
@@ -252,7 +254,7 @@ func TestCloseCompletesAnsweredBatchesBehindALostOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "four batches at the fake", func() bool {
+	poll.Eventually(t, 10*time.Second, "four batches at the fake", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.batches >= 4
@@ -287,7 +289,7 @@ func TestProducerRulePush(t *testing.T) {
 	})
 	noSendErrors(t, errs)
 	checkKeyOrder(t, f, n, keys)
-	eventually(t, "the pushed layout", func() bool {
+	poll.Eventually(t, 10*time.Second, "the pushed layout", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.router.epoch == 2

@@ -124,16 +124,16 @@ func produceRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 	defer cancel()
 	for seq := from; seq < to; seq++ {
 		rec := api.Record{Key: []byte("k" + strconv.Itoa(seq%keys)), Payload: []byte(strconv.Itoa(seq))}
-		for {
+		// Polled every 50ms: the node renews its lease within a third of it.
+		Eventually(func() error {
 			_, err := p.SendSync(ctx, rec)
-			if err == nil {
-				break
-			}
 			// Refused by a fenced node (as an error, or as no node taking
 			// it, which the producer resent until its request timeout).
-			Expect(errors.Is(err, api.ErrUnavailable) && strings.Contains(err.Error(), "takes no") || errors.Is(err, client.ErrNoServer)).To(BeTrue(), "seq %d: %v", seq, err)
-			time.Sleep(50 * time.Millisecond) // the node renews its lease within a third of it
-		}
+			if err != nil && !(errors.Is(err, api.ErrUnavailable) && strings.Contains(err.Error(), "takes no") || errors.Is(err, client.ErrNoServer)) {
+				StopTrying(fmt.Sprintf("seq %d", seq)).Wrap(err).Now()
+			}
+			return err
+		}).WithTimeout(2*time.Minute).WithPolling(50*time.Millisecond).Should(Succeed(), "seq %d", seq)
 	}
 	Expect(p.Close(ctx)).To(Succeed())
 }
@@ -144,28 +144,29 @@ func produceRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 func producePlainRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 	GinkgoHelper()
 	subject := produceSubject(uri)
-	deadline := time.Now().Add(time.Minute)
 	for seq := from; seq < to; seq++ {
 		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(seq%keys)}},
 			Data: []byte(strconv.Itoa(seq))}
-		for {
+		Eventually(func() error {
 			reply, err := nc.RequestMsg(m, 10*time.Second)
 			if errors.Is(err, nats.ErrNoResponders) {
 				// No node takes clients' requests for a moment (the entry
 				// role is moving): nothing was stored.
-				Expect(time.Now().Before(deadline)).To(BeTrue(), "produce %d: %v", seq, err)
-				time.Sleep(20 * time.Millisecond) // the next poll
-				continue
+				return fmt.Errorf("produce %d: %w", seq, err)
 			}
-			Expect(err).NotTo(HaveOccurred(), "seq %d", seq)
-			code := reply.Header.Get(micro.ErrorCodeHeader)
-			if code == "" {
-				break
+			if err != nil {
+				StopTrying(fmt.Sprintf("seq %d", seq)).Wrap(err).Now()
 			}
-			Expect(code).To(Equal(strconv.Itoa(api.CodeUnavailable.Number)), "produce %d: %s", seq, reply.Header.Get(micro.ErrorHeader))
-			Expect(time.Now().Before(deadline)).To(BeTrue(), "produce %d still refused: %s", seq, reply.Header.Get(micro.ErrorHeader))
-			time.Sleep(20 * time.Millisecond) // the next poll
-		}
+			switch code := reply.Header.Get(micro.ErrorCodeHeader); code {
+			case "":
+				return nil
+			case strconv.Itoa(api.CodeUnavailable.Number):
+				return fmt.Errorf("produce %d still refused: %s", seq, reply.Header.Get(micro.ErrorHeader))
+			default:
+				StopTrying(fmt.Sprintf("produce %d: code %s: %s", seq, code, reply.Header.Get(micro.ErrorHeader))).Now()
+				return nil
+			}
+		}).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(Succeed())
 	}
 }
 
@@ -217,23 +218,28 @@ func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 	defer cancel()
 	k := newKeyed()
 	var unavailable error
-	for {
-		k.mu.Lock()
-		got := len(k.seen)
-		k.mu.Unlock()
-		if got >= to-from {
-			break
+	// Reads until every seq came; an UNAVAILABLE topic is read again at
+	// the next poll.
+	Eventually(func() error {
+		for {
+			k.mu.Lock()
+			got := len(k.seen)
+			k.mu.Unlock()
+			if got >= to-from {
+				return nil
+			}
+			m, err := c.Next(ctx)
+			if errors.Is(err, api.ErrUnavailable) && ctx.Err() == nil {
+				unavailable = err
+				return fmt.Errorf("after %d of %d messages: %w", got, to-from, err)
+			}
+			if err != nil {
+				StopTrying(fmt.Sprintf("after %d of %d messages (the last UNAVAILABLE: %v)", got, to-from, unavailable)).Wrap(err).Now()
+			}
+			k.add(string(m.Key), m.Payload)
+			m.Ack()
 		}
-		m, err := c.Next(ctx)
-		if errors.Is(err, api.ErrUnavailable) && ctx.Err() == nil {
-			unavailable = err
-			time.Sleep(100 * time.Millisecond) // the next poll
-			continue
-		}
-		Expect(err).NotTo(HaveOccurred(), "after %d of %d messages (the last UNAVAILABLE: %v)", got, to-from, unavailable)
-		k.add(string(m.Key), m.Payload)
-		m.Ack()
-	}
+	}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 	Expect(c.Close(ctx)).To(Succeed())
 	k.mu.Lock()
 	defer k.mu.Unlock()

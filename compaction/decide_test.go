@@ -72,6 +72,7 @@ const day = 24 * time.Hour
 // first of a key when it is its only one; unkeyed records go unless
 // retained.
 func TestLatestPerKeyInOneUnit(t *testing.T) {
+	t.Parallel()
 	f := &fixture{units: []Unit{{Rank: 1}}, recs: [][]wal.Record{{
 		rec("a", "1", 2*day), rec("b", "1", 2*day), rec("", "x", 2*day), rec("a", "2", 2*day), rec("c", "1", 2*day), rec("b", "2", 2*day),
 	}}}
@@ -90,6 +91,7 @@ func TestLatestPerKeyInOneUnit(t *testing.T) {
 // are read in; a key only an ancestor has stays there; a tombstone in a
 // child deletes the key's values in its ancestors.
 func TestLatestAcrossTheDAG(t *testing.T) {
+	t.Parallel()
 	// Units listed child first: the rank, not the order, decides.
 	f := &fixture{units: []Unit{{Segment: 3, Rank: 3}, {Segment: 0, Rank: 1}, {Segment: 1, Rank: 2}}, recs: [][]wal.Record{
 		{rec("a", "3", 2*day), rec("d", "", 2*day)},                        // the grandchild: a's latest, d's tombstone
@@ -111,6 +113,7 @@ func TestLatestAcrossTheDAG(t *testing.T) {
 // TestTombstones: add and delete in one unit, delete then re-add, and a
 // tombstone alone.
 func TestTombstones(t *testing.T) {
+	t.Parallel()
 	f := &fixture{units: []Unit{{Rank: 1}}, recs: [][]wal.Record{{
 		rec("gone", "v", 3*day), rec("gone", "", 2*day),
 		rec("back", "v1", 3*day), rec("back", "", 3*day), rec("back", "v2", 2*day),
@@ -124,6 +127,7 @@ func TestTombstones(t *testing.T) {
 // TestLagKeepsYoungRecords: a record younger than compaction_lag stays
 // even when a later one of its key obscures it.
 func TestLagKeepsYoungRecords(t *testing.T) {
+	t.Parallel()
 	f := &fixture{units: []Unit{{Rank: 1}}, recs: [][]wal.Record{{
 		rec("a", "1", 2*time.Hour), rec("a", "2", 30*time.Minute), rec("a", "3", time.Minute), rec("", "x", time.Minute),
 	}}}

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
@@ -197,16 +199,14 @@ func (r *crashRun) quiesce(ctx context.Context) map[msgID]api.Position {
 		t.Errorf("sent %d, but only %d callbacks ran (%d acked, %d failed)", sent, acked+failed, acked, failed)
 	}
 	acked := r.prod.ackedCopy() // the producer is closed: no callback runs any more
-	if err := poll(ctx, 60*time.Second, func() error {
-		if n := r.cons.undelivered(acked); n > 0 {
-			return fmt.Errorf("%d acknowledged messages not delivered to the consumer", n)
-		}
-		return nil
-	}); err != nil {
-		t.Errorf("draining the subscription: %v", err)
+	// Errorf, not Fatal: judge still reads the topic back and says more.
+	var undelivered int
+	if !poll.Until(60*time.Second, func() bool { undelivered = r.cons.undelivered(acked); return undelivered == 0 }) {
+		t.Errorf("draining the subscription: after 60s: %d acknowledged messages not delivered to the consumer", undelivered)
 	}
-	if err := poll(ctx, 30*time.Second, func() error { return backlogZero(ctx, r.admin) }); err != nil {
-		t.Errorf("the subscription's acks: %v", err)
+	var err error
+	if !poll.Until(30*time.Second, func() bool { err = backlogZero(ctx, r.admin); return err == nil }) {
+		t.Errorf("the subscription's acks: after 30s: %v", err)
 	}
 	r.stopConsumer()
 	return acked
@@ -225,13 +225,8 @@ func (r *crashRun) killQuiesced(ctx context.Context) {
 	}
 	from := r.cons.fetches.Load()
 	r.startConsumer(ctx)
-	if err := poll(ctx, 30*time.Second, func() error {
-		if n := r.cons.fetches.Load() - from; n < 10 {
-			return fmt.Errorf("%d fetches answered after the last restart, want 10", n)
-		}
-		return nil
-	}); err != nil {
-		t.Errorf("consumer after the last restart: %v", err)
+	if !poll.Until(30*time.Second, func() bool { return r.cons.fetches.Load()-from >= 10 }) {
+		t.Errorf("consumer after the last restart: after 30s: %d fetches answered after the last restart, want 10", r.cons.fetches.Load()-from)
 	}
 	r.stopConsumer()
 }
@@ -307,26 +302,6 @@ func (r *crashRun) judge(ctx context.Context, acked map[msgID]api.Position) {
 	}
 	if f.acked == 0 || f.ackRequests == 0 {
 		t.Errorf("the workload did nothing: %d messages and %d consumer acks acknowledged", f.acked, f.ackRequests)
-	}
-}
-
-// poll calls try every 20ms until it returns nil or the timeout passes,
-// and then returns its last error.
-func poll(ctx context.Context, timeout time.Duration, try func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := try()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", timeout, err)
-		case <-t.C:
-		}
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -146,33 +148,36 @@ func (s *childServer) kill() error {
 	}
 }
 
-// waitReady polls probe over nc until it succeeds, the process exits or
-// the deadline passes.
+// waitReady polls probe over nc until it succeeds, the process exits, ctx
+// ends or 30s pass.
 func (s *childServer) waitReady(ctx context.Context, nc *nats.Conn, probe func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
-	var last error
-	for {
+	var last, end error // end: why the wait ended short of success or the 30s
+	if poll.Until(30*time.Second, func() bool {
 		if nc.IsConnected() {
 			pctx, pcancel := context.WithTimeout(ctx, time.Second)
 			last = probe(pctx)
 			pcancel()
 			if last == nil {
-				return nil
+				return true
 			}
 		} else {
 			last = fmt.Errorf("not connected to %s (%s)", s.addr, nc.Status())
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("the server (run %d) exited while starting: %v", s.runs, s.waitErr)
-		case <-ctx.Done():
-			return fmt.Errorf("the server (run %d) not serving after 30s: %v", s.runs, last)
-		case <-poll.C:
+			end = fmt.Errorf("the server (run %d) exited while starting: %v", s.runs, s.waitErr)
+			return true
+		default:
 		}
+		if err := ctx.Err(); err != nil {
+			end = fmt.Errorf("the server (run %d) not serving: %w: %v", s.runs, err, last)
+			return true
+		}
+		return false
+	}) {
+		return end
 	}
+	return fmt.Errorf("the server (run %d) not serving after 30s: %v", s.runs, last)
 }
 
 // logTail returns the last n lines of the server's log.

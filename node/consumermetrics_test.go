@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/braidmq/braid/internal/poll"
 
 	"github.com/braidmq/braid/api"
 )
@@ -41,7 +44,7 @@ func TestConsumerLagMetrics(t *testing.T) {
 	// Both stream consumers hold a unit each once the group balanced.
 	var list api.SubscriptionListReply
 	lags := map[string]uint64{}
-	eventuallyTrue(t, "each stream consumer holds a unit", func() bool {
+	poll.Eventually(t, 10*time.Second, "each stream consumer holds a unit", func() bool {
 		mustAdmin(t, nc, api.AdminSubscriptionList, api.TopicRequest{Topic: uri}, &list)
 		clear(lags)
 		for _, s := range list.Subscriptions {
@@ -75,7 +78,7 @@ func TestConsumerLagMetrics(t *testing.T) {
 	if uint64(len(msgs)) != lags["c1"] {
 		t.Fatalf("c1 fetched %d, its lag was %d", len(msgs), lags["c1"])
 	}
-	eventuallyTrue(t, "c1's lag 0", func() bool {
+	poll.Eventually(t, 10*time.Second, "c1's lag 0", func() bool {
 		m = scrape(t, n)
 		return contains(m, line("braid_consumer_lag_messages", "readers", "c1", 0))
 	})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/api"
@@ -80,18 +82,19 @@ func testFullDisk(t *testing.T, durability string) {
 	resume := func(what string) {
 		t.Helper()
 		freed := time.Now()
-		deadline := freed.Add(10 * time.Second)
-		for {
+		var e *api.Error
+		if !poll.Until(10*time.Second, func() bool {
 			p := fmt.Sprintf("after-%d", len(acked))
-			e := send(p)
-			if e == nil {
+			if e = send(p); e == nil {
 				acked = append(acked, p)
-				break
+				return true
 			}
-			if e.Code != api.CodeUnavailable || time.Now().After(deadline) {
+			if e.Code != api.CodeUnavailable {
 				t.Fatalf("produce after %s (%s): %v", what, time.Since(freed).Round(time.Millisecond), e)
 			}
-			time.Sleep(20 * time.Millisecond) // polling, with the deadline above
+			return false
+		}) {
+			t.Fatalf("produce after %s (%s): %v", what, time.Since(freed).Round(time.Millisecond), e)
 		}
 		t.Logf("appends resumed %s after %s", time.Since(freed).Round(time.Millisecond), what)
 	}

@@ -10,21 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 )
-
-// eventually polls cond every 20 ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func rawPolicies(t *testing.T, js string) *api.Policies {
 	t.Helper()
@@ -120,7 +110,7 @@ func TestPolicyEndpoints(t *testing.T) {
 }
 
 // consistently polls cond every 20 ms for d and fails as soon as it does
-// not hold.
+// not hold. It waits for nothing: d is how long the property must hold.
 func consistently(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -147,7 +137,7 @@ func produceFor(t *testing.T, nc *nats.Conn, topic string, d, tick time.Duration
 		}
 		resendSealed(t, nc, topic, recs)
 		sent += size
-		time.Sleep(tick)
+		time.Sleep(tick) // paces the producer: the workload, not a wait
 	}
 	return sent
 }
@@ -156,8 +146,8 @@ func produceFor(t *testing.T, nc *nats.Conn, topic string, d, tick time.Duration
 // SEGMENT_SEALED until all are stored, for at most 10 s.
 func resendSealed(t *testing.T, nc *nats.Conn, topic string, recs []api.Record) {
 	t.Helper()
-	giveUp := time.Now().Add(10 * time.Second)
-	for len(recs) > 0 {
+	var sealed error
+	if !poll.Until(10*time.Second, func() bool {
 		data, _, e := request(t, nc, api.TopicSubject(api.ProduceBatchPrefix, "public", "default", topic), api.AppendRecords(nil, recs), nil)
 		if e != nil {
 			t.Fatalf("produce: %v", e)
@@ -171,16 +161,18 @@ func resendSealed(t *testing.T, nc *nats.Conn, topic string, recs []api.Record) 
 		}
 		var again []api.Record
 		for i, r := range res {
-			err := r.Err()
-			switch {
+			switch err := r.Err(); {
 			case err == nil:
-			case errors.Is(err, api.ErrSegmentSealed) && time.Now().Before(giveUp):
-				again = append(again, recs[i])
+			case errors.Is(err, api.ErrSegmentSealed):
+				again, sealed = append(again, recs[i]), err
 			default:
 				t.Fatalf("produce result: %v", err)
 			}
 		}
 		recs = again
+		return len(recs) == 0
+	}) {
+		t.Fatalf("produce result: %v", sealed)
 	}
 }
 
@@ -205,7 +197,7 @@ func TestAutomaticSplitIsMeasuredAndCounted(t *testing.T) {
 	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: uri, Policies: rawPolicies(t,
 		`{"split_msg_rate_in":200,"merge_msg_rate_in":1,"evaluation_interval":"50ms","split_window":"200ms","split_cooldown":"0s","max_segments":4}`)}, nil)
 	produceFor(t, nc, topic, time.Second, 20*time.Millisecond, 40, 500)
-	eventually(t, 10*time.Second, "an automatic split", func() bool { return activeSegments(t, nc, uri) > 1 })
+	poll.Eventually(t, 10*time.Second, "an automatic split", func() bool { return activeSegments(t, nc, uri) > 1 })
 	m := scrape(t, n)
 	for _, want := range []string{
 		`braid_scaling_operations_total{namespace="default",op="split",reason="msg_rate_in",tenant="public",topic="` + topic + `"}`,
@@ -249,8 +241,8 @@ func TestRetentionDeletesDrainedSealedSegments(t *testing.T) {
 	if got := fetchAll(t, nc, topic, "late", "c"); len(got) != 20 {
 		t.Fatalf("consumed %d of 20", len(got))
 	}
-	eventually(t, 10*time.Second, "segment 0 deleted", func() bool { return state() == "deleted" })
-	eventually(t, 10*time.Second, "segment 0's logs removed", func() bool {
+	poll.Eventually(t, 10*time.Second, "segment 0 deleted", func() bool { return state() == "deleted" })
+	poll.Eventually(t, 10*time.Second, "segment 0's logs removed", func() bool {
 		_, err := os.Stat(seg0)
 		return errors.Is(err, os.ErrNotExist)
 	})

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -43,22 +45,15 @@ func serviceStats(t *testing.T, nc *nats.Conn, name string) map[string]*micro.En
 // returned, which may be after the client got the reply.
 func wantEndpoint(t *testing.T, nc *nats.Conn, service, endpoint string, requests, errs int, code api.Code) {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		e := serviceStats(t, nc, service)[endpoint]
-		if e == nil {
+	var e *micro.EndpointStats
+	if !poll.Until(5*time.Second, func() bool {
+		if e = serviceStats(t, nc, service)[endpoint]; e == nil {
 			t.Fatalf("%s has no endpoint %s", service, endpoint)
 		}
-		ok := e.NumRequests == requests && e.NumErrors == errs && (errs == 0 || strings.Contains(e.LastError, code.Symbol))
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s: num_requests %d num_errors %d last_error %q, want %d, %d and %s",
-				service, endpoint, e.NumRequests, e.NumErrors, e.LastError, requests, errs, code.Symbol)
-		}
-		<-tick.C
+		return e.NumRequests == requests && e.NumErrors == errs && (errs == 0 || strings.Contains(e.LastError, code.Symbol))
+	}) {
+		t.Fatalf("%s %s: num_requests %d num_errors %d last_error %q, want %d, %d and %s",
+			service, endpoint, e.NumRequests, e.NumErrors, e.LastError, requests, errs, code.Symbol)
 	}
 }
 
@@ -201,15 +196,11 @@ func TestProduceRefusalsAreCountedByCode(t *testing.T) {
 		want := map[api.Code]int{api.CodeTopicNotFound: 4, api.CodeInvalidName: 1, api.CodePayloadTooLarge: 2,
 			api.CodeBadRequest: 4, api.CodeSegmentSealed: 3}
 		var got map[api.Code]int
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for deadline := time.Now().Add(5 * time.Second); ; <-tick.C {
-			// The request without a reply subject is counted when served.
-			if got = produceErrors(t, n, want); fmt.Sprint(got) == fmt.Sprint(want) || time.Now().After(deadline) {
-				break
-			}
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
+		// The request without a reply subject is counted when served.
+		if !poll.Until(5*time.Second, func() bool {
+			got = produceErrors(t, n, want)
+			return fmt.Sprint(got) == fmt.Sprint(want)
+		}) {
 			t.Fatalf("braid_produce_errors_total by code: %v, want %v\n%s", got, want, grep(scrape(t, n), "braid_produce_errors_total"))
 		}
 	})

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -108,13 +110,9 @@ func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
 	}
 	m := node.member
 	m.StopRenewing()
-	deadline := time.Now().Add(10 * time.Second)
-	for produce() != strconv.Itoa(api.CodeUnavailable.Number) {
-		if time.Now().After(deadline) {
-			t.Fatal("a node whose lease is lapsing still takes appends")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, 10*time.Second, "a node whose lease is lapsing still takes appends", func() bool {
+		return produce() == strconv.Itoa(api.CodeUnavailable.Number)
+	})
 	if got := gathered(t, node, "braid_node_fenced_requests_total", ""); got < 1 {
 		t.Fatalf("fenced requests counted: %v", got)
 	}
@@ -123,12 +121,9 @@ func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
 	}
 	m.TryEntry(time.Now()) // the entry role lapsed with the lease: renew it too
 	// The node rejoins (stops its topics) before it takes appends again.
-	deadline = time.Now().Add(10 * time.Second)
-	for code := produce(); code != ""; code = produce() {
-		if time.Now().After(deadline) {
-			t.Fatalf("a produce after the renewal: %s", code)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var code string
+	if !poll.Until(10*time.Second, func() bool { code = produce(); return code == "" }) {
+		t.Fatalf("a produce after the renewal: %s", code)
 	}
 }
 
@@ -173,8 +168,11 @@ func TestLeasesCarryTheNodesLoad(t *testing.T) {
 	const uri = "topic://public/default/loaded"
 	mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: uri, Segments: 2}, nil)
 	subject := api.TopicSubject(api.ProducePrefix, "public", "default", "loaded")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var (
+		r    api.NodeListReply
+		live float64
+	)
+	if !poll.Until(20*time.Second, func() bool {
 		if _, err := nc.Request(subject, make([]byte, 1000), 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -182,18 +180,14 @@ func TestLeasesCarryTheNodesLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := out.(api.NodeListReply)
+		r = out.(api.NodeListReply)
 		if len(r.Nodes) != 1 || r.Nodes[0].ID != "l1" {
 			t.Fatalf("node.list = %+v", r)
 		}
-		live := gathered(t, node, "braid_cluster_nodes", "live")
-		if r.Nodes[0].Segments == 2 && r.Nodes[0].BytesPerSec > 0 && live == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lease never showed the load: %+v, braid_cluster_nodes{state=live} %v", r.Nodes[0], live)
-		}
-		time.Sleep(50 * time.Millisecond)
+		live = gathered(t, node, "braid_cluster_nodes", "live")
+		return r.Nodes[0].Segments == 2 && r.Nodes[0].BytesPerSec > 0 && live == 1
+	}) {
+		t.Fatalf("the lease never showed the load: %+v, braid_cluster_nodes{state=live} %v", r.Nodes[0], live)
 	}
 }
 
@@ -223,13 +217,7 @@ func TestANodeTakesTheEntryRoleAgain(t *testing.T) {
 		t.Fatalf("after giving the role up: %v, want no responders", err)
 	}
 	// Its own record of the role lapses; a renewal takes it again.
-	deadline := time.Now().Add(10 * time.Second)
-	for !node.member.Entry() {
-		if time.Now().After(deadline) {
-			t.Fatal("the node did not take the entry role again")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, 10*time.Second, "the node did not take the entry role again", node.member.Entry)
 	if err := produce(); err != nil {
 		t.Fatalf("as the entry node again: %v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 )
@@ -216,23 +218,16 @@ func TestFireAndForgetProduce(t *testing.T) {
 		if err := nc.Publish(api.TopicSubject(api.ProducePrefix, "public", "default", "nosuch"), []byte("x")); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for topicMessages(t, nc, uri) < 5 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of 5 fire-and-forget messages stored", topicMessages(t, nc, uri))
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !poll.Until(10*time.Second, func() bool { return topicMessages(t, nc, uri) >= 5 }) {
+			t.Fatalf("%d of 5 fire-and-forget messages stored", topicMessages(t, nc, uri))
 		}
-		for {
-			m := scrape(t, n)
-			if contains(m, "braid_produce_no_reply_total 7") && contains(m, `braid_produce_dropped_total{code="BAD_REQUEST"} 1`) &&
-				contains(m, `braid_produce_dropped_total{code="TOPIC_NOT_FOUND"} 1`) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("metrics:\n%s", grep(m, "braid_produce_"))
-			}
-			time.Sleep(5 * time.Millisecond)
+		var m string
+		if !poll.Until(10*time.Second, func() bool {
+			m = scrape(t, n)
+			return contains(m, "braid_produce_no_reply_total 7") && contains(m, `braid_produce_dropped_total{code="BAD_REQUEST"} 1`) &&
+				contains(m, `braid_produce_dropped_total{code="TOPIC_NOT_FOUND"} 1`)
+		}) {
+			t.Fatalf("metrics:\n%s", grep(m, "braid_produce_"))
 		}
 		if got := topicMessages(t, nc, uri); got != 5 {
 			t.Fatalf("%d messages stored, want 5", got)

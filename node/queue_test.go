@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
 	"github.com/nats-io/nats.go"
@@ -59,9 +61,8 @@ func TestQueueThroughNATSDeadLettersIntoACreatedTopic(t *testing.T) {
 		t.Fatal(e)
 	}
 	// The next fetch finds it past max deliveries: it goes to the DLQ topic.
-	deadline := time.Now().Add(10 * time.Second)
 	var dlq []api.Message
-	for len(dlq) == 0 && time.Now().Before(deadline) {
+	poll.Until(10*time.Second, func() bool { // the check below says what came
 		data, e := jsonReq(t, nc, q(api.QueueFetch), api.FetchRequest{Subscription: "workers", Consumer: "w1", Max: 10, Wait: "50ms"})
 		if e != nil {
 			t.Fatal(e)
@@ -72,7 +73,8 @@ func TestQueueThroughNATSDeadLettersIntoACreatedTopic(t *testing.T) {
 		if _, e := jsonReq(t, nc, api.AdminSubject(api.AdminTopicDescribe), api.TopicRequest{Topic: "topic://public/default/jobs-dlq"}); e == nil {
 			dlq = fetchAll(t, nc, "jobs-dlq", "inspect", "c")
 		}
-	}
+		return len(dlq) != 0
+	})
 	if len(dlq) != 1 || string(dlq[0].Payload) != string(msgs[0].Payload) {
 		t.Fatalf("dead letters %+v", dlq)
 	}
@@ -89,7 +91,7 @@ func TestQueueThroughNATSDeadLettersIntoACreatedTopic(t *testing.T) {
 	if len(st.Subscriptions) != 1 || st.Subscriptions[0].Kind != "queue" {
 		t.Fatalf("stats subscriptions %+v", st.Subscriptions)
 	}
-	eventuallyTrue(t, "backlog 0", func() bool {
+	poll.Eventually(t, 10*time.Second, "backlog 0", func() bool {
 		mustAdmin(t, nc, api.AdminTopicStats, api.TopicRequest{Topic: "topic://public/default/jobs"}, &st)
 		return st.Subscriptions[0].Backlog == 0
 	})
@@ -104,17 +106,6 @@ func TestQueueThroughNATSDeadLettersIntoACreatedTopic(t *testing.T) {
 		if !contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grep(m, "braid_queue"))
 		}
-	}
-}
-
-func eventuallyTrue(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
 )
@@ -85,18 +87,18 @@ func TestCrashedBucketRestartsWithoutLosingAcknowledgedMessages(t *testing.T) {
 		}
 	}
 	// Produce until the restarted bucket answers again (poll with deadline).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		data, _, e := request(t, nc, api.TopicSubject(api.ProducePrefix, "public", "default", "crashy"), []byte("after"), nil)
-		if e == nil {
-			var r api.ProduceReply
-			_ = json.Unmarshal(data, &r)
-			acked["after"] = r
-			break
+	var e *api.Error
+	if !poll.Until(10*time.Second, func() bool {
+		var data []byte
+		if data, _, e = request(t, nc, api.TopicSubject(api.ProducePrefix, "public", "default", "crashy"), []byte("after"), nil); e != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bucket never came back: %v", e)
-		}
+		var r api.ProduceReply
+		_ = json.Unmarshal(data, &r)
+		acked["after"] = r
+		return true
+	}) {
+		t.Fatalf("bucket never came back: %v", e)
 	}
 	msgs := fetchAll(t, nc, "crashy", "sub", "c")
 	got := map[string]uint64{}

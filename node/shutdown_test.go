@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -76,18 +78,14 @@ func TestShutdownAnswersWhatItTook(t *testing.T) {
 					sent.Store(int64(i + 1))
 				}
 			}()
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			var got int
+			if !poll.Until(20*time.Second, func() bool {
 				mu.Lock()
-				got := len(answered)
+				got = len(answered)
 				mu.Unlock()
-				if got >= 5000 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d answers before the shutdown", got)
-				}
-				time.Sleep(time.Millisecond)
+				return got >= 5000
+			}) {
+				t.Fatalf("only %d answers before the shutdown", got)
 			}
 			// Everything published before this flush has reached the
 			// server by the time Close starts; the client keeps sending.
@@ -102,11 +100,8 @@ func TestShutdownAnswersWhatItTook(t *testing.T) {
 			<-sending
 			// The replies the connection received may still wait for the
 			// subscription's handler.
-			for handled.Load() < nc.Stats().InMsgs-baseline {
-				if time.Now().After(deadline) {
-					t.Fatalf("handled %d of %d replies received", handled.Load(), nc.Stats().InMsgs-baseline)
-				}
-				time.Sleep(time.Millisecond)
+			if !poll.Until(20*time.Second, func() bool { return handled.Load() >= nc.Stats().InMsgs-baseline }) {
+				t.Fatalf("handled %d of %d replies received", handled.Load(), nc.Stats().InMsgs-baseline)
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -174,15 +174,27 @@ func TestBusyPortIsReportedWithItsAddress(t *testing.T) {
 	}
 	defer l.Close()
 	addr := l.Addr().String()
-	start := time.Now()
-	n, err := Start(context.Background(), Config{DataDir: t.TempDir(), NATSListen: addr, MetricsListen: "off",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// "At once": Start returns instead of retrying the bind; the timeout
+	// only bounds the wait for that.
+	dir, started := t.TempDir(), make(chan error, 1)
+	go func() {
+		n, err := Start(context.Background(), Config{DataDir: dir, NATSListen: addr, MetricsListen: "off",
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err == nil {
+			n.Close()
+		}
+		started <- err
+	}()
+	select {
+	case err = <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start on a busy port has not returned within 5s, want the error at once")
+	}
 	if err == nil {
-		n.Close()
 		t.Fatal("started on a busy port")
 	}
-	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "address already in use") || time.Since(start) > 5*time.Second {
-		t.Fatalf("error %q after %s, want the address and the cause at once", err, time.Since(start))
+	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("error %q, want the address and the cause", err)
 	}
 }
 

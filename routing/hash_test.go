@@ -10,6 +10,7 @@ import (
 // The goldens pin the routing hash: changing it would move every key of every
 // topic. Values checked against an independent XXH64 implementation.
 func TestKeyHashGolden(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		key  string
 		want uint64
@@ -36,6 +37,7 @@ func TestKeyHashGolden(t *testing.T) {
 }
 
 func TestBucketFormula(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		h    uint64
 		n    int
@@ -62,6 +64,7 @@ func TestBucketFormula(t *testing.T) {
 }
 
 func TestBucketPanicsOnBadCount(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, -1, math.MinInt, MaxBuckets + 1} {
 		func() {
 			defer func() {
@@ -77,6 +80,7 @@ func TestBucketPanicsOnBadCount(t *testing.T) {
 // TestBucketDistribution hashes many keys and checks that every bucket count
 // gets a near-equal share. The keys are fixed, so the test is deterministic.
 func TestBucketDistribution(t *testing.T) {
+	t.Parallel()
 	const keys = 200_000
 	hashes := make([]uint64, keys)
 	for i := range hashes {
@@ -99,6 +103,7 @@ func TestBucketDistribution(t *testing.T) {
 // keys confined to a narrow segment (top 6 bits fixed, as after six splits)
 // still spread evenly over its buckets.
 func TestBucketIndependentOfSegment(t *testing.T) {
+	t.Parallel()
 	const n, want = 8, 8_000
 	counts := make([]int, n)
 	total := 0
@@ -129,6 +134,7 @@ func checkUniform(t *testing.T, name string, counts []int, total int) {
 }
 
 func TestFixedPartition(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		h    uint64
 		n    int
@@ -158,6 +164,7 @@ func TestFixedPartition(t *testing.T) {
 }
 
 func TestTopicBucket(t *testing.T) {
+	t.Parallel()
 	payments := TopicName{Scheme: SchemeScalable, Tenant: "acme", Namespace: "orders", Name: "payments"}
 	if got := TopicBucket(payments, 1); got != 0 {
 		t.Errorf("TopicBucket(_, 1) = %d, want 0", got)

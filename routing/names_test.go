@@ -14,6 +14,7 @@ var nameRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 var long129 = strings.Repeat("x", 129)
 
 func TestParseTopicRejects(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		uri  string
 		want []string // substrings the message must contain
@@ -80,6 +81,7 @@ func TestParseTopicRejects(t *testing.T) {
 }
 
 func TestParseTopicAccepts(t *testing.T) {
+	t.Parallel()
 	long128 := strings.Repeat("Z", 128)
 	for _, tc := range []struct {
 		uri  string
@@ -111,6 +113,7 @@ func TestParseTopicAccepts(t *testing.T) {
 }
 
 func TestTopicNameNamespace(t *testing.T) {
+	t.Parallel()
 	topic, err := ParseTopic("topic://acme/orders/payments")
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +125,7 @@ func TestTopicNameNamespace(t *testing.T) {
 }
 
 func TestTopicNameValidate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		topic TopicName
 		want  string // "" means valid
@@ -145,6 +149,7 @@ func TestTopicNameValidate(t *testing.T) {
 }
 
 func TestParseNamespace(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want NamespaceName
@@ -185,6 +190,7 @@ func TestParseNamespace(t *testing.T) {
 }
 
 func TestValidateName(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"a", "Z", "0", "_", "-", "my-topic_01", strings.Repeat("a", 128)} {
 		if err := ValidateName(ok); err != nil {
 			t.Errorf("ValidateName(%q) = %v, want nil", ok, err)
@@ -212,6 +218,7 @@ func TestValidateName(t *testing.T) {
 // TestValidateNameMatchesRule holds the hand-written validator against the
 // regular expression on every single byte and a few multi-byte strings.
 func TestValidateNameMatchesRule(t *testing.T) {
+	t.Parallel()
 	for c := range 256 {
 		s := "x" + string([]byte{byte(c)}) + "y"
 		if got, want := ValidateName(s) == nil, nameRule.MatchString(s); got != want {
@@ -221,6 +228,7 @@ func TestValidateNameMatchesRule(t *testing.T) {
 }
 
 func TestErrorsQuoteBoundedInput(t *testing.T) {
+	t.Parallel()
 	huge := strings.Repeat("a", 1<<20)
 	for _, err := range []error{
 		func() error { _, err := ParseTopic("topic://a/b/" + huge); return err }(),

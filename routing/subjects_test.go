@@ -7,6 +7,7 @@ import (
 )
 
 func TestSubjects(t *testing.T) {
+	t.Parallel()
 	for _, uri := range []string{"topic://acme/orders/payments", "persistent://acme/orders/payments"} {
 		topic, err := ParseTopic(uri)
 		if err != nil {
@@ -22,6 +23,7 @@ func TestSubjects(t *testing.T) {
 }
 
 func TestTopicFromSubjectTokens(t *testing.T) {
+	t.Parallel()
 	topic, err := ParseTopic("topic://acme/orders/payments")
 	if err != nil {
 		t.Fatal(err)

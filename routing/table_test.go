@@ -13,6 +13,7 @@ import (
 const half = uint64(1) << 63
 
 func TestNewTableRejects(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		spans   []Span
@@ -64,6 +65,7 @@ func TestNewTableRejects(t *testing.T) {
 }
 
 func TestNewTableSortsAndCopies(t *testing.T) {
+	t.Parallel()
 	in := []Span{
 		{Lo: half, Hi: MaxHash, Segment: 3, Buckets: 2},
 		{Lo: 0, Hi: 9, Segment: 1, Buckets: 1},
@@ -150,6 +152,7 @@ func linearLookup(spans []Span, h uint64) (Span, int) {
 // TestLookupMatchesLinearScan checks Lookup against a linear scan over random
 // tilings, at random hashes and at every span boundary.
 func TestLookupMatchesLinearScan(t *testing.T) {
+	t.Parallel()
 	property := func(seed uint64, size uint16) bool {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		n := 1 + int(size%300)
@@ -185,6 +188,7 @@ func TestLookupMatchesLinearScan(t *testing.T) {
 }
 
 func TestRoute(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
 	table, err := NewTable(randomTiling(rng, 37))
 	if err != nil {
@@ -222,6 +226,7 @@ func allUnits(table *Table) []unit {
 }
 
 func TestRoundRobinCyclesAllUnits(t *testing.T) {
+	t.Parallel()
 	table, err := NewTable([]Span{
 		{Lo: half, Hi: MaxHash, Segment: 9, Buckets: 3},
 		{Lo: 0, Hi: half - 1, Segment: 4, Buckets: 1},
@@ -306,6 +311,7 @@ func TestRoundRobinConcurrent(t *testing.T) {
 }
 
 func TestRoundRobinSurvivesTableChange(t *testing.T) {
+	t.Parallel()
 	one, _ := NewTable([]Span{{Lo: 0, Hi: MaxHash, Segment: 1, Buckets: 5}})
 	two, _ := NewTable([]Span{
 		{Lo: 0, Hi: half - 1, Segment: 2, Buckets: 1},
@@ -329,6 +335,7 @@ func TestRoundRobinSurvivesTableChange(t *testing.T) {
 }
 
 func TestFixedTable(t *testing.T) {
+	t.Parallel()
 	parts := []Span{{Segment: 0, Buckets: 1}, {Segment: 1, Buckets: 1}, {Segment: 7, Buckets: 2}}
 	tb, err := NewFixedTable(parts)
 	if err != nil {

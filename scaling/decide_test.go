@@ -40,6 +40,7 @@ func hasSuppression(d Decision, k Kind, r Reason) bool {
 }
 
 func TestDecideSplitsAfterTheSplitWindow(t *testing.T) {
+	t.Parallel()
 	p := Default
 	l := layoutOf(t, 1, 4)
 	now := t0.Add(time.Hour)
@@ -71,6 +72,7 @@ func TestDecideSplitsAfterTheSplitWindow(t *testing.T) {
 }
 
 func TestDecideSplitReasonIsTheWorstDimension(t *testing.T) {
+	t.Parallel()
 	p := Default
 	l := layoutOf(t, 1, 4)
 	now := t0
@@ -87,6 +89,7 @@ func TestDecideSplitReasonIsTheWorstDimension(t *testing.T) {
 }
 
 func TestDecideSuppressions(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(time.Hour)
 	hot := map[topology.SegmentID]SegmentLoad{0: hotFor(50_000, now, time.Minute)}
 	cases := []struct {
@@ -131,6 +134,7 @@ func TestDecideSuppressions(t *testing.T) {
 }
 
 func TestDecideForConsumers(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(time.Hour)
 	busy := map[topology.SegmentID]SegmentLoad{0: {Short: Rates{MsgIn: 5000}}}
 	idle := map[topology.SegmentID]SegmentLoad{0: {Short: Rates{MsgIn: 10}}}
@@ -174,6 +178,7 @@ func TestDecideForConsumers(t *testing.T) {
 }
 
 func TestDecideMinSegments(t *testing.T) {
+	t.Parallel()
 	p := Default
 	p.MinSegments = 4
 	d := Decide(layoutOf(t, 1, 4), Load{}, p, History{}, t0)
@@ -183,6 +188,7 @@ func TestDecideMinSegments(t *testing.T) {
 }
 
 func TestDecideMerges(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(time.Hour)
 	l := layoutOf(t, 4, 4)
 	cold := func(rate float64) SegmentLoad { return coldFor(rate, now, time.Hour) }
@@ -235,6 +241,7 @@ func TestDecideMerges(t *testing.T) {
 }
 
 func TestDecideDepth(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(time.Hour)
 	p := Default
 	p.MaxDAGDepth = 2
@@ -259,6 +266,7 @@ func TestDecideDepth(t *testing.T) {
 }
 
 func TestLiveDepths(t *testing.T) {
+	t.Parallel()
 	l := layoutOf(t, 1, 4)
 	l, _ = l.Split(0, nil) // 1, 2
 	l, _ = l.Split(1, nil) // 3, 4
@@ -282,6 +290,7 @@ func TestLiveDepths(t *testing.T) {
 }
 
 func TestDecideAutoScaleOff(t *testing.T) {
+	t.Parallel()
 	p := Default
 	p.AutoScale = false
 	p.MinSegments = 4
@@ -292,6 +301,7 @@ func TestDecideAutoScaleOff(t *testing.T) {
 }
 
 func TestExpired(t *testing.T) {
+	t.Parallel()
 	l := layoutOf(t, 1, 4)
 	l, _ = l.Split(0, nil) // 0 sealed at epoch 2
 	l, _ = l.Split(1, nil) // 1 sealed at epoch 3
@@ -320,6 +330,7 @@ func TestExpired(t *testing.T) {
 }
 
 func TestLoadQuiet(t *testing.T) {
+	t.Parallel()
 	if !(Load{}).Quiet() {
 		t.Fatal("no segments is not quiet")
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestBinsTileTheRange(t *testing.T) {
+	t.Parallel()
 	ranges := []topology.Range{
 		topology.FullRange,
 		{Lo: 0, Hi: 0},
@@ -46,6 +47,7 @@ func TestBinsTileTheRange(t *testing.T) {
 }
 
 func TestSplitPointsEven(t *testing.T) {
+	t.Parallel()
 	var uniform [Bins]float64
 	for i := range uniform {
 		uniform[i] = 10
@@ -78,6 +80,7 @@ func TestSplitPointsEven(t *testing.T) {
 }
 
 func TestSplitPointsFollowSkew(t *testing.T) {
+	t.Parallel()
 	// All load in the first 4 bins of 64: a 2-way split must cut inside them.
 	var hist [Bins]float64
 	for i := range 4 {
@@ -108,6 +111,7 @@ func TestSplitPointsFollowSkew(t *testing.T) {
 }
 
 func TestSplitPointsNarrowRanges(t *testing.T) {
+	t.Parallel()
 	var uniform [Bins]float64
 	for i := range uniform {
 		uniform[i] = 1
@@ -134,6 +138,7 @@ func checkPoints(t *testing.T, r topology.Range, at []uint64, want int) {
 // Property: for any range, histogram and k, the points are valid split
 // points and topology.SplitN accepts them.
 func TestSplitPointsAlwaysValid(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
 	for range 3000 {
 		lo := rng.Uint64()
@@ -169,6 +174,7 @@ func TestSplitPointsAlwaysValid(t *testing.T) {
 }
 
 func TestRangeShare(t *testing.T) {
+	t.Parallel()
 	r := topology.FullRange
 	var hist loadHist
 	hist[0], hist[1] = 30, 10

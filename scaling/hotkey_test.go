@@ -6,6 +6,7 @@ import (
 )
 
 func TestHeavyHittersFindsOneHotKey(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var s HeavyHitters
 	const hot = 0xfeedface
@@ -37,6 +38,7 @@ func TestHeavyHittersFindsOneHotKey(t *testing.T) {
 }
 
 func TestHeavyHittersUniformKeysHaveNoHotKey(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	var s HeavyHitters
 	keys := make([]uint64, 5000)
@@ -54,6 +56,7 @@ func TestHeavyHittersUniformKeysHaveNoHotKey(t *testing.T) {
 }
 
 func TestHeavyHittersZeroValue(t *testing.T) {
+	t.Parallel()
 	var s HeavyHitters
 	if _, _, ok := s.Take(); ok {
 		t.Error("empty summary watched something")

@@ -27,6 +27,7 @@ func policies(t *testing.T, js string) *api.Policies {
 // The JSON keys of the issue, with their documented defaults, resolve to
 // exactly Default.
 func TestDefaultMatchesDocumentedKeys(t *testing.T) {
+	t.Parallel()
 	doc := policies(t, `{ "auto_scale": true, "split_msg_rate_in": 10000, "split_byte_rate_in": 52428800, "split_msg_rate_out": 50000,
 		"split_byte_rate_out": 262144000, "merge_msg_rate_in": 1000, "merge_byte_rate_in": 5242880, "merge_msg_rate_out": 5000,
 		"merge_byte_rate_out": 26214400, "evaluation_interval": "1s", "split_window": "3s", "merge_window": "60s",
@@ -49,6 +50,7 @@ func TestDefaultMatchesDocumentedKeys(t *testing.T) {
 }
 
 func TestResolveLevels(t *testing.T) {
+	t.Parallel()
 	ns := policies(t, `{"split_msg_rate_in": 500, "merge_msg_rate_in": 50, "max_segments": 8, "retention": "1h"}`)
 	topic := policies(t, `{"split_msg_rate_in": 800, "auto_scale": false, "retention": "-1s"}`)
 	p, err := Resolve(Default, ns, topic)
@@ -68,6 +70,7 @@ func TestResolveLevels(t *testing.T) {
 }
 
 func TestResolveRefusesInconsistentPolicies(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		levels []string
 		want   string
@@ -95,6 +98,7 @@ func TestResolveRefusesInconsistentPolicies(t *testing.T) {
 }
 
 func TestAPIRoundTrip(t *testing.T) {
+	t.Parallel()
 	p := Default
 	p.AutoScale = false
 	p.Split.MsgIn, p.Merge.MsgIn = 123, 45
@@ -116,6 +120,7 @@ func TestAPIRoundTrip(t *testing.T) {
 // expire: segment_ms at or above the resolved retention is refused, naming
 // both; with retention forever any segment_ms goes.
 func TestSegmentMsUnderRetention(t *testing.T) {
+	t.Parallel()
 	_, err := Resolve(Default, policies(t, `{"retention": "1h"}`), policies(t, `{"segment_ms": 7200000}`))
 	if e := api.AsError(err); e == nil || e.Code != api.CodeInvalidPolicy || !strings.Contains(e.Message, "segment_ms") || !strings.Contains(e.Message, "retention") {
 		t.Fatalf("segment_ms over retention: %v", err)
@@ -141,6 +146,7 @@ func TestSegmentMsUnderRetention(t *testing.T) {
 // milliseconds at any level (a level sets one or the other); the tier's
 // policies resolve and are checked against retention.
 func TestRetentionMsAndTieringPolicies(t *testing.T) {
+	t.Parallel()
 	p, err := Resolve(Default, policies(t, `{"retention": "1h", "segment_ms": 1000}`), policies(t, `{"retention_ms": 5000}`))
 	if err != nil || p.Retention != 5*time.Second {
 		t.Fatalf("retention_ms over a namespace's retention: %v, %v", p.Retention, err)

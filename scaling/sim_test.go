@@ -192,6 +192,7 @@ func square(lo, hi float64, period time.Duration) func(time.Duration) float64 {
 // 1 % to 10x the split threshold is followed, within 5 s, by enough
 // segments that none is over the threshold, in one split.
 func TestSimStepTo10xSplitsWithinSeconds(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(10, 10))
 	s := newSim(t, Default, 1, uniformKeys(rng, 4096))
 	step := time.Minute
@@ -228,6 +229,7 @@ func TestSimStepTo10xSplitsWithinSeconds(t *testing.T) {
 // When the load stops, the segments merge back down to min segments, and
 // never below.
 func TestSimLoadStopMergesToMinSegments(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(11, 11))
 	for _, minSegs := range []int{1, 3} {
 		p := Default
@@ -262,6 +264,7 @@ func TestSimLoadStopMergesToMinSegments(t *testing.T) {
 // splits at most once and never merges; around the merge threshold it
 // merges at most once and never splits.
 func TestSimOscillationDoesNotFlap(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(12, 12))
 	keys := uniformKeys(rng, 4096)
 	T, M := Default.Split.MsgIn, Default.Merge.MsgIn
@@ -292,6 +295,7 @@ func TestSimOscillationDoesNotFlap(t *testing.T) {
 // A skewed key distribution is split where the load is, not at the
 // midpoint.
 func TestSimSkewedLoadSplitsWhereTheLoadIs(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 13))
 	const hotEnd = uint64(1) << 60 // the first sixteenth of the space
 	var keys []simKey
@@ -319,6 +323,7 @@ func TestSimSkewedLoadSplitsWhereTheLoadIs(t *testing.T) {
 
 // A single hot key is reported and not split for, however long it lasts.
 func TestSimSingleHotKeyDoesNotSplitRepeatedly(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(14, 14))
 	keys := uniformKeys(rng, 1000)
 	for i := range keys {
@@ -343,6 +348,7 @@ func TestSimSingleHotKeyDoesNotSplitRepeatedly(t *testing.T) {
 // Consumers joining a one-segment topic get units: by a split when the
 // segment is busy, by a rebucket when it is not.
 func TestSimConsumersDriveSplitOrRebucket(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(15, 15))
 	for _, c := range []struct {
 		rate float64
@@ -377,6 +383,7 @@ func TestSimConsumersDriveSplitOrRebucket(t *testing.T) {
 // count within [min, max], every new segment within max depth, and no
 // segment changes before its cooldown; a merged segment is never hot.
 func TestSimPropertyBounds(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(16, 16))
 	trials := 40
 	if raceEnabled {

@@ -22,6 +22,7 @@ func oneSegment(t *testing.T) topology.Layout {
 func msgs(n uint64) Sample { return Sample{Elapsed: time.Second, MsgsIn: n, BytesIn: 100 * n} }
 
 func TestTrackerAveragesAndHotSince(t *testing.T) {
+	t.Parallel()
 	p := Default
 	l := oneSegment(t)
 	tr := NewTracker()
@@ -65,6 +66,7 @@ func TestTrackerAveragesAndHotSince(t *testing.T) {
 }
 
 func TestTrackerSeedsChildrenFromParents(t *testing.T) {
+	t.Parallel()
 	p := Default
 	l := oneSegment(t)
 	tr := NewTracker()
@@ -105,6 +107,7 @@ func TestTrackerSeedsChildrenFromParents(t *testing.T) {
 }
 
 func TestTrackerHotKeyShare(t *testing.T) {
+	t.Parallel()
 	p := Default
 	l := oneSegment(t)
 	tr := NewTracker()
@@ -119,6 +122,7 @@ func TestTrackerHotKeyShare(t *testing.T) {
 }
 
 func TestTrackerUnsampledSegmentIsNotLoaded(t *testing.T) {
+	t.Parallel()
 	tr := NewTracker()
 	tr.Observe(oneSegment(t), nil, Default, t0)
 	if len(tr.Load()) != 0 {

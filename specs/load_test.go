@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/api"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -99,15 +101,19 @@ func (g *loadGen) run() {
 // a batch go to one segment, so resending the refused ones keeps each key's
 // order (the producer rule of DESIGN.md §1).
 func (g *loadGen) send(recs []api.Record) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var failed error // an error that ends the sending, not a refusal to resend
+	// poll.Until sends again every 5ms: the new layout is published right
+	// after the seal.
+	if poll.Until(10*time.Second, func() bool {
 		data, err := g.s.request(api.TopicSubject(api.ProduceBatchPrefix, "public", "default", g.topic), api.AppendRecords(nil, recs))
 		if err != nil {
-			return err
+			failed = err
+			return true
 		}
 		res, err := api.DecodeResults(data)
 		if err != nil {
-			return err
+			failed = err
+			return true
 		}
 		var refused []api.Record
 		for i, r := range res {
@@ -117,18 +123,16 @@ func (g *loadGen) send(recs []api.Record) error {
 			case errors.Is(err, api.ErrSegmentSealed):
 				refused = append(refused, recs[i])
 			default:
-				return fmt.Errorf("record %d: %w", i, err)
+				failed = fmt.Errorf("record %d: %w", i, err)
+				return true
 			}
 		}
-		if len(refused) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d records still refused as sealed after 10s", len(refused))
-		}
 		recs = refused
-		time.Sleep(5 * time.Millisecond) // the new layout is published right after the seal
+		return len(recs) == 0
+	}) {
+		return failed
 	}
+	return fmt.Errorf("%d records still refused as sealed after 10s", len(recs))
 }
 
 // halt stops producing and returns how many records of each key were

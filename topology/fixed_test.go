@@ -7,6 +7,7 @@ import (
 )
 
 func TestFixedLayout(t *testing.T) {
+	t.Parallel()
 	l, err := NewFixed(4)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestFixedLayout(t *testing.T) {
 }
 
 func TestMigrateFixedLayout(t *testing.T) {
+	t.Parallel()
 	l, _ := NewFixed(4)
 	l = l.WithOwner("n1")
 	l.Segments[3].Owner = "n3"
@@ -103,6 +105,7 @@ func TestMigrateFixedLayout(t *testing.T) {
 }
 
 func TestValidateRefusesMixedFixedLayouts(t *testing.T) {
+	t.Parallel()
 	l, _ := NewFixed(2)
 	bad := l.Clone()
 	bad.Segments[1].Partition = 0
@@ -125,6 +128,7 @@ func TestValidateRefusesMixedFixedLayouts(t *testing.T) {
 // sealed segment where its logs are, then a successor with the same
 // partition index taking its appends.
 func TestRelocatedPartitionIsAChain(t *testing.T) {
+	t.Parallel()
 	l, _ := NewFixed(3)
 	l = l.WithOwner("n1")
 	moved, err := l.Relocate([]SegmentID{1, 2}, "n2")
@@ -198,6 +202,7 @@ func TestRelocatedPartitionIsAChain(t *testing.T) {
 }
 
 func TestValidateRefusesBrokenPartitionChains(t *testing.T) {
+	t.Parallel()
 	l, _ := NewFixed(2)
 	moved, _ := l.Relocate([]SegmentID{1}, "n2") // 1 sealed -> 2 active, partition 1
 	for name, breakIt := range map[string]func(*Layout){

@@ -60,6 +60,7 @@ func TestJSONGolden(t *testing.T) {
 }
 
 func TestJSONSegmentForm(t *testing.T) {
+	t.Parallel()
 	l := goldenLayouts(t)["layout_split.json"]
 	data, err := json.Marshal(l.Segments[1])
 	if err != nil {
@@ -91,6 +92,7 @@ func TestJSONSegmentForm(t *testing.T) {
 }
 
 func TestJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		l := randomLayout(t, rng, 100)
@@ -109,6 +111,7 @@ func TestJSONRoundTrip(t *testing.T) {
 }
 
 func TestJSONDecodeErrors(t *testing.T) {
+	t.Parallel()
 	const seg0 = `{"id":0,"state":"active","range":["0x0000000000000000","0xffffffffffffffff"],"parents":[],"children":[],"buckets":1,"created_epoch":1,"sealed_epoch":0`
 	layout := func(segments string) string { return `{"epoch":1,"next_id":1,"segments":[` + segments + `]}` }
 	good := layout(seg0 + `}`)

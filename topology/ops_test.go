@@ -7,6 +7,7 @@ import (
 )
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		segments, budget int
 		wantBuckets      []int
@@ -68,6 +69,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestFromFixed(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 2, 3, 16, 100} {
 		l, err := FromFixed(n, 2)
 		if err != nil {
@@ -120,6 +122,7 @@ func history(t testing.TB) Layout {
 }
 
 func TestSplit(t *testing.T) {
+	t.Parallel()
 	base := history(t)
 	tests := []struct {
 		name         string
@@ -179,6 +182,7 @@ func TestSplit(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
+	t.Parallel()
 	base := history(t)
 	// Active: 8 [0, 1f..fe], 9 [1f..ff], 6 [20.., 7f..], 7 [80.., ff..].
 	tests := []struct {
@@ -236,6 +240,7 @@ func TestMerge(t *testing.T) {
 }
 
 func TestRebucket(t *testing.T) {
+	t.Parallel()
 	base := history(t) // 6 has 2 buckets, 7 has 8
 	tests := []struct {
 		name    string
@@ -277,6 +282,7 @@ func TestRebucket(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
+	t.Parallel()
 	base := history(t)
 	got := must(t)(base.Delete(0))
 	if s, _ := got.Segment(0); s.State != StateDeleted || s.SealedEpoch != 2 || !reflect.DeepEqual(s.Children, []SegmentID{2, 3}) {
@@ -298,6 +304,7 @@ func TestDelete(t *testing.T) {
 // Operations never modify their receiver, and two operations applied to
 // the same layout do not see each other (no shared spare capacity).
 func TestCopyOnWrite(t *testing.T) {
+	t.Parallel()
 	base := history(t)
 	base.Segments = append(base.Segments[:len(base.Segments):len(base.Segments)], Segment{})[:len(base.Segments)] // spare capacity
 	snapshot := base.Clone()
@@ -317,6 +324,7 @@ func TestCopyOnWrite(t *testing.T) {
 }
 
 func TestOverflow(t *testing.T) {
+	t.Parallel()
 	l := mustNew(t, 2, 2)
 	l.Epoch = math.MaxUint64
 	_, err := l.Split(0, nil)
@@ -329,6 +337,7 @@ func TestOverflow(t *testing.T) {
 }
 
 func TestLookups(t *testing.T) {
+	t.Parallel()
 	l := history(t)
 	if s, ok := l.Segment(6); !ok || s.ID != 6 {
 		t.Errorf("Segment(6) = %+v, %v", s, ok)

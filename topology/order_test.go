@@ -8,6 +8,7 @@ import (
 )
 
 func TestAncestors(t *testing.T) {
+	t.Parallel()
 	l := history(t)
 	tests := []struct {
 		id   SegmentID
@@ -42,6 +43,7 @@ func TestAncestors(t *testing.T) {
 // holds newer messages of the same keys. Checking direct parents only would
 // release 3 before 0 and reorder those keys.
 func TestEmptyMiddleSegment(t *testing.T) {
+	t.Parallel()
 	l := mustNew(t, 1, 1)
 	l = must(t)(l.Split(0, nil)) // 0 -> 1, 2
 	l = must(t)(l.Split(1, nil)) // 1 -> 3, 4
@@ -68,6 +70,7 @@ func TestEmptyMiddleSegment(t *testing.T) {
 // TestMigratedFixedTopic: a child is readable only once all N partitions
 // are drained, whatever order they drain in.
 func TestMigratedFixedTopic(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	l, err := FromFixed(n, 2)
 	if err != nil {
@@ -95,6 +98,7 @@ func TestMigratedFixedTopic(t *testing.T) {
 }
 
 func TestReadableEdgeCases(t *testing.T) {
+	t.Parallel()
 	l := history(t)
 	// A nil predicate means nothing is drained: only the roots are readable.
 	if got := Readable(l, nil); !reflect.DeepEqual(got, []SegmentID{0, 1}) {

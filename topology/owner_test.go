@@ -11,6 +11,7 @@ import (
 // owner survives the JSON form, appears only when set, and a bad or empty
 // one is refused.
 func TestOwners(t *testing.T) {
+	t.Parallel()
 	l, err := New(1, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // the epoch moved by exactly one (or not at all on a refusal, with the
 // layout unchanged), and that the owners of sampled hashes form one chain.
 func TestRandomHistories(t *testing.T) {
+	t.Parallel()
 	steps := 2000
 	if testing.Short() || raceEnabled {
 		steps = 400

@@ -6,6 +6,7 @@ import (
 )
 
 func TestRange(t *testing.T) {
+	t.Parallel()
 	const max = math.MaxUint64
 	lower, upper := Range{0, 1<<63 - 1}, Range{1 << 63, max}
 	tests := []struct {
@@ -61,6 +62,7 @@ func TestRange(t *testing.T) {
 }
 
 func TestParseHash(t *testing.T) {
+	t.Parallel()
 	good := []struct {
 		in   string
 		want uint64

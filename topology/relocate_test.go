@@ -6,6 +6,7 @@ import (
 )
 
 func TestRelocate(t *testing.T) {
+	t.Parallel()
 	l, err := New(1, 2)
 	if err != nil {
 		t.Fatal(err)

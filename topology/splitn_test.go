@@ -8,6 +8,7 @@ import (
 )
 
 func TestSplitN(t *testing.T) {
+	t.Parallel()
 	l := mustNew(t, 1, 4)
 	quarter := uint64(1) << 62
 	next := must(t)(l.SplitN(0, []uint64{quarter, 2 * quarter, 3 * quarter}, 1))
@@ -35,6 +36,7 @@ func TestSplitN(t *testing.T) {
 }
 
 func TestSplitNKeepsBuckets(t *testing.T) {
+	t.Parallel()
 	l := mustNew(t, 2, 6)
 	next := must(t)(l.SplitN(1, []uint64{l.Segments[1].Range.Lo + 1}, 0))
 	for _, id := range []SegmentID{2, 3} {
@@ -45,6 +47,7 @@ func TestSplitNKeepsBuckets(t *testing.T) {
 }
 
 func TestSplitNIsSplitForOnePoint(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(4, 2))
 	l := mustNew(t, 3, 4)
 	for range 200 {
@@ -64,6 +67,7 @@ func TestSplitNIsSplitForOnePoint(t *testing.T) {
 }
 
 func TestSplitNRefusals(t *testing.T) {
+	t.Parallel()
 	l := mustNew(t, 2, 2)
 	lo, hi := l.Segments[1].Range.Lo, l.Segments[1].Range.Hi
 	tooMany := make([]uint64, MaxSplitWays)
@@ -102,6 +106,7 @@ func TestSplitNRefusals(t *testing.T) {
 }
 
 func TestMergeBuckets(t *testing.T) {
+	t.Parallel()
 	l := mustNew(t, 2, 2)
 	m := must(t)(l.MergeBuckets(0, 1, 4))
 	if s, _ := m.Segment(2); s.Buckets != 4 || !s.Range.IsFull() {

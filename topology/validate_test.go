@@ -11,6 +11,7 @@ import (
 // TestValidate breaks one invariant at a time in a valid layout and checks
 // that Validate names it.
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	seg := func(l *Layout, id SegmentID) *Segment { return &l.Segments[l.index(id)] }
 	fixed := func(t *testing.T) Layout {
 		l, err := FromFixed(3, 1)

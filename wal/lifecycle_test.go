@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/braidmq/braid/internal/poll"
 )
 
 func appendN(t *testing.T, l *Log, n int, ts int64, size int) {
@@ -177,13 +179,7 @@ func TestRollAndDropDuringAppends(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		// Some appends at each step.
 		want := l.NextOffset() + 10
-		deadline := time.Now().Add(10 * time.Second)
-		for l.NextOffset() < want {
-			if time.Now().After(deadline) {
-				t.Fatal("the writer appends nothing")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		poll.Eventually(t, 10*time.Second, "the writer appends nothing", func() bool { return l.NextOffset() >= want })
 		if _, err := l.Roll(); err != nil {
 			t.Fatal(err)
 		}

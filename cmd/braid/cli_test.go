@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
+
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	braidnode "github.com/braidmq/braid/node"
@@ -289,12 +291,8 @@ func TestTopicWatchFollowsASplit(t *testing.T) {
 	root.SetArgs([]string{"topic", "watch", "topic://public/default/w", "--changes", "2", "--interval", "100ms", "--server", url})
 	done := make(chan error, 1)
 	go func() { done <- root.Execute() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "epoch 1") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no first layout: %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond) // polling the command's output
+	if !poll.Until(30*time.Second, func() bool { return strings.Contains(out.String(), "epoch 1") }) {
+		t.Fatalf("no first layout: %q", out.String())
 	}
 	if _, _, err := run(t, nil, "topic", "split", "topic://public/default/w", "0", "--server", url); err != nil {
 		t.Fatal(err)

@@ -75,6 +75,7 @@ func TestConsumeLoopWaitsOutUnavailable(t *testing.T) {
 		}
 		return consumed{}, api.Errorf(api.CodeUnavailable, "down")
 	}
+	// The backoff, shortened to 1ms: idle's 20ms pass over a few retries.
 	wait := func(d time.Duration) <-chan time.Time { return time.After(time.Millisecond) }
 	if n, err := consumeLoop(context.Background(), down, 0, 20*time.Millisecond, true, &out, &errOut, wait); n != 0 || err != nil {
 		t.Fatalf("idle while unavailable: %d, %v", n, err)
