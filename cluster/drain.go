@@ -64,7 +64,7 @@ func (n *Member) startDrainService() error {
 	}
 	_, err := n.nc.Subscribe(nodesChangedSubject, func(m *nats.Msg) {
 		if n.members != nil && string(m.Data) != n.nodeID {
-			go n.members.countNodes(time.Now())
+			go n.members.countNodes(n.clock.Now())
 			n.members.kickRenewal() // the node may have handed the entry role over
 		}
 	})
@@ -107,7 +107,7 @@ func (n *Member) NodeDrain(ctx context.Context, body []byte) (any, error) {
 
 // drain moves every topic this node owns to other nodes.
 func (n *Member) drain() (api.NodeDrainReply, error) {
-	begin := time.Now()
+	begin := n.clock.Now()
 	reply := api.NodeDrainReply{Node: n.nodeID}
 	if n.members == nil {
 		return reply, api.Errorf(api.CodeLayoutRefused, "node %s is not in a cluster: there is nowhere to move its topics", n.nodeID)

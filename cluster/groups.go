@@ -104,7 +104,7 @@ func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, su
 	if err != nil {
 		return api.Errorf(api.CodeUnavailable, "the state of subscription %q of %s is on node %s, which is down: the subscription serves again when it returns", sub, name, from)
 	}
-	begin := time.Now()
+	begin := n.clock.Now()
 	pid := actor.NewPID(addr, unitsActorName)
 	res, err := n.system.Root.RequestFuture(pid, &clusterpb.GroupFiles{Kind: kind, Topic: name.String(), Subscription: sub}, remoteReadTimeout).Result()
 	if err != nil {

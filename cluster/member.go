@@ -16,6 +16,7 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/braidmq/braid/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -57,12 +58,16 @@ type Config struct {
 	// StopTaking stops every service of the node for good: another run
 	// of its id took its lease.
 	StopTaking func()
+	// Clock is the time leases, the entry role and placement go by; nil
+	// is the real clock (tests of clock trouble offset it).
+	Clock clock.Clock
 }
 
 // Member is the node as a member of its cluster. Its methods are safe for
 // concurrent use.
 type Member struct {
 	cfg      Config
+	clock    clock.Clock
 	nodeID   string
 	log      *slog.Logger
 	nc       *nats.Conn
@@ -111,7 +116,7 @@ func New(cfg Config, nc *nats.Conn, store *meta.Store, system *actor.ActorSystem
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	n := &Member{cfg: cfg, nodeID: cfg.NodeID, log: cfg.Logger, nc: nc, meta: store, system: system, registry: cfg.Registry,
-		attached: make(chan struct{})}
+		attached: make(chan struct{}), clock: clock.Or(cfg.Clock)}
 	n.takeoverTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_topic_takeovers_total",
 		Help: "Topics whose owner's lease ran out that this node moved: their lost node's active segments sealed in metadata, successors placed on a live node."})
 	n.takeoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "braid_topic_takeover_seconds",

@@ -150,20 +150,20 @@ func (n *Member) Join(ctx context.Context) error {
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "braid_cluster_nodes",
 			Help: "The cluster's nodes by the state of their lease (live or lapsed), as this node saw them at its last renewal."}, []string{"state"}),
 	}
-	now := time.Now()
+	now := n.clock.Now()
 	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.cfg.ClientURL, ActorAddr: n.ActorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
 		Expires: now.Add(m.ttl).UnixMilli()}
 	// A run killed a moment ago leaves a lease that holds until it lapses:
 	// wait that long (renewals by a run still alive keep it held).
 	rev, err := n.meta.TakeNodeLease(ctx, m.rec, now)
-	for waitUntil := now.Add(2 * m.ttl); errors.Is(err, meta.ErrNodeIDInUse) && time.Now().Before(waitUntil); {
+	for waitUntil := now.Add(2 * m.ttl); errors.Is(err, meta.ErrNodeIDInUse) && n.clock.Now().Before(waitUntil); {
 		n.log.Warn("the node's lease is still held (by an earlier run, until it lapses, or by another process): waiting", "node", n.nodeID, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(m.ttl / 3):
 		}
-		now = time.Now()
+		now = n.clock.Now()
 		m.rec.Started, m.rec.Renewed, m.rec.Expires = now.UnixMilli(), now.UnixMilli(), now.Add(m.ttl).UnixMilli()
 		rev, err = n.meta.TakeNodeLease(ctx, m.rec, now)
 	}
@@ -227,7 +227,7 @@ func (m *membership) renewLoop() {
 		if !m.renew() {
 			return
 		}
-		m.tryEntry(time.Now())
+		m.tryEntry(m.n.clock.Now())
 	}
 }
 
@@ -236,7 +236,7 @@ func (m *membership) renew() bool {
 	m.mu.Lock()
 	rec, rev := m.rec, m.rev
 	m.mu.Unlock()
-	now := time.Now()
+	now := m.n.clock.Now()
 	rec.Renewed, rec.Expires = now.UnixMilli(), now.Add(m.ttl).UnixMilli()
 	bytes := m.n.topics.AppendedBytes()
 	if m.lastAt.IsZero() {
@@ -307,7 +307,7 @@ func (m *membership) rejoin() {
 	n.ownersMu.Lock()
 	n.owners = nil
 	n.ownersMu.Unlock()
-	begin := time.Now()
+	begin := m.n.clock.Now()
 	stopped := n.topics.ReleaseAll()
 	n.log.Warn("the membership lease had run out before it was renewed: every active topic was stopped, to be read again on its next request",
 		"node", n.nodeID, "stopped", len(stopped), "took", time.Since(begin))
@@ -401,11 +401,11 @@ func (m *membership) isLive(node string) bool {
 // (false while this node's own lease is not current: its view of the
 // others is as stale as its own renewal, the store may be down for all).
 func (m *membership) expired(node string) bool {
-	if m == nil || time.Now().UnixNano() >= m.validUntil.Load() {
+	if m == nil || m.n.clock.Now().UnixNano() >= m.validUntil.Load() {
 		return false
 	}
 	r, ok := m.liveView()[node]
-	return ok && !r.Live(time.Now())
+	return ok && !r.Live(m.n.clock.Now())
 }
 
 func (m *membership) liveView() map[string]meta.NodeRecord {
@@ -424,8 +424,10 @@ func (m *membership) liveNodes(maxAge time.Duration) []meta.NodeRecord {
 	// A view with fewer nodes than the cluster was configured with (it is
 	// forming, or a node is down) is read again each time.
 	stale := m.n != nil && len(m.liveView()) < 1+len(m.n.cfg.Routes)
-	if now := time.Now(); m.n != nil && (stale || now.Sub(time.Unix(0, m.countedAt.Load())) > maxAge) {
-		m.countNodes(now)
+	if m.n != nil {
+		if now := m.n.clock.Now(); stale || now.Sub(time.Unix(0, m.countedAt.Load())) > maxAge {
+			m.countNodes(now)
+		}
 	}
 	live := m.live.Load()
 	if live == nil {
@@ -445,13 +447,13 @@ func (m *membership) actorAddrOf(node string) (string, error) {
 		return "", api.Errorf(api.CodeUnavailable, "node %s: this node is not in a cluster", node)
 	}
 	r, ok := m.liveView()[node]
-	if !ok || !r.Live(time.Now()) {
+	if !ok || !r.Live(m.n.clock.Now()) {
 		// Not live at the last count: read its lease now (it may have
 		// joined or renewed since).
 		ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 		cur, _, err := m.n.meta.NodeLease(ctx, node)
 		cancel()
-		if err != nil || !cur.Live(time.Now()) {
+		if err != nil || !cur.Live(m.n.clock.Now()) {
 			return "", api.Errorf(api.CodeUnavailable, "node %s is down (its lease lapsed): its sealed segments are readable again when it returns", node)
 		}
 		r = cur
@@ -505,7 +507,7 @@ func (n *Member) Fence() error {
 		return nil
 	}
 	until := m.validUntil.Load()
-	if time.Now().UnixNano() < until {
+	if n.clock.Now().UnixNano() < until {
 		return nil
 	}
 	m.fencedTotal.Inc()
@@ -531,7 +533,7 @@ func IsFenced(err error) bool {
 // (or the node is not the entry node: it then takes no clients' requests).
 func (n *Member) FenceEntry() error {
 	m := n.members
-	if m == nil || !n.entry.Load() || time.Now().UnixNano() < m.entryUntil.Load() { // placement.Entry.Fenced
+	if m == nil || !n.entry.Load() || n.clock.Now().UnixNano() < m.entryUntil.Load() { // placement.Entry.Fenced
 		return nil
 	}
 	m.fencedTotal.Inc()
@@ -558,7 +560,7 @@ func (m *membership) leaveNow() {
 		// Hand the entry role over: its record lapses now, and the others,
 		// told below, take it at once rather than when its lease runs out
 		// (plain clients would find no responders meanwhile).
-		if _, err := m.n.meta.RenewEntry(ctx, rec.ID, placement.Released(time.Now()), m.entryRole.Rev); err != nil {
+		if _, err := m.n.meta.RenewEntry(ctx, rec.ID, placement.Released(m.n.clock.Now()), m.entryRole.Rev); err != nil {
 			m.n.log.Warn("handing the entry role over failed: another node takes it when its lease lapses", "node", rec.ID, "err", err)
 		} else {
 			m.n.log.Info("entry role handed over: another node takes the clients' requests", "node", rec.ID)
@@ -576,7 +578,7 @@ func (m *membership) leaveNow() {
 
 // claimServing claims the serving role, or learns who holds it.
 func (n *Member) ClaimServing(ctx context.Context) error {
-	rec, err := n.meta.ClaimServing(ctx, n.nodeID, time.Now())
+	rec, err := n.meta.ClaimServing(ctx, n.nodeID, n.clock.Now())
 	if err != nil {
 		return fmt.Errorf("claiming the serving role: %w", err)
 	}
@@ -599,7 +601,7 @@ func (n *Member) NodeList(ctx context.Context, _ []byte) (any, error) {
 	if err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return nil, meta.APIError(err, "the entry node")
 	}
-	now := time.Now()
+	now := n.clock.Now()
 	if now.UnixMilli() >= entry.Expires {
 		entry.Node = "" // lapsed: nobody holds it
 	}

@@ -106,7 +106,7 @@ func (n *Member) cachedOwner(uri string) (ownerEntry, bool) {
 	n.ownersMu.Lock()
 	defer n.ownersMu.Unlock()
 	e, ok := n.owners[uri]
-	if !ok || !time.Now().Before(e.until) {
+	if !ok || !n.clock.Now().Before(e.until) {
 		return ownerEntry{}, false
 	}
 	return e, true
@@ -120,7 +120,7 @@ func (n *Member) rememberOwner(uri, owner string, epoch uint64) {
 	if len(n.owners) >= ownerCacheMax || n.owners == nil {
 		n.owners = map[string]ownerEntry{}
 	}
-	n.owners[uri] = ownerEntry{owner: owner, epoch: epoch, until: time.Now().Add(ownerCacheTTL)}
+	n.owners[uri] = ownerEntry{owner: owner, epoch: epoch, until: n.clock.Now().Add(ownerCacheTTL)}
 }
 
 // remoteOwner returns the node that owns topic name when it is another

@@ -36,7 +36,7 @@ func (n *Member) ownerGone(owner string) bool {
 	if m == nil || node == "" || node == n.nodeID {
 		return false
 	}
-	now := time.Now()
+	now := n.clock.Now()
 	if r, ok := m.liveView()[node]; ok && r.Live(now) {
 		return false
 	}
@@ -87,7 +87,7 @@ func (n *Member) takeOver(name routing.TopicName, lost string) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	begin := time.Now()
+	begin := n.clock.Now()
 	epoch, moved, err := n.topics.Relocate(ctx, name, lost, to)
 	if err != nil {
 		n.log.Error("moving the segments of a lost node failed; requests for the topic are refused until it succeeds", "topic", uri,
