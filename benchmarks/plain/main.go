@@ -186,7 +186,7 @@ func jetstream(ctx context.Context, spec workload.Spec, window int) (workload.Re
 		return workload.Result{}, err
 	}
 	defer js.Close()
-	nc, err := nats.Connect(js.Server.ClientURL())
+	nc, err := nats.Connect(js.URL())
 	if err != nil {
 		return workload.Result{}, err
 	}
