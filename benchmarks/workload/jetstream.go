@@ -89,6 +89,9 @@ func (j *JetStream) startProcess(s *Servers, dir string, syncAlways bool) error 
 	host, port, _ := strings.Cut(addr, ":")
 	_, monitorPort, _ := strings.Cut(monitor, ":")
 	args := []string{"-js", "-sd", filepath.Join(dir, "js"), "-a", host, "-p", port, "-m", monitorPort}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	if syncAlways {
 		conf := filepath.Join(dir, "sync-always.conf")
 		if err := os.WriteFile(conf, []byte("jetstream {\n  sync_interval: always\n}\n"), 0o644); err != nil {
