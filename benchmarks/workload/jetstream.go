@@ -40,6 +40,9 @@ const StreamName = "BENCH"
 // for syncAlways, and its monitoring port (-m) to learn when it is up.
 func (s *Servers) StartJetStream(dir string, syncAlways bool) (*JetStream, error) {
 	j := &JetStream{}
+	if s.noJS {
+		return nil, errors.New("braid/benchmarks: these Servers run Braid only (RegisterBraidFlags)")
+	}
 	if s.inProc {
 		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
 			StoreDir: filepath.Join(dir, "js"), SyncAlways: syncAlways, NoSigs: true, NoLog: true})

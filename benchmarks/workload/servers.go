@@ -30,6 +30,7 @@ type Servers struct {
 	natsBin    string // the nats-server binary (child processes only)
 	braidBuilt bool   // braidBin was built by this run (not -braid)
 	natsBuilt  bool
+	noJS       bool   // made by RegisterBraidFlags: Braid only
 	work       string // temporary: built binaries and the servers' logs
 
 	mu      sync.Mutex
@@ -41,23 +42,34 @@ type Servers struct {
 type ServerFlags struct {
 	inProc     *bool
 	braid      *string
-	natsServer *string
+	natsServer *string // nil: Braid only
 }
 
-// RegisterServerFlags defines -inproc, -braid and -nats-server on fs.
+// RegisterServerFlags defines -inproc, -braid and -nats-server on fs, for
+// a program that measures Braid and JetStream.
 func RegisterServerFlags(fs *flag.FlagSet) *ServerFlags {
+	f := RegisterBraidFlags(fs)
+	f.natsServer = fs.String("nats-server", "", "the nats-server binary to run (default: go build of the nats-server module in go.mod, once per run)")
+	return f
+}
+
+// RegisterBraidFlags defines -inproc and -braid on fs, for a program that
+// measures Braid alone: its Servers start no JetStream.
+func RegisterBraidFlags(fs *flag.FlagSet) *ServerFlags {
 	return &ServerFlags{
-		inProc: fs.Bool("inproc", false, "run Braid's node and the NATS server inside this program, sharing its CPUs with the client "+
-			"(default: each server is its own process, braid serve and nats-server -js, as users run them)"),
-		braid:      fs.String("braid", "", "the braid binary to run (default: go build ./cmd/braid, once per run)"),
-		natsServer: fs.String("nats-server", "", "the nats-server binary to run (default: go build of the nats-server module in go.mod, once per run)"),
+		inProc: fs.Bool("inproc", false, "run the servers inside this program, sharing its CPUs with the client "+
+			"(default: each server is its own process, as users run them)"),
+		braid: fs.String("braid", "", "the braid binary to run (default: go build ./cmd/braid, once per run)"),
 	}
 }
 
 // Servers makes the Servers the flags ask for, building the binaries it
 // needs and was not given. Close removes what it built.
 func (f *ServerFlags) Servers() (*Servers, error) {
-	s := &Servers{inProc: *f.inProc, braidBin: *f.braid, natsBin: *f.natsServer}
+	s := &Servers{inProc: *f.inProc, braidBin: *f.braid, noJS: f.natsServer == nil}
+	if !s.noJS {
+		s.natsBin = *f.natsServer
+	}
 	work, err := os.MkdirTemp("", "braid-bench-servers-")
 	if err != nil {
 		return nil, err
@@ -73,7 +85,7 @@ func (f *ServerFlags) Servers() (*Servers, error) {
 		}
 		s.braidBuilt = true
 	}
-	if s.natsBin == "" {
+	if s.natsBin == "" && !s.noJS {
 		if s.natsBin, err = BuildNATSServer(work); err != nil {
 			s.Close()
 			return nil, err
@@ -100,6 +112,9 @@ func (s *Servers) InProc() bool { return s.inProc }
 // Mode says, in a line, how the servers run: every program prints it.
 func (s *Servers) Mode() string {
 	if s.inProc {
+		if s.noJS {
+			return "mode: in-process (-inproc): Braid's nodes run inside this program and share its CPUs with the client"
+		}
 		return "mode: in-process (-inproc): Braid's node and the NATS server run inside this program and share its CPUs with the client"
 	}
 	from := func(bin string, built bool, what string) string {
@@ -108,9 +123,12 @@ func (s *Servers) Mode() string {
 		}
 		return bin
 	}
-	return fmt.Sprintf("mode: separate processes: braid serve (%s) and nats-server -js (%s), each its own process on its defaults; "+
-		"this program is the client only (-inproc: all in one process)",
-		from(s.braidBin, s.braidBuilt, "this tree"), from(s.natsBin, s.natsBuilt, "go.mod's version"))
+	servers := fmt.Sprintf("braid serve (%s)", from(s.braidBin, s.braidBuilt, "this tree"))
+	if !s.noJS {
+		servers += fmt.Sprintf(" and nats-server -js (%s)", from(s.natsBin, s.natsBuilt, "go.mod's version"))
+	}
+	return "mode: separate processes: " + servers + ", each server its own process on its defaults; " +
+		"this program is the client only (-inproc: all in one process)"
 }
 
 // Close removes the built binaries and the servers' logs. It does not
