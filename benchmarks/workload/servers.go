@@ -328,19 +328,3 @@ func httpOK(url string) error {
 	}
 	return nil
 }
-
-// inProcess runs servers inside this program, for the package-level
-// helpers below.
-var inProcess = &Servers{inProc: true}
-
-// StartJetStream starts a JetStream server inside this program (see
-// Servers.StartJetStream).
-func StartJetStream(dir string, syncAlways bool) (*JetStream, error) {
-	return inProcess.StartJetStream(dir, syncAlways)
-}
-
-// WithBraid runs fn with a connection to a Braid node started inside this
-// program in a new temporary directory (see Servers.WithBraid).
-func WithBraid(durability string, fn func(nc *nats.Conn) error) error {
-	return inProcess.WithBraid(BraidConfig{Durability: durability}, func(b *Braid) error { return fn(b.NC) })
-}
