@@ -45,6 +45,19 @@ var spawner = sync.OnceValue(func() chan func() {
 	return ch
 })
 
+// StartChild starts cmd as a child that gets SIGKILL when this program
+// ends, however it ends: it sets cmd's Pdeathsig and starts it from the
+// one thread every child is started from (see spawner).
+func StartChild(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	errc := make(chan error, 1)
+	spawner() <- func() { errc <- cmd.Start() }
+	return <-errc
+}
+
 // StartProcess execs bin with args, its output appended to logPath, and
 // returns without waiting for it to serve (see WaitReady).
 func StartProcess(name, logPath, bin string, args ...string) (*Process, error) {
@@ -55,10 +68,7 @@ func StartProcess(name, logPath, bin string, args ...string) (*Process, error) {
 	fmt.Fprintf(log, "=== %s %s at %s\n", bin, strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	errc := make(chan error, 1)
-	spawner() <- func() { errc <- cmd.Start() }
-	if err := <-errc; err != nil {
+	if err := StartChild(cmd); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}
