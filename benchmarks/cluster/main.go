@@ -18,7 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -440,8 +439,7 @@ func restart(nodes []*node, i int) {
 	nd := nodes[i]
 	cmd := exec.Command(nd.cmd.Path, nd.cmd.Args[1:]...)
 	cmd.Stdout, cmd.Stderr = nd.cmd.Stdout, nd.cmd.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	check(cmd.Start())
+	check(workload.StartChild(cmd))
 	nd.cmd = cmd
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -479,10 +477,9 @@ type node struct {
 }
 
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := workload.FreeAddr()
 	check(err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // startNodes starts n nodes (a cluster when n > 1) under dir and waits
@@ -513,8 +510,7 @@ func startNodes(bin, dir string, n int) []*node {
 		logf, err := os.Create(logPath)
 		check(err)
 		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		check(cmd.Start())
+		check(workload.StartChild(cmd))
 		nodes[i] = &node{id: id, cmd: cmd, log: logPath}
 	}
 	for i, nd := range nodes {

@@ -11,7 +11,12 @@
 // (durability always, its default) and the JetStream server runs with
 // sync_always.
 //
-//	go run ./benchmarks/compaction -messages 1000000 -keys 10000 -rounds 5
+// Each server is its own process (`braid serve`, `nats-server -js`, on
+// their defaults) and this program the client only; -inproc runs them
+// inside this program (the old mode).
+//
+//	go run ./benchmarks/compaction -messages 1000000 -keys 10000 -rounds 5 [-size 100] [-cpuprofile file]
+//	    [-inproc] [-braid bin] [-nats-server bin]
 package main
 
 import (
@@ -43,44 +48,53 @@ func main() {
 	keys := flag.Int("keys", 10_000, "keys they are spread over")
 	size := flag.Int("size", 100, "payload bytes")
 	rounds := flag.Int("rounds", 5, "alternating replay rounds")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of 50 more Braid compacted replays to this file")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of 50 more Braid compacted replays to this file (of the client only, unless -inproc)")
+	serverFlags := workload.RegisterServerFlags(flag.CommandLine)
 	flag.Parse()
+	var err error
+	servers, err = serverFlags.Servers()
+	check(err)
+	defer servers.Close()
 	dir, err := os.MkdirTemp("", "braid-compaction-bench-")
 	check(err)
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
+	fmt.Println(servers.Mode())
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; %d updates of %d B over %d keys; both fsync before acknowledging\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *keys)
 
-	node, nc, err := workload.StartBraid(dir+"/braid", "always")
+	braid, err := servers.StartBraid(dir+"/braid", workload.BraidConfig{Durability: "always"})
 	check(err)
-	defer node.Close()
+	defer warnOnClose(braid.Close)
+	nc := braid.NC
 	check(workload.CreateTopic(ctx, nc, uri, 1, 4))
-	js, err := workload.StartJetStream(dir+"/js", true)
+	js, err := servers.StartJetStream(dir+"/js", true)
 	check(err)
-	defer js.Close()
+	defer warnOnClose(js.Close)
 	_, err = js.JS.UpdateStream(ctx, jetstream.StreamConfig{Name: workload.StreamName, Subjects: []string{"bench.>"},
 		Storage: jetstream.FileStorage, MaxMsgsPerSubject: 1})
 	check(err)
 
 	// And a JetStream that syncs on its default 2-minute interval, for the
 	// produce rate without the fsyncs (not like for like: said so).
-	js2, err := workload.StartJetStream(dir+"/js2", false)
+	js2, err := servers.StartJetStream(dir+"/js2", false)
 	check(err)
-	defer js2.Close()
+	defer warnOnClose(js2.Close)
 	_, err = js2.JS.UpdateStream(ctx, jetstream.StreamConfig{Name: workload.StreamName, Subjects: []string{"bench.>"},
 		Storage: jetstream.FileStorage, MaxMsgsPerSubject: 1})
 	check(err)
 
 	spec := workload.Spec{Messages: *messages, Size: *size, Keys: *keys}
-	bp, err := workload.ProduceBraid(ctx, nc, uri, spec)
+	bp, err := workload.Measure(braid.MeterCPU, func() (workload.Result, error) { return workload.ProduceBraid(ctx, nc, uri, spec) })
 	check(err)
-	jp, err := js.Produce(ctx, spec)
+	jp, err := workload.Measure(js.MeterCPU, func() (workload.Result, error) { return js.Produce(ctx, spec) })
 	check(err)
-	jp2, err := js2.Produce(ctx, spec)
+	jp2, err := workload.Measure(js2.MeterCPU, func() (workload.Result, error) { return js2.Produce(ctx, spec) })
 	check(err)
 	fmt.Printf("\nproduce: Braid %.0f msg/s, JetStream (max_msgs_per_subject 1) %.0f msg/s with sync_always (%.2fx), %.0f msg/s with its default sync (%.2fx)\n",
 		bp.Rate(), jp.Rate(), bp.Rate()/jp.Rate(), jp2.Rate(), bp.Rate()/jp2.Rate())
+	fmt.Printf("produce %s: Braid %s; JetStream sync_always %s; JetStream default sync %s\n", "CPU",
+		bp.CPU.PerMessage(bp.Messages), jp.CPU.PerMessage(jp.Messages), jp2.CPU.PerMessage(jp2.Messages))
 
 	adm := client.NewAdmin(nc, client.WithRequestTimeout(time.Minute))
 	begin := time.Now()
@@ -121,7 +135,8 @@ func main() {
 	full := time.Now()
 	n := replay(nc, false)
 	fullTook := time.Since(full)
-	fmt.Printf("\n| run | Braid | JetStream | Braid's speed-up [min, max] |\n|---|---|---|---|\n")
+	fmt.Printf("\n%s\n", servers.Mode())
+	fmt.Printf("| run | Braid | JetStream | Braid's speed-up [min, max] |\n|---|---|---|---|\n")
 	fmt.Printf("| produce %d updates over %d keys, both fsyncing | %.0f msg/s | %.0f msg/s | %.2fx |\n", *messages, *keys, bp.Rate(), jp.Rate(), bp.Rate()/jp.Rate())
 	fmt.Printf("| the same, JetStream on its default sync (not like for like) | %.0f msg/s | %.0f msg/s | %.2fx |\n", bp.Rate(), jp2.Rate(), bp.Rate()/jp2.Rate())
 	fmt.Printf("| replay the %d latest values from the start | %s | %s | %.2fx [%.2f, %.2f] |\n", *keys,
@@ -192,9 +207,23 @@ func secs(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }
 
+// servers runs the Braid and JetStream servers.
+var servers *workload.Servers
+
+// warnOnClose stops a server, saying so on standard error if it did not
+// stop cleanly.
+func warnOnClose(close func() error) {
+	if err := close(); err != nil {
+		fmt.Fprintln(os.Stderr, "warning:", err)
+	}
+}
+
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compaction benchmark:", err)
+		if servers != nil {
+			servers.Close()
+		}
 		os.Exit(1)
 	}
 }

@@ -1,5 +1,6 @@
 // Command elastic measures how Braid's elastic topics follow load, with the
-// default policies, on this machine (client and server in one process):
+// default policies, on this machine, against `braid serve` as its own
+// process (-inproc: the node inside this program, the old mode):
 //
 //  1. a load step from 1 % to 10x the split threshold (10,000 msg/s in) on
 //     a one-segment topic: the time until the topic has enough segments
@@ -11,7 +12,8 @@
 //  2. produce throughput of one topic at 1, 2, 4, 8 and 16 segments
 //     (automatic scaling off, the default entry-bucket budget).
 //
-//     go run ./benchmarks/elastic [-after 100000] [-hold 12s] [-messages 300000]
+//     go run ./benchmarks/elastic [-before 100] [-after 100000] [-warmup 5s] [-hold 12s] [-keys 10000] [-size 100]
+//     [-verify=true] [-messages 1000000] [-skip-step] [-skip-throughput] [-inproc] [-braid bin]
 package main
 
 import (
@@ -25,7 +27,6 @@ import (
 	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/scaling"
-	"github.com/nats-io/nats.go"
 )
 
 func main() {
@@ -40,8 +41,14 @@ func main() {
 	messages := flag.Int("messages", 1_000_000, "messages per throughput run")
 	skipStep := flag.Bool("skip-step", false, "skip the load step")
 	skipThroughput := flag.Bool("skip-throughput", false, "skip the throughput runs")
+	serverFlags := workload.RegisterBraidFlags(flag.CommandLine)
 	flag.Parse()
 	ctx := context.Background()
+	var err error
+	servers, err = serverFlags.Servers()
+	check(err)
+	defer servers.Close()
+	fmt.Println(servers.Mode())
 
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; durability always (the default)\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	if !*skipStep {
@@ -61,7 +68,8 @@ func main() {
 }
 
 func step(ctx context.Context, spec workload.StepSpec, verify bool) {
-	check(workload.WithBraid("always", func(nc *nats.Conn) error {
+	check(servers.WithBraid(workload.BraidConfig{Durability: "always"}, func(b *workload.Braid) error {
+		nc := b.NC
 		const uri = "topic://public/default/step"
 		if err := workload.CreateTopicWith(ctx, nc, uri, 1, 0, ""); err != nil {
 			return err
@@ -94,20 +102,28 @@ func step(ctx context.Context, spec workload.StepSpec, verify bool) {
 }
 
 func throughput(ctx context.Context, segments int, spec workload.Spec) (res workload.Result, units int) {
-	check(workload.WithBraid("always", func(nc *nats.Conn) error {
+	check(servers.WithBraid(workload.BraidConfig{Durability: "always"}, func(b *workload.Braid) error {
 		const uri = "topic://public/default/tp"
-		if err := workload.CreateTopicWith(ctx, nc, uri, segments, 0, `{"auto_scale":false}`); err != nil {
+		if err := workload.CreateTopicWith(ctx, b.NC, uri, segments, 0, `{"auto_scale":false}`); err != nil {
 			return err
 		}
 		var err error
-		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(50_000))
+		res, err = workload.Measure(b.MeterCPU, func() (workload.Result, error) {
+			return workload.ProduceBraid(ctx, b.NC, uri, spec, client.WithMaxInFlight(50_000))
+		})
 		return err
 	}))
 	return res, max(segments, 4)
 }
 
+// servers runs the Braid servers.
+var servers *workload.Servers
+
 func check(err error) {
 	if err != nil {
+		if servers != nil {
+			servers.Close()
+		}
 		log.Fatal(err)
 	}
 }

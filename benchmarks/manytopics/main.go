@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/braidmq/braid/benchmarks/workload"
 )
 
 // goProfile is where -go-client-cpuprofile writes ("": nowhere).
@@ -121,7 +123,7 @@ func main() {
 	if *bin == "" {
 		fmt.Print("building cmd/braid... ")
 		t0 := time.Now()
-		if *bin, err = buildBraid(tmp); err != nil {
+		if *bin, err = workload.BuildBraid(tmp); err != nil {
 			fatal(err.Error())
 		}
 		fmt.Printf("%s, from %s\n", time.Since(t0).Round(time.Millisecond), revision())

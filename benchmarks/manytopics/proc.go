@@ -9,14 +9,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-)
 
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
-// 100 on every Linux architecture Go runs on (sysconf(_SC_CLK_TCK) would
-// need cgo).
-const clockTicks = 100
+	"github.com/braidmq/braid/benchmarks/workload"
+)
 
 // procStats is what the kernel and /metrics say about the server process.
 type procStats struct {
@@ -72,30 +68,6 @@ func readStatus(pid int) (rssKB int64, threads int, err error) {
 	return rssKB, threads, nil
 }
 
-// cpuTicks returns utime+stime of the process, in clock ticks.
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name, in parentheses, may hold spaces: count fields
-	// after its closing parenthesis (field 3, state, comes first).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no ')' in %q", pid, b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return utime + stime, nil
-}
-
 // cpuAt is the CPU time the server and this program had spent at one
 // moment.
 type cpuAt struct {
@@ -104,19 +76,15 @@ type cpuAt struct {
 }
 
 func cpuMark(s *server) cpuAt {
-	ticks, err := cpuTicks(s.pid())
+	server, err := workload.ProcessCPU(s.pid())
 	if err != nil {
 		return cpuAt{}
 	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	self, err := workload.SelfCPU()
+	if err != nil {
 		return cpuAt{}
 	}
-	return cpuAt{
-		server: time.Duration(ticks) * time.Second / clockTicks,
-		self:   time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
-		ok:     true,
-	}
+	return cpuAt{server: server, self: self, ok: true}
 }
 
 // since returns the CPU time the server and this program spent since c
@@ -213,15 +181,15 @@ func settle(s *server, window, deadline time.Duration) (procStats, time.Duration
 
 // idleCPU measures the server's CPU over window, as % of one core.
 func idleCPU(pid int, window time.Duration) (float64, error) {
-	a, err := cpuTicks(pid)
+	a, err := workload.ProcessCPU(pid)
 	if err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
 	time.Sleep(window)
-	b, err := cpuTicks(pid)
+	b, err := workload.ProcessCPU(pid)
 	if err != nil {
 		return 0, err
 	}
-	return float64(b-a) / clockTicks / time.Since(t0).Seconds() * 100, nil
+	return (b - a).Seconds() / time.Since(t0).Seconds() * 100, nil
 }

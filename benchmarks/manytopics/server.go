@@ -4,37 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/braidmq/braid/benchmarks/workload"
 )
-
-// buildBraid builds cmd/braid into dir and returns the binary's path.
-func buildBraid(dir string) (string, error) {
-	bin := filepath.Join(dir, "braid")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/braidmq/braid/cmd/braid")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/braid: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// freeAddr returns a loopback host:port nobody listens on right now.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
-}
 
 // server is one `braid serve` child on one data directory, NATS address
 // and metrics address, started again by restart. Every run's stdout and
@@ -55,11 +35,11 @@ type server struct {
 var extraServeArgs []string
 
 func newServer(bin, dir, logLevel string) (*server, error) {
-	natsAddr, err := freeAddr()
+	natsAddr, err := workload.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := workload.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -72,20 +52,6 @@ func newServer(bin, dir, logLevel string) (*server, error) {
 }
 
 func (s *server) url() string { return "nats://" + s.natsAddr }
-
-// spawner starts every child from one goroutine locked to its OS thread:
-// the kernel sends Pdeathsig when the thread that forked the child exits,
-// not the process, so that thread must live as long as the program.
-var spawner = func() chan func() {
-	ch := make(chan func())
-	go func() {
-		runtime.LockOSThread()
-		for f := range ch {
-			f()
-		}
-	}()
-	return ch
-}()
 
 // start execs the server; it does not wait for it to serve.
 func (s *server) start() error {
@@ -100,14 +66,8 @@ func (s *server) start() error {
 		"--metrics-listen", s.metricsAddr, "--log-level", s.logLevel}, extraServeArgs...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	errc := make(chan error, 1)
-	var started time.Time
-	spawner <- func() {
-		started = time.Now()
-		errc <- cmd.Start()
-	}
-	if err := <-errc; err != nil {
+	started := time.Now()
+	if err := workload.StartChild(cmd); err != nil {
 		return fmt.Errorf("starting %s: %w", s.bin, err)
 	}
 	s.cmd, s.exited, s.started = cmd, make(chan struct{}), started

@@ -5,13 +5,17 @@
 // Rust or Java user of either system gets.
 //
 //	go run ./benchmarks/plain [-messages 200000] [-sizes 100,1024] [-windows 64,512,4096] [-rounds 3]
-//	    [-segments 4] [-buckets 0] [-keys 10000] [-durability always]
+//	    [-segments 4] [-buckets 0] [-keys 10000] [-durability always] [-only braid|jetstream]
+//	    [-cpuprofile file] [-trace file] [-inproc] [-braid bin] [-nats-server bin]
 //
 // Braid: one topic with -segments segments (automatic scaling off, the
 // default entry-bucket budget unless -buckets), durability always (each
 // reply after fsync). JetStream: one file-storage stream with its default
 // sync (an fsync every 2 minutes), subject per key. Each run starts its
-// server afresh in a new directory; client and server share the process.
+// server afresh in a new directory, as its own process (`braid serve`,
+// `nats-server -js`, on their defaults), this program being the client
+// only; -inproc runs the servers inside this program instead (the old
+// mode, client and servers sharing its CPUs).
 package main
 
 import (
@@ -29,7 +33,6 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/benchmarks/workload"
-	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats.go"
 )
 
@@ -43,9 +46,14 @@ func main() {
 	keys := flag.Int("keys", 10_000, "distinct keys")
 	durability := flag.String("durability", "always", "Braid's durability")
 	only := flag.String("only", "", "run one system only: braid or jetstream (no ratios)")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file")
-	traceFile := flag.String("trace", "", "write an execution trace of the runs to this file")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (of the client only, unless -inproc)")
+	traceFile := flag.String("trace", "", "write an execution trace of the runs to this file (of the client only, unless -inproc)")
+	serverFlags := workload.RegisterServerFlags(flag.CommandLine)
 	flag.Parse()
+	var err error
+	servers, err = serverFlags.Servers()
+	check(err)
+	defer servers.Close()
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
 		check(err)
@@ -60,6 +68,7 @@ func main() {
 	}
 	sizes, windows := ints("sizes", *sizesFlag), ints("windows", *windowsFlag)
 	ctx := context.Background()
+	fmt.Println(servers.Mode())
 	fmt.Printf("machine: %d CPUs, GOMAXPROCS %d, %s; %d messages per run, %d keys, Braid %d segments durability %s, JetStream file stream default sync\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), *messages, *keys, *segments, *durability)
 
@@ -75,12 +84,8 @@ func main() {
 					cells[[2]int{size, w}] = c
 				}
 				runBraid := func() {
-					before := wal.Counts()
 					res, err := braid(ctx, spec, w, *segments, *buckets, *durability)
 					check(err)
-					io := wal.Counts()
-					res.Note = fmt.Sprintf("%.1f msgs/write %.1f msgs/fsync", float64(spec.Messages)/float64(io.Writes-before.Writes),
-						float64(spec.Messages)/float64(max(io.Syncs-before.Syncs, 1)))
 					res.Name = "braid"
 					c.braid = append(c.braid, res)
 					fmt.Printf("round %d  %5d B  w=%-5d %s\n", round+1, size, w, res)
@@ -111,8 +116,14 @@ func main() {
 	if *only != "" {
 		return
 	}
-	fmt.Printf("\n%-8s %-6s | %-30s | %-30s | %s\n", "size", "window", "Braid msg/s (p50 / p99)", "JetStream msg/s (p50 / p99)", "ratio: median [min, max] of rounds")
-	fmt.Println(strings.Repeat("-", 110))
+	fmt.Println()
+	fmt.Println(servers.Mode())
+	cpuHead := " server CPU/msg"
+	if servers.InProc() {
+		cpuHead = "" // one process: the server's share is not known
+	}
+	fmt.Printf("%-8s %-6s | %-40s | %-40s | %s\n", "size", "window", "Braid msg/s (p50 / p99)"+cpuHead, "JetStream msg/s (p50 / p99)"+cpuHead, "ratio: median [min, max] of rounds")
+	fmt.Println(strings.Repeat("-", 130))
 	for _, size := range sizes {
 		for _, w := range windows {
 			c := cells[[2]int{size, w}]
@@ -122,7 +133,7 @@ func main() {
 			}
 			slices.Sort(ratios)
 			b, j := median(c.braid), median(c.js)
-			fmt.Printf("%-8s %-6d | %-30s | %-30s | %.2fx [%.2f, %.2f]\n", fmt.Sprintf("%d B", size), w,
+			fmt.Printf("%-8s %-6d | %-40s | %-40s | %.2fx [%.2f, %.2f]\n", fmt.Sprintf("%d B", size), w,
 				summary(b), summary(j), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
 		}
 	}
@@ -143,8 +154,12 @@ func median(rs []workload.Result) workload.Result {
 	return s[len(s)/2]
 }
 
+// summary is a run's rate, latency and server CPU time per message.
 func summary(r workload.Result) string {
 	s := fmt.Sprintf("%.0f (%s / %s)", r.Rate(), short(r.P50), short(r.P99))
+	if per, ok := r.CPU.ServerPerMessage(r.Messages); ok {
+		s += fmt.Sprintf(" %.1fµs", float64(per)/float64(time.Microsecond))
+	}
 	if r.Errors > 0 {
 		s += fmt.Sprintf(" %d ERR", r.Errors)
 	}
@@ -163,14 +178,34 @@ const (
 	replyTimeout             = 2 * time.Minute
 )
 
+// servers runs the servers the rounds measure.
+var servers *workload.Servers
+
+// braid measures one plain-client run against a new Braid server, and notes
+// how many messages each of its log writes and fsyncs carried.
 func braid(ctx context.Context, spec workload.Spec, window, segments, buckets int, durability string) (res workload.Result, err error) {
-	err = workload.WithBraid(durability, func(nc *nats.Conn) error {
+	err = servers.WithBraid(workload.BraidConfig{Durability: durability}, func(b *workload.Braid) error {
 		uri := "topic://" + tenant + "/" + namespace + "/" + topic
-		if err := workload.CreateTopic(ctx, nc, uri, segments, buckets); err != nil {
+		if err := workload.CreateTopic(ctx, b.NC, uri, segments, buckets); err != nil {
 			return err
 		}
-		res, err = workload.PlainProduce(ctx, nc, workload.BraidTarget(tenant, namespace, topic, spec), spec, window, replyTimeout)
-		return err
+		before, err := b.WALCounts()
+		if err != nil {
+			return err
+		}
+		res, err = workload.Measure(b.MeterCPU, func() (workload.Result, error) {
+			return workload.PlainProduce(ctx, b.NC, workload.BraidTarget(tenant, namespace, topic, spec), spec, window, replyTimeout)
+		})
+		if err != nil {
+			return err
+		}
+		io, err := b.WALCounts()
+		if err != nil {
+			return err
+		}
+		res.Note = fmt.Sprintf("%.1f msgs/write %.1f msgs/fsync", float64(spec.Messages)/float64(max(io.Writes-before.Writes, 1)),
+			float64(spec.Messages)/float64(max(io.Syncs-before.Syncs, 1)))
+		return nil
 	})
 	return res, err
 }
@@ -181,17 +216,23 @@ func jetstream(ctx context.Context, spec workload.Spec, window int) (workload.Re
 		return workload.Result{}, err
 	}
 	defer os.RemoveAll(dir)
-	js, err := workload.StartJetStream(dir, false)
+	js, err := servers.StartJetStream(dir, false)
 	if err != nil {
 		return workload.Result{}, err
 	}
-	defer js.Close()
-	nc, err := nats.Connect(js.Server.ClientURL())
+	defer func() {
+		if err := js.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "warning:", err)
+		}
+	}()
+	nc, err := nats.Connect(js.URL())
 	if err != nil {
 		return workload.Result{}, err
 	}
 	defer nc.Close()
-	return workload.PlainProduce(ctx, nc, workload.JetStreamTarget(spec), spec, window, replyTimeout)
+	return workload.Measure(js.MeterCPU, func() (workload.Result, error) {
+		return workload.PlainProduce(ctx, nc, workload.JetStreamTarget(spec), spec, window, replyTimeout)
+	})
 }
 
 func ints(name, s string) []int {
@@ -211,6 +252,9 @@ func ints(name, s string) []int {
 
 func check(err error) {
 	if err != nil {
+		if servers != nil {
+			servers.Close()
+		}
 		log.Fatal(err)
 	}
 }

@@ -12,8 +12,14 @@
 // program prints the median of a row's per-round ratios and their spread
 // (min-max).
 //
+// Each server is its own process, as users run them: `braid serve` and
+// `nats-server -js` on their defaults, this program the client only, and
+// each run prints the CPU time the server and the client spent per
+// message. -inproc runs both servers inside this program instead (the old
+// mode), where JetStream gets the better of two GOMAXPROCS settings.
+//
 //	go run ./benchmarks/sidebyside [-rounds 3] [-messages 1000000] [-messages-1k 1000000] [-sync-messages 20000]
-//	    [-sizes 100,1024] [-replay=true] [-split=true]
+//	    [-sizes 100,1024] [-replay=true] [-split=true] [-inproc] [-braid bin] [-nats-server bin]
 package main
 
 import (
@@ -29,7 +35,6 @@ import (
 
 	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/braidmq/braid/client"
-	"github.com/nats-io/nats.go"
 )
 
 // The columns of a row, in the order a round runs them: the systems
@@ -61,6 +66,7 @@ func main() {
 	doReplay := flag.Bool("replay", true, "measure the replay row")
 	doSplit := flag.Bool("split", true, "measure the split under load")
 	rounds := flag.Int("rounds", 3, "rounds per row (Braid and JetStream alternating, each on a new node or server)")
+	serverFlags := workload.RegisterServerFlags(flag.CommandLine)
 	flag.Parse()
 	var sizes []int
 	for _, f := range strings.FieldsFunc(*sizesFlag, func(r rune) bool { return r == ',' }) {
@@ -74,10 +80,20 @@ func main() {
 		log.Fatalf("-rounds: %d, want at least 1", *rounds)
 	}
 	ctx := context.Background()
+	var err error
+	servers, err = serverFlags.Servers()
+	check(err)
+	defer servers.Close()
 
 	gomaxprocs := runtime.GOMAXPROCS(0)
-	fmt.Printf("machine: %d CPUs, %s/%s, %s; Braid runs with GOMAXPROCS=%d, JetStream with the better of %d and %d (per run)\n",
-		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), gomaxprocs, gomaxprocs, 2*gomaxprocs)
+	fmt.Println(servers.Mode())
+	if servers.InProc() {
+		fmt.Printf("machine: %d CPUs, %s/%s, %s; Braid runs with GOMAXPROCS=%d, JetStream with the better of %d and %d (per run)\n",
+			runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), gomaxprocs, gomaxprocs, 2*gomaxprocs)
+	} else {
+		fmt.Printf("machine: %d CPUs, %s/%s, %s; each server with its default GOMAXPROCS (the CPUs)\n",
+			runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	}
 	fmt.Println("durability:")
 	fmt.Println("  braid always           acknowledges a produce batch after its fsync (Braid's default)")
 	fmt.Println("  braid none             acknowledges after the write, before any fsync")
@@ -107,11 +123,11 @@ func main() {
 			cells: []cell{
 				{braidAlways, func() (workload.Result, error) { return braidProduce(ctx, "always", spec) }},
 				{jsDefault, func() (workload.Result, error) {
-					return bestOfProcs(func(procs int) (workload.Result, error) { return jsProduce(ctx, false, procs, spec) })
+					return jsRun(func(procs int) (workload.Result, error) { return jsProduce(ctx, false, procs, spec) })
 				}},
 				{braidNone, func() (workload.Result, error) { return braidProduce(ctx, "none", spec) }},
 				{jsAlways, func() (workload.Result, error) {
-					return bestOfProcs(func(procs int) (workload.Result, error) { return jsProduce(ctx, true, procs, syncSpec) })
+					return jsRun(func(procs int) (workload.Result, error) { return jsProduce(ctx, true, procs, syncSpec) })
 				}},
 			},
 		}
@@ -126,7 +142,7 @@ func main() {
 			cells: []cell{
 				{braidAlways, func() (workload.Result, error) { return braidReplay(ctx, spec) }},
 				{jsDefault, func() (workload.Result, error) {
-					return bestOfProcs(func(procs int) (workload.Result, error) { return jsReplay(ctx, procs, spec) })
+					return jsRun(func(procs int) (workload.Result, error) { return jsReplay(ctx, procs, spec) })
 				}},
 			},
 		}
@@ -137,6 +153,11 @@ func main() {
 		printMedians(rows)
 		fmt.Println()
 		printSummary(rows)
+		fmt.Println(servers.Mode())
+		if !servers.InProc() {
+			fmt.Println()
+			printServerCPU(rows)
+		}
 	}
 
 	if !*doSplit {
@@ -160,8 +181,14 @@ func short(d time.Duration) string {
 	}
 }
 
+// servers runs the servers the rows measure.
+var servers *workload.Servers
+
 func check(err error) {
 	if err != nil {
+		if servers != nil {
+			servers.Close()
+		}
 		log.Fatal(err)
 	}
 }
@@ -175,28 +202,42 @@ func tempDir() string {
 const uri = "topic://public/default/bench"
 
 func braidProduce(ctx context.Context, durability string, spec workload.Spec) (res workload.Result, err error) {
-	err = workload.WithBraid(durability, func(nc *nats.Conn) error {
-		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+	err = servers.WithBraid(workload.BraidConfig{Durability: durability}, func(b *workload.Braid) error {
+		if err := workload.CreateTopic(ctx, b.NC, uri, 4, 16); err != nil {
 			return err
 		}
-		res, err = workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(workload.ProduceWindow))
+		res, err = workload.Measure(b.MeterCPU, func() (workload.Result, error) {
+			return workload.ProduceBraid(ctx, b.NC, uri, spec, client.WithMaxInFlight(workload.ProduceWindow))
+		})
 		return err
 	})
 	return res, err
 }
 
 func braidReplay(ctx context.Context, spec workload.Spec) (res workload.Result, err error) {
-	err = workload.WithBraid("always", func(nc *nats.Conn) error {
-		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+	err = servers.WithBraid(workload.BraidConfig{Durability: "always"}, func(b *workload.Braid) error {
+		if err := workload.CreateTopic(ctx, b.NC, uri, 4, 16); err != nil {
 			return err
 		}
-		if _, err := workload.ProduceBraid(ctx, nc, uri, spec, client.WithMaxInFlight(workload.ProduceWindow)); err != nil {
+		if _, err := workload.ProduceBraid(ctx, b.NC, uri, spec, client.WithMaxInFlight(workload.ProduceWindow)); err != nil {
 			return err
 		}
-		res, err = workload.ConsumeBraid(ctx, nc, uri, "replay", spec.Messages, 1)
+		res, err = workload.Measure(b.MeterCPU, func() (workload.Result, error) {
+			return workload.ConsumeBraid(ctx, b.NC, uri, "replay", spec.Messages, 1)
+		})
 		return err
 	})
 	return res, err
+}
+
+// jsRun runs a JetStream measurement: on the server's own GOMAXPROCS when
+// it is its own process (procs 0), at its better of two settings
+// in-process (bestOfProcs).
+func jsRun(run func(procs int) (workload.Result, error)) (workload.Result, error) {
+	if servers.InProc() {
+		return bestOfProcs(run)
+	}
+	return run(0)
 }
 
 // bestOfProcs runs a JetStream measurement with GOMAXPROCS at the process's
@@ -223,39 +264,56 @@ func bestOfProcs(run func(procs int) (workload.Result, error)) (workload.Result,
 	return best, nil
 }
 
-func jsProduce(ctx context.Context, syncAlways bool, procs int, spec workload.Spec) (workload.Result, error) {
+// startJetStream starts a JetStream server in a new directory; in-process
+// with procs set, this program runs at GOMAXPROCS procs until the
+// returned stop.
+func startJetStream(syncAlways bool, procs int) (js *workload.JetStream, stop func(), err error) {
 	dir := tempDir()
-	defer os.RemoveAll(dir)
-	js, err := workload.StartJetStream(dir, syncAlways)
+	js, err = servers.StartJetStream(dir, syncAlways)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	restore := runtime.GOMAXPROCS(0)
+	if procs > 0 {
+		runtime.GOMAXPROCS(procs)
+	}
+	return js, func() {
+		runtime.GOMAXPROCS(restore)
+		if err := js.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "warning:", err)
+		}
+		os.RemoveAll(dir)
+	}, nil
+}
+
+func jsProduce(ctx context.Context, syncAlways bool, procs int, spec workload.Spec) (workload.Result, error) {
+	js, stop, err := startJetStream(syncAlways, procs)
 	if err != nil {
 		return workload.Result{}, err
 	}
-	defer js.Close()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-	return js.Produce(ctx, spec)
+	defer stop()
+	return workload.Measure(js.MeterCPU, func() (workload.Result, error) { return js.Produce(ctx, spec) })
 }
 
 func jsReplay(ctx context.Context, procs int, spec workload.Spec) (workload.Result, error) {
-	dir := tempDir()
-	defer os.RemoveAll(dir)
-	js, err := workload.StartJetStream(dir, false)
+	js, stop, err := startJetStream(false, procs)
 	if err != nil {
 		return workload.Result{}, err
 	}
-	defer js.Close()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	defer stop()
 	if _, err := js.Produce(ctx, spec); err != nil {
 		return workload.Result{}, err
 	}
-	return js.ConsumeOrdered(ctx, spec.Messages)
+	return workload.Measure(js.MeterCPU, func() (workload.Result, error) { return js.ConsumeOrdered(ctx, spec.Messages) })
 }
 
 func splitUnderLoad(ctx context.Context, rate int) (res workload.SplitResult, err error) {
-	err = workload.WithBraid("always", func(nc *nats.Conn) error {
-		if err := workload.CreateTopic(ctx, nc, uri, 4, 16); err != nil {
+	err = servers.WithBraid(workload.BraidConfig{Durability: "always"}, func(b *workload.Braid) error {
+		if err := workload.CreateTopic(ctx, b.NC, uri, 4, 16); err != nil {
 			return err
 		}
-		res, err = workload.SplitUnderLoad(ctx, nc, uri, 0, rate, 4*time.Second, 1000)
+		res, err = workload.SplitUnderLoad(ctx, b.NC, uri, 0, rate, 4*time.Second, 1000)
 		return err
 	})
 	return res, err

@@ -114,6 +114,9 @@ func cellText(res workload.Result) string {
 	if res.Errors > 0 {
 		s += fmt.Sprintf("  %d ERRORS", res.Errors)
 	}
+	if c := res.CPU.PerMessage(res.Messages); c != "" {
+		s += "  " + c
+	}
 	if res.Note != "" {
 		s += "  " + res.Note
 	}
@@ -222,3 +225,35 @@ func median(v []float64) float64 {
 }
 
 func durationOf(ns float64) time.Duration { return time.Duration(math.Round(ns)) }
+
+// printServerCPU prints, for each row and column, the median over the
+// rounds of the CPU time per message of the server process and of this
+// program (the client), in µs, from the runs that measured it.
+func printServerCPU(rows []rowResult) {
+	fmt.Printf("CPU per message, median over the rounds (µs: server process / client):\n")
+	fmt.Printf("%-28s", "workload")
+	for _, c := range cols {
+		fmt.Printf(" | %-26s", c)
+	}
+	fmt.Println()
+	fmt.Println(strings.Repeat("-", 28+4*29))
+	for _, r := range rows {
+		fmt.Printf("%-28s", r.name)
+		for _, c := range cols {
+			var server, client []float64
+			for _, res := range r.cells[c] {
+				if res.CPU.Measured && !res.CPU.Shared && res.Messages > 0 {
+					n := float64(res.Messages)
+					server = append(server, float64(res.CPU.Server)/float64(time.Microsecond)/n)
+					client = append(client, float64(res.CPU.Client)/float64(time.Microsecond)/n)
+				}
+			}
+			text := "-"
+			if len(server) > 0 {
+				text = fmt.Sprintf("%.1f / %.1f", median(server), median(client))
+			}
+			fmt.Printf(" | %-26s", text)
+		}
+		fmt.Println()
+	}
+}

@@ -16,16 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// StartBraid starts a Braid node in dir with an embedded NATS on a free port.
-// Its logs are discarded unless BRAID_BENCH_LOG is set (then they go to
-// standard error).
+// StartBraid starts a Braid node inside this program in dir, with an
+// embedded NATS on a free port: for the programs that measure Braid alone
+// in one process (benchmarks/profile, benchmarks/migrate); Servers starts
+// it as users run it. Its logs are discarded unless BRAID_BENCH_LOG is set
+// (then they go to standard error).
 func StartBraid(dir, durability string) (*braidnode.Node, *nats.Conn, error) {
-	var logs io.Writer = io.Discard
-	if os.Getenv("BRAID_BENCH_LOG") != "" {
-		logs = os.Stderr
-	}
-	node, err := braidnode.Start(context.Background(), braidnode.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
-		MetricsListen: "off", Durability: durability, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	node, err := startNode(dir, BraidConfig{Durability: durability})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -35,6 +32,18 @@ func StartBraid(dir, durability string) (*braidnode.Node, *nats.Conn, error) {
 		return nil, nil, err
 	}
 	return node, nc, nil
+}
+
+// startNode starts a node inside this program, with an embedded NATS on a
+// free loopback port and no /metrics listener.
+func startNode(dir string, cfg BraidConfig) (*braidnode.Node, error) {
+	var logs io.Writer = io.Discard
+	if os.Getenv("BRAID_BENCH_LOG") != "" {
+		logs = os.Stderr
+	}
+	return braidnode.Start(context.Background(), braidnode.Config{DataDir: dir, NATSListen: "127.0.0.1:-1",
+		NATSConfig: cfg.NATSConfig, OperatorAccount: cfg.OperatorAccount, MetricsListen: "off",
+		Durability: cfg.Durability, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 }
 
 // CreateTopic creates a topic with segments segments and buckets entry
@@ -140,21 +149,4 @@ func ConsumeBraidProgress(ctx context.Context, nc *nats.Conn, uri, sub string, n
 	default:
 	}
 	return Result{Messages: int(got.Load()), Elapsed: el}, nil
-}
-
-// WithBraid starts a node in a new temporary directory, runs fn with a
-// connection to it, then stops the node and removes the directory.
-func WithBraid(durability string, fn func(nc *nats.Conn) error) error {
-	dir, err := os.MkdirTemp("", "braid-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	node, nc, err := StartBraid(dir, durability)
-	if err != nil {
-		return err
-	}
-	defer node.Close()
-	defer nc.Close()
-	return fn(nc)
 }

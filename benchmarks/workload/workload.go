@@ -3,8 +3,15 @@
 // produce throughput and latency, consume (replay) throughput, and the
 // producer-visible pause of a split under load.
 //
+// Servers starts what is measured as users run it: `braid serve` and
+// `nats-server -js` as child processes, each on its defaults, the program
+// being the client only (Process: start, readiness, SIGTERM then SIGKILL,
+// a log whose tail is printed if the child dies, its CPU time); or, with
+// -inproc, both inside the program, as the benchmarks used to.
+//
 // It is a library for the programs under benchmarks/ and for `braid bench`;
-// it asserts nothing and prints nothing.
+// it asserts nothing, and prints nothing but a child server's unexpected
+// exit and a stop that went wrong (on standard error).
 package workload
 
 import (
@@ -41,6 +48,7 @@ type Result struct {
 	Elapsed  time.Duration
 	P50, P99 time.Duration // per-message latency (zero when not measured)
 	Errors   int
+	CPU      CPU    // what the server and the client spent (see Measure)
 	Note     string // what else the run measured, printed last
 }
 
@@ -59,6 +67,9 @@ func (r Result) String() string {
 	}
 	if r.Errors > 0 {
 		s += fmt.Sprintf("  %d ERRORS", r.Errors)
+	}
+	if c := r.CPU.PerMessage(r.Messages); c != "" {
+		s += "  " + c
 	}
 	if r.Note != "" {
 		s += "  " + r.Note
