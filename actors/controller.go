@@ -14,16 +14,15 @@ import (
 	"github.com/braidmq/braid/topology"
 )
 
-// changeReq asks a controller to change its layout. apply computes the next
-// layout from the current one (pure topology); op names it and reason says
-// why (manual, or a scaling.Reason), both for metrics.
+// changeReq asks a controller to change its layout by op, which is data:
+// the controller plans it on its current layout (topology.PlanChange).
+// op.Kind names the change and reason says why (manual, or a
+// scaling.Reason), both for metrics. An op decided at a layout epoch
+// (op.Epoch, automatic changes) is refused with topology.ErrStale once
+// the layout has moved on.
 type changeReq struct {
-	op     string
+	op     topology.Op
 	reason string
-	apply  func(topology.Layout) (topology.Layout, error)
-	// place says every segment the change creates is placed anew, even
-	// one apply gave an owner (a relocation).
-	place bool
 }
 
 // changeResp answers a changeReq.
@@ -278,8 +277,8 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated b
 func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescription, error) {
 	began := time.Now()
 	cur := c.rec.Layout
-	next, err := req.apply(cur)
-	if errors.Is(err, errStale) {
+	next, err := cur.Apply(req.op)
+	if errors.Is(err, topology.ErrStale) {
 		return api.TopicDescription{}, err // the scaler's own; it decides again
 	}
 	if err != nil {
@@ -288,7 +287,7 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	// What the change creates is placed (placement.go); in a layout
 	// written before nodes had ids, this node owns what it serves.
 	retiring, created := diffActive(cur, next)
-	next = c.placeCreated(next, created, req.place)
+	next = c.placeCreated(next, created, req.op.Kind == topology.OpRelocate)
 	old := c.t.state.Load()
 	buckets := maps.Clone(old.buckets)
 	lanes := maps.Clone(old.lanes)
@@ -364,13 +363,14 @@ func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescrip
 	c.handOver(old, retiring, st)
 	c.open(st, created)
 	handedOver := time.Now()
-	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
-	c.t.mgr.m.scalingOps.WithLabelValues(topicLabels(c.t.uri, req.op, req.reason)...).Inc()
+	op := string(req.op.Kind)
+	c.t.mgr.m.layoutChanges.WithLabelValues(op).Inc()
+	c.t.mgr.m.scalingOps.WithLabelValues(topicLabels(c.t.uri, op, req.reason)...).Inc()
 	c.t.mgr.m.activeSegs.WithLabelValues(topicLabels(c.t.uri)...).Set(float64(len(buckets)))
 	desc := Describe(c.t.uri, next)
 	c.t.mgr.publishLayout(c.t.name, desc)
 	c.scheduleOwnerCheck(ctx)
-	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "reason", req.reason, "epoch", next.Epoch,
+	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op.String(), "reason", req.reason, "epoch", next.Epoch,
 		"sealed", retiring, "created", created, "deleted", deleted, "spawn", spawned.Sub(began),
 		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed), "handover", handedOver.Sub(published))
 	return desc, nil
@@ -589,7 +589,8 @@ func layoutError(err error) error {
 	switch {
 	case errors.Is(err, topology.ErrUnknownSegment):
 		return api.Errorf(api.CodeSegmentNotFound, "%v", err)
-	case errors.Is(err, topology.ErrSplitPoint), errors.Is(err, topology.ErrBuckets), errors.Is(err, topology.ErrBadHash):
+	case errors.Is(err, topology.ErrSplitPoint), errors.Is(err, topology.ErrBuckets), errors.Is(err, topology.ErrBadHash),
+		errors.Is(err, topology.ErrOp):
 		return api.Errorf(api.CodeInvalidArgument, "%v", err)
 	default:
 		return api.Errorf(api.CodeLayoutRefused, "%v", err)

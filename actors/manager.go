@@ -532,8 +532,9 @@ func (m *Manager) All() []*Topic {
 	return out
 }
 
-// Change applies a layout operation through the topic's controller.
-func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topology.Layout) (topology.Layout, error)) (api.TopicDescription, error) {
+// Change has the topic's controller change its layout by op (a manual
+// change: split, merge, rebucket, delete, partitions, migrate, ...).
+func (m *Manager) Change(ctx context.Context, uri string, op topology.Op) (api.TopicDescription, error) {
 	t, err := m.Topic(uri)
 	if err != nil {
 		return api.TopicDescription{}, err
@@ -542,9 +543,9 @@ func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topolog
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	res, err := m.system.Root.RequestFuture(t.pid, &changeReq{op: op, reason: string(scaling.ReasonManual), apply: apply}, timeout).Result()
+	res, err := m.system.Root.RequestFuture(t.pid, &changeReq{op: op, reason: string(scaling.ReasonManual)}, timeout).Result()
 	if err != nil {
-		return api.TopicDescription{}, api.Errorf(api.CodeTimeout, "%s of %s: %v", op, uri, err)
+		return api.TopicDescription{}, api.Errorf(api.CodeTimeout, "%s of %s: %v", op.Kind, uri, err)
 	}
 	r := res.(*changeResp)
 	return r.desc, r.err
@@ -573,7 +574,7 @@ func (m *Manager) Migrate(ctx context.Context, req api.MigrateRequest) (api.Topi
 				"they would break once it is migrated; stop them, or migrate with \"force\":true", req.Topic, api.HeaderPartition, partitionClientWindow, n)
 	}
 	buckets := max(req.Buckets, 1)
-	d, err := m.Change(ctx, req.Topic, "migrate", func(l topology.Layout) (topology.Layout, error) { return l.Migrate(buckets) })
+	d, err := m.Change(ctx, req.Topic, topology.Migrate(buckets))
 	if err == nil {
 		m.log.Info("fixed topic migrated into a scalable topic", "from", req.Topic, "to", d.Topic, "partitions", len(t.Layout().Partitions()),
 			"epoch", d.Epoch, "forced", req.Force)

@@ -93,6 +93,18 @@ func createTestTopic(t *testing.T, m *Manager, uri string, segments, buckets int
 	return topic
 }
 
+// mergeLowest is the merge of the two active segments of topic uri lowest
+// in the key space.
+func mergeLowest(t *testing.T, m *Manager, uri string) topology.Op {
+	t.Helper()
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := topic.Layout().Active()
+	return topology.Merge(a[0].ID, a[1].ID)
+}
+
 func produceSync(t *testing.T, topic *Topic, recs ...api.Record) []api.Result {
 	t.Helper()
 	return produceSyncAt(t, topic, 0, recs...)
@@ -121,7 +133,7 @@ func TestEpochProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) 
 	const uri = "topic://t/n/orders"
 	topic := createTestTopic(t, m, uri, 1, 1)
 	stale := topic.state.Load()
-	desc, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	desc, err := m.Change(context.Background(), uri, topology.Split(0, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +179,7 @@ func TestAppendReachingASealedBucketIsForwarded(t *testing.T) {
 	const uri = "topic://t/n/late"
 	topic := createTestTopic(t, m, uri, 1, 1)
 	stale := topic.state.Load()
-	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := m.Change(context.Background(), uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	current := topic.state.Load()
@@ -411,7 +423,7 @@ func TestControllerRestartReloadsFromTheStore(t *testing.T) {
 	changeStage.Store(&crash)
 	defer changeStage.Store(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_, err := m.Change(ctx, uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	_, err := m.Change(ctx, uri, topology.Split(0, nil))
 	cancel()
 	if err == nil {
 		t.Fatal("the crashed change answered success")
@@ -439,9 +451,7 @@ func TestControllerRestartReloadsFromTheStore(t *testing.T) {
 	}
 	m.system.Root.Send(topic.pid, controllerCrash{})
 	for {
-		_, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) {
-			return l.Split(l.Active()[0].ID, nil)
-		})
+		_, err := m.Change(context.Background(), uri, topology.Split(topic.Layout().Active()[0].ID, nil))
 		if err == nil {
 			break
 		}
