@@ -167,6 +167,11 @@ type Manager struct {
 	storagePID *actor.PID
 	// compact runs the node's compactions (compactor.go).
 	compact compactions
+	// afterStep, when set (by tests, before any topic starts), is called
+	// by a topic's controller after each step k of a layout change's
+	// plan, in the controller: a panic there crashes the controller right
+	// after that step (change.go).
+	afterStep func(topic string, k int, step topology.Step)
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,20 +241,6 @@ func TestValidateRefusesOversizedRecordsWhole(t *testing.T) {
 	}
 }
 
-func TestDiffActive(t *testing.T) {
-	l, _ := topology.New(2, 2)
-	split, _ := l.Split(1, nil)
-	retiring, created := diffActive(l, split)
-	if len(retiring) != 1 || retiring[0] != 1 || len(created) != 2 || created[0] != 2 || created[1] != 3 {
-		t.Fatalf("split: retiring %v created %v", retiring, created)
-	}
-	merged, _ := split.Merge(2, 3)
-	retiring, created = diffActive(split, merged)
-	if len(retiring) != 2 || len(created) != 1 || created[0] != 4 {
-		t.Fatalf("merge: retiring %v created %v", retiring, created)
-	}
-}
-
 // TestBucketRestartedDuringASealStaysSealed: a bucket that restarts while a
 // layout change is between its seal and its publish (the layout it reads
 // still says active) takes its seal from the change under way, so it
@@ -408,20 +395,18 @@ func TestSealedAtBeforeTheFirstState(t *testing.T) {
 // crash afterwards leaves it serving changes too.
 func TestControllerRestartReloadsFromTheStore(t *testing.T) {
 	m := newTestManager(t)
+	var crashed atomic.Bool
+	m.afterStep = func(_ string, _ int, s topology.Step) {
+		if s.Kind == topology.StepPersist && crashed.CompareAndSwap(false, true) {
+			panic("crash after the compare-and-swap")
+		}
+	}
 	const uri = "topic://t/n/restarted"
 	topic := createTestTopic(t, m, uri, 1, 1)
 	before := produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("before")})[0]
 	if before.Err() != nil {
 		t.Fatal(before.Err())
 	}
-	crash := func(stage string) {
-		if stage == "persisted" {
-			changeStage.Store(nil)
-			panic("crash after the compare-and-swap")
-		}
-	}
-	changeStage.Store(&crash)
-	defer changeStage.Store(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_, err := m.Change(ctx, uri, topology.Split(0, nil))
 	cancel()
