@@ -277,8 +277,8 @@ func (c *controller) open(st *topicState, segs []topology.SegmentID) {
 // logs: their ids will be allocated again.
 func (c *controller) abandon(created []topology.SegmentID) {
 	for _, id := range created {
-		if pid, ok := c.segments[id]; ok {
-			_ = c.t.mgr.system.Root.StopFuture(pid).Wait()
+		if seg, ok := c.segments[id]; ok {
+			_ = c.t.mgr.system.Root.StopFuture(seg.pid).Wait()
 			delete(c.segments, id)
 		}
 		if err := c.t.mgr.store.RemoveSegment(c.t.name, id); err != nil {
@@ -291,8 +291,8 @@ func (c *controller) abandon(created []topology.SegmentID) {
 // their logs once reads under way are done.
 func (c *controller) removeDeleted(ids []topology.SegmentID) {
 	for _, id := range ids {
-		if pid, ok := c.segments[id]; ok {
-			c.t.mgr.system.Root.Stop(pid)
+		if seg, ok := c.segments[id]; ok {
+			c.t.mgr.system.Root.Stop(seg.pid)
 			delete(c.segments, id)
 		}
 	}

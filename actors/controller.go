@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -56,13 +57,13 @@ type controllerCrash struct{ reason string }
 // incarnation starts from rec at revision rev, every later one (a restart)
 // reads the record from the store.
 func newControllerProps(t *Topic, rec meta.TopicRecord, rev uint64) *actor.Props {
-	first := true
+	starts := 0
 	return actor.PropsFromProducer(func() actor.Actor {
-		if first {
-			first = false
+		starts++
+		if starts == 1 {
 			return &controller{t: t, rec: rec, rev: rev}
 		}
-		return &controller{t: t, reload: true}
+		return &controller{t: t, reload: true, restarts: starts - 1}
 	})
 }
 
@@ -112,6 +113,12 @@ const sealTimeout = 10 * time.Second
 // layout that deletes it is published, so that reads under way finish.
 const removeGrace = 2 * time.Second
 
+// liveSegment is a segment whose actors run: its PID and its buckets'.
+type liveSegment struct {
+	pid     *actor.PID
+	buckets []*actor.PID
+}
+
 // controller owns the layout of one topic.
 //
 // Invariant: rec.Layout is what the KV store holds at revision rev, and the
@@ -128,10 +135,13 @@ type controller struct {
 	rev uint64
 	// reload says the record must be read from the store at start.
 	reload bool
+	// restarts counts the incarnations before this one; the segment
+	// actors of each are named apart (segmentName).
+	restarts int
 	// segments holds the segment actors alive: every active segment,
 	// sealed ones during their grace period, and those a change under way
 	// spawned.
-	segments map[topology.SegmentID]*actor.PID
+	segments map[topology.SegmentID]liveSegment
 	scaler   *scaler
 	// checking says a checkOwnersMsg is scheduled (placement.go).
 	checking bool
@@ -148,7 +158,7 @@ func (c *controller) Receive(ctx actor.Context) {
 				panic(err)
 			}
 		}
-		c.segments = map[topology.SegmentID]*actor.PID{}
+		c.segments = map[topology.SegmentID]liveSegment{}
 		c.rec.EpochTimes = fillEpochTimes(c.rec.Layout, c.rec.EpochTimes, time.Now())
 		buckets := map[topology.SegmentID][]*actor.PID{}
 		lanes := map[topology.SegmentID][]*bucketLane{}
@@ -177,8 +187,14 @@ func (c *controller) Receive(ctx actor.Context) {
 		panic("braid/actors: controller restart requested for " + c.t.uri)
 	case *actor.Stopped:
 		c.t.mgr.forgetStopped(c.t)
-	case *actor.Restarting, *actor.Stopping:
+	case *actor.Restarting:
 		// A restarted controller starts a new scaler in Started.
+		if c.scaler != nil {
+			c.scaler.stop()
+			c.scaler = nil
+		}
+		c.fenceForRestart(ctx)
+	case *actor.Stopping:
 		if c.scaler != nil {
 			c.scaler.stop()
 			c.scaler = nil
@@ -203,8 +219,8 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.t.publishQuiesced(&st)
 		ctx.Respond(&passivateResp{err: drainBuckets(ctx.ActorSystem().Root, &st)})
 	case retireMsg:
-		if pid, ok := c.segments[msg.seg]; ok {
-			ctx.Stop(pid)
+		if seg, ok := c.segments[msg.seg]; ok {
+			ctx.Stop(seg.pid)
 			delete(c.segments, msg.seg)
 		}
 	}
@@ -219,6 +235,39 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated b
 		panic(fmt.Sprintf("topic %s: %v", c.t.uri, err))
 	}
 	return pids, lanes, meter
+}
+
+// fenceForRestart runs as the controller restarts, before its segments
+// stop. A stopped actor drops what is left in its mailbox unanswered
+// (protoactor), so that nothing may be left in a bucket's: it publishes,
+// under routeMu, a snapshot that routes every append to an actor that does
+// not exist (a dead letter, answered UNAVAILABLE by Manager.deadLetter;
+// the producer resends, and the restarted controller's snapshot routes
+// it), and then has every live bucket answer what it took (drain): the
+// published snapshot's, and those of sealed segments in their grace,
+// which hold what older snapshots routed to them. A sealed bucket that
+// forwards an append later routes it by the fenced snapshot too.
+func (c *controller) fenceForRestart(ctx actor.Context) {
+	st := c.t.state.Load()
+	if st == nil || st.passivated || st.deleted {
+		return
+	}
+	fenced := *st
+	fenced.changed = make(chan struct{})
+	fenced.lanes = nil
+	fenced.buckets = make(map[topology.SegmentID][]*actor.PID, len(st.buckets))
+	nowhere := actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/restarting")
+	for id, pids := range st.buckets {
+		fenced.buckets[id] = slices.Repeat([]*actor.PID{nowhere}, len(pids))
+	}
+	c.t.publishQuiesced(&fenced)
+	var live []*actor.PID
+	for _, seg := range c.segments {
+		live = append(live, seg.buckets...)
+	}
+	if err := drain(ctx.ActorSystem().Root, live); err != nil {
+		c.t.mgr.log.Warn("a restarting topic controller's buckets did not all answer what they took", "topic", c.t.uri, "err", err)
+	}
 }
 
 // startSegment starts the actors of segment s and returns its buckets'
@@ -242,12 +291,13 @@ func (c *controller) startSegment(ctx actor.Context, s topology.Segment, gated b
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
 		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, gates: gates, lanes: lanes,
 		meter: meter, ready: ready, owner: c.remoteOf(s)})
-	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
+	pid, err := ctx.SpawnNamed(props, segmentName(s.ID, c.restarts))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("spawn segment %d: %w", s.ID, err)
 	}
 	// Known from here, so that abandoning a change stops it.
-	c.segments[s.ID] = pid
+	buckets := bucketPIDs(pid, s.Buckets)
+	c.segments[s.ID] = liveSegment{pid: pid, buckets: buckets}
 	// Publish no PID before it exists: a message to an unregistered PID is
 	// a dead letter, and its produce would never be answered.
 	select {
@@ -255,7 +305,7 @@ func (c *controller) startSegment(ctx actor.Context, s topology.Segment, gated b
 	case <-time.After(sealTimeout):
 		return nil, nil, nil, fmt.Errorf("segment %d did not start its buckets", s.ID)
 	}
-	return bucketPIDs(pid, s.Buckets), lanes, meter, nil
+	return buckets, lanes, meter, nil
 }
 
 // setPolicies stores and applies new topic policies.
