@@ -237,24 +237,22 @@ func (c *controller) announce(ctx actor.Context, run *changeRun) {
 }
 
 // handOver has every bucket of the sealed segments segs (their PIDs in
-// st) forward what it held to its successors in next, and waits for them.
-// A bucket that does not answer in time is logged and counted; the change
-// goes on (its held appends are answered by its supervisor's restart, or
-// forwarded when it gets to them).
+// st) forward what it held to its successors in next, and waits for their
+// answers within sealTimeout. A bucket that is gone (a dead letter) held
+// nothing any more: its stop answered what it held. One that does not
+// answer in time is logged and counted; the change goes on (its held
+// appends are answered by its supervisor's restart, or forwarded when it
+// gets to them).
 func (c *controller) handOver(st *topicState, segs []topology.SegmentID, next *topicState) {
-	var waits []chan struct{}
+	root := c.t.mgr.system.Root
+	var futures []*actor.Future
 	for _, id := range segs {
 		for _, pid := range st.buckets[id] {
-			ch := make(chan struct{})
-			waits = append(waits, ch)
-			c.t.mgr.system.Root.Send(pid, handoverMsg{next: next, done: func() { close(ch) }})
+			futures = append(futures, root.RequestFuture(pid, handoverMsg{next: next}, sealTimeout))
 		}
 	}
-	deadline := time.After(sealTimeout)
-	for _, ch := range waits {
-		select {
-		case <-ch:
-		case <-deadline:
+	for _, f := range futures {
+		if _, err := f.Result(); errors.Is(err, actor.ErrTimeout) {
 			c.t.mgr.m.handoffFailures.Inc()
 			c.t.mgr.log.Error("a sealed bucket did not hand over in time; opening its successors anyway",
 				"topic", c.t.uri, "sealed", segs, "epoch", next.layout.Epoch)
@@ -317,25 +315,22 @@ func (c *controller) seal(segs []topology.SegmentID, epoch uint64, unseal bool) 
 }
 
 // sealIn seals (or unseals) the buckets of segs as listed in snapshot st,
-// and waits for them within sealTimeout.
+// and waits for their answers within sealTimeout; a bucket that is gone
+// (a dead letter) or does not answer in time fails the seal.
 func (c *controller) sealIn(st *topicState, segs []topology.SegmentID, epoch uint64, unseal bool) error {
-	var waits []chan error
+	root := c.t.mgr.system.Root
+	var futures []*actor.Future
 	for _, id := range segs {
 		for _, pid := range st.buckets[id] {
-			ch := make(chan error, 1)
-			waits = append(waits, ch)
-			c.t.mgr.system.Root.Send(pid, sealReq{epoch: epoch, unseal: unseal, done: func(_ uint64, err error) { ch <- err }})
+			futures = append(futures, root.RequestFuture(pid, sealReq{epoch: epoch, unseal: unseal}, sealTimeout))
 		}
 	}
-	deadline := time.After(sealTimeout)
-	for _, ch := range waits {
-		select {
-		case err := <-ch:
-			if err != nil {
-				return err
-			}
-		case <-deadline:
+	for _, f := range futures {
+		switch _, err := f.Result(); {
+		case errors.Is(err, actor.ErrTimeout):
 			return errors.New("a bucket did not seal in time")
+		case err != nil:
+			return fmt.Errorf("a bucket did not seal: %w", err)
 		}
 	}
 	return nil

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestCrashAfterEveryStepOfAChange crashes a topic's controller right
@@ -342,5 +344,33 @@ func TestAFailedCompareAndSwapUndoesTheChange(t *testing.T) {
 	}
 	if got := []uint64{d.Segments[len(d.Segments)-2].ID, d.Segments[len(d.Segments)-1].ID}; got[0] != uint64(plan.Created[0]) || got[1] != uint64(plan.Created[1]) {
 		t.Fatalf("the change asked again created %v, want the abandoned ids %v", got, plan.Created)
+	}
+}
+
+// TestSealAndHandOverOfABucketThatIsGone: the controller waits for seals
+// and hand-overs on futures; one sent to a bucket that has stopped is a
+// dead letter, which fails a seal at once (ErrDeadLetter, not a timeout)
+// and counts as done for a hand-over (its stop answered what it held), not
+// as a hand-over that failed.
+func TestSealAndHandOverOfABucketThatIsGone(t *testing.T) {
+	m := newTestManager(t)
+	topic := createTestTopic(t, m, "topic://t/n/gone", 1, 1)
+	gone := actor.NewPID(m.system.Address(), "nobody/b-0")
+	st := &topicState{layout: topic.Layout(), buckets: map[topology.SegmentID][]*actor.PID{0: {gone}}}
+	c := &controller{t: topic}
+	if err := c.sealIn(st, []topology.SegmentID{0}, 2, false); !errors.Is(err, actor.ErrDeadLetter) {
+		t.Fatalf("a seal of a bucket that is gone: %v, want a dead letter", err)
+	}
+	handoffFailures := func() float64 {
+		var d dto.Metric
+		if err := m.m.handoffFailures.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetCounter().GetValue()
+	}
+	failures := handoffFailures()
+	c.handOver(st, []topology.SegmentID{0}, st)
+	if got := handoffFailures(); got != failures {
+		t.Fatalf("a hand-over to a bucket that is gone counted as failed (%v, was %v)", got, failures)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -208,7 +207,8 @@ func NewManager(cfg Config) *Manager {
 // deadLetter answers what was sent to an actor that had stopped (a bucket
 // of a segment retired or restarting with its controller, or stopping
 // with the node): an append is answered UNAVAILABLE, so that no producer
-// waits for ever, and the waits of seals and hand-overs end.
+// waits for ever. (Requests made with a future, seals and hand-overs,
+// are answered by protoactor: the future fails with ErrDeadLetter.)
 func (m *Manager) deadLetter(ev any) {
 	dl, ok := ev.(*actor.DeadLetterEvent)
 	if !ok {
@@ -219,10 +219,6 @@ func (m *Manager) deadLetter(ev any) {
 		m.m.deadLetters.Inc()
 		// Not on the sender's goroutine: it may hold a topic's routeMu.
 		go msg.settle(unitRef{}, 0, api.Errorf(api.CodeUnavailable, "%d records reached a stopped bucket (%s); resend", len(msg.records), dl.PID.Id))
-	case sealReq:
-		go msg.done(0, fmt.Errorf("bucket %s has stopped", dl.PID.Id))
-	case handoverMsg:
-		go msg.done()
 	}
 }
 
