@@ -52,8 +52,8 @@ type changeRun struct {
 
 // change carries out req: it plans the change on the current layout, then
 // runs the plan's steps in order, and undoes the change as the plan says
-// when one fails. A manual change's appends never fail for it, nor lose
-// their key order: see topology/plan.go.
+// when one fails. Why the order keeps every key's appends in order, and
+// refuses none of a plain producer's: topology/plan.go.
 func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescription, error) {
 	plan, err := topology.PlanChange(c.rec.Layout, req.op)
 	if errors.Is(err, topology.ErrStale) {
