@@ -278,11 +278,19 @@ func (m *Manager) runSweeper(idle time.Duration, stop <-chan struct{}) {
 // drainBuckets has every bucket of st answer what it holds (written and
 // durable, or refused) and waits for them, within sealTimeout.
 func drainBuckets(root *actor.RootContext, st *topicState) error {
-	var futures []*actor.Future
-	for _, pids := range st.buckets {
-		for _, pid := range pids {
-			futures = append(futures, root.RequestFuture(pid, drainReq{}, sealTimeout))
-		}
+	var pids []*actor.PID
+	for _, seg := range st.buckets {
+		pids = append(pids, seg...)
+	}
+	return drain(root, pids)
+}
+
+// drain has the buckets pids answer what they hold and waits for them,
+// within sealTimeout.
+func drain(root *actor.RootContext, pids []*actor.PID) error {
+	futures := make([]*actor.Future, len(pids))
+	for i, pid := range pids {
+		futures[i] = root.RequestFuture(pid, drainReq{}, sealTimeout)
 	}
 	var first error
 	for _, f := range futures {

@@ -375,17 +375,14 @@ func TestAStoppedHandleSeesLaterLayouts(t *testing.T) {
 	default:
 		t.Fatal("the stop did not close the old snapshot's Changed")
 	}
-	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := m.Change(context.Background(), uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(old.Layout().Active()); got != 2 {
 		t.Fatalf("the old handle sees %d active segments, want the 2 made after the stop", got)
 	}
 	next := old.Changed()
-	if _, err := m.Change(context.Background(), uri, "merge", func(l topology.Layout) (topology.Layout, error) {
-		a := l.Active()
-		return l.Merge(a[0].ID, a[1].ID)
-	}); err != nil {
+	if _, err := m.Change(context.Background(), uri, mergeLowest(t, m, uri)); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -53,22 +53,27 @@ func (q *appendReq) settle(u unitRef, first uint64, err error) {
 // flushed, what comes after is held for the successors (or refused with
 // SEGMENT_SEALED when strict). Unseal reverts a seal whose layout change
 // failed to persist: the held appends are then appended here, in order.
-// done reports the final next offset of the bucket.
+// The bucket answers its sender (a future) with a sealResp.
 type sealReq struct {
 	epoch  uint64
 	unseal bool
-	done   func(next uint64, err error)
 }
+
+// sealResp answers a sealReq once the bucket has flushed: next is the
+// bucket's next offset.
+type sealResp struct{ next uint64 }
 
 // handoverMsg tells a sealed bucket that the layout sealing it is
 // published and that every append routed by an older layout has reached
 // its mailbox (the controller published under Topic.routeMu): it hands
 // what it held to the successors that own the keys in next, in order, then
-// calls done. Whatever reaches it afterwards is handed on at once.
-type handoverMsg struct {
-	next *topicState
-	done func()
-}
+// answers its sender (a future) with a handoverResp. Whatever reaches it
+// afterwards is handed on at once. next is the published snapshot, which
+// nobody changes: the message carries data, not a function.
+type handoverMsg struct{ next *topicState }
+
+// handoverResp answers a handoverMsg once what the bucket held is sent on.
+type handoverResp struct{}
 
 // abandonMsg tells a bucket whose segment another node owns that the node
 // is gone: it answers what it sent there, and what comes, with err (see
@@ -239,7 +244,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			b.sealedAt = msg.epoch
 		}
 		b.updateLane()
-		msg.done(next, nil)
+		ctx.Respond(sealResp{next: next})
 	case handoverMsg:
 		// What the predecessors handed over (held) goes before the direct
 		// appends the gate still holds back.
@@ -248,7 +253,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.handedOver = true
 		b.forward(held, msg.next)
 		b.forward(gated, msg.next)
-		msg.done()
+		ctx.Respond(handoverResp{})
 	case openMsg:
 		if b.gate != nil {
 			b.gate.Store(false)

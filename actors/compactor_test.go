@@ -93,7 +93,7 @@ func TestCompactionAcrossTheDAG(t *testing.T) {
 			t.Fatal(r.Err())
 		}
 	}
-	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := m.Change(context.Background(), uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	topic, _ = m.Topic(uri)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -14,16 +15,15 @@ import (
 	"github.com/braidmq/braid/topology"
 )
 
-// changeReq asks a controller to change its layout. apply computes the next
-// layout from the current one (pure topology); op names it and reason says
-// why (manual, or a scaling.Reason), both for metrics.
+// changeReq asks a controller to change its layout by op, which is data:
+// the controller plans it on its current layout (topology.PlanChange).
+// op.Kind names the change and reason says why (manual, or a
+// scaling.Reason), both for metrics. An op decided at a layout epoch
+// (op.Epoch, automatic changes) is refused with topology.ErrStale once
+// the layout has moved on.
 type changeReq struct {
-	op     string
+	op     topology.Op
 	reason string
-	apply  func(topology.Layout) (topology.Layout, error)
-	// place says every segment the change creates is placed anew, even
-	// one apply gave an owner (a relocation).
-	place bool
 }
 
 // changeResp answers a changeReq.
@@ -53,27 +53,17 @@ type retireMsg struct{ seg topology.SegmentID }
 // is unknown).
 type controllerCrash struct{ reason string }
 
-// changeStage, when set (by tests), is called at each named stage of a
-// layout change; a panic there crashes the controller mid-change.
-var changeStage atomic.Pointer[func(stage string)]
-
-func stage(name string) {
-	if f := changeStage.Load(); f != nil {
-		(*f)(name)
-	}
-}
-
 // newControllerProps makes the props of a topic's controller: the first
 // incarnation starts from rec at revision rev, every later one (a restart)
 // reads the record from the store.
 func newControllerProps(t *Topic, rec meta.TopicRecord, rev uint64) *actor.Props {
-	first := true
+	starts := 0
 	return actor.PropsFromProducer(func() actor.Actor {
-		if first {
-			first = false
+		starts++
+		if starts == 1 {
 			return &controller{t: t, rec: rec, rev: rev}
 		}
-		return &controller{t: t, reload: true}
+		return &controller{t: t, reload: true, restarts: starts - 1}
 	})
 }
 
@@ -123,6 +113,12 @@ const sealTimeout = 10 * time.Second
 // layout that deletes it is published, so that reads under way finish.
 const removeGrace = 2 * time.Second
 
+// liveSegment is a segment whose actors run: its PID and its buckets'.
+type liveSegment struct {
+	pid     *actor.PID
+	buckets []*actor.PID
+}
+
 // controller owns the layout of one topic.
 //
 // Invariant: rec.Layout is what the KV store holds at revision rev, and the
@@ -139,9 +135,13 @@ type controller struct {
 	rev uint64
 	// reload says the record must be read from the store at start.
 	reload bool
-	// segments holds the segment actors alive: every active segment, and
-	// sealed ones during their grace period.
-	segments map[topology.SegmentID]*actor.PID
+	// restarts counts the incarnations before this one; the segment
+	// actors of each are named apart (segmentName).
+	restarts int
+	// segments holds the segment actors alive: every active segment,
+	// sealed ones during their grace period, and those a change under way
+	// spawned.
+	segments map[topology.SegmentID]liveSegment
 	scaler   *scaler
 	// checking says a checkOwnersMsg is scheduled (placement.go).
 	checking bool
@@ -158,7 +158,7 @@ func (c *controller) Receive(ctx actor.Context) {
 				panic(err)
 			}
 		}
-		c.segments = map[topology.SegmentID]*actor.PID{}
+		c.segments = map[topology.SegmentID]liveSegment{}
 		c.rec.EpochTimes = fillEpochTimes(c.rec.Layout, c.rec.EpochTimes, time.Now())
 		buckets := map[topology.SegmentID][]*actor.PID{}
 		lanes := map[topology.SegmentID][]*bucketLane{}
@@ -187,8 +187,14 @@ func (c *controller) Receive(ctx actor.Context) {
 		panic("braid/actors: controller restart requested for " + c.t.uri)
 	case *actor.Stopped:
 		c.t.mgr.forgetStopped(c.t)
-	case *actor.Restarting, *actor.Stopping:
+	case *actor.Restarting:
 		// A restarted controller starts a new scaler in Started.
+		if c.scaler != nil {
+			c.scaler.stop()
+			c.scaler = nil
+		}
+		c.fenceForRestart(ctx)
+	case *actor.Stopping:
 		if c.scaler != nil {
 			c.scaler.stop()
 			c.scaler = nil
@@ -213,16 +219,61 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.t.publishQuiesced(&st)
 		ctx.Respond(&passivateResp{err: drainBuckets(ctx.ActorSystem().Root, &st)})
 	case retireMsg:
-		if pid, ok := c.segments[msg.seg]; ok {
-			ctx.Stop(pid)
+		if seg, ok := c.segments[msg.seg]; ok {
+			ctx.Stop(seg.pid)
 			delete(c.segments, msg.seg)
 		}
 	}
 }
 
-// spawnSegment starts the actors of segment s; gated, its buckets hold
-// back direct appends until an openMsg (see change).
+// spawnSegment starts the actors of segment s (startSegment) and panics
+// when they do not start: a controller that cannot serve its layout
+// restarts.
 func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated bool) ([]*actor.PID, []*bucketLane, *segmentMeter) {
+	pids, lanes, meter, err := c.startSegment(ctx, s, gated)
+	if err != nil {
+		panic(fmt.Sprintf("topic %s: %v", c.t.uri, err))
+	}
+	return pids, lanes, meter
+}
+
+// fenceForRestart runs as the controller restarts, before its segments
+// stop. A stopped actor drops what is left in its mailbox unanswered
+// (protoactor), so that nothing may be left in a bucket's: it publishes,
+// under routeMu, a snapshot that routes every append to an actor that does
+// not exist (a dead letter, answered UNAVAILABLE by Manager.deadLetter;
+// the producer resends, and the restarted controller's snapshot routes
+// it), and then has every live bucket answer what it took (drain): the
+// published snapshot's, and those of sealed segments in their grace,
+// which hold what older snapshots routed to them. A sealed bucket that
+// forwards an append later routes it by the fenced snapshot too.
+func (c *controller) fenceForRestart(ctx actor.Context) {
+	st := c.t.state.Load()
+	if st == nil || st.passivated || st.deleted {
+		return
+	}
+	fenced := *st
+	fenced.changed = make(chan struct{})
+	fenced.lanes = nil
+	fenced.buckets = make(map[topology.SegmentID][]*actor.PID, len(st.buckets))
+	nowhere := actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/restarting")
+	for id, pids := range st.buckets {
+		fenced.buckets[id] = slices.Repeat([]*actor.PID{nowhere}, len(pids))
+	}
+	c.t.publishQuiesced(&fenced)
+	var live []*actor.PID
+	for _, seg := range c.segments {
+		live = append(live, seg.buckets...)
+	}
+	if err := drain(ctx.ActorSystem().Root, live); err != nil {
+		c.t.mgr.log.Warn("a restarting topic controller's buckets did not all answer what they took", "topic", c.t.uri, "err", err)
+	}
+}
+
+// startSegment starts the actors of segment s and returns its buckets'
+// PIDs, lanes and meter once they accept messages; gated, its buckets
+// hold back direct appends until an openMsg (see change).
+func (c *controller) startSegment(ctx actor.Context, s topology.Segment, gated bool) ([]*actor.PID, []*bucketLane, *segmentMeter, error) {
 	ready := make(chan struct{})
 	meter := newSegmentMeter(s, time.Now())
 	lanes := make([]*bucketLane, s.Buckets)
@@ -240,215 +291,21 @@ func (c *controller) spawnSegment(ctx actor.Context, s topology.Segment, gated b
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
 		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, gates: gates, lanes: lanes,
 		meter: meter, ready: ready, owner: c.remoteOf(s)})
-	pid, err := ctx.SpawnNamed(props, segmentName(s.ID))
+	pid, err := ctx.SpawnNamed(props, segmentName(s.ID, c.restarts))
 	if err != nil {
-		panic(fmt.Sprintf("topic %s: spawn segment %d: %v", c.t.uri, s.ID, err))
+		return nil, nil, nil, fmt.Errorf("spawn segment %d: %w", s.ID, err)
 	}
+	// Known from here, so that abandoning a change stops it.
+	buckets := bucketPIDs(pid, s.Buckets)
+	c.segments[s.ID] = liveSegment{pid: pid, buckets: buckets}
 	// Publish no PID before it exists: a message to an unregistered PID is
 	// a dead letter, and its produce would never be answered.
 	select {
 	case <-ready:
 	case <-time.After(sealTimeout):
-		panic(fmt.Sprintf("topic %s: segment %d did not start its buckets", c.t.uri, s.ID))
+		return nil, nil, nil, fmt.Errorf("segment %d did not start its buckets", s.ID)
 	}
-	c.segments[s.ID] = pid
-	return bucketPIDs(pid, s.Buckets), lanes, meter
-}
-
-// change applies one layout change, in this order:
-//
-//  1. spawn the new segments, gated (not yet routable; they will hold back
-//     direct appends until step 6);
-//  2. seal the retiring segments: each flushes what it accepted and holds
-//     what comes after (or refuses it, for producers that route by epoch);
-//  3. compare-and-swap the layout in the KV store (a stale controller fails
-//     here; then everything is undone: unseal, which appends what was held,
-//     and abandon the new segments);
-//  4. publish the new snapshot under routeMu: from then on no append is
-//     routed by the old one, and every append routed by it is in a mailbox;
-//  5. hand over: each sealed bucket forwards what it held, in order, to the
-//     successors owning the keys, and answers;
-//  6. open the new segments: they take what they held back, behind what
-//     was forwarded to them.
-//
-// So a key's appends that met the seal land in its successor before any
-// routed there directly, whoever sent them: the server absorbs the change.
-// Spawning first keeps the window in which appends wait down to the seal
-// and the compare-and-swap.
-func (c *controller) change(ctx actor.Context, req *changeReq) (api.TopicDescription, error) {
-	began := time.Now()
-	cur := c.rec.Layout
-	next, err := req.apply(cur)
-	if errors.Is(err, errStale) {
-		return api.TopicDescription{}, err // the scaler's own; it decides again
-	}
-	if err != nil {
-		return api.TopicDescription{}, layoutError(err)
-	}
-	// What the change creates is placed (placement.go); in a layout
-	// written before nodes had ids, this node owns what it serves.
-	retiring, created := diffActive(cur, next)
-	next = c.placeCreated(next, created, req.place)
-	old := c.t.state.Load()
-	buckets := maps.Clone(old.buckets)
-	lanes := maps.Clone(old.lanes)
-	meters := maps.Clone(old.meters)
-	// Buckets of the new segments start gated, restarted ones too, until
-	// the change opens them (step 6).
-	for _, id := range created {
-		s, _ := next.Segment(id)
-		buckets[id], lanes[id], meters[id] = c.spawnSegment(ctx, s, true)
-	}
-	spawned := time.Now()
-	// A bucket restarted from here until the publish takes its seal from
-	// this record (the layout it reads still says active).
-	c.t.setSealing(retiring, next.Epoch)
-	defer c.t.setSealing(nil, 0)
-	if err := c.seal(retiring, next.Epoch, false); err != nil {
-		c.t.setSealing(nil, 0)
-		_ = c.seal(retiring, 0, true)
-		c.abandon(created)
-		return api.TopicDescription{}, api.Errorf(api.CodeInternal, "seal %s: %v", c.t.uri, err)
-	}
-	sealed := time.Now()
-	rec := c.rec
-	rec.Layout = next
-	rec.EpochTimes = maps.Clone(c.rec.EpochTimes)
-	for e := cur.Epoch + 1; e <= next.Epoch; e++ {
-		rec.EpochTimes[e] = sealed.UnixMilli()
-	}
-	pruneEpochTimes(next, rec.EpochTimes)
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	rev, err := c.t.mgr.meta.UpdateTopic(cctx, c.t.name, rec, c.rev)
-	cancel()
-	if err != nil {
-		// Nothing changed: reopen what was sealed. A conflict means another
-		// controller changed the topic; this one is stale and must reload.
-		c.t.setSealing(nil, 0)
-		_ = c.seal(retiring, 0, true)
-		c.abandon(created)
-		// The record moved on (a conflict), or the store did not say
-		// whether it took the change (a timeout: it may have): this
-		// controller's record may be behind the store's. It restarts,
-		// and reads it again.
-		ctx.Send(ctx.Self(), controllerCrash{reason: "its layout change failed and its record may be behind the store's"})
-		if errors.Is(err, meta.ErrConflict) {
-			return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "layout of %s changed elsewhere; retry: %v", c.t.uri, err)
-		}
-		return api.TopicDescription{}, api.Errorf(api.CodeUnavailable, "persist layout of %s: %v; retry", c.t.uri, err)
-	}
-	stage("persisted")
-	c.rec, c.rev = rec, rev
-
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	for _, id := range retiring {
-		delete(buckets, id)
-		delete(lanes, id)
-		delete(meters, id)
-		seg := id
-		time.AfterFunc(sealGrace, func() { root.Send(self, retireMsg{seg: seg}) })
-	}
-	st, err := newState(next, buckets, lanes, meters, rec.EpochTimes)
-	if err != nil {
-		// Cannot happen for a layout that passed topology's checks; refuse
-		// loudly rather than route wrongly.
-		panic(fmt.Sprintf("topic %s: layout epoch %d does not route: %v", c.t.uri, next.Epoch, err))
-	}
-	c.t.publishQuiesced(st)
-	published := time.Now()
-	deleted := newlyDeleted(cur, next)
-	c.removeDeleted(deleted)
-	// Seal again now that the layout says so, in case a bucket restarted
-	// (and read its seal) before setSealing: belt and braces.
-	_ = c.sealPIDs(old, retiring, next.Epoch)
-	c.handOver(old, retiring, st)
-	c.open(st, created)
-	handedOver := time.Now()
-	c.t.mgr.m.layoutChanges.WithLabelValues(req.op).Inc()
-	c.t.mgr.m.scalingOps.WithLabelValues(topicLabels(c.t.uri, req.op, req.reason)...).Inc()
-	c.t.mgr.m.activeSegs.WithLabelValues(topicLabels(c.t.uri)...).Set(float64(len(buckets)))
-	desc := Describe(c.t.uri, next)
-	c.t.mgr.publishLayout(c.t.name, desc)
-	c.scheduleOwnerCheck(ctx)
-	c.t.mgr.log.Info("layout changed", "topic", c.t.uri, "op", req.op, "reason", req.reason, "epoch", next.Epoch,
-		"sealed", retiring, "created", created, "deleted", deleted, "spawn", spawned.Sub(began),
-		"seal", sealed.Sub(spawned), "persist_and_publish", published.Sub(sealed), "handover", handedOver.Sub(published))
-	return desc, nil
-}
-
-// handOver has every bucket of the sealed segments segs (their PIDs in
-// st) forward what it held to its successors in next, and waits for them.
-// A bucket that does not answer in time is logged and counted; the change
-// goes on (its held appends are answered by its supervisor's restart, or
-// forwarded when it gets to them).
-func (c *controller) handOver(st *topicState, segs []topology.SegmentID, next *topicState) {
-	var waits []chan struct{}
-	for _, id := range segs {
-		for _, pid := range st.buckets[id] {
-			ch := make(chan struct{})
-			waits = append(waits, ch)
-			c.t.mgr.system.Root.Send(pid, handoverMsg{next: next, done: func() { close(ch) }})
-		}
-	}
-	deadline := time.After(sealTimeout)
-	for _, ch := range waits {
-		select {
-		case <-ch:
-		case <-deadline:
-			c.t.mgr.m.handoffFailures.Inc()
-			c.t.mgr.log.Error("a sealed bucket did not hand over in time; opening its successors anyway",
-				"topic", c.t.uri, "sealed", segs, "epoch", next.layout.Epoch)
-			return
-		}
-	}
-}
-
-// open lets the buckets of the new segments segs take the appends they
-// held back.
-func (c *controller) open(st *topicState, segs []topology.SegmentID) {
-	for _, id := range segs {
-		for _, pid := range st.buckets[id] {
-			c.t.mgr.system.Root.Send(pid, openMsg{})
-		}
-	}
-}
-
-// abandon stops the segments a failed change spawned and removes their
-// logs: their ids will be allocated again.
-func (c *controller) abandon(created []topology.SegmentID) {
-	for _, id := range created {
-		if pid, ok := c.segments[id]; ok {
-			_ = c.t.mgr.system.Root.StopFuture(pid).Wait()
-			delete(c.segments, id)
-		}
-		if err := c.t.mgr.store.RemoveSegment(c.t.name, id); err != nil {
-			c.t.mgr.log.Warn("removing the logs of an abandoned segment", "topic", c.t.uri, "segment", id, "err", err)
-		}
-	}
-}
-
-// removeDeleted stops the actors of segments retention deleted and removes
-// their logs once reads under way are done.
-func (c *controller) removeDeleted(ids []topology.SegmentID) {
-	for _, id := range ids {
-		if pid, ok := c.segments[id]; ok {
-			c.t.mgr.system.Root.Stop(pid)
-			delete(c.segments, id)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	store, name, log := c.t.mgr.store, c.t.name, c.t.mgr.log
-	elsewhere := c.elsewhere(ids)
-	time.AfterFunc(removeGrace, func() {
-		for _, id := range ids {
-			if err := store.RemoveSegment(name, id); err != nil {
-				log.Warn("removing a deleted segment's logs", "topic", name.String(), "segment", id, "err", err)
-			}
-		}
-		c.t.mgr.dropSegmentsElsewhere(c.t, elsewhere)
-	})
+	return buckets, lanes, meter, nil
 }
 
 // setPolicies stores and applies new topic policies.
@@ -481,75 +338,6 @@ func (c *controller) setPolicies(req *policiesReq) error {
 	c.rec, c.rev = rec, rev
 	c.t.mgr.log.Info("topic policies changed", "topic", c.t.uri, "policies", own)
 	return nil
-}
-
-// seal seals (or unseals) every bucket of the given segments and waits.
-func (c *controller) seal(segs []topology.SegmentID, epoch uint64, unseal bool) error {
-	return c.sealIn(c.t.state.Load(), segs, epoch, unseal)
-}
-
-// sealPIDs seals the buckets of segs as listed in snapshot st.
-func (c *controller) sealPIDs(st *topicState, segs []topology.SegmentID, epoch uint64) error {
-	return c.sealIn(st, segs, epoch, false)
-}
-
-func (c *controller) sealIn(st *topicState, segs []topology.SegmentID, epoch uint64, unseal bool) error {
-	var waits []chan error
-	for _, id := range segs {
-		for _, pid := range st.buckets[id] {
-			ch := make(chan error, 1)
-			waits = append(waits, ch)
-			c.t.mgr.system.Root.Send(pid, sealReq{epoch: epoch, unseal: unseal, done: func(_ uint64, err error) { ch <- err }})
-		}
-	}
-	deadline := time.After(sealTimeout)
-	for _, ch := range waits {
-		select {
-		case err := <-ch:
-			if err != nil {
-				return err
-			}
-		case <-deadline:
-			return errors.New("a bucket did not seal in time")
-		}
-	}
-	return nil
-}
-
-// diffActive returns the segments active in cur but not in next, and the
-// reverse.
-func diffActive(cur, next topology.Layout) (retiring, created []topology.SegmentID) {
-	was := map[topology.SegmentID]bool{}
-	for _, s := range cur.Active() {
-		was[s.ID] = true
-	}
-	is := map[topology.SegmentID]bool{}
-	for _, s := range next.Active() {
-		is[s.ID] = true
-		if !was[s.ID] {
-			created = append(created, s.ID)
-		}
-	}
-	for _, s := range cur.Active() {
-		if !is[s.ID] {
-			retiring = append(retiring, s.ID)
-		}
-	}
-	return retiring, created
-}
-
-// newlyDeleted returns the segments deleted in next but not in cur.
-func newlyDeleted(cur, next topology.Layout) []topology.SegmentID {
-	var out []topology.SegmentID
-	for _, s := range next.Segments {
-		if s.State != topology.StateDeleted {
-			continue
-		}
-		if was, ok := cur.Segment(s.ID); !ok || was.State != topology.StateDeleted {
-			out = append(out, s.ID)
-		}
-	}
-	return out
 }
 
 // fillEpochTimes returns times with now for every epoch that a segment of
@@ -589,7 +377,8 @@ func layoutError(err error) error {
 	switch {
 	case errors.Is(err, topology.ErrUnknownSegment):
 		return api.Errorf(api.CodeSegmentNotFound, "%v", err)
-	case errors.Is(err, topology.ErrSplitPoint), errors.Is(err, topology.ErrBuckets), errors.Is(err, topology.ErrBadHash):
+	case errors.Is(err, topology.ErrSplitPoint), errors.Is(err, topology.ErrBuckets), errors.Is(err, topology.ErrBadHash),
+		errors.Is(err, topology.ErrOp):
 		return api.Errorf(api.CodeInvalidArgument, "%v", err)
 	default:
 		return api.Errorf(api.CodeLayoutRefused, "%v", err)

@@ -96,20 +96,17 @@ func testPipelinedProduce(t *testing.T, starting func(UnitKey), newManager func(
 		waitAppended(t, topic, uint64(c+1)*200, math.MaxUint64)
 		l := topic.Layout()
 		act := l.Active()
-		var op string
-		var apply func(topology.Layout) (topology.Layout, error)
+		var op topology.Op
 		switch {
 		case c%3 == 2:
 			s := act[c%len(act)]
-			op, apply = "rebucket", func(l topology.Layout) (topology.Layout, error) { return l.Rebucket(s.ID, 1+s.Buckets%3) }
+			op = topology.Rebucket(s.ID, 1+s.Buckets%3)
 		case len(act) < 5:
-			s := act[c%len(act)]
-			op, apply = "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(s.ID, nil) }
+			op = topology.Split(act[c%len(act)].ID, nil)
 		default:
-			a, b := act[0], act[1]
-			op, apply = "merge", func(l topology.Layout) (topology.Layout, error) { return l.Merge(a.ID, b.ID) }
+			op = topology.Merge(act[0].ID, act[1].ID)
 		}
-		if _, err := m.Change(ctx, uri, op, apply); err != nil {
+		if _, err := m.Change(ctx, uri, op); err != nil {
 			t.Fatalf("change %d (%s): %v", c, op, err)
 		}
 	}

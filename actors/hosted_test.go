@@ -133,7 +133,7 @@ func TestSplitPlacesTheHighChildElsewhere(t *testing.T) {
 	home, other, _ := twoNodes(t, nil)
 	const uri = "topic://t/n/placed"
 	topic := createTestTopic(t, home, uri, 1, 1)
-	desc, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	desc, err := home.Change(context.Background(), uri, topology.Split(0, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestHostRefusesALateAppend(t *testing.T) {
 	home, other, _ := twoNodes(t, nil)
 	const uri = "topic://t/n/late"
 	topic := createTestTopic(t, home, uri, 1, 1)
-	if _, err := home.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := home.Change(context.Background(), uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	high := topic.Layout().OwnedActive("n2")[0]
@@ -297,10 +297,7 @@ func TestHostRefusesALateAppend(t *testing.T) {
 	}
 	// The home seals the segment (a merge back) while the owner thinks it
 	// still holds it; after a lapse it looks again.
-	if _, err := home.Change(context.Background(), uri, "merge", func(l topology.Layout) (topology.Layout, error) {
-		a := l.Active()
-		return l.Merge(a[0].ID, a[1].ID)
-	}); err != nil {
+	if _, err := home.Change(context.Background(), uri, mergeLowest(t, home, uri)); err != nil {
 		t.Fatal(err)
 	}
 	other.ReleaseAll()
@@ -320,7 +317,7 @@ func TestRetentionDropsLogsElsewhere(t *testing.T) {
 	const uri = "topic://t/n/retained"
 	topic := createTestTopic(t, home, uri, 1, 1)
 	ctx := context.Background()
-	if _, err := home.Change(ctx, uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := home.Change(ctx, uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	high := topic.Layout().OwnedActive("n2")[0]
@@ -334,13 +331,10 @@ func TestRetentionDropsLogsElsewhere(t *testing.T) {
 	if _, err := os.Stat(segDir()); err != nil {
 		t.Fatalf("no log of segment %d on n2: %v", high, err)
 	}
-	if _, err := home.Change(ctx, uri, "merge", func(l topology.Layout) (topology.Layout, error) {
-		a := l.Active()
-		return l.Merge(a[0].ID, a[1].ID)
-	}); err != nil {
+	if _, err := home.Change(ctx, uri, mergeLowest(t, home, uri)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := home.Change(ctx, uri, "delete", func(l topology.Layout) (topology.Layout, error) { return l.Delete(high) }); err != nil {
+	if _, err := home.Change(ctx, uri, topology.Delete(high)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -378,7 +372,7 @@ func TestHostedLogsOfATopicDeletedMeanwhileGoAtStart(t *testing.T) {
 	const uri = "topic://t/n/gonewhiledown"
 	topic := createTestTopic(t, home, uri, 1, 1)
 	ctx := context.Background()
-	if _, err := home.Change(ctx, uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := home.Change(ctx, uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
@@ -576,7 +570,7 @@ func splitToN2(t *testing.T, home *Manager, uri string) (*Topic, topology.Segmen
 // key of that child's range.
 func splitOffN2(t *testing.T, home *Manager, topic *Topic) (topology.SegmentID, string) {
 	t.Helper()
-	if _, err := home.Change(context.Background(), topic.uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := home.Change(context.Background(), topic.uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	owned := topic.Layout().OwnedActive("n2")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/braidmq/braid/clock"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
@@ -180,6 +179,11 @@ type Manager struct {
 	clock clock.Clock
 	// compact runs the node's compactions (compactor.go).
 	compact compactions
+	// afterStep, when set (by tests, before any topic starts), is called
+	// by a topic's controller after each step k of a layout change's
+	// plan, in the controller: a panic there crashes the controller right
+	// after that step (change.go).
+	afterStep func(topic string, k int, step topology.Step)
 }
 
 // NewManager returns a manager with no topics loaded; call Recover.
@@ -217,7 +221,8 @@ func NewManager(cfg Config) *Manager {
 // deadLetter answers what was sent to an actor that had stopped (a bucket
 // of a segment retired or restarting with its controller, or stopping
 // with the node): an append is answered UNAVAILABLE, so that no producer
-// waits for ever, and the waits of seals and hand-overs end.
+// waits for ever. (Requests made with a future, seals and hand-overs,
+// are answered by protoactor: the future fails with ErrDeadLetter.)
 func (m *Manager) deadLetter(ev any) {
 	dl, ok := ev.(*actor.DeadLetterEvent)
 	if !ok {
@@ -228,10 +233,6 @@ func (m *Manager) deadLetter(ev any) {
 		m.m.deadLetters.Inc()
 		// Not on the sender's goroutine: it may hold a topic's routeMu.
 		go msg.settle(unitRef{}, 0, api.Errorf(api.CodeUnavailable, "%d records reached a stopped bucket (%s); resend", len(msg.records), dl.PID.Id))
-	case sealReq:
-		go msg.done(0, fmt.Errorf("bucket %s has stopped", dl.PID.Id))
-	case handoverMsg:
-		go msg.done()
 	}
 }
 
@@ -546,8 +547,9 @@ func (m *Manager) All() []*Topic {
 	return out
 }
 
-// Change applies a layout operation through the topic's controller.
-func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topology.Layout) (topology.Layout, error)) (api.TopicDescription, error) {
+// Change has the topic's controller change its layout by op (a manual
+// change: split, merge, rebucket, delete, partitions, migrate, ...).
+func (m *Manager) Change(ctx context.Context, uri string, op topology.Op) (api.TopicDescription, error) {
 	t, err := m.Topic(uri)
 	if err != nil {
 		return api.TopicDescription{}, err
@@ -556,9 +558,9 @@ func (m *Manager) Change(ctx context.Context, uri, op string, apply func(topolog
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	res, err := m.system.Root.RequestFuture(t.pid, &changeReq{op: op, reason: string(scaling.ReasonManual), apply: apply}, timeout).Result()
+	res, err := m.system.Root.RequestFuture(t.pid, &changeReq{op: op, reason: string(scaling.ReasonManual)}, timeout).Result()
 	if err != nil {
-		return api.TopicDescription{}, api.Errorf(api.CodeTimeout, "%s of %s: %v", op, uri, err)
+		return api.TopicDescription{}, api.Errorf(api.CodeTimeout, "%s of %s: %v", op.Kind, uri, err)
 	}
 	r := res.(*changeResp)
 	return r.desc, r.err
@@ -587,7 +589,7 @@ func (m *Manager) Migrate(ctx context.Context, req api.MigrateRequest) (api.Topi
 				"they would break once it is migrated; stop them, or migrate with \"force\":true", req.Topic, api.HeaderPartition, partitionClientWindow, n)
 	}
 	buckets := max(req.Buckets, 1)
-	d, err := m.Change(ctx, req.Topic, "migrate", func(l topology.Layout) (topology.Layout, error) { return l.Migrate(buckets) })
+	d, err := m.Change(ctx, req.Topic, topology.Migrate(buckets))
 	if err == nil {
 		m.log.Info("fixed topic migrated into a scalable topic", "from", req.Topic, "to", d.Topic, "partitions", len(t.Layout().Partitions()),
 			"epoch", d.Epoch, "forced", req.Force)

@@ -60,15 +60,6 @@ func TestEpochTimes(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("fillEpochTimes = %v, want %v", got, want)
 	}
-	cur, _ := topology.New(1, 4)
-	next, _ := cur.Split(0, nil)
-	if d := newlyDeleted(cur, next); len(d) != 0 {
-		t.Errorf("a split deletes nothing: %v", d)
-	}
-	gone, _ := next.Delete(0)
-	if d := newlyDeleted(next, gone); len(d) != 1 || d[0] != 0 {
-		t.Errorf("newlyDeleted = %v, want [0]", d)
-	}
 }
 
 // The meter keeps the key of the hash it watches: hashes list the keyed

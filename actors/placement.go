@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -135,6 +134,9 @@ type moveOffReq struct{ node string }
 func (c *controller) relocateFrom(ctx actor.Context, node string, gone bool) error {
 	self := c.t.mgr.cfg.NodeID
 	owned := c.rec.Layout.OwnedActive(node)
+	if len(owned) == 0 {
+		return nil // relocated already, or it never owned any
+	}
 	st := c.t.state.Load()
 	// abandon sends every bucket of owned an abandonMsg (with err: answer
 	// what was sent to node; nil: write to it again).
@@ -148,17 +150,9 @@ func (c *controller) relocateFrom(ctx actor.Context, node string, gone bool) err
 	if gone {
 		abandon(api.Errorf(api.CodeUnavailable, "node %s, which holds segments %v of %s, is gone; resend", node, owned, c.t.uri))
 	}
-	_, err := c.change(ctx, &changeReq{op: "relocate", reason: "node-lost", place: true,
-		apply: func(l topology.Layout) (topology.Layout, error) {
-			ids := l.OwnedActive(node)
-			if len(ids) == 0 {
-				return l, errStale
-			}
-			return l.Relocate(ids, self)
-		}})
-	if errors.Is(err, errStale) {
-		return nil
-	}
+	// The successors are placed anew (placeCreated); self is where they
+	// go when placement names no other node.
+	_, err := c.change(ctx, &changeReq{op: topology.Relocate(owned, self), reason: "node-lost"})
 	if err != nil && gone {
 		// Not moved (the store did not take the change): the buckets write
 		// to the node again, which may be back by the next check.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,6 +94,18 @@ func createTestTopic(t *testing.T, m *Manager, uri string, segments, buckets int
 	return topic
 }
 
+// mergeLowest is the merge of the two active segments of topic uri lowest
+// in the key space.
+func mergeLowest(t *testing.T, m *Manager, uri string) topology.Op {
+	t.Helper()
+	topic, err := m.Topic(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := topic.Layout().Active()
+	return topology.Merge(a[0].ID, a[1].ID)
+}
+
 func produceSync(t *testing.T, topic *Topic, recs ...api.Record) []api.Result {
 	t.Helper()
 	return produceSyncAt(t, topic, 0, recs...)
@@ -121,7 +134,7 @@ func TestEpochProduceRoutedByAStaleLayoutIsRefusedWithTheNewEpoch(t *testing.T) 
 	const uri = "topic://t/n/orders"
 	topic := createTestTopic(t, m, uri, 1, 1)
 	stale := topic.state.Load()
-	desc, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	desc, err := m.Change(context.Background(), uri, topology.Split(0, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +180,7 @@ func TestAppendReachingASealedBucketIsForwarded(t *testing.T) {
 	const uri = "topic://t/n/late"
 	topic := createTestTopic(t, m, uri, 1, 1)
 	stale := topic.state.Load()
-	if _, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := m.Change(context.Background(), uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	current := topic.state.Load()
@@ -225,20 +238,6 @@ func TestValidateRefusesOversizedRecordsWhole(t *testing.T) {
 	res = produceSync(t, topic, api.Record{Key: make([]byte, MaxKeyBytes+1), Payload: []byte("x")})
 	if res[0].Code != api.CodeInvalidArgument.Number {
 		t.Fatalf("oversized key: %+v", res[0])
-	}
-}
-
-func TestDiffActive(t *testing.T) {
-	l, _ := topology.New(2, 2)
-	split, _ := l.Split(1, nil)
-	retiring, created := diffActive(l, split)
-	if len(retiring) != 1 || retiring[0] != 1 || len(created) != 2 || created[0] != 2 || created[1] != 3 {
-		t.Fatalf("split: retiring %v created %v", retiring, created)
-	}
-	merged, _ := split.Merge(2, 3)
-	retiring, created = diffActive(split, merged)
-	if len(retiring) != 2 || len(created) != 1 || created[0] != 4 {
-		t.Fatalf("merge: retiring %v created %v", retiring, created)
 	}
 }
 
@@ -396,22 +395,20 @@ func TestSealedAtBeforeTheFirstState(t *testing.T) {
 // crash afterwards leaves it serving changes too.
 func TestControllerRestartReloadsFromTheStore(t *testing.T) {
 	m := newTestManager(t)
+	var crashed atomic.Bool
+	m.afterStep = func(_ string, _ int, s topology.Step) {
+		if s.Kind == topology.StepPersist && crashed.CompareAndSwap(false, true) {
+			panic("crash after the compare-and-swap")
+		}
+	}
 	const uri = "topic://t/n/restarted"
 	topic := createTestTopic(t, m, uri, 1, 1)
 	before := produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("before")})[0]
 	if before.Err() != nil {
 		t.Fatal(before.Err())
 	}
-	crash := func(stage string) {
-		if stage == "persisted" {
-			changeStage.Store(nil)
-			panic("crash after the compare-and-swap")
-		}
-	}
-	changeStage.Store(&crash)
-	defer changeStage.Store(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_, err := m.Change(ctx, uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) })
+	_, err := m.Change(ctx, uri, topology.Split(0, nil))
 	cancel()
 	if err == nil {
 		t.Fatal("the crashed change answered success")
@@ -439,9 +436,7 @@ func TestControllerRestartReloadsFromTheStore(t *testing.T) {
 	}
 	m.system.Root.Send(topic.pid, controllerCrash{})
 	for {
-		_, err := m.Change(context.Background(), uri, "split", func(l topology.Layout) (topology.Layout, error) {
-			return l.Split(l.Active()[0].ID, nil)
-		})
+		_, err := m.Change(context.Background(), uri, topology.Split(topic.Layout().Active()[0].ID, nil))
 		if err == nil {
 			break
 		}

@@ -37,10 +37,6 @@ type SubscriptionsView interface {
 	TopicSubscriptions(ctx context.Context, t *Topic) ([]SubscriptionInfo, error)
 }
 
-// errStale refuses an automatic change whose layout moved on since it was
-// decided.
-var errStale = errors.New("braid/actors: the layout changed since the decision")
-
 // scaler is the evaluation loop of one topic: every evaluation interval it
 // takes the segments' meters, folds them into the load tracker, asks the
 // subscriptions, decides (package scaling) and sends the change to the
@@ -166,9 +162,7 @@ func (s *scaler) evaluate(now time.Time) {
 	loadSplit := d.Kind == scaling.Split && d.Reason != scaling.ReasonConsumers
 	switch {
 	case d.Kind != scaling.None && d.Kind != "" && (subsErr == nil || loadSplit):
-		s.apply(st.layout.Epoch, string(d.Kind), d.Reason, d.Detail, func(l topology.Layout) (topology.Layout, error) {
-			return scaling.Apply(l, d)
-		})
+		s.apply(d.Op().DecidedAt(st.layout.Epoch), d.Reason, d.Detail)
 	case subsErr == nil:
 		if !s.retire(st, p, subs, now) && !traffic && load.Quiet() && len(d.Suppressed) == 0 && atRest(st.layout, p) {
 			s.settled, s.settledEpoch = true, st.layout.Epoch
@@ -224,28 +218,16 @@ func (s *scaler) retire(st *topicState, p scaling.Policy, subs []SubscriptionInf
 	if len(ids) == 0 {
 		return false
 	}
-	s.apply(st.layout.Epoch, "delete", scaling.ReasonRetention, fmt.Sprintf("segments %v are drained and past retention %s", ids, p.Retention),
-		func(l topology.Layout) (topology.Layout, error) {
-			var err error
-			for _, id := range ids {
-				if l, err = l.Delete(id); err != nil {
-					return l, err
-				}
-			}
-			return l, nil
-		})
+	s.apply(topology.Delete(ids...).DecidedAt(st.layout.Epoch), scaling.ReasonRetention,
+		fmt.Sprintf("segments %v are drained and past retention %s", ids, p.Retention))
 	return true
 }
 
-// apply sends a change to the controller, refused there if the layout has
-// moved on from epoch.
-func (s *scaler) apply(epoch uint64, op string, reason scaling.Reason, detail string, fn func(topology.Layout) (topology.Layout, error)) {
-	req := &changeReq{op: op, reason: string(reason), apply: func(l topology.Layout) (topology.Layout, error) {
-		if l.Epoch != epoch {
-			return l, errStale
-		}
-		return fn(l)
-	}}
+// apply sends a change to the controller; op is decided at the layout
+// epoch it was decided on, so the controller refuses it if the layout has
+// moved on since.
+func (s *scaler) apply(op topology.Op, reason scaling.Reason, detail string) {
+	req := &changeReq{op: op, reason: string(reason)}
 	res, err := s.t.mgr.system.Root.RequestFuture(s.t.pid, req, 30*time.Second).Result()
 	if err == nil {
 		if r, ok := res.(*changeResp); ok {
@@ -255,7 +237,7 @@ func (s *scaler) apply(epoch uint64, op string, reason scaling.Reason, detail st
 		}
 	}
 	switch {
-	case errors.Is(err, errStale):
+	case errors.Is(err, topology.ErrStale):
 		s.t.mgr.log.Debug("automatic layout change dropped: the layout moved on", "topic", s.t.uri, "op", op)
 		return
 	case err != nil:

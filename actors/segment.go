@@ -44,8 +44,24 @@ const (
 	restartWindow = 10 * time.Second
 )
 
-func bucketName(b int) string                  { return fmt.Sprintf("b-%d", b) }
-func segmentName(id topology.SegmentID) string { return fmt.Sprintf("seg-%d", id) }
+func bucketName(b int) string { return fmt.Sprintf("b-%d", b) }
+
+// segmentName names the actor of segment id spawned by a controller
+// restarted restarts times: "seg-<id>", then "seg-<id>~<restarts>". A
+// restarted controller names its segments apart from the ones it had, so
+// that whatever still addresses a bucket of before the restart (a PID in
+// an older snapshot) reaches no actor, a dead letter answered UNAVAILABLE,
+// and never the bucket that took its place: through the old snapshot's
+// lane, not that bucket's, an append could be overtaken there by one of
+// its key routed by the new snapshot (which a crash test saw before the
+// restart fenced routing; fenceForRestart now leaves nothing routed to
+// the old buckets, and this keeps a miss there from reordering keys).
+func segmentName(id topology.SegmentID, restarts int) string {
+	if restarts == 0 {
+		return fmt.Sprintf("seg-%d", id)
+	}
+	return fmt.Sprintf("seg-%d~%d", id, restarts)
+}
 
 func newSegmentProps(s segmentActor) *actor.Props {
 	decider := func(reason any) actor.Directive {

@@ -336,7 +336,7 @@ func TestStorageWorkerTrimsSealedSegments(t *testing.T) {
 			t.Fatal(r.Err())
 		}
 	}
-	if _, err := m.Change(context.Background(), topic.uri, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(0, nil) }); err != nil {
+	if _, err := m.Change(context.Background(), topic.uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
 	m.store.CloseSegment(topic.name, 0)

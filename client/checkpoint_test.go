@@ -107,7 +107,7 @@ func TestCheckpointConsumerRestoresAcrossASplit(t *testing.T) {
 
 	// Retention deletes the sealed parent: the old checkpoint now points into
 	// data that is gone.
-	if _, err := node.Topics().Change(t.Context(), uri, "delete", func(l topology.Layout) (topology.Layout, error) { return l.Delete(0) }); err != nil {
+	if _, err := node.Topics().Change(t.Context(), uri, topology.Delete(0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c2.Restore(t.Context(), back); err != nil {

@@ -256,7 +256,7 @@ func (n *Frontend) topicSplit(ctx context.Context, body []byte) (any, error) {
 		at = &h
 	}
 	seg := topology.SegmentID(*req.Segment)
-	return n.topics.Change(ctx, req.Topic, "split", func(l topology.Layout) (topology.Layout, error) { return l.Split(seg, at) })
+	return n.topics.Change(ctx, req.Topic, topology.Split(seg, at))
 }
 
 func (n *Frontend) topicMerge(ctx context.Context, body []byte) (any, error) {
@@ -268,7 +268,7 @@ func (n *Frontend) topicMerge(ctx context.Context, body []byte) (any, error) {
 		return nil, api.Errorf(api.CodeInvalidArgument, "segments must name exactly two adjacent active segments, got %d", len(req.Segments))
 	}
 	a, b := topology.SegmentID(req.Segments[0]), topology.SegmentID(req.Segments[1])
-	return n.topics.Change(ctx, req.Topic, "merge", func(l topology.Layout) (topology.Layout, error) { return l.Merge(a, b) })
+	return n.topics.Change(ctx, req.Topic, topology.Merge(a, b))
 }
 
 func (n *Frontend) topicRebucket(ctx context.Context, body []byte) (any, error) {
@@ -280,7 +280,7 @@ func (n *Frontend) topicRebucket(ctx context.Context, body []byte) (any, error) 
 		return nil, api.Errorf(api.CodeBadRequest, "segment is required")
 	}
 	seg := topology.SegmentID(*req.Segment)
-	return n.topics.Change(ctx, req.Topic, "rebucket", func(l topology.Layout) (topology.Layout, error) { return l.Rebucket(seg, req.Buckets) })
+	return n.topics.Change(ctx, req.Topic, topology.Rebucket(seg, req.Buckets))
 }
 
 func (n *Frontend) topicPartitions(ctx context.Context, body []byte) (any, error) {
@@ -291,7 +291,7 @@ func (n *Frontend) topicPartitions(ctx context.Context, body []byte) (any, error
 	if req.Partitions < 1 {
 		return nil, api.Errorf(api.CodeInvalidArgument, "partitions must be at least 1, got %d", req.Partitions)
 	}
-	return n.topics.Change(ctx, req.Topic, "partitions", func(l topology.Layout) (topology.Layout, error) { return l.AddPartitions(req.Partitions) })
+	return n.topics.Change(ctx, req.Topic, topology.AddPartitions(req.Partitions))
 }
 
 func (n *Frontend) topicMigrate(ctx context.Context, body []byte) (any, error) {

@@ -155,7 +155,7 @@ func TestReadFetchAndOffsets(t *testing.T) {
 	}
 	// Split, then delete the sealed parent: its units are gone.
 	mustAdmin(t, nc, api.AdminTopicSplit, map[string]any{"topic": "topic://public/default/log", "segment": 0}, nil)
-	_, err = n.Topics().Change(context.Background(), "topic://public/default/log", "delete", func(l topology.Layout) (topology.Layout, error) { return l.Delete(0) })
+	_, err = n.Topics().Change(context.Background(), "topic://public/default/log", topology.Delete(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -369,17 +369,23 @@ func LiveDepths(l topology.Layout) map[topology.SegmentID]int {
 	return depth
 }
 
+// Op is the layout operation a decision asks for, as the topic's
+// controller takes it; the zero Op for a decision to do nothing.
+func (d Decision) Op() topology.Op {
+	kind := map[Kind]topology.OpKind{Split: topology.OpSplit, Merge: topology.OpMerge, Rebucket: topology.OpRebucket}[d.Kind]
+	if kind == "" {
+		return topology.Op{}
+	}
+	return topology.Op{Kind: kind, Segments: d.Segments, At: d.At, Buckets: d.Buckets}
+}
+
 // Apply computes the layout a decision leads to.
 func Apply(l topology.Layout, d Decision) (topology.Layout, error) {
-	switch d.Kind {
-	case Split:
-		return l.SplitN(d.Segments[0], d.At, d.Buckets)
-	case Merge:
-		return l.MergeBuckets(d.Segments[0], d.Segments[1], d.Buckets)
-	case Rebucket:
-		return l.Rebucket(d.Segments[0], d.Buckets)
+	op := d.Op()
+	if op.Kind == "" {
+		return l, fmt.Errorf("braid/scaling: nothing to apply for a %s decision", d.Kind)
 	}
-	return l, fmt.Errorf("braid/scaling: nothing to apply for a %s decision", d.Kind)
+	return l.Apply(op)
 }
 
 // quietRate is the rate (per second) below which a segment's load is taken

@@ -23,12 +23,24 @@
 //
 //   - The types: Range, Segment, Layout, Unit.
 //   - The operations (New, FromFixed, Split, SplitN, Merge, MergeBuckets,
-//     Rebucket, Delete). Each
+//     Rebucket, Delete, Relocate, Migrate, AddPartitions). Each
 //     returns a new Layout and leaves its receiver untouched (copy on write:
 //     the segment slice is copied, O(segments), but the Parents and Children
 //     slices of unchanged segments are shared with the receiver, so treat
 //     every Layout as read-only, or Clone it first), or an error that wraps
 //     one of the sentinels in errors.go and says why.
+//   - Operations as data (op.go): an Op names one operation and its
+//     arguments, and Layout.Apply carries it out by the function above
+//     that it names. A layout change request carries an Op, never a
+//     function; an Op decided at a layout epoch (automatic scaling) is
+//     refused with ErrStale by a layout that has moved on.
+//   - The plan of a layout change (plan.go): PlanChange returns the next
+//     layout and the steps that take a running topic there — spawn the
+//     new segments gated, seal, compare-and-swap, publish, retire,
+//     remove, reseal, hand over, open, announce — each with how it is
+//     undone should it or a later step up to the commit fail. The topic
+//     controller carries the steps out one by one; the plan scripts in
+//     testdata/plan.txt print them.
 //   - The invariants (Validate): active segments tile the whole hash space,
 //     parents and children agree, sealed ranges are covered by their
 //     children, epochs are ordered.
@@ -40,8 +52,10 @@
 //
 // # What it does not own
 //
-// No I/O, no clocks, no actors, no locks: the topic controller persists
-// layouts (compare-and-swap on the KV revision) and decides when to split.
+// No I/O, no clocks, no actors, no locks: the topic controller carries a
+// plan out (spawning actors, persisting with compare-and-swap on the KV
+// revision, publishing), automatic scaling decides when to split, and
+// placement which node a new segment goes to.
 // Hashing keys and choosing an entry bucket live in package routing; which
 // segments a subscription has drained lives with the consumer group, and is
 // passed in here as a function.

@@ -45,6 +45,15 @@ var (
 	// FromFixed for a segment count outside [1, MaxInitialSegments], and by
 	// the operations when the epoch or the id space is exhausted.
 	ErrInvalid = errors.New("braid/topology: invalid layout")
+
+	// ErrOp is returned by Apply (and PlanChange) for an Op of an unknown
+	// kind, or that names the wrong number of segments for its kind.
+	ErrOp = errors.New("braid/topology: bad operation")
+
+	// ErrStale is returned by Apply (and PlanChange) for an Op decided at a
+	// layout epoch (Op.Epoch) that the layout has moved on from: what was
+	// decided may no longer hold (automatic scaling decides again).
+	ErrStale = errors.New("braid/topology: layout moved on since the operation was decided")
 )
 
 // topologyError carries a full, specific message while matching its sentinel

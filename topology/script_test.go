@@ -31,8 +31,17 @@ import (
 //	drain <id>...                   readable | units | active | maxdepth | json
 //	mayread <id>                    ancestors <id>
 //	depth <id>                      owner <hash>
+//	newfixed <partitions>           plan <op>
 //
 // Layout-changing commands print the whole layout, after checking Validate.
+// plan prints the plan of a change (PlanChange) instead, and moves the
+// layout to the one the change makes, so that plans chain; its op is
+// written as Op.String prints it:
+//
+//	split <id> [at <hash>...] [buckets=<n>]   merge <a> <b> [buckets=<n>]
+//	rebucket <id> to <buckets>                delete <id>...
+//	relocate <id>... to <node>                migrate [buckets=<n>]
+//	partitions <total>                        any of them, then @<epoch>
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scripts")
 
@@ -123,6 +132,9 @@ func (st *scriptState) isDrained(id SegmentID) bool { return st.drained[id] }
 
 func (st *scriptState) run(command string) string {
 	fields := strings.Fields(command)
+	if fields[0] == "plan" {
+		return st.plan(fields[1:])
+	}
 	args := make([]uint64, 0, len(fields)-1)
 	for _, f := range fields[1:] {
 		v, err := ParseHash(f)
@@ -146,6 +158,8 @@ func (st *scriptState) run(command string) string {
 		next, err = New(int(arg(0)), int(arg(1)))
 	case "fixed":
 		next, err = FromFixed(int(arg(0)), int(arg(1)))
+	case "newfixed":
+		next, err = NewFixed(int(arg(0)))
 	case "split":
 		var at *uint64
 		if len(args) > 1 {
@@ -213,6 +227,83 @@ func (st *scriptState) run(command string) string {
 	}
 	st.layout = next
 	return formatLayout(next)
+}
+
+// plan runs the plan command.
+func (st *scriptState) plan(fields []string) string {
+	op, err := parseOp(fields)
+	if err != nil {
+		return "bad op: " + err.Error()
+	}
+	p, err := PlanChange(st.layout, op)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if err := p.Next.Validate(); err != nil {
+		return "INVALID next layout: " + err.Error()
+	}
+	st.layout = p.Next
+	return p.String()
+}
+
+// parseOp reads an Op written as Op.String prints it.
+func parseOp(fields []string) (Op, error) {
+	if len(fields) == 0 {
+		return Op{}, fmt.Errorf("no operation")
+	}
+	op := Op{Kind: OpKind(fields[0])}
+	rest := fields[1:]
+	number := func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) }
+	for i := 0; i < len(rest); i++ {
+		f := rest[i]
+		switch {
+		case f == "at":
+			for i+1 < len(rest) && strings.HasPrefix(rest[i+1], "0x") {
+				h, err := ParseHash(rest[i+1])
+				if err != nil {
+					return Op{}, err
+				}
+				op.At = append(op.At, h)
+				i++
+			}
+		case f == "to" && i+1 < len(rest):
+			i++
+			if op.Kind == OpRebucket {
+				n, err := number(rest[i])
+				if err != nil {
+					return Op{}, err
+				}
+				op.Buckets = int(n)
+			} else {
+				op.Owner = rest[i]
+			}
+		case strings.HasPrefix(f, "buckets="):
+			n, err := number(strings.TrimPrefix(f, "buckets="))
+			if err != nil {
+				return Op{}, err
+			}
+			op.Buckets = int(n)
+		case strings.HasPrefix(f, "@"):
+			n, err := number(f[1:])
+			if err != nil {
+				return Op{}, err
+			}
+			op.Epoch = n
+		case op.Kind == OpPartitions:
+			n, err := number(f)
+			if err != nil {
+				return Op{}, err
+			}
+			op.Partitions = int(n)
+		default:
+			n, err := number(f)
+			if err != nil {
+				return Op{}, fmt.Errorf("%q is not a segment id", f)
+			}
+			op.Segments = append(op.Segments, SegmentID(n))
+		}
+	}
+	return op, nil
 }
 
 // formatLayout prints one line per segment, after the epoch and next id.
