@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/braidmq/braid/logstore"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
@@ -109,7 +111,7 @@ type bucketActor struct {
 	key   UnitKey
 	unit  unitRef
 	topic *Topic
-	store *LogStore
+	store *logstore.Store
 	opts  wal.Options
 	log   *slog.Logger
 	m     *metrics
@@ -118,7 +120,7 @@ type bucketActor struct {
 	// w is the log the bucket writes to (reopened after a failed write);
 	// nil for a bucket of a segment another node owns, which writes
 	// through rw to owner (hosted.go).
-	w     *unitWriter
+	w     *logstore.Writer
 	owner string
 	rw    *remoteWriter
 	// restarted is set on every incarnation after the first (a
@@ -148,7 +150,7 @@ type bucketActor struct {
 	batch []wal.Record
 	// commit acknowledges written batches once durable; nil unless the
 	// durability is DurabilityAlways (the others acknowledge on write).
-	commit *committer
+	commit *logstore.Committer[appendReq]
 	// The topic's series of braid_messages_appended_total and
 	// braid_bytes_appended_total, looked up at start (the committer
 	// counts through them too).
@@ -166,7 +168,7 @@ type bucketActor struct {
 // not read from the topic at its start: a new bucket's start may run after
 // the change that spawned it has opened it, with appends routed to it
 // directly already in its mailbox ahead of the ones handed over.
-func newBucketProps(key UnitKey, topic *Topic, store *LogStore, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
+func newBucketProps(key UnitKey, topic *Topic, store *logstore.Store, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
 	gate *atomic.Bool, lane *bucketLane, owner string) *actor.Props {
 	incarnations := 0
 	return actor.PropsFromProducer(func() actor.Actor {
@@ -199,15 +201,15 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			// restarts it and the open is tried again.
 			panic(err)
 		}
-		b.w = newUnitWriter(b.key, l, b.store, b.opts, b.log, b.m)
+		b.w = b.store.NewWriter(b.key, l, b.opts, b.log)
 		topicName := topicLabels(b.key.Topic.String())
 		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName...), b.m.appendedBytes.WithLabelValues(topicName...)
 		ns := b.key.Topic.Tenant + "/" + b.key.Topic.Namespace
 		b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
 		if b.opts.Durability == wal.DurabilityAlways {
 			topic := b.key.Topic.String()
-			b.commit = newCommitter(b.key, b.w, b.store.groupCommitter(), b.log, func() { b.store.Signal(topic) })
-			b.commit.account = func(reqs []appendReq) { b.account(reqs) }
+			b.commit = logstore.NewCommitter(b.key, b.w, logstore.GroupOf[appendReq](b.store), b.log, func() { b.store.Signal(topic) },
+				func(reqs []appendReq) { b.account(reqs) })
 		}
 		if b.topic != nil {
 			b.sealedAt = b.topic.sealedAt(b.key.Segment)
@@ -231,7 +233,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.drain()
 		next := uint64(0)
 		if b.w != nil {
-			next = b.w.current().NextOffset()
+			next = b.w.Current().NextOffset()
 		}
 		if msg.unseal {
 			b.sealedAt = 0
@@ -304,7 +306,7 @@ func (b *bucketActor) startRemote() {
 	b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName...), b.m.appendedBytes.WithLabelValues(topicName...)
 	ns := b.key.Topic.Tenant + "/" + b.key.Topic.Namespace
 	b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
-	b.rw = newRemoteWriter(b.key, b.owner, b.topic, b.store.ackFence, func(reqs []appendReq) {
+	b.rw = newRemoteWriter(b.key, b.owner, b.topic, b.store.AckFence(), func(reqs []appendReq) {
 		b.count(reqs)
 		b.store.Signal(b.key.Topic.String())
 	})
@@ -448,7 +450,7 @@ func (b *bucketActor) drain() {
 		b.rw.drain()
 	}
 	if b.commit != nil {
-		b.commit.drain()
+		b.commit.Drain()
 	}
 }
 
@@ -456,7 +458,7 @@ func (b *bucketActor) drain() {
 // committer.
 func (b *bucketActor) stopCommitter() {
 	if b.commit != nil {
-		b.commit.close()
+		b.commit.Close()
 		b.commit = nil
 	}
 }
@@ -490,7 +492,7 @@ func (b *bucketActor) flush() {
 			b.lane.disposed(laned, b.commit, queue)
 			return
 		}
-		b.commit.submit(queue)
+		b.commit.Submit(queue)
 		return
 	}
 	// One request (the usual case) is written as it came; several are
@@ -504,10 +506,10 @@ func (b *bucketActor) flush() {
 		recs = b.batch
 	}
 	var first uint64
-	l, err := b.w.writable()
+	l, err := b.w.Writable()
 	if err == nil {
 		if first, err = l.Write(recs...); err != nil {
-			err = b.w.failed(l, err)
+			err = b.w.Failed(l, err)
 		}
 	}
 	clear(b.batch) // drop the references to the request buffers
@@ -519,7 +521,7 @@ func (b *bucketActor) flush() {
 		return
 	}
 	b.account(queue)
-	ackBatch(b.unit, writtenBatch{reqs: queue, first: first}, b.store.ackFence)
+	logstore.Ack(b.key, queue, first, b.store.AckFence())
 	b.store.Signal(b.key.Topic.String())
 }
 

@@ -2,13 +2,13 @@ package actors
 
 import (
 	"sort"
-	"syscall"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
 )
 
-// Two bounds keep a node with many topics inside the process's limits.
+// Two bounds keep a node with many topics inside the process's limits
+// (their defaults: logstore.DefaultMaxOpenFiles, DefaultMaxOpenLogs).
 //
 // File descriptors: every bucket log's files are held in one FileCache
 // (wal.FileCache) of --max-open-files descriptors, by default half the
@@ -24,20 +24,6 @@ import (
 // (their clients see only the next request's latency), and when that is
 // not enough it is refused with UNAVAILABLE, saying why; the topics
 // already active, and everything stored, are not touched.
-
-// DefaultMaxOpenFiles is the descriptors bucket logs may hold, from the
-// process's file limit: half of it; at least 64.
-func DefaultMaxOpenFiles() int {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
-		return 4096
-	}
-	return max(int(min(lim.Cur, 1<<30))/2, 64)
-}
-
-// DefaultMaxOpenLogs is the open logs budget: ten logs for each
-// descriptor they may hold (DefaultMaxOpenFiles).
-func DefaultMaxOpenLogs() int { return 10 * DefaultMaxOpenFiles() }
 
 // maxEvictions bounds the topics one activation may passivate to make room.
 const maxEvictions = 16

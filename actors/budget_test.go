@@ -69,7 +69,7 @@ func TestManyMoreLogsThanDescriptors(t *testing.T) {
 			t.Fatalf("topic %d holds %d records, want 16", i, n)
 		}
 	}
-	c := m.store.files.Counts()
+	c := m.store.FileCounts()
 	if m.store.OpenLogs() < topics*buckets || c.Evictions == 0 || c.Open > c.Max {
 		t.Fatalf("%d logs open, descriptor cache %+v: want every log open, evictions, at most %d descriptors", m.store.OpenLogs(), c, c.Max)
 	}

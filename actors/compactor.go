@@ -259,7 +259,7 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 				if u.log, err = t.unitLogFor(s, b)(); err != nil {
 					return err
 				}
-				u.first, u.horizon, u.bytes = m.store.firstOffset(u.log), u.log.NextOffset(), u.log.SizeBytes()
+				u.first, u.horizon, u.bytes = m.store.FirstOffset(u.log), u.log.NextOffset(), u.log.SizeBytes()
 			}
 			if err := removeGenerations(u.dir, rec.Generation); err != nil {
 				return err

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/braidmq/braid/logstore"
+
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
@@ -155,7 +157,7 @@ func (w *remoteWriter) send(batch []appendReq, seq uint64) {
 				for cur := w.lane.ackedNext.Load(); cur < next && !w.lane.ackedNext.CompareAndSwap(cur, next); cur = w.lane.ackedNext.Load() {
 				}
 			}
-			ackBatch(w.unit, writtenBatch{reqs: batch, first: first}, w.fence)
+			logstore.Ack(w.key, batch, first, w.fence)
 			w.onAck(batch)
 		}
 		w.mu.Lock()
@@ -212,7 +214,7 @@ func (w *remoteWriter) drain() {
 // another node's topic.
 type hostedUnit struct {
 	mu sync.Mutex
-	w  *unitWriter
+	w  *logstore.Writer
 	// checked is when the topic's record last said this node owns the
 	// segment, active.
 	checked time.Time
@@ -272,9 +274,9 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 		if err != nil {
 			return 0, api.Errorf(api.CodeUnavailable, "%s: %v", key, err)
 		}
-		h.w = newUnitWriter(key, l, m.store, req.Options, m.log, m.m)
+		h.w = m.store.NewWriter(key, l, req.Options, m.log)
 	}
-	l, err := h.w.writable()
+	l, err := h.w.Writable()
 	if err != nil {
 		return 0, err
 	}
@@ -283,7 +285,7 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 		_, err = l.Commit()
 	}
 	if err != nil {
-		return 0, h.w.failed(l, err)
+		return 0, h.w.Failed(l, err)
 	}
 	if !req.Deadline.IsZero() && time.Now().After(req.Deadline) {
 		// Written, but the home has given up on it: it stays (at least

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/braidmq/braid/logstore"
+
 	"github.com/asynkron/protoactor-go/actor"
 )
 
@@ -24,7 +26,7 @@ type bucketLane struct {
 	// the bucket has not disposed of yet; while it is above zero, appends
 	// go through the mailbox too, behind them.
 	open       bool
-	commit     *committer
+	commit     *logstore.Committer[appendReq]
 	viaMailbox int
 	// ackedNext is, for a bucket that writes to another node (hosted.go),
 	// the offset after the last record that node acknowledged, plus one
@@ -42,7 +44,7 @@ func (l *bucketLane) send(root *actor.RootContext, pid *actor.PID, q appendReq) 
 	}
 	l.mu.Lock()
 	if l.open && l.viaMailbox == 0 {
-		l.commit.submit([]appendReq{q})
+		l.commit.Submit([]appendReq{q})
 		l.mu.Unlock()
 		return
 	}
@@ -57,17 +59,17 @@ func (l *bucketLane) send(root *actor.RootContext, pid *actor.PID, q appendReq) 
 // refusal, a successor). submitTo, when not nil, gets reqs (the append and
 // what else the bucket submits with it) under the lane's lock, so that no
 // direct append overtakes them.
-func (l *bucketLane) disposed(n int, submitTo *committer, reqs []appendReq) {
+func (l *bucketLane) disposed(n int, submitTo *logstore.Committer[appendReq], reqs []appendReq) {
 	l.mu.Lock()
 	if submitTo != nil {
-		submitTo.submit(reqs)
+		submitTo.Submit(reqs)
 	}
 	l.viaMailbox -= n
 	l.mu.Unlock()
 }
 
 // openLane lets direct appends go to c.
-func (l *bucketLane) openLane(c *committer) {
+func (l *bucketLane) openLane(c *logstore.Committer[appendReq]) {
 	if l == nil || c == nil {
 		return
 	}

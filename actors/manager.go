@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/logstore"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/clock"
@@ -146,7 +148,7 @@ type Manager struct {
 	cfg    Config
 	system *actor.ActorSystem
 	meta   *meta.Store
-	store  *LogStore
+	store  *logstore.Store
 	log    *slog.Logger
 	m      *metrics
 
@@ -201,17 +203,15 @@ func NewManager(cfg Config) *Manager {
 		m.cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if m.cfg.MaxOpenLogs == 0 {
-		m.cfg.MaxOpenLogs = DefaultMaxOpenLogs()
+		m.cfg.MaxOpenLogs = logstore.DefaultMaxOpenLogs()
 	}
 	if m.cfg.MaxOpenFiles == 0 {
-		m.cfg.MaxOpenFiles = DefaultMaxOpenFiles()
+		m.cfg.MaxOpenFiles = logstore.DefaultMaxOpenFiles()
 	}
-	m.store = NewLogStore(cfg.DataDir, cfg.FS, LogEvents{Repaired: m.repaired, Hole: m.hole})
-	m.store.syncMode, m.store.logger, m.store.holdReplies, m.store.ackFence = cfg.CommitSync, cfg.Logger, cfg.HoldReplies, cfg.AckFence
-	m.store.tier = cfg.Tier
-	m.store.directBytes = cfg.JournalDirectBytes
-	m.store.files = wal.NewFileCache(m.cfg.MaxOpenFiles)
-	m.m.registerStore(cfg.Registerer, m.store, m.cfg.MaxOpenLogs)
+	m.store = logstore.New(cfg.DataDir, logstore.Options{FS: cfg.FS, Events: logstore.LogEvents{Repaired: m.repaired, Hole: m.hole},
+		SyncMode: cfg.CommitSync, MaxOpenFiles: m.cfg.MaxOpenFiles, JournalDirectBytes: cfg.JournalDirectBytes,
+		HoldReplies: cfg.HoldReplies, AckFence: cfg.AckFence, Tier: cfg.Tier, Logger: cfg.Logger,
+		Registerer: cfg.Registerer, MaxOpenLogs: m.cfg.MaxOpenLogs})
 	if m.system != nil {
 		m.system.EventStream.Subscribe(m.deadLetter)
 	}
@@ -241,7 +241,7 @@ func (m *Manager) deadLetter(ev any) {
 func (m *Manager) IdleTimeout() time.Duration { return m.cfg.IdleTimeout }
 
 // Store is the node's log store.
-func (m *Manager) Store() *LogStore { return m.store }
+func (m *Manager) Store() *logstore.Store { return m.store }
 
 // Recover checks the topic directories on disk against the metadata
 // store and starts the sweeper that passivates idle topics. It starts no
@@ -676,7 +676,7 @@ func (m *Manager) deleteQuarantined(ctx context.Context, name routing.TopicName)
 	if err := m.meta.DeleteTopic(ctx, name); err != nil {
 		return metaError(err)
 	}
-	if err := m.store.removeLogs(dir); err != nil {
+	if err := m.store.RemoveLogs(dir); err != nil {
 		return api.Errorf(api.CodeInternal, "remove the files of %s: %v", name, err)
 	}
 	m.mu.Lock()

@@ -1,10 +1,11 @@
 package actors
 
 import (
+	"sync/atomic"
+
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/wal"
 	"github.com/prometheus/client_golang/prometheus"
-	"sync/atomic"
 )
 
 // metrics are the Prometheus series of this package.
@@ -38,10 +39,6 @@ type metrics struct {
 	// bucket logs (wal.Hole) and the offsets they span.
 	holes       prometheus.Counter
 	lostRecords prometheus.Counter
-	// walWriteFailures counts bucket logs failed by a write or fsync, by
-	// cause; walReopens their reopens, by result (see unitWriter).
-	walWriteFailures *prometheus.CounterVec
-	walReopens       *prometheus.CounterVec
 	// Activation (activation.go): topics active, activations by result
 	// and their latency, passivations, activations refused by the open
 	// logs budget.
@@ -124,10 +121,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Runs of records lost to damage in a bucket log with whole records after them, found at open or on read (each logged at error level; readers skip them with OFFSETS_LOST)."}),
 		lostRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_wal_lost_records_total", Help: "Offsets in the holes counted by braid_wal_holes_total."}),
-		walWriteFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "braid_wal_write_failures_total",
-			Help: "Bucket logs failed by a write or fsync (each logged at error level; appends are answered UNAVAILABLE until the log reopens), by reason (no_space, quota, read_only, io, closed, other)."},
-			[]string{"reason"}),
 		activeTopics: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "braid_topics_active", Help: "Topics active on this node (their actors running, their logs open); the others activate on first use."}),
 		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -187,9 +180,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		remoteAppends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_appends_total", Help: "Batches of appends this node, as a topic's home, sent to the node that owns their segment, by result (ok, failed)."},
 			[]string{"result"}),
-		walReopens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "braid_wal_reopens_total", Help: "Reopens of failed bucket logs (at most one a second per log), by result (ok, failed)."},
-			[]string{"result"}),
 		scalingOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_scaling_operations_total",
 			Help: "Layout changes per topic by operation (split, merge, rebucket, delete) and reason (manual, retention, consumers, min_segments, idle, or the rate over its split threshold)."},
@@ -225,7 +215,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
-			m.walWriteFailures, m.walReopens, m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
+			m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
 			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageHeadTrims, m.storageErrors,
 			m.tierOffloadedFiles, m.tierOffloadedBytes, m.tierRemovedFiles, m.tierRemovedBytes, m.tierErrors, m.tierReads, m.topicTierBytes, m.compactions, m.compactionErrors, m.storageTickSeconds, m.topicDiskBytes,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
@@ -237,61 +227,6 @@ func (m *metrics) repaired(r wal.RepairReport) {
 	if r.DroppedBytes > 0 || r.ZeroBytes > 0 {
 		m.repairs.Inc()
 		m.repairedBytes.Add(float64(r.DroppedBytes))
-	}
-}
-
-// registerStore registers the series read from the log store: the logs
-// open and the budget they are kept under.
-func (m *metrics) registerStore(reg prometheus.Registerer, s *LogStore, budget int) {
-	if reg == nil {
-		return
-	}
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_wal_open_logs", Help: "Bucket logs open on this node."},
-			func() float64 { return float64(s.OpenLogs()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_wal_open_logs_limit",
-			Help: "The most bucket logs open at once (--max-open-logs; by default ten for each descriptor of --max-open-files)."},
-			func() float64 { return float64(budget) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_wal_open_files", Help: "File descriptors bucket logs hold on this node."},
-			func() float64 { return float64(s.fileCounts().Open) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_wal_open_files_limit",
-			Help: "The most file descriptors bucket logs hold at once (--max-open-files; by default half the process's file limit)."},
-			func() float64 { return float64(s.fileCounts().Max) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_wal_file_opens_total",
-			Help: "Bucket log files opened, the first time or again after the descriptor cache closed them."},
-			func() float64 { return float64(s.fileCounts().Opens) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_wal_file_evictions_total",
-			Help: "Bucket log file descriptors the cache closed to make room (the files open again on their next use)."},
-			func() float64 { return float64(s.fileCounts().Evictions) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_commit_rounds_total",
-			Help: "Rounds of bucket log commits made durable together (one journal write and sync, or one sync of the logs, each)."},
-			func() float64 { return float64(s.commitCounts().Rounds) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_commit_round_logs_total",
-			Help: "Bucket log commits in the rounds counted by braid_commit_rounds_total: their ratio is the logs made durable per round."},
-			func() float64 { return float64(s.commitCounts().Commits) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_written_bytes_total",
-			Help: "Bytes written to the node's commit journal."},
-			func() float64 { return float64(s.journalCounts().Bytes) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_checkpoints_total",
-			Help: "Checkpoints of the commit journal: what it held synced into the bucket logs, its older files removed."},
-			func() float64 { return float64(s.journalCounts().Checkpoints) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_checkpoint_failures_total",
-			Help: "Checkpoints of the commit journal that failed (logged at error level; the next one tries again)."},
-			func() float64 { return float64(s.journalCounts().CheckpointFailures) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_journal_direct_commits_total",
-			Help: "Commits of journaled bucket logs made by an fdatasync of the log's own file instead: the log wrote enough since its last commit (--commit-sync auto)."},
-			func() float64 { return float64(s.journalCounts().DirectCommits) }))
-	if tr := s.tier; tr != nil {
-		reg.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_tier_cache_downloads_total",
-				Help: "Files the remote tier's read cache downloaded from the object store."},
-				func() float64 { d, _, _ := tr.Stats(); return float64(d) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "braid_tier_cache_hits_total",
-				Help: "Reads from the remote tier served from a file the cache had."},
-				func() float64 { _, h, _ := tr.Stats(); return float64(h) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_tier_cache_bytes",
-				Help: "Bytes of the files the remote tier's read cache holds (--tier-cache-bytes bounds it)."},
-				func() float64 { _, _, b := tr.Stats(); return float64(b) }))
 	}
 }
 

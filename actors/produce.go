@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/logstore"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
@@ -257,4 +258,16 @@ func errResults(n int, err error) []api.Result {
 		out[i] = errResult(err)
 	}
 	return out
+}
+
+// UnitKey names one bucket log (logstore.UnitKey).
+type UnitKey = logstore.UnitKey
+
+// Records and Settle make an appendReq a logstore.Request: the committer
+// writes its records and answers it through its sink.
+func (q appendReq) Records() []wal.Record { return q.records }
+
+// Settle answers the append, of unit key, once durable at first or refused.
+func (q appendReq) Settle(key UnitKey, first uint64, err error) {
+	q.sink.landed(unitRef{seg: key.Segment, bucket: key.Bucket}, q.members, first, err)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/braidmq/braid/logstore"
+
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
@@ -32,14 +34,14 @@ import (
 // deletingMarker is the file a topic's directory holds while its delete is
 // under way: a directory without a record that holds it is the rest of a
 // delete a crash cut short, and is removed at start.
-const deletingMarker = "DELETING"
+const deletingMarker = logstore.DeletingMarker
 
 // hostedMarker is the file the name directory of a topic holds when this
 // node wrote segments of it for another node, the topic's home: a
 // directory without a record that holds it is of a topic its home deleted
 // while this node could not be told (it was down), and is removed at
 // start.
-const hostedMarker = "HOSTED"
+const hostedMarker = logstore.HostedMarker
 
 // newIncarnation returns a fresh incarnation id.
 func newIncarnation() string {
@@ -84,12 +86,12 @@ func (m *Manager) checkDisk(ctx context.Context) (int, error) {
 				switch {
 				case errors.Is(err, meta.ErrNotFound) && fileExists(filepath.Join(dir, deletingMarker)):
 					m.log.Warn("removing the logs of a topic whose delete was cut short", "topic", name.String(), "dir", dir)
-					if err := m.store.removeLogs(dir); err != nil {
+					if err := m.store.RemoveLogs(dir); err != nil {
 						return checked, fmt.Errorf("remove %s: %w", dir, err)
 					}
 				case errors.Is(err, meta.ErrNotFound) && fileExists(filepath.Join(dir, hostedMarker)):
 					m.log.Warn("removing the logs of segments this node held for a topic deleted on its home", "topic", name.String(), "dir", dir)
-					if err := m.store.removeLogs(dir); err != nil {
+					if err := m.store.RemoveLogs(dir); err != nil {
 						return checked, fmt.Errorf("remove %s: %w", dir, err)
 					}
 				case errors.Is(err, meta.ErrNotFound):

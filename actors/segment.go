@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/logstore"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
@@ -19,7 +21,7 @@ type segmentActor struct {
 	topic   routing.TopicName
 	id      topology.SegmentID
 	buckets int
-	store   *LogStore
+	store   *logstore.Store
 	opts    wal.Options
 	log     *slog.Logger
 	m       *metrics

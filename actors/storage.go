@@ -113,7 +113,7 @@ func (w *storageWorker) storageView(name routing.TopicName, namespaces map[routi
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rec, err := m.servedRecord(ctx, name)
-	if err != nil || rec.Incarnation != m.store.incarnation(name) {
+	if err != nil || rec.Incarnation != m.store.Incarnation(name) {
 		return storageView{}, false
 	}
 	nsName := name.NamespaceName()
@@ -258,7 +258,7 @@ func (w *storageWorker) sealedVisitEvery() time.Duration { return min(time.Minut
 func (w *storageWorker) run(now time.Time) {
 	begin := time.Now()
 	byTopic := map[routing.TopicName][]storageLog{}
-	open := w.m.store.openLogs()
+	open := w.m.store.Logs()
 	for key, l := range open {
 		byTopic[key.Topic] = append(byTopic[key.Topic], storageLog{key: key, log: l})
 	}
@@ -330,7 +330,7 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 			sl.counts.rolled.Add(1)
 		}
 	}
-	tiered := m.store.tier != nil && (p.Offload || m.store.tier.Bytes(l.Dir()) > 0)
+	tiered := m.store.Tier() != nil && (p.Offload || m.store.Tier().Bytes(l.Dir()) > 0)
 	if p.Retention <= 0 && !tiered {
 		// Forever; or 0, which removes sealed segments once drained
 		// (the scaler's rule) and leaves live logs to retention_bytes.
@@ -424,7 +424,7 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 	var local, tiered int64
 	for _, sl := range logs {
 		local += sl.log.SizeBytes()
-		if tr := w.m.store.tier; tr != nil {
+		if tr := w.m.store.Tier(); tr != nil {
 			tiered += tr.Bytes(sl.log.Dir())
 		}
 	}
@@ -434,13 +434,13 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 	if p.RetentionBytes >= 0 && local+tiered > p.RetentionBytes {
 		local = w.dropOldest(logs, p, local+tiered, p.RetentionBytes, nil, "retention_bytes") - tiered
 	}
-	if bound := p.LocalBytes(); p.Offload && w.m.store.tier != nil && bound >= 0 && local > bound {
-		tr := w.m.store.tier
+	if bound := p.LocalBytes(); p.Offload && w.m.store.Tier() != nil && bound >= 0 && local > bound {
+		tr := w.m.store.Tier()
 		held := func(sl storageLog, f wal.FileInfo) bool { return tr.Holds(sl.log.Dir(), f.First) }
 		local = w.dropOldest(logs, p, local, bound, held, "local_retention_bytes")
 	}
 	w.m.m.topicDiskBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(local))
-	if w.m.store.tier != nil {
+	if w.m.store.Tier() != nil {
 		w.m.m.topicTierBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(tiered))
 	}
 	return local + tiered
@@ -519,7 +519,7 @@ func (w *storageWorker) dropOldest(logs []storageLog, p scaling.Policy, total, b
 // short may have left of a file the tier does not hold goes first.
 func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) bool {
 	m := w.m
-	if tr := m.store.tier; tr != nil {
+	if tr := m.store.Tier(); tr != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), tierReadTimeout)
 		defer cancel()
 		for _, f := range gone {

@@ -40,7 +40,7 @@ const tierSweepAge = 10 * time.Minute
 // offload runs steps 1 and 2 for one log and returns its closed files
 // that stay local.
 func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, files []wal.FileInfo) []wal.FileInfo {
-	m, tr, dir := w.m, w.m.store.tier, sl.log.Dir()
+	m, tr, dir := w.m, w.m.store.Tier(), sl.log.Dir()
 	ctx, cancel := context.WithTimeout(context.Background(), tierOffloadTimeout)
 	defer cancel()
 	ready := now.Add(-p.OffloadAfter).UnixMilli()
@@ -86,7 +86,7 @@ func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool,
 	m := w.m
 	ctx, cancel := context.WithTimeout(context.Background(), tierOffloadTimeout)
 	defer cancel()
-	files, bytes, err := m.store.tier.Expire(ctx, sl.log.Dir(), expired)
+	files, bytes, err := m.store.Tier().Expire(ctx, sl.log.Dir(), expired)
 	if err != nil {
 		m.m.tierErrors.Inc()
 		sl.counts.errors.Add(1)
@@ -105,7 +105,7 @@ func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool,
 // until excess bytes went (or the tier holds none of them); it returns
 // what the tier holds of them after.
 func (w *storageWorker) trimTierBytes(logs []storageLog, excess, tiered int64) int64 {
-	tr := w.m.store.tier
+	tr := w.m.store.Tier()
 	for excess > 0 && tiered > 0 {
 		var oldest *storageLog
 		var oldestEntry tier.Entry
@@ -133,7 +133,7 @@ func (w *storageWorker) trimTierBytes(logs []storageLog, excess, tiered int64) i
 
 // sweepTier removes the chunks of uploads that died unrecorded.
 func (w *storageWorker) sweepTier(now time.Time) {
-	tr := w.m.store.tier
+	tr := w.m.store.Tier()
 	if tr == nil || now.Sub(w.swept) < time.Hour {
 		return
 	}

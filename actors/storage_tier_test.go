@@ -27,7 +27,7 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := m.store.tier
+	tr := m.store.Tier()
 	deadline := time.Now().Add(10 * time.Second)
 	for l.FirstOffset() < n {
 		if time.Now().After(deadline) {
@@ -98,7 +98,7 @@ func TestDeletingAnOffloadedTopicEmptiesTheTier(t *testing.T) {
 			t.Fatal(r.Err())
 		}
 	}
-	tr := m.store.tier
+	tr := m.store.Tier()
 	list := func() int {
 		infos, err := tr.Store().List(context.Background())
 		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {

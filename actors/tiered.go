@@ -3,9 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -22,49 +19,6 @@ import (
 // file at most).
 const tierReadTimeout = 30 * time.Second
 
-// firstOffset returns the first offset of the log's unit: the tier's, if
-// it holds older offsets than the log.
-func (s *LogStore) firstOffset(l *wal.Log) uint64 {
-	first := l.FirstOffset()
-	if s.tier != nil {
-		if f, ok := s.tier.First(l.Dir()); ok && f < first {
-			return f
-		}
-	}
-	return first
-}
-
-// removeLogs removes a directory of logs, after what the tier holds of
-// the logs in it: a failure there keeps the directory (and the manifests
-// that name the tier's objects) for the removal to be tried again.
-func (s *LogStore) removeLogs(dir string) error {
-	if s.tier != nil {
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
-				return err
-			}
-			if !d.IsDir() || !hasManifest(path) {
-				return nil
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), tierReadTimeout)
-			defer cancel()
-			return s.tier.DropLog(ctx, path)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return os.RemoveAll(dir)
-}
-
-func hasManifest(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, tier.ManifestName))
-	return err == nil
-}
-
 // readLocal serves a UnitRead from a log of this node, and from the
 // remote tier below the log's first offset.
 func (m *Manager) readLocal(open func() (*wal.Log, error), req UnitRead) (UnitData, error) {
@@ -72,8 +26,8 @@ func (m *Manager) readLocal(open func() (*wal.Log, error), req UnitRead) (UnitDa
 	if err != nil {
 		return UnitData{}, err
 	}
-	tr := m.store.tier
-	d := UnitData{First: m.store.firstOffset(l), Next: l.NextOffset(), Bytes: l.SizeBytes()}
+	tr := m.store.Tier()
+	d := UnitData{First: m.store.FirstOffset(l), Next: l.NextOffset(), Bytes: l.SizeBytes()}
 	if req.BoundsOnly || req.From >= d.Next {
 		return d, nil
 	}

@@ -1,12 +1,13 @@
 package actors
 
 import (
-	"github.com/braidmq/braid/compaction"
-	"github.com/braidmq/braid/meta"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/braidmq/braid/compaction"
+	"github.com/braidmq/braid/meta"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
@@ -225,7 +226,7 @@ func (t *Topic) Bounds(seg topology.SegmentID, bucket int) (first, next uint64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	return t.mgr.store.firstOffset(l), l.NextOffset(), nil
+	return t.mgr.store.FirstOffset(l), l.NextOffset(), nil
 }
 
 // Read reads records of a unit from an offset. What it returns from an
@@ -380,8 +381,8 @@ func (t *Topic) Stats() api.TopicStats {
 				continue
 			}
 			bs := api.BucketStats{Segment: uint64(s.ID), Bucket: b, State: string(s.State),
-				FirstOffset: t.mgr.store.firstOffset(lg), NextOffset: lg.NextOffset(), Bytes: lg.SizeBytes()}
-			if tr := t.mgr.store.tier; tr != nil {
+				FirstOffset: t.mgr.store.FirstOffset(lg), NextOffset: lg.NextOffset(), Bytes: lg.SizeBytes()}
+			if tr := t.mgr.store.Tier(); tr != nil {
 				if entries, err := tr.Entries(lg.Dir()); err == nil && len(entries) > 0 {
 					bs.TierFiles = len(entries)
 					bs.TierBytes = tr.Bytes(lg.Dir())

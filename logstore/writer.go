@@ -1,4 +1,4 @@
-package actors
+package logstore
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 // A write or fsync that fails (a full disk, an I/O error) fails a bucket's
 // log for good (wal.ErrFailed): its state on disk is unknown until it is
-// opened again. The bucket's unitWriter turns that into a pause, not an
+// opened again. The bucket's Writer turns that into a pause, not an
 // outage: the appends of the failed batch and every append after it are
 // answered UNAVAILABLE naming the cause, and the first append at least
 // reopenEvery after the failure reopens the log (repairing its tail) and,
@@ -29,15 +29,14 @@ import (
 // reopenEvery is the least time between two reopens of a failed log.
 const reopenEvery = time.Second
 
-// unitWriter is the log a bucket writes to, reopened after a failure. It
-// is used by the bucket actor and its committer; its methods are safe for
+// A Writer is the log a bucket writes to, reopened after a failure. It is
+// used by the bucket actor and its committer; its methods are safe for
 // concurrent use.
-type unitWriter struct {
+type Writer struct {
 	key    UnitKey
-	store  *LogStore
+	store  *Store
 	opts   wal.Options
 	logger *slog.Logger
-	m      *metrics
 	now    func() time.Time
 
 	mu sync.Mutex
@@ -50,21 +49,22 @@ type unitWriter struct {
 	tried time.Time
 }
 
-func newUnitWriter(key UnitKey, l *wal.Log, store *LogStore, opts wal.Options, logger *slog.Logger, m *metrics) *unitWriter {
-	return &unitWriter{key: key, log: l, store: store, opts: opts, logger: logger, m: m, now: time.Now}
+// NewWriter returns the writer of unit key's log l, opened with opts.
+func (s *Store) NewWriter(key UnitKey, l *wal.Log, opts wal.Options, logger *slog.Logger) *Writer {
+	return &Writer{key: key, log: l, store: s, opts: opts, logger: logger, now: time.Now}
 }
 
-// current returns the log as it is, failed or not (for its offsets).
-func (w *unitWriter) current() *wal.Log {
+// Current returns the log as it is, failed or not (for its offsets).
+func (w *Writer) Current() *wal.Log {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.log
 }
 
-// writable returns the log to write to. While it is failed it returns an
+// Writable returns the log to write to. While it is failed it returns an
 // UNAVAILABLE error instead, after trying to reopen it when reopenEvery
 // has passed since the failure or the last try.
-func (w *unitWriter) writable() (*wal.Log, error) {
+func (w *Writer) Writable() (*wal.Log, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cause == nil {
@@ -76,13 +76,13 @@ func (w *unitWriter) writable() (*wal.Log, error) {
 	w.tried = w.now()
 	l, err := w.reopenLocked()
 	if err != nil {
-		w.m.walReopens.WithLabelValues("failed").Inc()
+		w.store.metrics.walReopens.WithLabelValues("failed").Inc()
 		w.logger.Error("bucket log: reopen after a failed write failed; appends stay refused (UNAVAILABLE)",
 			"unit", w.key.String(), "cause", w.cause, "err", err)
 		return nil, api.Errorf(api.CodeUnavailable, "append to %s: %s; reopening its log failed (%s); resend later",
 			w.key, describeCause(w.cause), describeCause(err))
 	}
-	w.m.walReopens.WithLabelValues("ok").Inc()
+	w.store.metrics.walReopens.WithLabelValues("ok").Inc()
 	w.logger.Info("bucket log: reopened after a failed write; appends resume", "unit", w.key.String(),
 		"cause", w.cause, "next", l.NextOffset())
 	w.log, w.cause = l, nil
@@ -91,7 +91,7 @@ func (w *unitWriter) writable() (*wal.Log, error) {
 
 // reopenLocked opens the log again and cuts what the failed one did not
 // acknowledge.
-func (w *unitWriter) reopenLocked() (*wal.Log, error) {
+func (w *Writer) reopenLocked() (*wal.Log, error) {
 	l, err := w.store.Reopen(w.key, w.opts)
 	if err != nil {
 		return nil, err
@@ -110,22 +110,22 @@ func (w *unitWriter) reopenLocked() (*wal.Log, error) {
 	return l, nil
 }
 
-// failed records that writing to l failed with err, and returns the
+// Failed records that writing to l failed with err, and returns the
 // UNAVAILABLE error its appends are answered with. The first failure of a
 // log is logged at error level and counted.
-func (w *unitWriter) failed(l *wal.Log, err error) error {
+func (w *Writer) Failed(l *wal.Log, err error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cause == nil && l == w.log {
 		w.cause, w.keep, w.tried = err, l.NextOffset(), w.now()
-		w.m.walWriteFailures.WithLabelValues(causeLabel(err)).Inc()
+		w.store.metrics.walWriteFailures.WithLabelValues(causeLabel(err)).Inc()
 		w.logger.Error("bucket log: write failed; appends are refused (UNAVAILABLE) until it reopens",
 			"unit", w.key.String(), "dir", l.Dir(), "acknowledged_next", w.keep, "err", err)
 	}
 	return w.unavailableLocked()
 }
 
-func (w *unitWriter) unavailableLocked() error {
+func (w *Writer) unavailableLocked() error {
 	return api.Errorf(api.CodeUnavailable, "append to %s: %s; its log reopens within %s, resend", w.key,
 		describeCause(w.cause), reopenEvery)
 }

@@ -1,4 +1,4 @@
-package actors
+package logstore
 
 import (
 	"log/slog"
@@ -10,9 +10,9 @@ import (
 	"github.com/braidmq/braid/wal"
 )
 
-// Commits under DurabilityAlways are made by one groupCommitter per node
-// (per LogStore), for every bucket log at once. Each bucket has a
-// committer: the queue of appends it accepted, in order. The group takes
+// Commits under DurabilityAlways are made by one Group per node (per
+// Store), for every bucket log at once. Each bucket has a Committer: the
+// queue of appends it accepted, in order. The group takes
 // every committer with appends waiting, writes each one's appends to its
 // log as one batch, adds every log's commit to one round of a
 // wal.CommitGroup (one syncfs for all of them, or their fdatasyncs
@@ -28,56 +28,65 @@ import (
 // log first (a failed log reopens through the store), then starts their
 // commits, then acknowledges.
 
-// groupCommitter runs the rounds. Its loop runs while there is work and
-// stops when there is none; submit starts it again.
+// Request is an append a Committer makes durable: its records, and its
+// answer, Settle, once the batch that holds it is durable (first: the
+// offset of its first record in unit's log) or refused (err). Settle is
+// called once per request, from the group's goroutine.
+type Request interface {
+	Records() []wal.Record
+	Settle(unit UnitKey, first uint64, err error)
+}
+
+// A Group runs the rounds. Its loop runs while there is work and stops
+// when there is none; Submit starts it again.
 //
 // Rounds overlap: while one round's sync runs, the loop writes the next
 // round's appends, so that the disk and the CPU both keep busy. A log
 // whose commit is in the round in flight is written only after that round
 // is done (a write that rolls the log's file waits for its commit).
-type groupCommitter struct {
+type Group[R Request] struct {
 	sync   *wal.CommitGroup
 	logger *slog.Logger
 	// holdReplies, when set, is called around each pass of
 	// acknowledgements (see Config.HoldReplies).
 	holdReplies func() (release func())
-	// ackFence, when set, may refuse acknowledgements (see ackBatch).
+	// ackFence, when set, may refuse acknowledgements (see Ack).
 	ackFence func() error
 
 	mu sync.Mutex
 	// Guarded by mu: ready holds the committers with appends waiting, in
 	// the order they came to have some, each once (committer.queued);
 	// running says the loop is running.
-	ready   []*committer
+	ready   []*Committer[R]
 	running bool
 
 	// The loop's own. flight is the round whose sync is under way;
 	// durable what it made durable, to acknowledge; written the next
 	// round, being written; taken and later reused buffers.
-	flight  []roundEntry
-	durable []roundEntry
-	written []roundEntry
-	taken   []*committer
-	now     []*committer
-	later   []*committer
+	flight  []roundEntry[R]
+	durable []roundEntry[R]
+	written []roundEntry[R]
+	taken   []*Committer[R]
+	now     []*Committer[R]
+	later   []*Committer[R]
 }
 
-func newGroupCommitter(sync *wal.CommitGroup, logger *slog.Logger, holdReplies func() func(), ackFence func() error) *groupCommitter {
-	return &groupCommitter{sync: sync, logger: logger, holdReplies: holdReplies, ackFence: ackFence}
+func newGroup[R Request](sync *wal.CommitGroup, logger *slog.Logger, holdReplies func() func(), ackFence func() error) *Group[R] {
+	return &Group[R]{sync: sync, logger: logger, holdReplies: holdReplies, ackFence: ackFence}
 }
 
 // roundEntry is one committer's batch in a round: written to l, its
 // commit pending until the round is done, then durable until
 // acknowledged.
-type roundEntry struct {
-	c       *committer
+type roundEntry[R Request] struct {
+	c       *Committer[R]
 	l       *wal.Log
-	batch   writtenBatch
+	batch   written[R]
 	pending *wal.PendingCommit
 }
 
 // enqueue puts c, which has appends waiting, in the next round.
-func (g *groupCommitter) enqueue(c *committer) {
+func (g *Group[R]) enqueue(c *Committer[R]) {
 	g.mu.Lock()
 	g.ready = append(g.ready, c)
 	start := !g.running
@@ -90,7 +99,7 @@ func (g *groupCommitter) enqueue(c *committer) {
 
 // take returns the committers with appends waiting. With none, it returns
 // false and the loop stops if it has nothing left to do (idle).
-func (g *groupCommitter) take(idle bool) ([]*committer, bool) {
+func (g *Group[R]) take(idle bool) ([]*Committer[R], bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.ready) == 0 {
@@ -104,7 +113,7 @@ func (g *groupCommitter) take(idle bool) ([]*committer, bool) {
 	return g.taken, true
 }
 
-func (g *groupCommitter) run() {
+func (g *Group[R]) run() {
 	for {
 		taken, ok := g.take(len(g.flight) == 0)
 		if !ok {
@@ -117,7 +126,7 @@ func (g *groupCommitter) run() {
 // round writes what the taken committers hold while the round in flight
 // syncs, waits for that round, starts the sync of the new one, and
 // acknowledges what the old one made durable while the disk works.
-func (g *groupCommitter) round(taken []*committer) {
+func (g *Group[R]) round(taken []*Committer[R]) {
 	g.written = g.written[:0]
 	g.later = g.later[:0]
 	g.now = g.now[:0]
@@ -155,7 +164,7 @@ const parallelWrites = 32
 // writeAll writes what each of cs holds to its log, for the next round:
 // from this goroutine, or, for many logs, from as many goroutines as
 // there are CPUs (each log from one of them).
-func (g *groupCommitter) writeAll(cs []*committer) {
+func (g *Group[R]) writeAll(cs []*Committer[R]) {
 	workers := min(runtime.GOMAXPROCS(0), len(cs)/(parallelWrites/2))
 	if len(cs) < parallelWrites || workers < 2 {
 		for _, c := range cs {
@@ -165,7 +174,7 @@ func (g *groupCommitter) writeAll(cs []*committer) {
 		}
 		return
 	}
-	entries := make([]roundEntry, len(cs))
+	entries := make([]roundEntry[R], len(cs))
 	written := make([]bool, len(cs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -191,31 +200,31 @@ func (g *groupCommitter) writeAll(cs []*committer) {
 // (its appends are answered with why). The log may reopen through the
 // store here: writeOne is never called while the round in flight holds
 // this log's commit.
-func writeOne(c *committer) (roundEntry, bool) {
+func writeOne[R Request](c *Committer[R]) (roundEntry[R], bool) {
 	reqs := c.takeIncoming()
 	if len(reqs) == 0 {
-		return roundEntry{}, false
+		return roundEntry[R]{}, false
 	}
-	l, err := c.w.writable()
+	l, err := c.w.Writable()
 	if err != nil {
 		c.refuse(reqs, err)
-		return roundEntry{}, false
+		return roundEntry[R]{}, false
 	}
 	batch, err := c.write(l, reqs)
 	if err != nil {
-		c.refuse(reqs, c.w.failed(l, err))
-		return roundEntry{}, false
+		c.refuse(reqs, c.w.Failed(l, err))
+		return roundEntry[R]{}, false
 	}
-	return roundEntry{c: c, l: l, batch: batch}, true
+	return roundEntry[R]{c: c, l: l, batch: batch}, true
 }
 
 // finishFlight waits for the round in flight: its batches are durable
 // (to acknowledge) or refused.
-func (g *groupCommitter) finishFlight() {
+func (g *Group[R]) finishFlight() {
 	for _, e := range g.flight {
 		e.c.inFlight = false
 		if _, err := e.pending.Wait(); err != nil {
-			e.c.refuse(e.batch.reqs, e.c.w.failed(e.l, err))
+			e.c.refuse(e.batch.reqs, e.c.w.Failed(e.l, err))
 			continue
 		}
 		e.pending = nil
@@ -227,7 +236,7 @@ func (g *groupCommitter) finishFlight() {
 
 // acknowledge answers the appends made durable, with their replies held
 // so that they go out together.
-func (g *groupCommitter) acknowledge() {
+func (g *Group[R]) acknowledge() {
 	if len(g.durable) == 0 {
 		return
 	}
@@ -235,7 +244,7 @@ func (g *groupCommitter) acknowledge() {
 		defer g.holdReplies()()
 	}
 	for _, e := range g.durable {
-		ackBatch(e.c.unit(), e.batch, g.ackFence)
+		Ack(e.c.key, e.batch.reqs, e.batch.first, g.ackFence)
 		if e.c.onDurable != nil {
 			e.c.onDurable()
 		}
@@ -245,18 +254,17 @@ func (g *groupCommitter) acknowledge() {
 	g.durable = g.durable[:0]
 }
 
-// committer is a bucket's queue of appends for the groupCommitter: the
-// bucket submits what it accepted, in order; the group writes it, makes
-// it durable and acknowledges it.
-type committer struct {
+// A Committer is a bucket's queue of appends for the Group: the bucket
+// submits what it accepted, in order; the group writes it, makes it
+// durable and acknowledges it.
+type Committer[R Request] struct {
 	key       UnitKey
-	w         *unitWriter
+	w         *Writer
 	logger    *slog.Logger
-	group     *groupCommitter
+	group     *Group[R]
 	onDurable func() // called after each acknowledged batch
-	// account, when set before the first submit, is told of each batch
-	// as it is written (the bucket's metrics and load meter).
-	account func(reqs []appendReq)
+	// account, when set, is told of each batch as it is written.
+	account func(reqs []R)
 
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when the group is done with a batch
@@ -265,7 +273,7 @@ type committer struct {
 	// ready list (it is whenever incoming is not empty); batches counts
 	// the batches the group took and has not yet acknowledged or
 	// refused; closed is set by close.
-	incoming []appendReq
+	incoming []R
 	queued   bool
 	batches  int
 	closed   bool
@@ -276,22 +284,26 @@ type committer struct {
 	inFlight bool
 }
 
-// writtenBatch is one batch written to the log and not yet acknowledged:
+// written[R] is one batch written to the log and not yet acknowledged:
 // the appends it holds and the offset of its first record.
-type writtenBatch struct {
-	reqs  []appendReq
+type written[R Request] struct {
+	reqs  []R
 	first uint64
 }
 
-func newCommitter(key UnitKey, w *unitWriter, group *groupCommitter, logger *slog.Logger, onDurable func()) *committer {
-	c := &committer{key: key, w: w, group: group, logger: logger, onDurable: onDurable}
+// NewCommitter returns the committer of unit key, written through w,
+// committed in rounds of group (GroupOf). onDurable, when set, is called
+// after each acknowledged batch; account, when set, is told of each batch
+// as it is written (the bucket's metrics and load meter).
+func NewCommitter[R Request](key UnitKey, w *Writer, group *Group[R], logger *slog.Logger, onDurable func(), account func(reqs []R)) *Committer[R] {
+	c := &Committer[R]{key: key, w: w, group: group, logger: logger, onDurable: onDurable, account: account}
 	c.cond = sync.NewCond(&c.mu)
 	return c
 }
 
-// submit queues appends for the next round, after everything submitted
+// Submit queues appends for the next round, after everything submitted
 // before. A closed committer refuses them.
-func (c *committer) submit(reqs []appendReq) {
+func (c *Committer[R]) Submit(reqs []R) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -309,7 +321,7 @@ func (c *committer) submit(reqs []appendReq) {
 
 // takeIncoming hands the group what was submitted; the group answers
 // every append of it (settled or refuse).
-func (c *committer) takeIncoming() []appendReq {
+func (c *Committer[R]) takeIncoming() []R {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	reqs := c.incoming
@@ -322,15 +334,15 @@ func (c *committer) takeIncoming() []appendReq {
 }
 
 // settled says the group has answered a batch it took.
-func (c *committer) settled() {
+func (c *Committer[R]) settled() {
 	c.mu.Lock()
 	c.batches--
 	c.mu.Unlock()
 	c.cond.Broadcast()
 }
 
-// drain returns once every append submitted before it is answered.
-func (c *committer) drain() {
+// Drain returns once every append submitted before it is answered.
+func (c *Committer[R]) Drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.incoming) > 0 || c.queued || c.batches > 0 {
@@ -338,21 +350,21 @@ func (c *committer) drain() {
 	}
 }
 
-// close drains the committer; appends submitted after it are refused.
-func (c *committer) close() {
-	c.drain()
+// Close drains the committer; appends submitted after it are refused.
+func (c *Committer[R]) Close() {
+	c.Drain()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 }
 
 // write writes reqs to l as one batch.
-func (c *committer) write(l *wal.Log, reqs []appendReq) (writtenBatch, error) {
-	recs := reqs[0].records
+func (c *Committer[R]) write(l *wal.Log, reqs []R) (written[R], error) {
+	recs := reqs[0].Records()
 	if len(reqs) > 1 {
 		c.batch = c.batch[:0]
 		for i := range reqs {
-			c.batch = append(c.batch, reqs[i].records...)
+			c.batch = append(c.batch, reqs[i].Records()...)
 		}
 		recs = c.batch
 	}
@@ -361,43 +373,42 @@ func (c *committer) write(l *wal.Log, reqs []appendReq) (writtenBatch, error) {
 	if err == nil && c.account != nil {
 		c.account(reqs)
 	}
-	return writtenBatch{reqs: reqs, first: first}, err
+	return written[R]{reqs: reqs, first: first}, err
 }
 
 // refuse answers a batch the group took with err (the unitWriter logged
 // the failure).
-func (c *committer) refuse(reqs []appendReq, err error) {
+func (c *Committer[R]) refuse(reqs []R, err error) {
 	c.answer(reqs, err)
 	c.settled()
 }
 
 // answer answers reqs with err.
-func (c *committer) answer(reqs []appendReq, err error) {
+func (c *Committer[R]) answer(reqs []R, err error) {
 	for i := range reqs {
-		reqs[i].settle(c.unit(), 0, err)
+		reqs[i].Settle(c.key, 0, err)
 	}
 }
 
-func (c *committer) unit() unitRef { return unitRef{c.key.Segment, c.key.Bucket} }
-
-// ackBatch acknowledges the appends of a durable batch of unit u with
-// their offsets, unless fence (nil: none) refuses acknowledgements now:
-// then each is answered with its error. A node that may have been cut
-// off long enough for another to seal its segments in metadata does not
-// acknowledge what it wrote meanwhile (the producer resends it; the copy
-// in the sealed segment is read as well: at least once).
-func ackBatch(u unitRef, b writtenBatch, fence func() error) {
+// Ack acknowledges reqs, a durable batch of unit key whose first record
+// is at offset first, with their offsets, unless fence (nil: none) refuses
+// acknowledgements now: then each is answered with its error. A node that
+// may have been cut off long enough for another to seal its segments in
+// metadata does not acknowledge what it wrote meanwhile (the producer
+// resends it; the copy in the sealed segment is read as well: at least
+// once).
+func Ack[R Request](key UnitKey, reqs []R, first uint64, fence func() error) {
 	if fence != nil {
 		if err := fence(); err != nil {
-			for i := range b.reqs {
-				b.reqs[i].settle(u, 0, err)
+			for i := range reqs {
+				reqs[i].Settle(key, 0, err)
 			}
 			return
 		}
 	}
-	off := b.first
-	for i := range b.reqs {
-		b.reqs[i].settle(u, off, nil)
-		off += uint64(len(b.reqs[i].records))
+	off := first
+	for i := range reqs {
+		reqs[i].Settle(key, off, nil)
+		off += uint64(len(reqs[i].Records()))
 	}
 }

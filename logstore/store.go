@@ -1,4 +1,4 @@
-package actors
+package logstore
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 	"github.com/braidmq/braid/wal/tier"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // UnitKey names one bucket log.
@@ -25,34 +26,37 @@ func (k UnitKey) String() string {
 	return fmt.Sprintf("%s/seg-%d/b-%d", k.Topic, k.Segment, k.Bucket)
 }
 
-// LogStore owns the open bucket logs of this node and the append signals of
-// each topic. It is safe for concurrent use.
+// A Store owns the open bucket logs of this node and the append signals of
+// each topic, and commits their appends (Group). It is safe for
+// concurrent use.
 //
 // Layout on disk: <dir>/<tenant>/<namespace>/<topic>/<incarnation>/seg-<id>/b-<n>/
 // (topics created before incarnations: without the <incarnation> level).
-type LogStore struct {
+type Store struct {
 	dir string
 	fs  wal.FS // nil: wal.OSFS
 	// tier holds the files of logs offloaded to the remote tier (nil:
 	// none); a removal of logs removes what it holds of them.
 	tier *tier.Tier
 	// syncMode is how the rounds of the node's commits sync (see
-	// wal.CommitGroup); commits makes them, from the first committer on
-	// (commitsOnce), and logger hears what it has to say.
+	// wal.CommitGroup); commits is the Group that makes them, from the
+	// first committer on (commitsOnce), and logger hears what it has to
+	// say.
 	syncMode wal.SyncMode
 	journal  *wal.Journal // nil: no journal (see OpenJournal)
-	// directBytes is Config.JournalDirectBytes.
+	// directBytes is Options.JournalDirectBytes.
 	directBytes int
 	// files holds the logs' descriptors (nil: each log keeps its own).
 	files       *wal.FileCache
-	commits     *groupCommitter
+	commits     any // *Group[R], of the one R the node's buckets use
 	commitGroup atomic.Pointer[wal.CommitGroup]
 	// journalView is journal, for the metrics.
 	journalView atomic.Pointer[wal.Journal]
 	commitsOnce sync.Once
 	logger      *slog.Logger
 	holdReplies func() (release func())
-	ackFence    func() error // see Config.AckFence
+	ackFence    func() error // see Options.AckFence
+	metrics     metrics
 
 	mu sync.Mutex
 	// incarnations holds the incarnation of every topic known here, by
@@ -79,28 +83,68 @@ type LogEvents struct {
 	Hole func(UnitKey, wal.Hole)
 }
 
-// NewLogStore returns a store rooted at dir that reports to events.
-// fsys is the file system the logs are written through (nil: wal.OSFS).
-func NewLogStore(dir string, fsys wal.FS, events LogEvents) *LogStore {
-	return &LogStore{dir: dir, fs: fsys, logs: map[UnitKey]*wal.Log{}, byTopic: map[routing.TopicName]map[UnitKey]bool{}, signals: map[string]chan struct{}{}, events: events,
-		incarnations: map[string]string{}}
+// Options configure a Store; the zero value is a store whose logs each
+// keep their own descriptors and sync with syncfs.
+type Options struct {
+	// FS is the file system the logs are written through (nil: wal.OSFS).
+	FS wal.FS
+	// Events hears of what opening logs found.
+	Events LogEvents
+	// SyncMode is how the rounds of commits sync (see wal.CommitGroup).
+	SyncMode wal.SyncMode
+	// MaxOpenFiles bounds the descriptors the logs hold at once (their
+	// files are closed and opened again as needed: wal.FileCache); 0: no
+	// bound, each log keeps its own.
+	MaxOpenFiles int
+	// JournalDirectBytes, with a journal (OpenJournal), makes it adaptive
+	// (wal.Journal.SyncDirectlyFrom); 0 journals every commit.
+	JournalDirectBytes int
+	// HoldReplies, when set, is called by the Group before it acknowledges
+	// a round of appends, and the function it returns after: the
+	// front-end may hold the replies meanwhile and send them in one write.
+	HoldReplies func() (release func())
+	// AckFence, when set, is asked before appends made durable are
+	// acknowledged: an error answers them with it instead (the node's
+	// lease has run out, and another node may have sealed its segments).
+	AckFence func() error
+	// Tier is the remote tier (nil: none): a removal of logs removes what
+	// it holds of them, and a unit's first offset is the tier's when it
+	// holds older ones (FirstOffset).
+	Tier   *tier.Tier
+	Logger *slog.Logger
+	// Registerer gets the store's metrics (nil: none), and MaxOpenLogs is
+	// the budget braid_wal_open_logs_limit shows.
+	Registerer  prometheus.Registerer
+	MaxOpenLogs int
 }
 
-// groupCommitter returns the node's committer of bucket log appends,
-// making it on first use.
-func (s *LogStore) groupCommitter() *groupCommitter {
+// New returns a store rooted at dir.
+func New(dir string, opts Options) *Store {
+	s := &Store{dir: dir, fs: opts.FS, logs: map[UnitKey]*wal.Log{}, byTopic: map[routing.TopicName]map[UnitKey]bool{},
+		signals: map[string]chan struct{}{}, events: opts.Events, incarnations: map[string]string{},
+		syncMode: opts.SyncMode, directBytes: opts.JournalDirectBytes, holdReplies: opts.HoldReplies, ackFence: opts.AckFence,
+		tier: opts.Tier, logger: opts.Logger, metrics: newMetrics()}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if opts.MaxOpenFiles > 0 {
+		s.files = wal.NewFileCache(opts.MaxOpenFiles)
+	}
+	s.register(opts.Registerer, opts.MaxOpenLogs)
+	return s
+}
+
+// GroupOf returns the store's Group, whose requests are Rs, making it on
+// first use. A store commits requests of one type only.
+func GroupOf[R Request](s *Store) *Group[R] {
 	s.commitsOnce.Do(func() {
-		logger := s.logger
-		if logger == nil {
-			logger = slog.Default()
-		}
 		mode := s.syncMode
 		if s.fs != nil && s.fs != wal.OSFS {
 			mode = wal.SyncEach // files of other file systems sync one by one anyway
 		}
 		g, err := s.newCommitGroup(mode)
 		if err != nil && mode == wal.SyncFS {
-			logger.Error("bucket log commits: cannot syncfs the data directory; each log's commit is an fdatasync of its own",
+			s.logger.Error("bucket log commits: cannot syncfs the data directory; each log's commit is an fdatasync of its own",
 				"dir", s.dir, "err", err)
 			g, err = s.newCommitGroup(wal.SyncEach)
 		}
@@ -108,12 +152,15 @@ func (s *LogStore) groupCommitter() *groupCommitter {
 			panic(err) // SyncEach opens nothing
 		}
 		s.commitGroup.Store(g)
-		s.commits = newGroupCommitter(g, logger, s.holdReplies, s.ackFence)
+		s.commits = newGroup[R](g, s.logger, s.holdReplies, s.ackFence)
 	})
-	return s.commits
+	return s.commits.(*Group[R])
 }
 
-func (s *LogStore) newCommitGroup(mode wal.SyncMode) (*wal.CommitGroup, error) {
+// AckFence is Options.AckFence (nil: none).
+func (s *Store) AckFence() func() error { return s.ackFence }
+
+func (s *Store) newCommitGroup(mode wal.SyncMode) (*wal.CommitGroup, error) {
 	if mode == wal.SyncFS {
 		if err := os.MkdirAll(s.dir, 0o750); err != nil {
 			return nil, err
@@ -130,7 +177,7 @@ type JournalReport = wal.JournalReplay
 // store's logs under DurabilityAlways are made durable by one write and
 // one sync of the journal per round (see wal.Journal). Call it before any
 // log is opened. onCheckpointError hears of the checkpoints that fail.
-func (s *LogStore) OpenJournal(dir string, maxBytes int64, onCheckpointError func(error)) (JournalReport, error) {
+func (s *Store) OpenJournal(dir string, maxBytes int64, onCheckpointError func(error)) (JournalReport, error) {
 	fsys := s.fs
 	if fsys == nil {
 		fsys = wal.OSFS
@@ -150,24 +197,24 @@ func (s *LogStore) OpenJournal(dir string, maxBytes int64, onCheckpointError fun
 	return rep, nil
 }
 
-// commitCounts are the node's commit rounds so far.
-func (s *LogStore) commitCounts() wal.CommitGroupCounts {
+// CommitCounts are the node's commit rounds so far.
+func (s *Store) CommitCounts() wal.CommitGroupCounts {
 	if g := s.commitGroup.Load(); g != nil {
 		return g.Counts()
 	}
 	return wal.CommitGroupCounts{}
 }
 
-// fileCounts are what the descriptor cache did and holds.
-func (s *LogStore) fileCounts() wal.FileCacheCounts {
+// FileCounts are what the descriptor cache did and holds.
+func (s *Store) FileCounts() wal.FileCacheCounts {
 	if s.files == nil {
 		return wal.FileCacheCounts{}
 	}
 	return s.files.Counts()
 }
 
-// journalCounts are what the journal did so far.
-func (s *LogStore) journalCounts() wal.JournalCounts {
+// JournalCounts are what the journal did so far.
+func (s *Store) JournalCounts() wal.JournalCounts {
 	if j := s.journalView.Load(); j != nil {
 		return j.Counts()
 	}
@@ -175,10 +222,10 @@ func (s *LogStore) journalCounts() wal.JournalCounts {
 }
 
 // Journal returns the store's journal (nil without one).
-func (s *LogStore) Journal() *wal.Journal { return s.journal }
+func (s *Store) Journal() *wal.Journal { return s.journal }
 
-// incarnation returns the incarnation the store keeps the logs of t in.
-func (s *LogStore) incarnation(t routing.TopicName) string {
+// Incarnation returns the incarnation the store keeps the logs of t in.
+func (s *Store) Incarnation(t routing.TopicName) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.incarnations[t.String()]
@@ -186,7 +233,7 @@ func (s *LogStore) incarnation(t routing.TopicName) string {
 
 // SetIncarnation says which incarnation of topic t is served here: its
 // logs are in the directory of that name under the topic's.
-func (s *LogStore) SetIncarnation(t routing.TopicName, incarnation string) {
+func (s *Store) SetIncarnation(t routing.TopicName, incarnation string) {
 	s.mu.Lock()
 	s.incarnations[t.String()] = incarnation
 	s.mu.Unlock()
@@ -194,38 +241,38 @@ func (s *LogStore) SetIncarnation(t routing.TopicName, incarnation string) {
 
 // NameDir is the directory of everything stored under a topic's name,
 // every incarnation of it.
-func (s *LogStore) NameDir(t routing.TopicName) string {
+func (s *Store) NameDir(t routing.TopicName) string {
 	return filepath.Join(s.dir, t.Tenant, t.Namespace, t.Name)
 }
 
 // TopicDir is the directory of a topic's logs: its incarnation's.
-func (s *LogStore) TopicDir(t routing.TopicName) string {
+func (s *Store) TopicDir(t routing.TopicName) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.topicDirLocked(t)
 }
 
 // topicDirLocked is TopicDir for a caller holding mu.
-func (s *LogStore) topicDirLocked(t routing.TopicName) string {
+func (s *Store) topicDirLocked(t routing.TopicName) string {
 	return filepath.Join(s.NameDir(t), s.incarnations[t.String()])
 }
 
 // UnitDir is the directory of a unit's log on this node, whether this node
 // holds the log or not (the compacted logs of a unit another node owns are
 // kept there by the topic's home).
-func (s *LogStore) UnitDir(k UnitKey) string {
+func (s *Store) UnitDir(k UnitKey) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.unitDirLocked(k)
 }
 
 // unitDirLocked is the directory of a unit's log; the caller holds mu.
-func (s *LogStore) unitDirLocked(k UnitKey) string {
+func (s *Store) unitDirLocked(k UnitKey) string {
 	return filepath.Join(s.topicDirLocked(k.Topic), fmt.Sprintf("seg-%d", k.Segment), fmt.Sprintf("b-%d", k.Bucket))
 }
 
 // Log returns the open log of a unit, opening (and repairing) it on first use.
-func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
+func (s *Store) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.logs[k]; ok {
@@ -258,7 +305,7 @@ func (s *LogStore) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 
 // Reopen closes a unit's log and opens it again (repairing its tail): what a
 // restarted bucket actor does.
-func (s *LogStore) Reopen(k UnitKey, opts wal.Options) (*wal.Log, error) {
+func (s *Store) Reopen(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	s.mu.Lock()
 	if l, ok := s.logs[k]; ok {
 		_ = l.Close()
@@ -269,7 +316,7 @@ func (s *LogStore) Reopen(k UnitKey, opts wal.Options) (*wal.Log, error) {
 }
 
 // Signal wakes everyone waiting on the topic's Appended channel.
-func (s *LogStore) Signal(topic string) {
+func (s *Store) Signal(topic string) {
 	s.mu.Lock()
 	ch, ok := s.signals[topic]
 	if ok {
@@ -282,7 +329,7 @@ func (s *LogStore) Signal(topic string) {
 }
 
 // Appended returns a channel closed at the topic's next Signal.
-func (s *LogStore) Appended(topic string) <-chan struct{} {
+func (s *Store) Appended(topic string) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch, ok := s.signals[topic]
@@ -294,7 +341,7 @@ func (s *LogStore) Appended(topic string) <-chan struct{} {
 }
 
 // CloseSegment closes the logs of one segment (they reopen on demand).
-func (s *LogStore) CloseSegment(t routing.TopicName, seg topology.SegmentID) {
+func (s *Store) CloseSegment(t routing.TopicName, seg topology.SegmentID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.byTopic[t] {
@@ -306,20 +353,20 @@ func (s *LogStore) CloseSegment(t routing.TopicName, seg topology.SegmentID) {
 }
 
 // RemoveSegment closes and deletes the logs of one segment.
-func (s *LogStore) RemoveSegment(t routing.TopicName, seg topology.SegmentID) error {
+func (s *Store) RemoveSegment(t routing.TopicName, seg topology.SegmentID) error {
 	s.CloseSegment(t, seg)
-	return s.removeLogs(filepath.Join(s.TopicDir(t), fmt.Sprintf("seg-%d", seg)))
+	return s.RemoveLogs(filepath.Join(s.TopicDir(t), fmt.Sprintf("seg-%d", seg)))
 }
 
 // RemoveTopic closes and deletes every log of a topic: its incarnation's
 // directory, and its name's directory once nothing else is left in it.
-func (s *LogStore) RemoveTopic(t routing.TopicName) error {
+func (s *Store) RemoveTopic(t routing.TopicName) error {
 	_ = s.CloseTopic(t)
-	if err := s.removeLogs(s.TopicDir(t)); err != nil {
+	if err := s.RemoveLogs(s.TopicDir(t)); err != nil {
 		return err
 	}
-	_ = os.Remove(filepath.Join(s.NameDir(t), deletingMarker))
-	_ = os.Remove(filepath.Join(s.NameDir(t), hostedMarker))
+	_ = os.Remove(filepath.Join(s.NameDir(t), DeletingMarker))
+	_ = os.Remove(filepath.Join(s.NameDir(t), HostedMarker))
 	_ = os.Remove(s.NameDir(t)) // fails, as it should, if an older incarnation's files are there
 	s.mu.Lock()
 	delete(s.incarnations, t.String())
@@ -328,7 +375,7 @@ func (s *LogStore) RemoveTopic(t routing.TopicName) error {
 }
 
 // Close closes every log (each syncs first).
-func (s *LogStore) Close() error {
+func (s *Store) Close() error {
 	err := s.closeWhere(func(UnitKey) bool { return true })
 	if g := s.commitGroup.Load(); g != nil {
 		_ = g.Close()
@@ -343,7 +390,7 @@ func (s *LogStore) Close() error {
 	return err
 }
 
-func (s *LogStore) closeWhere(match func(UnitKey) bool) error {
+func (s *Store) closeWhere(match func(UnitKey) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
@@ -359,7 +406,7 @@ func (s *LogStore) closeWhere(match func(UnitKey) bool) error {
 }
 
 // forgetLocked drops a closed log from the maps; the caller holds mu.
-func (s *LogStore) forgetLocked(k UnitKey) {
+func (s *Store) forgetLocked(k UnitKey) {
 	delete(s.logs, k)
 	if keys := s.byTopic[k.Topic]; keys != nil {
 		delete(keys, k)
@@ -369,8 +416,8 @@ func (s *LogStore) forgetLocked(k UnitKey) {
 	}
 }
 
-// openLogs returns the logs open now, by unit.
-func (s *LogStore) openLogs() map[UnitKey]*wal.Log {
+// Logs returns the logs open now, by unit.
+func (s *Store) Logs() map[UnitKey]*wal.Log {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[UnitKey]*wal.Log, len(s.logs))
@@ -381,14 +428,14 @@ func (s *LogStore) openLogs() map[UnitKey]*wal.Log {
 }
 
 // OpenLogs is the number of logs open.
-func (s *LogStore) OpenLogs() int {
+func (s *Store) OpenLogs() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.logs)
 }
 
 // CloseTopic closes the logs of a topic (they reopen on demand).
-func (s *LogStore) CloseTopic(t routing.TopicName) error {
+func (s *Store) CloseTopic(t routing.TopicName) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
@@ -400,3 +447,12 @@ func (s *LogStore) CloseTopic(t routing.TopicName) error {
 	}
 	return first
 }
+
+// Markers in a topic's name directory: DeletingMarker says a deletion of
+// the topic is under way (it is finished at the next start); HostedMarker
+// says the directory holds the logs this node writes for another node's
+// topic.
+const (
+	DeletingMarker = "DELETING"
+	HostedMarker   = "HOSTED"
+)

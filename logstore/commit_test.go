@@ -1,4 +1,4 @@
-package actors
+package logstore
 
 import (
 	"errors"
@@ -24,20 +24,20 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var acked []uint64
 	durable := 0
-	c := newCommitter(UnitKey{}, testWriter(l), testGroup(t), slog.New(slog.NewTextHandler(io.Discard, nil)), func() {
+	c := testCommitter(t, l, func() {
 		mu.Lock()
 		durable++
 		mu.Unlock()
 	})
 	const submits, perReq = 100, 3
 	for range submits {
-		var reqs []appendReq
+		var reqs []testReq
 		for range 2 {
 			rs := make([]wal.Record, perReq)
 			for i := range rs {
 				rs[i] = wal.Record{Payload: []byte("x")}
 			}
-			reqs = append(reqs, appendReq{records: rs, sink: sinkFunc(func(_ unitRef, first uint64, err error) {
+			reqs = append(reqs, testReq{records: rs, settle: func(first uint64, err error) {
 				if err != nil {
 					t.Error(err)
 				}
@@ -47,11 +47,11 @@ func TestCommitterAcknowledgesDurableBatchesInOrder(t *testing.T) {
 				mu.Lock()
 				acked = append(acked, first)
 				mu.Unlock()
-			})})
+			}})
 		}
-		c.submit(reqs)
+		c.Submit(reqs)
 	}
-	c.close()
+	c.Close()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(acked) != 2*submits {
@@ -73,32 +73,29 @@ func TestCommitterFailsWhatCannotBeMadeDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Close() // the write finds the log closed
-	c := newCommitter(UnitKey{}, testWriter(l), testGroup(t), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := testCommitter(t, l, nil)
 	got := make(chan error, 1)
-	c.submit([]appendReq{{records: make([]wal.Record, 1), sink: sinkFunc(func(_ unitRef, _ uint64, err error) { got <- err })}})
-	c.close()
+	c.Submit([]testReq{{records: make([]wal.Record, 1), settle: func(_ uint64, err error) { got <- err }}})
+	c.Close()
 	if err := <-got; !errors.Is(err, &api.Error{Code: api.CodeUnavailable}) {
 		t.Fatalf("append whose commit failed: %v, want UNAVAILABLE", err)
 	}
 }
 
-// sinkFunc is an appendSink for appends of one part.
-type sinkFunc func(u unitRef, first uint64, err error)
-
-func (f sinkFunc) landed(u unitRef, _ []int, first uint64, err error) { f(u, first, err) }
-func (f sinkFunc) splitInto(int)                                      {}
-
-// testWriter is a unitWriter over l that never reopens it (no store).
-func testWriter(l *wal.Log) *unitWriter {
-	return newUnitWriter(UnitKey{}, l, nil, wal.Options{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(nil))
+// testReq is a Request answered by settle.
+type testReq struct {
+	records []wal.Record
+	settle  func(first uint64, err error)
 }
 
-// testGroup is a groupCommitter syncing by fdatasync.
-func testGroup(t *testing.T) *groupCommitter {
-	g, err := wal.NewCommitGroup(t.TempDir(), wal.SyncEach, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return newGroupCommitter(g, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+func (q testReq) Records() []wal.Record                     { return q.records }
+func (q testReq) Settle(_ UnitKey, first uint64, err error) { q.settle(first, err) }
+
+// testCommitter is a committer of l, which it never reopens, in the
+// group of a store syncing by fdatasync.
+func testCommitter(t *testing.T, l *wal.Log, onDurable func()) *Committer[testReq] {
+	s := New(t.TempDir(), Options{SyncMode: wal.SyncEach, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	t.Cleanup(func() { _ = s.Close() })
+	w := s.NewWriter(UnitKey{}, l, wal.Options{}, s.logger)
+	return NewCommitter(UnitKey{}, w, GroupOf[testReq](s), s.logger, onDurable, nil)
 }
