@@ -2,7 +2,10 @@ package actors
 
 import (
 	"log/slog"
+	"strconv"
 	"sync/atomic"
+
+	"github.com/braidmq/braid/internal/labels"
 
 	"github.com/braidmq/braid/logstore"
 
@@ -175,7 +178,8 @@ func newBucketProps(key UnitKey, topic *Topic, store *logstore.Store, opts wal.O
 		incarnations++
 		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m,
 			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1, owner: owner}
-	})
+	}, actor.WithDispatcher(labels.Dispatcher("braid_topic", key.Topic.String(), "braid_segment", strconv.FormatUint(uint64(key.Segment), 10),
+		"braid_unit", key.String())))
 }
 
 func (b *bucketActor) Receive(ctx actor.Context) {

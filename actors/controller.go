@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/internal/labels"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
@@ -64,7 +66,7 @@ func newControllerProps(t *Topic, rec meta.TopicRecord, rev uint64) *actor.Props
 			return &controller{t: t, rec: rec, rev: rev}
 		}
 		return &controller{t: t, reload: true, restarts: starts - 1}
-	})
+	}, actor.WithDispatcher(labels.Dispatcher("braid_topic", t.uri, "braid_actor", "controller")))
 }
 
 // reloadRecord reads the topic's record and revision from the store,

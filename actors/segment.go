@@ -3,8 +3,11 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/braidmq/braid/internal/labels"
 
 	"github.com/braidmq/braid/logstore"
 
@@ -72,7 +75,8 @@ func newSegmentProps(s segmentActor) *actor.Props {
 		return actor.RestartDirective
 	}
 	return actor.PropsFromProducer(func() actor.Actor { c := s; return &c },
-		actor.WithSupervisor(actor.NewOneForOneStrategy(maxRestarts, restartWindow, decider)))
+		actor.WithSupervisor(actor.NewOneForOneStrategy(maxRestarts, restartWindow, decider)),
+		actor.WithDispatcher(labels.Dispatcher("braid_topic", s.topic.String(), "braid_segment", strconv.FormatUint(uint64(s.id), 10))))
 }
 
 func (s *segmentActor) Receive(ctx actor.Context) {

@@ -1,8 +1,10 @@
 package logstore
 
 import (
+	"context"
 	"log/slog"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 
@@ -27,6 +29,9 @@ import (
 // while it does anything that may wait for the log store: it writes every
 // log first (a failed log reopens through the store), then starts their
 // commits, then acknowledges.
+
+// committerLabels are the pprof labels of the group's goroutine.
+var committerLabels = pprof.WithLabels(context.Background(), pprof.Labels("braid_committer", "bucket logs"))
 
 // Request is an append a Committer makes durable: its records, and its
 // answer, Settle, once the batch that holds it is durable (first: the
@@ -93,7 +98,10 @@ func (g *Group[R]) enqueue(c *Committer[R]) {
 	g.running = true
 	g.mu.Unlock()
 	if start {
-		go g.run()
+		go func() {
+			pprof.SetGoroutineLabels(committerLabels) // profiles say where the node's commit rounds go
+			g.run()
+		}()
 	}
 }
 
