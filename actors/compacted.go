@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/braidmq/braid/compaction"
@@ -93,7 +92,7 @@ func (t *Topic) readKept(seg topology.SegmentID, bucket int, gen, horizon, from 
 	if err != nil {
 		return nil, from, true, err
 	}
-	r, err := t.compactedReader(generationDir(t.mgr.store.UnitDir(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}), gen))
+	r, err := t.compactedReader(compaction.GenerationDir(t.mgr.store.UnitDir(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}), gen))
 	if err != nil {
 		return nil, from, true, err
 	}
@@ -151,5 +150,6 @@ func (m *Manager) closeCompacted(t *Topic, gen uint64) {
 }
 
 func hasGeneration(dir string, gen uint64) bool {
-	return filepath.Base(dir) == filepath.Base(generationDir("", gen))
+	g, ok := compaction.GenerationOf(dir)
+	return ok && g == gen
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -265,7 +263,7 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 				return err
 			}
 			if rec.Generation > 0 && u.oldHorizon > 0 {
-				u.prev, err = compaction.OpenLog(generationDir(u.dir, rec.Generation))
+				u.prev, err = compaction.OpenLog(compaction.GenerationDir(u.dir, rec.Generation))
 				switch {
 				case errors.Is(err, os.ErrNotExist):
 					// Not here (the topic's home moved): what it kept is
@@ -295,7 +293,7 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 	m.setRun(uri, func(r *compactionRun) { r.Phase = "writing" })
 	next := meta.CompactionRecord{Topic: uri, Incarnation: t.incarnation, Generation: gen, Keys: d.Keys, Passes: d.Passes}
 	for i, u := range units {
-		dir := generationDir(u.dir, gen)
+		dir := compaction.GenerationDir(u.dir, gen)
 		w, err := compaction.CreateLog(dir)
 		if err != nil {
 			return err
@@ -431,11 +429,6 @@ func (m *Manager) removeDeletedCompacted(t *Topic, l topology.Layout) {
 	}
 }
 
-// generationDir is where a unit's compacted log of a generation lives.
-func generationDir(unitDir string, gen uint64) string {
-	return filepath.Join(unitDir, "compacted-"+strconv.FormatUint(gen, 10))
-}
-
 // removeGenerations removes the compacted logs in a unit's directory but
 // that of generation keep.
 func removeGenerations(unitDir string, keep uint64) error {
@@ -447,11 +440,8 @@ func removeGenerations(unitDir string, keep uint64) error {
 		return err
 	}
 	for _, e := range entries {
-		g, ok := strings.CutPrefix(e.Name(), "compacted-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		if n, err := strconv.ParseUint(g, 10, 64); err == nil && n == keep {
+		g, ok := compaction.GenerationOf(e.Name())
+		if !ok || !e.IsDir() || g == keep {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(unitDir, e.Name())); err != nil {

@@ -315,7 +315,7 @@ func (w *storageWorker) run(now time.Time) {
 func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, sealed bool) {
 	l, m := sl.log, w.m
 	if set, ok := w.segmentBytes[l]; !ok || set != p.SegmentBytes {
-		l.SetSegmentBytes(walSegmentBytes(p.SegmentBytes))
+		l.SetSegmentBytes(p.RollBytes())
 		w.segmentBytes[l] = p.SegmentBytes
 	}
 	if sealed && (p.Retention > 0 || p.Offload) || p.SegmentMs > 0 && now.Sub(l.TailStarted()) >= time.Duration(p.SegmentMs)*time.Millisecond {
