@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	dto "github.com/prometheus/client_model/go"
@@ -22,22 +23,19 @@ func compactAndWait(t *testing.T, m *Manager, uri string) {
 	if _, err := m.Compact(ctx, uri); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := m.CompactionStatus(ctx, uri)
-		if err != nil {
+	var st api.CompactionStatus
+	ended := poll.Until(20*time.Second, func() bool {
+		var err error
+		if st, err = m.CompactionStatus(ctx, uri); err != nil {
 			t.Fatal(err)
 		}
-		if !st.Running {
-			if st.Error != "" {
-				t.Fatalf("compaction failed: %s", st.Error)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("compaction still running: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return !st.Running
+	})
+	if !ended {
+		t.Fatalf("compaction still running: %+v", st)
+	}
+	if st.Error != "" {
+		t.Fatalf("compaction failed: %s", st.Error)
 	}
 }
 
@@ -180,19 +178,12 @@ func TestCompactionStoppedAtEachStep(t *testing.T) {
 			if _, err := m.Compact(context.Background(), uri); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				st, _ := m.CompactionStatus(context.Background(), uri)
-				if !st.Running {
-					if st.Error == "" {
-						t.Fatalf("the compaction did not stop: %+v", st)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("still running")
-				}
-				time.Sleep(5 * time.Millisecond)
+			var st api.CompactionStatus
+			if !poll.Until(10*time.Second, func() bool { st, _ = m.CompactionStatus(context.Background(), uri); return !st.Running }) {
+				t.Fatal("still running")
+			}
+			if st.Error == "" {
+				t.Fatalf("the compaction did not stop: %+v", st)
 			}
 			compactStep = nil
 			// As a node that restarts: the record read again.
@@ -253,25 +244,15 @@ func TestCompactionOverThreshold(t *testing.T) {
 		}
 		return d.GetHistogram().GetSampleCount()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for start := ticks(); ticks() < start+5; {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker does not tick")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	start := ticks()
+	poll.Eventually(t, 5*time.Second, "five passes of the worker", func() bool { return ticks() >= start+5 })
 	if st := status(); st.Generation != 0 || st.Running {
 		t.Fatalf("compacted under the threshold: %+v", st)
 	}
 	for i := 0; i < 80; i++ {
 		produceOne(t, topic, fmt.Sprint("k", i%10), string(make([]byte, 1024)))
 	}
-	for status().Generation == 0 {
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatal("not compacted over the threshold")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Eventually(t, 15*time.Second, "compacted over the threshold", func() bool { return status().Generation != 0 })
 	if st := status(); st.Keys != 10 {
 		t.Fatalf("status: %+v", st)
 	}

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -528,13 +529,8 @@ func TestStorageWorkerAppliesTheHomesPolicies(t *testing.T) {
 		}
 		return m.GetHistogram().GetSampleCount()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for start := ticks(); ticks() < start+5; {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker does not tick")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	start := ticks()
+	poll.Eventually(t, 5*time.Second, "five passes of the worker", func() bool { return ticks() >= start+5 })
 	if first, next, err := topic.Bounds(high, 0); err != nil || first != 0 || next != 40 {
 		t.Fatalf("the held segment's log: [%d, %d), %v; want [0, 40)", first, next, err)
 	}
@@ -543,16 +539,13 @@ func TestStorageWorkerAppliesTheHomesPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The holder reads the record again within servedRecordTTL.
-	deadline = time.Now().Add(servedRecordTTL + 10*time.Second)
-	for {
-		first, next, err := topic.Bounds(high, 0)
-		if err == nil && first == 40 && next == 40 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the held segment's log after a retention of an hour: [%d, %d), %v; want its records ten days old gone", first, next, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var first, next uint64
+	gone := poll.Until(servedRecordTTL+10*time.Second, func() bool {
+		first, next, err = topic.Bounds(high, 0)
+		return err == nil && first == 40 && next == 40
+	})
+	if !gone {
+		t.Fatalf("the held segment's log after a retention of an hour: [%d, %d), %v; want its records ten days old gone", first, next, err)
 	}
 }
 

@@ -73,12 +73,8 @@ func TestStorageWorkerRetainsByTime(t *testing.T) {
 	}
 	// Once the worker has seen the last files expire, at most a
 	// retention's worth (plus a file and a tick) is left.
-	deadline := time.Now().Add(5 * time.Second)
-	for l.FirstOffset() < uint64(n)/2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("first offset %d after %d records over 1.5 s with a retention of 300 ms", l.FirstOffset(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return l.FirstOffset() >= uint64(n)/2 }) {
+		t.Fatalf("first offset %d after %d records over 1.5 s with a retention of 300 ms", l.FirstOffset(), n)
 	}
 	if l.SizeBytes() > int64(n)*1100/2 {
 		t.Fatalf("%d bytes on disk for %d records of 1 KiB, retention 300 ms of 1.5 s", l.SizeBytes(), n)
@@ -107,12 +103,8 @@ func TestStorageWorkerRetainsByBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.SizeBytes() > 65536+2*16384+70000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes on disk after %d records, retention_bytes 64 KiB", l.SizeBytes(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return l.SizeBytes() <= 65536+2*16384+70000 }) {
+		t.Fatalf("%d bytes on disk after %d records, retention_bytes 64 KiB", l.SizeBytes(), n)
 	}
 	if l.NextOffset() != uint64(n) || l.FirstOffset() == 0 {
 		t.Fatalf("offsets [%d, %d) after %d records", l.FirstOffset(), l.NextOffset(), n)
@@ -174,19 +166,12 @@ func TestRollPolicyAdoptsASingleFileLogInPlace(t *testing.T) {
 	if r := produceOne(t, topic, "k", "after"); r.Code != 0 || r.Offset != 600 {
 		t.Fatalf("produce after the policy: %+v", r)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		files, _ := l.ClosedFiles()
-		if len(files) > 0 {
-			if files[0].First != 0 || files[0].Next < 600 {
-				t.Fatalf("the adopted file: %+v", files[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the legacy file was not rolled")
-		}
-		time.Sleep(5 * time.Millisecond)
+	var files []wal.FileInfo
+	if !poll.Until(5*time.Second, func() bool { files, _ = l.ClosedFiles(); return len(files) > 0 }) {
+		t.Fatal("the legacy file was not rolled")
+	}
+	if files[0].First != 0 || files[0].Next < 600 {
+		t.Fatalf("the adopted file: %+v", files[0])
 	}
 	if got := procWrittenBytes(t) - written; got > 256<<10 {
 		t.Fatalf("adopting a %d KiB file wrote %d KiB: it was copied", 600, got>>10)
@@ -232,13 +217,15 @@ func procWrittenBytes(t *testing.T) int64 {
 // moves on), before all of it has expired; in the end it goes.
 func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
 	m, topic := storageTopic(t, "topic://t/n/legacy-trim", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
-	// 400 records of 1 KiB over about 800 ms: their times spread.
+	// 400 records of 1 KiB whose times spread over the last 800 ms, 40 ms
+	// apart every 20 records (stamped by their producer).
+	start := time.Now().Add(-800 * time.Millisecond)
 	for i := 0; i < 400; i++ {
-		if r := produceOne(t, topic, "k", string(make([]byte, 1024))); r.Code != 0 {
+		done := make(chan api.Result, 1)
+		ts := start.Add(time.Duration(i/20) * 40 * time.Millisecond).UnixMilli()
+		topic.Produce([]api.Record{{Key: []byte("k"), Payload: make([]byte, 1024), Time: ts}}, func(r []api.Result) { done <- r[0] })
+		if r := <-done; r.Code != 0 {
 			t.Fatal(r.Err())
-		}
-		if i%20 == 19 {
-			time.Sleep(40 * time.Millisecond) // spreads the records' times: not a wait for anything
 		}
 	}
 	l, err := topic.unitLog(0, 0)
@@ -258,9 +245,12 @@ func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
 		t.Fatalf("produce after the policy: %+v", r)
 	}
 	partly := false // seen: the file still there, its head trimmed
-	deadline := time.Now().Add(10 * time.Second)
-	for l.FirstOffset() < 400 {
-		if first := l.FirstOffset(); first > 0 {
+	trimmedAway := poll.Until(10*time.Second, func() bool {
+		first := l.FirstOffset()
+		if first >= 400 {
+			return true
+		}
+		if first > 0 {
 			if _, err := os.Stat(path); err == nil {
 				partly = true
 				if _, err := topic.Read(0, 0, first-1, 1, 0); err == nil {
@@ -268,10 +258,10 @@ func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("first offset %d: the adopted file was not trimmed away", l.FirstOffset())
-		}
-		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	if !trimmedAway {
+		t.Fatalf("first offset %d: the adopted file was not trimmed away", l.FirstOffset())
 	}
 	if !partly || counterValue(t, m.m.storageHeadTrims) == 0 {
 		t.Fatalf("the adopted file went whole: trimmed in part seen %v, %v head trims", partly, counterValue(t, m.m.storageHeadTrims))
@@ -302,12 +292,8 @@ func TestAdoptedFileIsTrimmedToRetentionBytes(t *testing.T) {
 	if r := produceOne(t, topic, "k", "after"); r.Code != 0 {
 		t.Fatalf("produce after the policy: %+v", r)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.SizeBytes() > 200<<10+8<<10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes on disk, first offset %d, with retention_bytes 200 KiB", l.SizeBytes(), l.FirstOffset())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool { return l.SizeBytes() <= 200<<10+8<<10 }) {
+		t.Fatalf("%d bytes on disk, first offset %d, with retention_bytes 200 KiB", l.SizeBytes(), l.FirstOffset())
 	}
 	// About half of the file is left, in the same file.
 	if first := l.FirstOffset(); first < 150 || first > 260 {
@@ -341,13 +327,7 @@ func TestStorageWorkerTrimsSealedSegments(t *testing.T) {
 	}
 	m.store.CloseSegment(topic.name, 0)
 	// Nobody opens it: the worker does.
-	deadline := time.Now().Add(10 * time.Second)
-	for counterValue(t, m.m.storageRemovedFiles) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no file of the sealed segment was removed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Eventually(t, 10*time.Second, "a file of the sealed segment removed", func() bool { return counterValue(t, m.m.storageRemovedFiles) > 0 })
 	l, err := topic.unitLog(0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -402,12 +382,8 @@ func TestNamespaceStorageTick(t *testing.T) {
 		}
 		return d.GetHistogram().GetSampleCount()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for counterValue(t, m.m.storageRemovedFiles) == 0 || passes() < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d passes, %v files removed: the namespace's tick was not kept", passes(), counterValue(t, m.m.storageRemovedFiles))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return counterValue(t, m.m.storageRemovedFiles) > 0 && passes() >= 20 }) {
+		t.Fatalf("%d passes, %v files removed: the namespace's tick was not kept", passes(), counterValue(t, m.m.storageRemovedFiles))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -28,12 +29,8 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := m.store.Tier()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.FirstOffset() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("local first offset %d, tier %+v: the files were not offloaded", l.FirstOffset(), tr.Bytes(l.Dir()))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool { return l.FirstOffset() >= n }) {
+		t.Fatalf("local first offset %d, tier %+v: the files were not offloaded", l.FirstOffset(), tr.Bytes(l.Dir()))
 	}
 	if first, next, err := topic.Bounds(0, 0); err != nil || first != 0 || next != n {
 		t.Fatalf("bounds [%d, %d), %v", first, next, err)
@@ -75,11 +72,8 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 		Policies: &api.Policies{Retention: ptr("200ms"), SegmentMs: ptr(int64(20))}}); err != nil {
 		t.Fatal(err)
 	}
-	for objects() > 0 {
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatalf("%d objects left past retention", objects())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(20*time.Second, func() bool { return objects() == 0 }) {
+		t.Fatalf("%d objects left past retention", objects())
 	}
 	if first, _, _ := topic.Bounds(0, 0); first != n {
 		t.Fatalf("first offset %d after the tier's retention", first)
@@ -106,13 +100,7 @@ func TestDeletingAnOffloadedTopicEmptiesTheTier(t *testing.T) {
 		}
 		return len(infos)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for list() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing offloaded")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Eventually(t, 10*time.Second, "something offloaded", func() bool { return list() > 0 })
 	l, _ := topic.unitLog(0, 0)
 	if l.FirstOffset() != 0 {
 		t.Fatalf("with local_retention_ms -1 the local copies went: first offset %d", l.FirstOffset())
