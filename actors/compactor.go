@@ -154,12 +154,12 @@ func (m *Manager) CompactionStatus(ctx context.Context, uri string) (api.Compact
 		}
 	}
 	m.compact.mu.Unlock()
-	rec, _, err := m.meta.Compaction(ctx, t.name)
+	rec, _, err := m.meta.Compaction(ctx, t.Name())
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 	case err != nil:
 		return st, metaError(err)
-	case rec.Incarnation == t.incarnation:
+	case rec.Incarnation == t.Incarnation():
 		st.Generation, st.Keys, st.Kept, st.Read = rec.Generation, rec.Keys, rec.Kept, rec.Read
 		st.BytesBefore, st.BytesAfter, st.DurationMs, st.Passes = rec.BytesBefore, rec.BytesAfter, rec.DurationMs, rec.Passes
 		if !rec.Finished.IsZero() {
@@ -187,9 +187,9 @@ func (m *Manager) runCompaction(t *Topic) {
 	err := m.compactTopic(ctx, t)
 	if err != nil {
 		m.m.compactionErrors.Inc()
-		m.log.Error("compaction failed", "topic", t.uri, "err", err)
+		m.log.Error("compaction failed", "topic", t.Topic(), "err", err)
 	}
-	m.setRun(t.uri, func(r *compactionRun) {
+	m.setRun(t.Topic(), func(r *compactionRun) {
 		r.Running, r.Phase = false, "done"
 		if err != nil {
 			r.Phase, r.Err = "failed", err.Error()
@@ -204,7 +204,7 @@ type compactUnit struct {
 	dir    string   // the unit's directory here, where its compacted logs go
 	log    *wal.Log // nil for a unit another node owns
 	owner  string   // that node
-	t      *Topic
+	t      *Topic   // read through: ReadUnit
 	// bytes is the size of the unit's log; for a unit another node owns,
 	// the key and payload bytes the writing pass read of it.
 	bytes      int64
@@ -217,12 +217,12 @@ type compactUnit struct {
 // compactTopic runs one compaction of t (steps 1 to 5).
 func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 	begin := time.Now()
-	uri := t.uri
-	rec, rev, err := m.meta.Compaction(ctx, t.name)
+	uri := t.Topic()
+	rec, rev, err := m.meta.Compaction(ctx, t.Name())
 	if err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return metaError(err)
 	}
-	if rec.Incarnation != t.incarnation {
+	if rec.Incarnation != t.Incarnation() {
 		rec = meta.CompactionRecord{} // of an earlier topic of the name
 	}
 	old := map[[2]uint64]uint64{}
@@ -244,20 +244,20 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 		if s.State == topology.StateDeleted {
 			continue
 		}
-		owner, remote := t.remoteOwner(s)
+		owner, remote := t.RemoteOwner(s)
 		for b := 0; b < s.Buckets; b++ {
 			u := &compactUnit{seg: s, bucket: b, t: t, oldHorizon: old[[2]uint64{uint64(s.ID), uint64(b)}],
-				dir: m.store.UnitDir(UnitKey{Topic: t.name, Segment: s.ID, Bucket: b})}
+				dir: m.Store().UnitDir(UnitKey{Topic: t.Name(), Segment: s.ID, Bucket: b})}
 			if remote {
 				u.owner = owner
-				if u.first, u.horizon, err = t.remoteBoundsOf(owner, s, b); err != nil {
+				if u.first, u.horizon, err = t.Bounds(s.ID, b); err != nil {
 					return fmt.Errorf("the bounds of segment %d bucket %d on node %s: %w", s.ID, b, owner, err)
 				}
 			} else {
-				if u.log, err = t.unitLogFor(s, b)(); err != nil {
+				if u.log, err = t.OpenLog(s, b); err != nil {
 					return err
 				}
-				u.first, u.horizon, u.bytes = m.store.FirstOffset(u.log), u.log.NextOffset(), u.log.SizeBytes()
+				u.first, u.horizon, u.bytes = m.Store().FirstOffset(u.log), u.log.NextOffset(), u.log.SizeBytes()
 			}
 			if err := removeGenerations(u.dir, rec.Generation); err != nil {
 				return err
@@ -291,7 +291,7 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 	}
 	defer d.Close()
 	m.setRun(uri, func(r *compactionRun) { r.Phase = "writing" })
-	next := meta.CompactionRecord{Topic: uri, Incarnation: t.incarnation, Generation: gen, Keys: d.Keys, Passes: d.Passes}
+	next := meta.CompactionRecord{Topic: uri, Incarnation: t.Incarnation(), Generation: gen, Keys: d.Keys, Passes: d.Passes}
 	for i, u := range units {
 		dir := compaction.GenerationDir(u.dir, gen)
 		w, err := compaction.CreateLog(dir)
@@ -330,10 +330,10 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 	if err := compactionStep("written"); err != nil {
 		return err
 	}
-	if _, err := m.meta.PutCompaction(ctx, t.name, next, rev); err != nil {
+	if _, err := m.meta.PutCompaction(ctx, t.Name(), next, rev); err != nil {
 		return fmt.Errorf("recording the compaction of %s: %w", uri, metaError(err))
 	}
-	t.compaction.Store(&next)
+	t.CompactionRecorded(next)
 	if err := compactionStep("recorded"); err != nil {
 		return err
 	}
@@ -344,7 +344,6 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 		}
 	}
 	m.removeDeletedCompacted(t, layout)
-	m.closeCompacted(t, gen)
 	m.log.Info("compaction done", "topic", uri, "generation", gen, "keys", next.Keys, "kept", next.Kept, "passes", next.Passes,
 		"bytes_before", next.BytesBefore, "bytes_after", next.BytesAfter, "took", time.Since(begin).Round(time.Millisecond))
 	return nil
@@ -377,15 +376,8 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 			from = kept[n-1].Offset + 1
 		}
 	}
-	open := func() (*wal.Log, error) { return u.log, nil }
 	for off := max(u.oldHorizon, u.first); off < u.horizon; {
-		var d UnitData
-		var err error
-		if u.log != nil {
-			d, err = m.readLocal(open, UnitRead{From: off, Max: 4096, MaxBytes: 4 << 20})
-		} else {
-			d, err = u.t.readRemote(u.owner, u.seg, u.bucket, off, 4096, 4<<20, false)
-		}
+		recs, err := u.t.ReadUnit(u.seg, u.bucket, off, 4096, 4<<20)
 		var hole *wal.HoleError
 		switch {
 		case errors.As(err, &hole):
@@ -393,10 +385,10 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 			continue
 		case err != nil:
 			return err
-		case len(d.Records) == 0:
+		case len(recs) == 0:
 			return fmt.Errorf("no record at offset %d below the horizon %d", off, u.horizon)
 		}
-		for _, r := range d.Records {
+		for _, r := range recs {
 			if off >= u.horizon {
 				break
 			}
@@ -418,7 +410,7 @@ func (m *Manager) removeDeletedCompacted(t *Topic, l topology.Layout) {
 			continue
 		}
 		for b := 0; b < s.Buckets; b++ {
-			dir := m.store.UnitDir(UnitKey{Topic: t.name, Segment: s.ID, Bucket: b})
+			dir := m.Store().UnitDir(UnitKey{Topic: t.Name(), Segment: s.ID, Bucket: b})
 			if err := removeGenerations(dir, 0); err != nil {
 				m.log.Warn("compaction: removing the compacted logs of a deleted segment failed", "dir", dir, "err", err)
 				continue

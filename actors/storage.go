@@ -68,7 +68,7 @@ type storageWorker struct {
 	next time.Duration
 	// held counts what the worker does to the logs it holds of other
 	// nodes' topics (their stats are their home's).
-	held map[routing.TopicName]*storageCounts
+	held map[routing.TopicName]*StorageCounts
 	// swept is when the tier was last swept (sweepTier), sealedVisited
 	// when the sealed segments' logs were last opened (run).
 	swept, sealedVisited time.Time
@@ -84,7 +84,7 @@ type storageWorker struct {
 type storageView struct {
 	policy scaling.Policy
 	layout topology.Layout
-	counts *storageCounts
+	counts *StorageCounts
 }
 
 // sealed returns the sealed segments of the view's layout.
@@ -100,7 +100,7 @@ func (v storageView) sealed() map[topology.SegmentID]bool {
 
 // storageView returns the view of topic name: from the topic when it is
 // active here; else, for the segments this node holds of another node's
-// topic, from the topic's record (read at most servedRecordTTL ago) and
+// topic, from the topic's record (Manager.HeldRecord) and
 // its namespace's policies, so that the home's policies apply to them
 // (the broker default's could remove what a topic keeps for longer). A
 // topic whose record cannot be read, or is of another incarnation than
@@ -108,18 +108,18 @@ func (v storageView) sealed() map[topology.SegmentID]bool {
 func (w *storageWorker) storageView(name routing.TopicName, namespaces map[routing.NamespaceName]*api.Policies) (storageView, bool) {
 	m := w.m
 	if t, ok := m.Active(name.String()); ok {
-		return storageView{policy: t.Policy(), layout: t.Layout(), counts: &t.storage}, true
+		return storageView{policy: t.Policy(), layout: t.Layout(), counts: t.StorageCounts()}, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rec, err := m.servedRecord(ctx, name)
-	if err != nil || rec.Incarnation != m.store.Incarnation(name) {
+	rec, err := m.HeldRecord(ctx, name)
+	if err != nil || rec.Incarnation != m.Store().Incarnation(name) {
 		return storageView{}, false
 	}
 	nsName := name.NamespaceName()
 	ns, ok := namespaces[nsName]
 	if !ok {
-		nsRec, err := m.namespace(ctx, nsName)
+		nsRec, err := m.meta.Namespace(ctx, nsName)
 		if err != nil {
 			return storageView{}, false
 		}
@@ -133,11 +133,11 @@ func (w *storageWorker) storageView(name routing.TopicName, namespaces map[routi
 		return storageView{}, false
 	}
 	if w.held == nil {
-		w.held = map[routing.TopicName]*storageCounts{}
+		w.held = map[routing.TopicName]*StorageCounts{}
 	}
 	c := w.held[name]
 	if c == nil {
-		c = &storageCounts{}
+		c = &StorageCounts{}
 		w.held[name] = c
 	}
 	return storageView{policy: p, layout: rec.Layout, counts: c}, true
@@ -148,7 +148,7 @@ func (w *storageWorker) storageView(name routing.TopicName, namespaces map[routi
 // or offload), opening those that are not open (the idle sweeper closes
 // them again).
 func (w *storageWorker) addSealed(byTopic map[routing.TopicName][]storageLog, open map[UnitKey]*wal.Log) {
-	for _, t := range w.m.activeTopics() {
+	for _, t := range w.m.All() {
 		if p := t.Policy(); p.Retention <= 0 && !p.Offload {
 			continue
 		}
@@ -156,21 +156,21 @@ func (w *storageWorker) addSealed(byTopic map[routing.TopicName][]storageLog, op
 			if s.State != topology.StateSealed {
 				continue
 			}
-			if _, remote := t.remoteOwner(s); remote {
+			if _, remote := t.RemoteOwner(s); remote {
 				continue
 			}
 			for b := 0; b < s.Buckets; b++ {
-				key := UnitKey{Topic: t.name, Segment: s.ID, Bucket: b}
+				key := UnitKey{Topic: t.Name(), Segment: s.ID, Bucket: b}
 				if open[key] != nil {
 					continue
 				}
-				l, err := t.unitLogFor(s, b)()
+				l, err := t.OpenLog(s, b)
 				if err != nil {
 					w.m.m.storageErrors.Inc()
 					w.m.log.Error("storage worker: opening a sealed segment's log failed", "unit", key.String(), "err", err)
 					continue
 				}
-				byTopic[t.name] = append(byTopic[t.name], storageLog{key: key, log: l})
+				byTopic[key.Topic] = append(byTopic[key.Topic], storageLog{key: key, log: l})
 			}
 		}
 	}
@@ -245,7 +245,7 @@ func (m *Manager) rearmStorage(tick time.Duration) {
 type storageLog struct {
 	key    UnitKey
 	log    *wal.Log
-	counts *storageCounts
+	counts *StorageCounts
 }
 
 // sealedVisitEvery is how often the worker opens the logs of sealed
@@ -258,7 +258,7 @@ func (w *storageWorker) sealedVisitEvery() time.Duration { return min(time.Minut
 func (w *storageWorker) run(now time.Time) {
 	begin := time.Now()
 	byTopic := map[routing.TopicName][]storageLog{}
-	open := w.m.store.Logs()
+	open := w.m.Store().Logs()
 	for key, l := range open {
 		byTopic[key.Topic] = append(byTopic[key.Topic], storageLog{key: key, log: l})
 	}
@@ -277,7 +277,7 @@ func (w *storageWorker) run(now time.Time) {
 		p := v.policy
 		if p.StorageTick > 0 {
 			next = min(next, p.StorageTick)
-			if last := v.counts.lastPass.Load(); last != 0 && now.Sub(time.Unix(0, last)) < p.StorageTick {
+			if last := v.counts.LastPass.Load(); last != 0 && now.Sub(time.Unix(0, last)) < p.StorageTick {
 				continue // its namespace's tick has not come
 			}
 		}
@@ -287,7 +287,7 @@ func (w *storageWorker) run(now time.Time) {
 			seen[logs[i].log] = true
 			w.visit(logs[i], p, now, sealed[logs[i].key.Segment])
 		}
-		v.counts.lastPass.Store(now.UnixNano())
+		v.counts.LastPass.Store(now.UnixNano())
 		held := w.trimBytes(name, logs, p)
 		if p.CompactionThresholdBytes > 0 {
 			w.maybeCompact(name, held, p.CompactionThresholdBytes)
@@ -323,14 +323,14 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 		switch {
 		case err != nil:
 			m.m.storageErrors.Inc()
-			sl.counts.errors.Add(1)
+			sl.counts.Errors.Add(1)
 			m.log.Error("storage worker: rolling a log by age failed", "unit", sl.key.String(), "err", err)
 		case rolled:
 			m.m.storageRolled.Inc()
-			sl.counts.rolled.Add(1)
+			sl.counts.Rolled.Add(1)
 		}
 	}
-	tiered := m.store.Tier() != nil && (p.Offload || m.store.Tier().Bytes(l.Dir()) > 0)
+	tiered := m.Store().Tier() != nil && (p.Offload || m.Store().Tier().Bytes(l.Dir()) > 0)
 	if p.Retention <= 0 && !tiered {
 		// Forever; or 0, which removes sealed segments once drained
 		// (the scaler's rule) and leaves live logs to retention_bytes.
@@ -339,7 +339,7 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 	files, err := l.ClosedFiles()
 	if err != nil {
 		m.m.storageErrors.Inc()
-		sl.counts.errors.Add(1)
+		sl.counts.Errors.Add(1)
 		m.log.Error("storage worker: listing a log's files failed", "unit", sl.key.String(), "err", err)
 		return
 	}
@@ -364,7 +364,7 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 		before, err := l.ExpiredBefore(cutoff)
 		if err != nil {
 			m.m.storageErrors.Inc()
-			sl.counts.errors.Add(1)
+			sl.counts.Errors.Add(1)
 			m.log.Error("storage worker: finding a log's expired records failed", "unit", sl.key.String(), "err", err)
 			return
 		}
@@ -402,15 +402,15 @@ func (w *storageWorker) trimHead(sl storageLog, before uint64, minBytes int64, w
 	freed, err := sl.log.TrimHead(before, minBytes)
 	if err != nil {
 		m.m.storageErrors.Inc()
-		sl.counts.errors.Add(1)
+		sl.counts.Errors.Add(1)
 		m.log.Error("storage worker: trimming the head of a log's oldest file failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
 		return 0
 	}
 	if freed > 0 {
 		m.m.storageHeadTrims.Inc()
 		m.m.storageRemovedBytes.Add(float64(freed))
-		sl.counts.headTrims.Add(1)
-		sl.counts.removedBytes.Add(uint64(freed))
+		sl.counts.HeadTrims.Add(1)
+		sl.counts.RemovedBytes.Add(uint64(freed))
 		m.log.Debug("storage worker: head trimmed", "unit", sl.key.String(), "bytes", freed, "why", why, "first_offset", sl.log.FirstOffset())
 	}
 	return freed
@@ -424,7 +424,7 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 	var local, tiered int64
 	for _, sl := range logs {
 		local += sl.log.SizeBytes()
-		if tr := w.m.store.Tier(); tr != nil {
+		if tr := w.m.Store().Tier(); tr != nil {
 			tiered += tr.Bytes(sl.log.Dir())
 		}
 	}
@@ -434,13 +434,13 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 	if p.RetentionBytes >= 0 && local+tiered > p.RetentionBytes {
 		local = w.dropOldest(logs, p, local+tiered, p.RetentionBytes, nil, "retention_bytes") - tiered
 	}
-	if bound := p.LocalBytes(); p.Offload && w.m.store.Tier() != nil && bound >= 0 && local > bound {
-		tr := w.m.store.Tier()
+	if bound := p.LocalBytes(); p.Offload && w.m.Store().Tier() != nil && bound >= 0 && local > bound {
+		tr := w.m.Store().Tier()
 		held := func(sl storageLog, f wal.FileInfo) bool { return tr.Holds(sl.log.Dir(), f.First) }
 		local = w.dropOldest(logs, p, local, bound, held, "local_retention_bytes")
 	}
 	w.m.m.topicDiskBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(local))
-	if w.m.store.Tier() != nil {
+	if w.m.Store().Tier() != nil {
 		w.m.m.topicTierBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(tiered))
 	}
 	return local + tiered
@@ -455,14 +455,14 @@ func (w *storageWorker) maybeCompact(name routing.TopicName, held, threshold int
 		return
 	}
 	var before int64
-	if rec := t.compactionRecord(); rec != nil {
+	if rec := t.CompactionRecord(); rec != nil {
 		before = rec.BytesBefore
 	}
 	if held-before < threshold {
 		return
 	}
-	if _, err := w.m.Compact(context.Background(), t.uri); err != nil {
-		w.m.log.Error("storage worker: starting a compaction over compaction_threshold_bytes failed", "topic", t.uri, "err", err)
+	if _, err := w.m.Compact(context.Background(), t.Topic()); err != nil {
+		w.m.log.Error("storage worker: starting a compaction over compaction_threshold_bytes failed", "topic", t.Topic(), "err", err)
 	}
 }
 
@@ -519,13 +519,13 @@ func (w *storageWorker) dropOldest(logs []storageLog, p scaling.Policy, total, b
 // short may have left of a file the tier does not hold goes first.
 func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) bool {
 	m := w.m
-	if tr := m.store.Tier(); tr != nil {
+	if tr := m.Store().Tier(); tr != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), tierReadTimeout)
 		defer cancel()
 		for _, f := range gone {
 			if err := tr.Forget(ctx, sl.log.Dir(), f.First); err != nil {
 				m.m.tierErrors.Inc()
-				sl.counts.errors.Add(1)
+				sl.counts.Errors.Add(1)
 				m.log.Error("storage worker: removing what an offload left in the remote tier failed; the local file stays", "unit", sl.key.String(), "first", f.First, "err", err)
 				return false
 			}
@@ -538,14 +538,14 @@ func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) boo
 	}
 	if err := sl.log.DropFilesBefore(before); err != nil {
 		m.m.storageErrors.Inc()
-		sl.counts.errors.Add(1)
+		sl.counts.Errors.Add(1)
 		m.log.Error("storage worker: removing a log's expired files failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
 		return false
 	}
 	m.m.storageRemovedFiles.Add(float64(len(gone)))
 	m.m.storageRemovedBytes.Add(float64(bytes))
-	sl.counts.removed.Add(uint64(len(gone)))
-	sl.counts.removedBytes.Add(uint64(bytes))
+	sl.counts.Removed.Add(uint64(len(gone)))
+	sl.counts.RemovedBytes.Add(uint64(bytes))
 	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", len(gone), "bytes", bytes, "why", why, "first_offset", before)
 	return true
 }
