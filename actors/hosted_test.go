@@ -15,7 +15,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -489,63 +488,6 @@ func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
 			t.Fatalf("appends to the node that is back still refused: %v", r.Err())
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestStorageWorkerAppliesTheHomesPolicies: the storage worker of a node
-// that holds a segment of another node's topic applies the topic's own
-// policies (from its record) to its log: with retention forever it keeps
-// records older than the broker default's retention; once the topic's
-// retention is an hour, they go.
-func TestStorageWorkerAppliesTheHomesPolicies(t *testing.T) {
-	home, other, _ := twoNodes(t, nil)
-	other.cfg.StorageTick = 10 * time.Millisecond
-	if err := other.startStorageWorker(); err != nil {
-		t.Fatal(err)
-	}
-	forever, small := "-1s", int64(4096)
-	const uri = "topic://t/n/kept"
-	if _, err := home.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1,
-		Policies: &api.Policies{Retention: &forever, SegmentBytes: &small}}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := home.Topic(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	high, key := splitOffN2(t, home, topic)
-	old := time.Now().Add(-10 * 24 * time.Hour).UnixMilli() // past the broker default's 7 days
-	for i := 0; i < 40; i++ {
-		done := make(chan api.Result, 1)
-		topic.Produce([]api.Record{{Key: []byte(key), Payload: make([]byte, 1024), Time: old}}, func(r []api.Result) { done <- r[0] })
-		if r := <-done; r.Code != 0 {
-			t.Fatal(r.Err())
-		}
-	}
-	ticks := func() uint64 {
-		var m dto.Metric
-		if err := other.m.storageTickSeconds.Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetHistogram().GetSampleCount()
-	}
-	start := ticks()
-	poll.Eventually(t, 5*time.Second, "five passes of the worker", func() bool { return ticks() >= start+5 })
-	if first, next, err := topic.Bounds(high, 0); err != nil || first != 0 || next != 40 {
-		t.Fatalf("the held segment's log: [%d, %d), %v; want [0, 40)", first, next, err)
-	}
-	hour, roll := "1h", int64(100)
-	if _, err := home.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: uri, Policies: &api.Policies{Retention: &hour, SegmentMs: &roll}}); err != nil {
-		t.Fatal(err)
-	}
-	// The holder reads the record again within servedRecordTTL.
-	var first, next uint64
-	gone := poll.Until(servedRecordTTL+10*time.Second, func() bool {
-		first, next, err = topic.Bounds(high, 0)
-		return err == nil && first == 40 && next == 40
-	})
-	if !gone {
-		t.Fatalf("the held segment's log after a retention of an hour: [%d, %d), %v; want its records ten days old gone", first, next, err)
 	}
 }
 

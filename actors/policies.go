@@ -162,7 +162,9 @@ func (t *Topic) applyPolicies(own, ns *api.Policies) error {
 	opts := d.logOptions()
 	opts.SegmentBytes = sp.RollBytes()
 	t.opts.Store(&opts)
-	t.mgr.rearmStorage(sp.StorageTick)
+	if f := t.mgr.cfg.OnStorageTick; f != nil && sp.StorageTick > 0 {
+		f(sp.StorageTick)
+	}
 	return nil
 }
 
