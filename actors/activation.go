@@ -231,7 +231,7 @@ func (m *Manager) forgetSeries(uri string) {
 	for _, v := range []*prometheus.CounterVec{m.m.appendedMsgs, m.m.appendedBytes, m.m.scalingOps, m.m.suppressed} {
 		v.DeletePartialMatch(match)
 	}
-	for _, v := range []*prometheus.GaugeVec{m.m.activeSegs, m.m.topicDiskBytes, m.m.topicTierBytes, m.m.hotKey, m.m.segMsgRate, m.m.segByteRate, m.m.backlog, m.m.withheld} {
+	for _, v := range []*prometheus.GaugeVec{m.m.activeSegs, m.m.hotKey, m.m.segMsgRate, m.m.segByteRate, m.m.backlog, m.m.withheld} {
 		v.DeletePartialMatch(match)
 	}
 }

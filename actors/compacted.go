@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/braidmq/braid/compaction"
@@ -16,10 +15,10 @@ import (
 // offsets below its horizon are read from its compacted log (the kept
 // records, at their offsets), those from the horizon on from its log.
 
-// compactionRecord returns the topic's compaction record, read from the
-// metadata once per activation (and written by a compaction here); nil
-// when it has none.
-func (t *Topic) compactionRecord() *meta.CompactionRecord {
+// CompactionRecord returns the topic's compaction record, read from the
+// metadata once per activation (and written by a compaction here,
+// CompactionRecorded); nil when it has none.
+func (t *Topic) CompactionRecord() *meta.CompactionRecord {
 	if r := t.compaction.Load(); r != nil {
 		if r.Generation == 0 {
 			return nil
@@ -51,7 +50,7 @@ func (t *Topic) compactionRecord() *meta.CompactionRecord {
 // compaction removed after it. The compacted logs are on this node, the
 // topic's home, also those of units other nodes own.
 func (t *Topic) ReadCompacted(seg topology.SegmentID, bucket int, from uint64, maxRecs, maxBytes int) (kept []compaction.Kept, resume uint64, err error) {
-	if rec := t.compactionRecord(); rec != nil {
+	if rec := t.CompactionRecord(); rec != nil {
 		if horizon, ok := rec.Horizon(uint64(seg), bucket); ok && from < horizon {
 			var done bool
 			kept, from, done, err = t.readKept(seg, bucket, rec.Generation, horizon, from, maxRecs, maxBytes)
@@ -93,7 +92,7 @@ func (t *Topic) readKept(seg topology.SegmentID, bucket int, gen, horizon, from 
 	if err != nil {
 		return nil, from, true, err
 	}
-	r, err := t.compactedReader(generationDir(t.mgr.store.UnitDir(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}), gen))
+	r, err := t.compactedReader(compaction.GenerationDir(t.mgr.store.UnitDir(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}), gen))
 	if err != nil {
 		return nil, from, true, err
 	}
@@ -137,9 +136,13 @@ func (t *Topic) compactedReader(dir string) (*compaction.LogReader, error) {
 	return r, nil
 }
 
-// closeCompacted closes the readers of generations other than gen (their
-// directories are going).
-func (m *Manager) closeCompacted(t *Topic, gen uint64) {
+// CompactionRecorded tells the topic that a compaction here recorded rec
+// in the metadata (the commit point of the compaction): reads of its
+// compacted view go by rec from now on, and the readers of the compacted
+// logs of other generations are closed (their directories are going).
+func (t *Topic) CompactionRecorded(rec meta.CompactionRecord) {
+	t.compaction.Store(&rec)
+	gen := rec.Generation
 	t.compactedMu.Lock()
 	defer t.compactedMu.Unlock()
 	for dir, r := range t.compacted {
@@ -151,5 +154,6 @@ func (m *Manager) closeCompacted(t *Topic, gen uint64) {
 }
 
 func hasGeneration(dir string, gen uint64) bool {
-	return filepath.Base(dir) == filepath.Base(generationDir("", gen))
+	g, ok := compaction.GenerationOf(dir)
+	return ok && g == gen
 }

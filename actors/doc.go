@@ -4,9 +4,13 @@
 // write-ahead log that it group-commits.
 //
 // What it owns: the life of a topic on this node — create, recover, split,
-// merge, rebucket, delete — and the produce path. What it does not own: the
-// DAG rules (topology), key routing (routing), the metadata store (meta),
-// subscriptions (consumers) and NATS (cluster).
+// merge, rebucket, delete — the produce path, and the reads of its logs
+// (the compacted view's too). What it does not own: the DAG rules
+// (topology), key routing (routing), the metadata store (meta), the open
+// logs and group commit (logstore), the lifecycle of the logs' files —
+// roll, retention, offload, compaction (lifecycle, which reaches the
+// topics through lifecycle.go here) — subscriptions (consumers) and NATS
+// (cluster).
 //
 // # The actors
 //
@@ -95,6 +99,10 @@
 // # Reads
 //
 // Sealed segments have no actors: their logs are opened on demand by the
-// LogStore, and readers (consumer groups) read any log directly, since a
-// wal.Log is safe for concurrent use.
+// log store, and readers (consumer groups) read any log directly, since a
+// wal.Log is safe for concurrent use. A compacted topic's view is read
+// here too (compacted.go): below a unit's horizon from the compacted log
+// of the generation its compaction record names, which the compactor
+// (package lifecycle) wrote; the compactor tells the topic of each new
+// record (Topic.CompactionRecorded).
 package actors

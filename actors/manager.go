@@ -10,14 +10,12 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/braidmq/braid/logstore"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
-	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
@@ -127,10 +125,6 @@ type Config struct {
 	// owns (move): its lease lapsed (gone), or it is being drained; the
 	// homes of their topics relocate them.
 	Evict func(node string) (move, gone bool)
-	// StorageTick is how often the node's storage worker rolls and trims
-	// the open bucket logs by their topics' storage policies (storage.go);
-	// 0 or negative runs none.
-	StorageTick time.Duration
 	// Tier is the remote tier closed files are offloaded to (the offload
 	// policy); nil: none, offload does nothing.
 	Tier *tier.Tier
@@ -138,9 +132,11 @@ type Config struct {
 	// acknowledged: an error answers them with it instead (the node's
 	// lease has run out, and another node may have sealed its segments).
 	AckFence func() error
-	// Clock is the time the storage worker runs by; nil is the real
-	// clock.
-	Clock clock.Clock
+	// OnStorageTick, when set, is told the storage_tick of a topic as it
+	// applies its policies (activated, created, or its or its namespace's
+	// policies changed): the storage worker, run by whoever set it
+	// (package lifecycle), then visits the topic's logs that often.
+	OnStorageTick func(tick time.Duration)
 }
 
 // Manager runs the topics of this node. It is safe for concurrent use.
@@ -174,13 +170,6 @@ type Manager struct {
 	// topics (hosted.go).
 	hostedMu sync.Mutex
 	hosted   map[UnitKey]*hostedUnit
-	// storagePID is the storage worker (nil: none); atomic, since policy
-	// changes re-arm it from wherever they are applied (rearmStorage).
-	storagePID atomic.Pointer[actor.PID]
-	// clock is Config.Clock, or the real one.
-	clock clock.Clock
-	// compact runs the node's compactions (compactor.go).
-	compact compactions
 	// afterStep, when set (by tests, before any topic starts), is called
 	// by a topic's controller after each step k of a layout change's
 	// plan, in the controller: a panic there crashes the controller right
@@ -198,7 +187,7 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, system: cfg.System, meta: cfg.Meta, log: cfg.Logger,
 		m: newMetrics(cfg.Registerer), topics: map[string]*Topic{}, quarantined: map[string]string{},
-		activating: map[string]chan struct{}{}, passivating: map[string]chan struct{}{}, clock: clock.Or(cfg.Clock)}
+		activating: map[string]chan struct{}{}, passivating: map[string]chan struct{}{}}
 	if m.cfg.IdleTimeout == 0 {
 		m.cfg.IdleTimeout = DefaultIdleTimeout
 	}
@@ -263,9 +252,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if m.cfg.IdleTimeout > 0 {
 		m.stopSweeper = make(chan struct{})
 		go m.runSweeper(m.cfg.IdleTimeout, m.stopSweeper)
-	}
-	if err := m.startStorageWorker(); err != nil {
-		return err
 	}
 	m.mu.RLock()
 	quarantined := len(m.quarantined)
@@ -736,11 +722,7 @@ func (m *Manager) Close() error {
 		topics = append(topics, t)
 	}
 	m.topics = map[string]*Topic{}
-	storage := m.storagePID.Swap(nil)
 	m.mu.Unlock()
-	if storage != nil {
-		_ = m.system.Root.StopFuture(storage).Wait()
-	}
 	for _, t := range topics {
 		_ = m.system.Root.StopFuture(t.pid).Wait()
 	}

@@ -62,15 +62,8 @@ type metrics struct {
 	// relocateFailures counts the moves of a gone or draining node's
 	// segments that failed (tried again a second later).
 	relocateFailures prometheus.Counter
-	// The storage worker's (storage.go).
-	storageRolled, storageRemovedFiles, storageRemovedBytes, storageErrors                 prometheus.Counter
-	storageHeadTrims                                                                       prometheus.Counter
-	tierOffloadedFiles, tierOffloadedBytes, tierRemovedFiles, tierRemovedBytes, tierErrors prometheus.Counter
-	tierReads                                                                              *prometheus.CounterVec
-	compactions, compactionErrors                                                          prometheus.Counter
-	topicTierBytes                                                                         *prometheus.GaugeVec
-	storageTickSeconds                                                                     prometheus.Histogram
-	topicDiskBytes                                                                         *prometheus.GaugeVec
+	// tierReads counts the reads served from the remote tier (tiered.go).
+	tierReads *prometheus.CounterVec
 
 	// Elasticity (the scaler and the controller).
 	scalingOps  *prometheus.CounterVec
@@ -136,41 +129,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		remoteReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
 			[]string{"result"}),
-		storageRolled: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_storage_files_rolled_total", Help: "Open files of bucket logs the storage worker rolled because they were older than segment_ms."}),
-		storageRemovedFiles: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_storage_files_removed_total", Help: "Closed files of bucket logs the storage worker removed (past retention, or over retention_bytes)."}),
-		storageRemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_storage_bytes_removed_total", Help: "Bytes of the files the storage worker removed."}),
-		storageHeadTrims: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_storage_head_trims_total", Help: "Progressive trims of the head of an oversized oldest file (its expired or excess records given back in place; their bytes count in braid_storage_bytes_removed_total)."}),
-		tierOffloadedFiles: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_tier_files_offloaded_total", Help: "Closed files of bucket logs copied to the remote tier and recorded (the offload policy)."}),
-		tierOffloadedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_tier_bytes_offloaded_total", Help: "Bytes of the files offloaded to the remote tier."}),
-		tierRemovedFiles: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_tier_files_removed_total", Help: "Files the storage worker removed from the remote tier (past retention, or over retention_bytes)."}),
-		tierRemovedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_tier_bytes_removed_total", Help: "Bytes of the files removed from the remote tier."}),
-		tierErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_tier_errors_total", Help: "Offloads and removals in the remote tier that failed (each logged at error level; tried again at the next tick)."}),
 		tierReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_tier_reads_total", Help: "Reads of bucket logs served from the remote tier (below the local first offset), by result (ok, error)."},
 			[]string{"result"}),
-		topicTierBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "braid_topic_tier_bytes", Help: "Bytes the remote tier holds of a topic's open bucket logs, at the storage worker's last pass."},
-			topicLabelNames),
-		compactions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_compactions_total", Help: "Compactions of topics this node ran to the end (recorded)."}),
-		compactionErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_compaction_errors_total", Help: "Compactions that failed (each logged at error level; the topic keeps its earlier compacted view)."}),
-		storageErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_storage_errors_total", Help: "Rolls, listings and removals of the storage worker that failed (each logged at error level)."}),
-		storageTickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "braid_storage_tick_seconds", Help: "Time of one pass of the storage worker over the open logs.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
-		topicDiskBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "braid_topic_disk_bytes", Help: "Bytes the open bucket logs of a topic hold on this node's disk, at the storage worker's last pass."},
-			topicLabelNames),
 		relocateFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_segment_relocation_failures_total", Help: "Moves of the segments of a node that is gone or draining that a topic's home tried and could not make (tried again a second later)."}),
 		lateAppends: prometheus.NewCounter(prometheus.CounterOpts{
@@ -216,8 +177,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
-			m.storageRolled, m.storageRemovedFiles, m.storageRemovedBytes, m.storageHeadTrims, m.storageErrors,
-			m.tierOffloadedFiles, m.tierOffloadedBytes, m.tierRemovedFiles, m.tierRemovedBytes, m.tierErrors, m.tierReads, m.topicTierBytes, m.compactions, m.compactionErrors, m.storageTickSeconds, m.topicDiskBytes,
+			m.tierReads,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -161,19 +160,12 @@ func (t *Topic) applyPolicies(own, ns *api.Policies) error {
 	t.policy.Store(&sp)
 	t.maxPayload.Store(int64(d.MaxPayloadBytes))
 	opts := d.logOptions()
-	opts.SegmentBytes = walSegmentBytes(sp.SegmentBytes)
+	opts.SegmentBytes = sp.RollBytes()
 	t.opts.Store(&opts)
-	t.mgr.rearmStorage(sp.StorageTick)
-	return nil
-}
-
-// walSegmentBytes is the wal option of a segment_bytes policy (-1: never
-// roll by size).
-func walSegmentBytes(v int64) int {
-	if v < 0 {
-		return math.MaxInt
+	if f := t.mgr.cfg.OnStorageTick; f != nil && sp.StorageTick > 0 {
+		f(sp.StorageTick)
 	}
-	return int(v)
+	return nil
 }
 
 // logOptions are the bucket log options of resolved policies.

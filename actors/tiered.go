@@ -13,7 +13,7 @@ import (
 // The remote tier as the rest of the node sees it: a unit's offsets start
 // at the first one the tier holds, reads below the local log's first
 // offset go to the tier, and a removal of logs removes what the tier holds
-// of them. The storage worker offloads (storage.go).
+// of them. The storage worker offloads (package lifecycle).
 
 // tierReadTimeout bounds one read from the remote tier (a download of a
 // file at most).

@@ -76,7 +76,7 @@ type Topic struct {
 	// older snapshot is still on its way.
 	routeMu sync.RWMutex
 	// storage counts what the storage worker did to the topic's logs.
-	storage storageCounts
+	storage StorageCounts
 	// load is the active segments' load at the scaler's last evaluation.
 	load atomic.Pointer[[]api.SegmentLoad]
 	// compaction is the topic's compaction record as this node last read
@@ -354,7 +354,7 @@ func ids(in []topology.SegmentID) []uint64 {
 // Stats reports the topic's buckets.
 func (t *Topic) Stats() api.TopicStats {
 	l := t.Layout()
-	st := api.TopicStats{Topic: t.uri, Epoch: l.Epoch, Buckets: []api.BucketStats{}, Subscriptions: []api.SubscriptionStats{}, Storage: t.storage.stats()}
+	st := api.TopicStats{Topic: t.uri, Epoch: l.Epoch, Buckets: []api.BucketStats{}, Subscriptions: []api.SubscriptionStats{}, Storage: t.storage.Stats()}
 	if load := t.load.Load(); load != nil {
 		st.Load = *load
 	}

@@ -93,3 +93,20 @@ func TestCompactedLogKeepsOffsets(t *testing.T) {
 		t.Fatal("a second log was started over the first")
 	}
 }
+
+func TestGenerationDirNames(t *testing.T) {
+	t.Parallel()
+	dir := GenerationDir("/data/t/n/x/inc/seg-1/b-0", 12)
+	if dir != "/data/t/n/x/inc/seg-1/b-0/compacted-12" {
+		t.Fatalf("GenerationDir: %s", dir)
+	}
+	for _, c := range []struct {
+		name string
+		gen  uint64
+		ok   bool
+	}{{dir, 12, true}, {"compacted-0", 0, true}, {"compacted-", 0, false}, {"compacted-x", 0, false}, {"00000000000000000000.log", 0, false}} {
+		if gen, ok := GenerationOf(c.name); gen != c.gen || ok != c.ok {
+			t.Errorf("GenerationOf(%q) = %d, %v; want %d, %v", c.name, gen, ok, c.gen, c.ok)
+		}
+	}
+}

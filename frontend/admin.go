@@ -340,7 +340,10 @@ func (n *Frontend) topicCompact(ctx context.Context, body []byte) (any, error) {
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	return n.topics.Compact(ctx, req.Topic)
+	if n.cfg.Compactions == nil {
+		return nil, api.Errorf(api.CodeUnavailable, "no compactor on this node")
+	}
+	return n.cfg.Compactions.Compact(ctx, req.Topic)
 }
 
 func (n *Frontend) topicCompaction(ctx context.Context, body []byte) (any, error) {
@@ -348,7 +351,10 @@ func (n *Frontend) topicCompaction(ctx context.Context, body []byte) (any, error
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
-	return n.topics.CompactionStatus(ctx, req.Topic)
+	if n.cfg.Compactions == nil {
+		return nil, api.Errorf(api.CodeUnavailable, "no compactor on this node")
+	}
+	return n.cfg.Compactions.CompactionStatus(ctx, req.Topic)
 }
 
 func nonNil(s []string) []string {

@@ -15,11 +15,13 @@
 package frontend
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/authz"
 	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/consumers"
@@ -49,6 +51,20 @@ type Config struct {
 	Registry prometheus.Registerer
 	// RequestLatency is braid_request_duration_seconds{service, endpoint}.
 	RequestLatency *prometheus.HistogramVec
+	// Compactions runs the topics' compactions (topic.compact,
+	// topic.compaction); nil answers them UNAVAILABLE.
+	Compactions Compactions
+}
+
+// Compactions is what the admin endpoints ask of the node's compactor
+// (package lifecycle).
+type Compactions interface {
+	// Compact starts a compaction of a topic (one running is not started
+	// again) and reports it.
+	Compact(ctx context.Context, uri string) (api.CompactionStatus, error)
+	// CompactionStatus reports a topic's compaction: the one running, and
+	// the last one recorded.
+	CompactionStatus(ctx context.Context, uri string) (api.CompactionStatus, error)
 }
 
 // Auth is how the node's connections authenticate to NATS.

@@ -7,8 +7,8 @@
 //
 // What it owns: wiring and order. What it does not own: the NATS endpoints
 // (package frontend), the node's place in its cluster (package cluster),
-// the topics (actors) and consumer groups (consumers) it makes, and any
-// streaming logic.
+// the topics (actors), their logs' lifecycle (lifecycle) and consumer
+// groups (consumers) it makes, and any streaming logic.
 package node
 
 import (
@@ -30,6 +30,7 @@ import (
 
 	"github.com/braidmq/braid/cluster"
 	"github.com/braidmq/braid/frontend"
+	"github.com/braidmq/braid/lifecycle"
 	"github.com/braidmq/braid/wal/tier"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -58,6 +59,7 @@ type Node struct {
 	meta           *meta.Store
 	system         *actor.ActorSystem
 	topics         *actors.Manager
+	life           *lifecycle.Lifecycle // the storage worker and the compactor
 	subs           *consumers.Manager
 	subsView       subscriptionsView // the consumer groups, as topic controllers see them
 	queues         *consumers.QueueManager
@@ -88,7 +90,8 @@ type Node struct {
 //  5. cluster: the actor system, the actor listener, the membership lease
 //     and the serving role (package cluster);
 //  6. topics: the log store and the topic manager, recovered from disk
-//     (package actors);
+//     (package actors), then their logs' lifecycle: the storage worker and
+//     the compactor (package lifecycle);
 //  7. consumer groups: the stream and queue subscriptions' managers
 //     (package consumers);
 //  8. front-end: the endpoints of forwarded requests, the entry role
@@ -244,8 +247,8 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	return n.member.ClaimServing(ctx)
 }
 
-// startTopics makes the topic manager over the node's logs and recovers
-// the topics on its disk (step 6).
+// startTopics makes the topic manager over the node's logs, recovers the
+// topics on its disk and starts their logs' lifecycle (step 6).
 func (n *Node) startTopics(ctx context.Context) error {
 	cfg := n.cfg
 	durability, _ := wal.ParseDurability(cfg.Durability)
@@ -277,17 +280,28 @@ func (n *Node) startTopics(ctx context.Context) error {
 		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.member.Owns, RemoteUnits: n.member.RemoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
-		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, StorageTick: cfg.StorageTick, Tier: n.tier,
+		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, Tier: n.tier, OnStorageTick: n.rearmStorage,
 	})
-	return n.topics.Recover(ctx)
+	// Made before any topic applies its policies (they activate once the
+	// consumer groups and the front-end are there, steps 7 and 8).
+	n.life = lifecycle.New(lifecycle.Config{Topics: n.topics, Meta: n.meta, System: n.system, StorageTick: cfg.StorageTick,
+		Registerer: n.registry, Logger: n.log})
+	if err := n.topics.Recover(ctx); err != nil {
+		return err
+	}
+	return n.life.Start()
 }
+
+// rearmStorage passes a topic's storage_tick to the storage worker
+// (actors.Config.OnStorageTick).
+func (n *Node) rearmStorage(tick time.Duration) { n.life.Rearm(tick) }
 
 // startFrontend makes the front-end, takes the entry role if it is free
 // and serves what every node answers (step 8).
 func (n *Node) startFrontend(context.Context) error {
 	n.front = frontend.New(frontend.Config{NodeID: n.nodeID, MicroProduce: n.cfg.MicroProduce, Server: n.ns, Auth: n.auth.frontend(),
 		Policy: authz.Policy{BraidAccount: n.cfg.BraidAccount, OperatorAccount: n.cfg.OperatorAccount, Tenants: n.cfg.TenantAccounts},
-		Logger: n.log, Registry: n.registry, RequestLatency: n.requestLatency}, n.nc, n.meta, n.topics, n.subs, n.queues, n.member)
+		Logger: n.log, Registry: n.registry, RequestLatency: n.requestLatency, Compactions: n.life}, n.nc, n.meta, n.topics, n.subs, n.queues, n.member)
 	if err := n.front.Start(); err != nil {
 		return err
 	}
@@ -545,6 +559,9 @@ func (n *Node) Close() error {
 		if err := n.queues.Close(); err != nil && first == nil {
 			first = err
 		}
+	}
+	if n.life != nil {
+		n.life.Close() // its compactions read the topics' logs
 	}
 	if n.topics != nil {
 		if err := n.topics.Close(); err != nil && first == nil {

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"math"
 	"time"
 
 	"github.com/braidmq/braid/api"
@@ -103,6 +104,15 @@ func (p Policy) LocalBytes() int64 {
 		return p.RetentionBytes
 	}
 	return p.LocalRetentionBytes
+}
+
+// RollBytes is the size past which a log's open file rolls: segment_bytes,
+// or, for -1 (never roll by size), the largest int.
+func (p Policy) RollBytes() int {
+	if p.SegmentBytes < 0 {
+		return math.MaxInt
+	}
+	return int(p.SegmentBytes)
 }
 
 // Default is the broker default policy, as documented in docs/configuration.md.

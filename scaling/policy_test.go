@@ -3,6 +3,7 @@ package scaling
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -192,3 +193,15 @@ func TestRetentionMsAndTieringPolicies(t *testing.T) {
 }
 
 func ptrString(s string) *string { return &s }
+
+// TestRollBytes: segment_bytes is the size a log's file rolls at; -1 never
+// rolls by size.
+func TestRollBytes(t *testing.T) {
+	t.Parallel()
+	if got := (Policy{SegmentBytes: 1 << 20}).RollBytes(); got != 1<<20 {
+		t.Fatalf("segment_bytes 1 MiB rolls at %d", got)
+	}
+	if got := (Policy{SegmentBytes: -1}).RollBytes(); got != math.MaxInt {
+		t.Fatalf("segment_bytes -1 rolls at %d", got)
+	}
+}

@@ -22,7 +22,7 @@ var floors = []struct {
 	{"leaves", []string{"api", "clock", "internal/poll", "cluster/clusterpb"}},
 	{"pure core", []string{"routing", "topology", "scaling", "placement", "authz"}},
 	{"storage", []string{"wal", "wal/crashfs", "wal/tier", "compaction", "meta", "logstore"}},
-	{"runtime", []string{"internal/labels", "actors", "consumers"}},
+	{"runtime", []string{"internal/labels", "actors", "lifecycle", "consumers"}},
 	{"node edge", []string{"cluster/natsio", "frontend/natsio", "cluster", "frontend", "node"}},
 	{"client", []string{"client"}},
 }
@@ -40,7 +40,7 @@ var (
 )
 
 // apart are pairs of the same floor that must not import each other.
-var apart = [][2]string{{"actors", "consumers"}, {"consumers", "actors"}}
+var apart = [][2]string{{"actors", "consumers"}, {"consumers", "actors"}, {"consumers", "lifecycle"}}
 
 // clientMay is all of Braid the Go client may import.
 var clientMay = []string{"api", "routing", "topology"}

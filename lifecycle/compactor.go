@@ -1,4 +1,4 @@
-package actors
+package lifecycle
 
 import (
 	"context"
@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/compaction"
+	"github.com/braidmq/braid/internal/labels"
+	"github.com/braidmq/braid/logstore"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -44,18 +45,6 @@ import (
 // after 4, the old generation's directories, removed by the next. Readers
 // only ever open the recorded generation: the old view or the new one.
 
-// compactStep, set by tests only, runs at each step of a compaction
-// ("written": the compacted logs are synced; "recorded": the record is
-// written); an error stops the compaction there, as a crash would.
-var compactStep func(step string) error
-
-func compactionStep(step string) error {
-	if compactStep != nil {
-		return compactStep(step)
-	}
-	return nil
-}
-
 // compactConcurrency bounds the compactions a node runs at once.
 const compactConcurrency = 2
 
@@ -64,15 +53,15 @@ const compactConcurrency = 2
 const compactBudget = 64 << 20
 
 // compactStart asks the compactor to compact a topic.
-type compactStart struct{ t *Topic }
+type compactStart struct{ t *actors.Topic }
 
 // compactDone tells the compactor one compaction ended.
 type compactDone struct{}
 
 type compactorActor struct {
-	m       *Manager
+	l       *Lifecycle
 	running int
-	queue   []*Topic
+	queue   []*actors.Topic
 }
 
 func (c *compactorActor) Receive(ctx actor.Context) {
@@ -87,20 +76,69 @@ func (c *compactorActor) Receive(ctx actor.Context) {
 		c.queue = c.queue[1:]
 		c.running++
 		self, root := ctx.Self(), ctx.ActorSystem().Root
-		go func() {
+		c.l.compact.running.Add(1)
+		labels.Go(func() {
+			defer c.l.compact.running.Done()
 			defer root.Send(self, compactDone{})
-			c.m.runCompaction(t)
-		}()
+			c.l.runCompaction(t)
+		}, "braid_actor", compactorName, "braid_topic", t.Topic())
 	}
 }
+
+// compactorName names the compactor in profiles.
+const compactorName = "braid-compactor"
 
 // compactions is the node's compaction state: the compactor, what runs,
 // and the outcome of each topic's last run here.
 type compactions struct {
-	once sync.Once
+	// ctx is the compactions' context: Close cancels it, and waits for
+	// the running ones (running) to end.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+	// step, set by tests before a compaction starts, runs at each step of
+	// a compaction ("written": the compacted logs are synced; "recorded":
+	// the record is written); an error stops the compaction there, as a
+	// crash would.
+	step func(step string) error
+
+	mu sync.Mutex
+	// pid is the compactor (nil before Start and after Close); runs the
+	// compaction of each topic, running or the last one, by URI.
 	pid  *actor.PID
-	mu   sync.Mutex
 	runs map[string]*compactionRun
+}
+
+// compactionStep runs the test's step hook, if any.
+func (c *compactions) compactionStep(step string) error {
+	if c.step != nil {
+		return c.step(step)
+	}
+	return nil
+}
+
+// startCompactor spawns the node's compactor.
+func (l *Lifecycle) startCompactor() {
+	props := actor.PropsFromProducer(func() actor.Actor { return &compactorActor{l: l} },
+		actor.WithDispatcher(labels.Dispatcher("braid_actor", compactorName)))
+	pid := l.system.Root.Spawn(props)
+	l.compact.mu.Lock()
+	l.compact.pid = pid
+	l.compact.mu.Unlock()
+}
+
+// stopCompactor stops the compactor, has the compactions under way stop
+// (what they wrote is removed by the next) and waits for them.
+func (l *Lifecycle) stopCompactor() {
+	l.compact.mu.Lock()
+	pid := l.compact.pid
+	l.compact.pid = nil
+	l.compact.mu.Unlock()
+	if pid != nil {
+		_ = l.system.Root.StopFuture(pid).Wait()
+	}
+	l.compact.cancel()
+	l.compact.running.Wait()
 }
 
 // compactionRun is one topic's compaction as it goes.
@@ -115,53 +153,51 @@ type compactionRun struct {
 
 // Compact starts a compaction of topic uri (topic.compact); a topic whose
 // compaction runs is not queued again.
-func (m *Manager) Compact(ctx context.Context, uri string) (api.CompactionStatus, error) {
-	t, err := m.Topic(uri)
+func (l *Lifecycle) Compact(ctx context.Context, uri string) (api.CompactionStatus, error) {
+	t, err := l.topics.Topic(uri)
 	if err != nil {
 		return api.CompactionStatus{}, err
 	}
-	if m.system == nil {
-		return api.CompactionStatus{}, api.Errorf(api.CodeUnavailable, "no actor system")
-	}
-	c := &m.compact
-	c.once.Do(func() {
-		c.pid = m.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &compactorActor{m: m} }))
-	})
+	c := &l.compact
 	c.mu.Lock()
+	if c.pid == nil {
+		c.mu.Unlock()
+		return api.CompactionStatus{}, api.Errorf(api.CodeUnavailable, "the compactor is not running (the node is starting or stopping)")
+	}
 	if c.runs == nil {
 		// Under mu: CompactionStatus reads runs from any goroutine.
 		c.runs = map[string]*compactionRun{}
 	}
 	if r := c.runs[uri]; r == nil || !r.Running {
 		c.runs[uri] = &compactionRun{Running: true, Started: time.Now(), Phase: "queued"}
-		m.system.Root.Send(c.pid, compactStart{t: t})
+		l.system.Root.Send(c.pid, compactStart{t: t})
 	}
 	c.mu.Unlock()
-	return m.CompactionStatus(ctx, uri)
+	return l.CompactionStatus(ctx, uri)
 }
 
 // CompactionStatus reports a topic's compaction (topic.compaction): the one
 // running here, and the last one recorded.
-func (m *Manager) CompactionStatus(ctx context.Context, uri string) (api.CompactionStatus, error) {
-	t, err := m.Topic(uri)
+func (l *Lifecycle) CompactionStatus(ctx context.Context, uri string) (api.CompactionStatus, error) {
+	t, err := l.topics.Topic(uri)
 	if err != nil {
 		return api.CompactionStatus{}, err
 	}
 	st := api.CompactionStatus{Topic: uri}
-	m.compact.mu.Lock()
-	if r := m.compact.runs[uri]; r != nil {
+	l.compact.mu.Lock()
+	if r := l.compact.runs[uri]; r != nil {
 		st.Running, st.Phase, st.UnitsDone, st.Units, st.Error = r.Running, r.Phase, r.UnitsDone, r.Units, r.Err
 		if r.Running {
 			st.Started = r.Started.UTC().Format(time.RFC3339Nano)
 		}
 	}
-	m.compact.mu.Unlock()
-	rec, _, err := m.meta.Compaction(ctx, t.name)
+	l.compact.mu.Unlock()
+	rec, _, err := l.meta.Compaction(ctx, t.Name())
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 	case err != nil:
-		return st, metaError(err)
-	case rec.Incarnation == t.incarnation:
+		return st, meta.APIError(err, "the compaction record of "+uri)
+	case rec.Incarnation == t.Incarnation():
 		st.Generation, st.Keys, st.Kept, st.Read = rec.Generation, rec.Keys, rec.Kept, rec.Read
 		st.BytesBefore, st.BytesAfter, st.DurationMs, st.Passes = rec.BytesBefore, rec.BytesAfter, rec.DurationMs, rec.Passes
 		if !rec.Finished.IsZero() {
@@ -174,24 +210,27 @@ func (m *Manager) CompactionStatus(ctx context.Context, uri string) (api.Compact
 	return st, nil
 }
 
-func (m *Manager) setRun(uri string, f func(r *compactionRun)) {
-	m.compact.mu.Lock()
-	defer m.compact.mu.Unlock()
-	if r := m.compact.runs[uri]; r != nil {
+func (l *Lifecycle) setRun(uri string, f func(r *compactionRun)) {
+	l.compact.mu.Lock()
+	defer l.compact.mu.Unlock()
+	if r := l.compact.runs[uri]; r != nil {
 		f(r)
 	}
 }
 
 // runCompaction compacts t and records the outcome.
-func (m *Manager) runCompaction(t *Topic) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+func (l *Lifecycle) runCompaction(t *actors.Topic) {
+	ctx, cancel := context.WithTimeout(l.compact.ctx, time.Hour)
 	defer cancel()
-	err := m.compactTopic(ctx, t)
-	if err != nil {
-		m.m.compactionErrors.Inc()
-		m.log.Error("compaction failed", "topic", t.uri, "err", err)
+	err := l.compactTopic(ctx, t)
+	switch {
+	case err != nil && l.compact.ctx.Err() != nil:
+		l.log.Info("compaction stopped: the node is stopping (the next one starts over)", "topic", t.Topic())
+	case err != nil:
+		l.m.compactionErrors.Inc()
+		l.log.Error("compaction failed", "topic", t.Topic(), "err", err)
 	}
-	m.setRun(t.uri, func(r *compactionRun) {
+	l.setRun(t.Topic(), func(r *compactionRun) {
 		r.Running, r.Phase = false, "done"
 		if err != nil {
 			r.Phase, r.Err = "failed", err.Error()
@@ -203,10 +242,10 @@ func (m *Manager) runCompaction(t *Topic) {
 type compactUnit struct {
 	seg    topology.Segment
 	bucket int
-	dir    string   // the unit's directory here, where its compacted logs go
-	log    *wal.Log // nil for a unit another node owns
-	owner  string   // that node
-	t      *Topic
+	dir    string        // the unit's directory here, where its compacted logs go
+	log    *wal.Log      // nil for a unit another node owns
+	owner  string        // that node
+	t      *actors.Topic // read through: ReadUnit
 	// bytes is the size of the unit's log; for a unit another node owns,
 	// the key and payload bytes the writing pass read of it.
 	bytes      int64
@@ -217,14 +256,14 @@ type compactUnit struct {
 }
 
 // compactTopic runs one compaction of t (steps 1 to 5).
-func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
+func (l *Lifecycle) compactTopic(ctx context.Context, t *actors.Topic) error {
 	begin := time.Now()
-	uri := t.uri
-	rec, rev, err := m.meta.Compaction(ctx, t.name)
+	uri := t.Topic()
+	rec, rev, err := l.meta.Compaction(ctx, t.Name())
 	if err != nil && !errors.Is(err, meta.ErrNotFound) {
-		return metaError(err)
+		return meta.APIError(err, "the compaction record of "+uri)
 	}
-	if rec.Incarnation != t.incarnation {
+	if rec.Incarnation != t.Incarnation() {
 		rec = meta.CompactionRecord{} // of an earlier topic of the name
 	}
 	old := map[[2]uint64]uint64{}
@@ -246,31 +285,31 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 		if s.State == topology.StateDeleted {
 			continue
 		}
-		owner, remote := t.remoteOwner(s)
+		owner, remote := t.RemoteOwner(s)
 		for b := 0; b < s.Buckets; b++ {
 			u := &compactUnit{seg: s, bucket: b, t: t, oldHorizon: old[[2]uint64{uint64(s.ID), uint64(b)}],
-				dir: m.store.UnitDir(UnitKey{Topic: t.name, Segment: s.ID, Bucket: b})}
+				dir: l.store.UnitDir(logstore.UnitKey{Topic: t.Name(), Segment: s.ID, Bucket: b})}
 			if remote {
 				u.owner = owner
-				if u.first, u.horizon, err = t.remoteBoundsOf(owner, s, b); err != nil {
+				if u.first, u.horizon, err = t.Bounds(s.ID, b); err != nil {
 					return fmt.Errorf("the bounds of segment %d bucket %d on node %s: %w", s.ID, b, owner, err)
 				}
 			} else {
-				if u.log, err = t.unitLogFor(s, b)(); err != nil {
+				if u.log, err = t.OpenLog(s, b); err != nil {
 					return err
 				}
-				u.first, u.horizon, u.bytes = m.store.FirstOffset(u.log), u.log.NextOffset(), u.log.SizeBytes()
+				u.first, u.horizon, u.bytes = l.store.FirstOffset(u.log), u.log.NextOffset(), u.log.SizeBytes()
 			}
 			if err := removeGenerations(u.dir, rec.Generation); err != nil {
 				return err
 			}
 			if rec.Generation > 0 && u.oldHorizon > 0 {
-				u.prev, err = compaction.OpenLog(generationDir(u.dir, rec.Generation))
+				u.prev, err = compaction.OpenLog(compaction.GenerationDir(u.dir, rec.Generation))
 				switch {
 				case errors.Is(err, os.ErrNotExist):
 					// Not here (the topic's home moved): what it kept is
 					// read again from the log.
-					m.log.Warn("compaction: the previous compacted log of a unit is not on this node; reading its log again",
+					l.log.Warn("compaction: the previous compacted log of a unit is not on this node; reading its log again",
 						"topic", uri, "segment", s.ID, "bucket", b, "generation", rec.Generation)
 					u.oldHorizon = 0
 				case err != nil:
@@ -280,28 +319,28 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 			units = append(units, u)
 		}
 	}
-	m.setRun(uri, func(r *compactionRun) { r.Phase, r.Units = "deciding", len(units) })
+	l.setRun(uri, func(r *compactionRun) { r.Phase, r.Units = "deciding", len(units) })
 	cu := make([]compaction.Unit, len(units))
 	for i, u := range units {
 		cu[i] = compaction.Unit{Segment: uint64(u.seg.ID), Bucket: u.bucket, Rank: u.seg.CreatedEpoch}
 	}
-	scan := func(i int, fn func(uint64, wal.Record) error) error { return m.scanUnit(units[i], fn) }
+	scan := func(i int, fn func(uint64, wal.Record) error) error { return l.scanUnit(ctx, units[i], fn) }
 	d, err := compaction.Decide(cu, scan, compaction.Rules{RetainNullKey: p.CompactionRetainNullKey, DeleteRetention: p.DeleteRetention,
 		Lag: p.CompactionLag, Now: time.Now()}, compactBudget, os.TempDir())
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	m.setRun(uri, func(r *compactionRun) { r.Phase = "writing" })
-	next := meta.CompactionRecord{Topic: uri, Incarnation: t.incarnation, Generation: gen, Keys: d.Keys, Passes: d.Passes}
+	l.setRun(uri, func(r *compactionRun) { r.Phase = "writing" })
+	next := meta.CompactionRecord{Topic: uri, Incarnation: t.Incarnation(), Generation: gen, Keys: d.Keys, Passes: d.Passes}
 	for i, u := range units {
-		dir := generationDir(u.dir, gen)
+		dir := compaction.GenerationDir(u.dir, gen)
 		w, err := compaction.CreateLog(dir)
 		if err != nil {
 			return err
 		}
 		var kept uint64
-		err = m.scanUnit(u, func(off uint64, r wal.Record) error {
+		err = l.scanUnit(ctx, u, func(off uint64, r wal.Record) error {
 			next.Read++
 			if u.log == nil {
 				u.bytes += int64(len(r.Key) + len(r.Payload))
@@ -325,37 +364,37 @@ func (m *Manager) compactTopic(ctx context.Context, t *Topic) error {
 		next.Kept += kept
 		next.BytesAfter += dirBytes(dir)
 		next.BytesBefore += u.bytes
-		m.setRun(uri, func(r *compactionRun) { r.UnitsDone = i + 1 })
+		l.setRun(uri, func(r *compactionRun) { r.UnitsDone = i + 1 })
 	}
 	next.Finished = time.Now().UTC()
 	next.DurationMs = time.Since(begin).Milliseconds()
-	if err := compactionStep("written"); err != nil {
+	if err := l.compact.compactionStep("written"); err != nil {
 		return err
 	}
-	if _, err := m.meta.PutCompaction(ctx, t.name, next, rev); err != nil {
-		return fmt.Errorf("recording the compaction of %s: %w", uri, metaError(err))
+	if _, err := l.meta.PutCompaction(ctx, t.Name(), next, rev); err != nil {
+		return fmt.Errorf("recording the compaction of %s: %w", uri, meta.APIError(err, "the compaction record"))
 	}
-	t.compaction.Store(&next)
-	if err := compactionStep("recorded"); err != nil {
+	t.CompactionRecorded(next)
+	if err := l.compact.compactionStep("recorded"); err != nil {
 		return err
 	}
-	m.m.compactions.Inc()
+	l.m.compactions.Inc()
 	for _, u := range units {
 		if err := removeGenerations(u.dir, gen); err != nil {
-			m.log.Warn("compaction: removing an older generation's compacted log failed (the next compaction does)", "dir", u.dir, "err", err)
+			l.log.Warn("compaction: removing an older generation's compacted log failed (the next compaction does)", "dir", u.dir, "err", err)
 		}
 	}
-	m.removeDeletedCompacted(t, layout)
-	m.closeCompacted(t, gen)
-	m.log.Info("compaction done", "topic", uri, "generation", gen, "keys", next.Keys, "kept", next.Kept, "passes", next.Passes,
+	l.removeDeletedCompacted(t, layout)
+	l.log.Info("compaction done", "topic", uri, "generation", gen, "keys", next.Keys, "kept", next.Kept, "passes", next.Passes,
 		"bytes_before", next.BytesBefore, "bytes_after", next.BytesAfter, "took", time.Since(begin).Round(time.Millisecond))
 	return nil
 }
 
 // scanUnit calls fn for every record of u below its new horizon, in offset
 // order: from its previous compacted log below the old horizon, then from
-// its log (and the remote tier), never below its first offset.
-func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) error {
+// its log (and the remote tier), never below its first offset. It stops
+// when ctx is done (the node stopping).
+func (l *Lifecycle) scanUnit(ctx context.Context, u *compactUnit, fn func(uint64, wal.Record) error) error {
 	from := u.first
 	if u.prev != nil {
 		for {
@@ -379,15 +418,11 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 			from = kept[n-1].Offset + 1
 		}
 	}
-	open := func() (*wal.Log, error) { return u.log, nil }
 	for off := max(u.oldHorizon, u.first); off < u.horizon; {
-		var d UnitData
-		var err error
-		if u.log != nil {
-			d, err = m.readLocal(open, UnitRead{From: off, Max: 4096, MaxBytes: 4 << 20})
-		} else {
-			d, err = u.t.readRemote(u.owner, u.seg, u.bucket, off, 4096, 4<<20, false)
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		recs, err := u.t.ReadUnit(u.seg, u.bucket, off, 4096, 4<<20)
 		var hole *wal.HoleError
 		switch {
 		case errors.As(err, &hole):
@@ -395,10 +430,10 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 			continue
 		case err != nil:
 			return err
-		case len(d.Records) == 0:
+		case len(recs) == 0:
 			return fmt.Errorf("no record at offset %d below the horizon %d", off, u.horizon)
 		}
-		for _, r := range d.Records {
+		for _, r := range recs {
 			if off >= u.horizon {
 				break
 			}
@@ -414,26 +449,21 @@ func (m *Manager) scanUnit(u *compactUnit, fn func(uint64, wal.Record) error) er
 // removeDeletedCompacted removes the compacted logs this node keeps of
 // deleted segments (those of segments other nodes held: a segment's own
 // directory goes with its logs), and their directories once empty.
-func (m *Manager) removeDeletedCompacted(t *Topic, l topology.Layout) {
-	for _, s := range l.Segments {
+func (l *Lifecycle) removeDeletedCompacted(t *actors.Topic, layout topology.Layout) {
+	for _, s := range layout.Segments {
 		if s.State != topology.StateDeleted {
 			continue
 		}
 		for b := 0; b < s.Buckets; b++ {
-			dir := m.store.UnitDir(UnitKey{Topic: t.name, Segment: s.ID, Bucket: b})
+			dir := l.store.UnitDir(logstore.UnitKey{Topic: t.Name(), Segment: s.ID, Bucket: b})
 			if err := removeGenerations(dir, 0); err != nil {
-				m.log.Warn("compaction: removing the compacted logs of a deleted segment failed", "dir", dir, "err", err)
+				l.log.Warn("compaction: removing the compacted logs of a deleted segment failed", "dir", dir, "err", err)
 				continue
 			}
 			os.Remove(dir)               // only when empty: the segment's log may be there
 			os.Remove(filepath.Dir(dir)) // the same
 		}
 	}
-}
-
-// generationDir is where a unit's compacted log of a generation lives.
-func generationDir(unitDir string, gen uint64) string {
-	return filepath.Join(unitDir, "compacted-"+strconv.FormatUint(gen, 10))
 }
 
 // removeGenerations removes the compacted logs in a unit's directory but
@@ -447,11 +477,8 @@ func removeGenerations(unitDir string, keep uint64) error {
 		return err
 	}
 	for _, e := range entries {
-		g, ok := strings.CutPrefix(e.Name(), "compacted-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		if n, err := strconv.ParseUint(g, 10, 64); err == nil && n == keep {
+		g, ok := compaction.GenerationOf(e.Name())
+		if !ok || !e.IsDir() || g == keep {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(unitDir, e.Name())); err != nil {

@@ -1,4 +1,4 @@
-package actors
+package lifecycle
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,24 +17,17 @@ import (
 // tier, below the local first offset); stats count the tier; retention
 // removes from the tier too; deleting the topic leaves nothing in it.
 func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
-	m, topic := storageTopic(t, "topic://t/n/tiered", `{"segment_ms":30,"segment_bytes":65536,"retention":"1h","offload":true,"local_retention_ms":0}`)
+	lc, topic := storageTopic(t, "topic://t/n/tiered", `{"segment_ms":30,"segment_bytes":65536,"retention":"1h","offload":true,"local_retention_ms":0}`)
 	const n = 300
 	for i := 0; i < n; i++ {
 		if r := produceOne(t, topic, "k", string(make([]byte, 512))); r.Code != 0 {
 			t.Fatal(r.Err())
 		}
 	}
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := m.store.Tier()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.FirstOffset() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("local first offset %d, tier %+v: the files were not offloaded", l.FirstOffset(), tr.Bytes(l.Dir()))
-		}
-		time.Sleep(5 * time.Millisecond)
+	l := unitLog(t, topic, 0, 0)
+	tr := lc.store.Tier()
+	if !poll.Until(10*time.Second, func() bool { return l.FirstOffset() >= n }) {
+		t.Fatalf("local first offset %d, tier %+v: the files were not offloaded", l.FirstOffset(), tr.Bytes(l.Dir()))
 	}
 	if first, next, err := topic.Bounds(0, 0); err != nil || first != 0 || next != n {
 		t.Fatalf("bounds [%d, %d), %v", first, next, err)
@@ -50,7 +44,7 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 			off++
 		}
 	}
-	if v := counterValue(t, m.m.tierOffloadedFiles); v == 0 {
+	if v := counterValue(t, lc.m.tierOffloadedFiles); v == 0 {
 		t.Fatal("no offload counted")
 	}
 	st := topic.Stats()
@@ -71,20 +65,17 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 		t.Fatal("no object in the store")
 	}
 	// Retention of 200 ms: the tier empties (the topic is idle).
-	if _, err := m.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.uri,
+	if _, err := lc.topics.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.Topic(),
 		Policies: &api.Policies{Retention: ptr("200ms"), SegmentMs: ptr(int64(20))}}); err != nil {
 		t.Fatal(err)
 	}
-	for objects() > 0 {
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatalf("%d objects left past retention", objects())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(20*time.Second, func() bool { return objects() == 0 }) {
+		t.Fatalf("%d objects left past retention", objects())
 	}
 	if first, _, _ := topic.Bounds(0, 0); first != n {
 		t.Fatalf("first offset %d after the tier's retention", first)
 	}
-	if v := counterValue(t, m.m.tierRemovedFiles); v == 0 || topic.Stats().Storage.TierFilesRemoved == 0 {
+	if v := counterValue(t, lc.m.tierRemovedFiles); v == 0 || topic.Stats().Storage.TierFilesRemoved == 0 {
 		t.Fatalf("no removal from the tier counted: %v, %+v", v, topic.Stats().Storage)
 	}
 }
@@ -92,13 +83,13 @@ func TestOffloadedTopicReadsFromTheTier(t *testing.T) {
 // TestDeletingAnOffloadedTopicEmptiesTheTier: a topic delete removes the
 // objects of its logs.
 func TestDeletingAnOffloadedTopicEmptiesTheTier(t *testing.T) {
-	m, topic := storageTopic(t, "topic://t/n/tiered-deleted", `{"segment_ms":30,"retention":"1h","offload":true,"local_retention_ms":-1}`)
+	lc, topic := storageTopic(t, "topic://t/n/tiered-deleted", `{"segment_ms":30,"retention":"1h","offload":true,"local_retention_ms":-1}`)
 	for i := 0; i < 100; i++ {
 		if r := produceOne(t, topic, "k", "v"); r.Code != 0 {
 			t.Fatal(r.Err())
 		}
 	}
-	tr := m.store.Tier()
+	tr := lc.store.Tier()
 	list := func() int {
 		infos, err := tr.Store().List(context.Background())
 		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
@@ -106,18 +97,12 @@ func TestDeletingAnOffloadedTopicEmptiesTheTier(t *testing.T) {
 		}
 		return len(infos)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for list() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing offloaded")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	l, _ := topic.unitLog(0, 0)
+	poll.Eventually(t, 10*time.Second, "something offloaded", func() bool { return list() > 0 })
+	l := unitLog(t, topic, 0, 0)
 	if l.FirstOffset() != 0 {
 		t.Fatalf("with local_retention_ms -1 the local copies went: first offset %d", l.FirstOffset())
 	}
-	if err := m.DeleteTopic(context.Background(), topic.uri); err != nil {
+	if err := lc.topics.DeleteTopic(context.Background(), topic.Topic()); err != nil {
 		t.Fatal(err)
 	}
 	if n := list(); n != 0 {

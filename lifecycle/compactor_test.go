@@ -1,4 +1,4 @@
-package actors
+package lifecycle
 
 import (
 	"context"
@@ -9,41 +9,40 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	dto "github.com/prometheus/client_model/go"
 )
 
 // compactAndWait runs a compaction of uri and waits for its end.
-func compactAndWait(t *testing.T, m *Manager, uri string) {
+func compactAndWait(t *testing.T, lc *Lifecycle, uri string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := m.Compact(ctx, uri); err != nil {
+	if _, err := lc.Compact(ctx, uri); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := m.CompactionStatus(ctx, uri)
-		if err != nil {
+	var st api.CompactionStatus
+	ended := poll.Until(20*time.Second, func() bool {
+		var err error
+		if st, err = lc.CompactionStatus(ctx, uri); err != nil {
 			t.Fatal(err)
 		}
-		if !st.Running {
-			if st.Error != "" {
-				t.Fatalf("compaction failed: %s", st.Error)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("compaction still running: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return !st.Running
+	})
+	if !ended {
+		t.Fatalf("compaction still running: %+v", st)
+	}
+	if st.Error != "" {
+		t.Fatalf("compaction failed: %s", st.Error)
 	}
 }
 
 // compactedView reads every unit of the topic's compacted view from 0 and
 // returns "key=payload@segment" of what it holds, sorted.
-func compactedView(t *testing.T, topic *Topic) []string {
+func compactedView(t *testing.T, topic *actors.Topic) []string {
 	t.Helper()
 	var out []string
 	for _, s := range topic.Layout().Segments {
@@ -85,24 +84,24 @@ func compactedView(t *testing.T, topic *Topic) []string {
 // output and removes its generation; a generation a crash left behind is
 // removed before the next is written.
 func TestCompactionAcrossTheDAG(t *testing.T) {
-	m := newTestManager(t)
+	lc := newTestLifecycle(t, nil)
 	const uri = "topic://t/n/compacted"
-	topic := createTestTopic(t, m, uri, 1, 1)
+	topic := createTestTopic(t, lc, uri, 1, 1)
 	for _, kv := range [][2]string{{"a", "1"}, {"b", "1"}, {"c", "1"}, {"d", "1"}, {"a", "2"}, {"e", "1"}, {"d", "2"}} {
 		if r := produceOne(t, topic, kv[0], kv[1]); r.Code != 0 {
 			t.Fatal(r.Err())
 		}
 	}
-	if _, err := m.Change(context.Background(), uri, topology.Split(0, nil)); err != nil {
+	if _, err := lc.topics.Change(context.Background(), uri, topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
-	topic, _ = m.Topic(uri)
+	topic, _ = lc.topics.Topic(uri)
 	for _, kv := range [][2]string{{"a", "3"}, {"b", "3"}, {"c", ""}} {
 		if r := produceOne(t, topic, kv[0], kv[1]); r.Code != 0 || r.Segment == 0 {
 			t.Fatalf("produce after the split: %+v", r)
 		}
 	}
-	compactAndWait(t, m, uri)
+	compactAndWait(t, lc, uri)
 	got := compactedView(t, topic)
 	seg := func(key string) uint64 {
 		s, _ := topic.Layout().Owner(routing.KeyHashString(key))
@@ -117,7 +116,7 @@ func TestCompactionAcrossTheDAG(t *testing.T) {
 	if !slices.Equal(view, want) {
 		t.Fatalf("compacted view %v, want %v", view, want)
 	}
-	st, err := m.CompactionStatus(context.Background(), uri)
+	st, err := lc.CompactionStatus(context.Background(), uri)
 	if err != nil || st.Generation != 1 || st.Keys != 5 || st.Kept != 5 || st.Read != 10 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
@@ -126,16 +125,13 @@ func TestCompactionAcrossTheDAG(t *testing.T) {
 	if r := produceOne(t, topic, "e", "2"); r.Code != 0 {
 		t.Fatal(r.Err())
 	}
-	l0, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l0 := unitLog(t, topic, 0, 0)
 	// A third generation's directory, as a crash would leave it.
 	if err := os.MkdirAll(filepath.Join(l0.Dir(), "compacted-3"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	compactAndWait(t, m, uri)
-	st, _ = m.CompactionStatus(context.Background(), uri)
+	compactAndWait(t, lc, uri)
+	st, _ = lc.CompactionStatus(context.Background(), uri)
 	if st.Generation != 2 {
 		t.Fatalf("second compaction: %+v", st)
 	}
@@ -162,41 +158,40 @@ func TestCompactionAcrossTheDAG(t *testing.T) {
 func TestCompactionStoppedAtEachStep(t *testing.T) {
 	for _, step := range []string{"written", "recorded"} {
 		t.Run(step, func(t *testing.T) {
-			m := newTestManager(t)
+			lc := newTestLifecycle(t, nil)
 			uri := "topic://t/n/stopped-" + step
-			topic := createTestTopic(t, m, uri, 1, 1)
+			topic := createTestTopic(t, lc, uri, 1, 1)
 			for _, kv := range [][2]string{{"a", "1"}, {"a", "2"}, {"b", "1"}} {
 				produceOne(t, topic, kv[0], kv[1])
 			}
-			compactAndWait(t, m, uri)
+			compactAndWait(t, lc, uri)
 			produceOne(t, topic, "a", "3")
-			compactStep = func(s string) error {
+			lc.compact.step = func(s string) error {
 				if s == step {
 					return fmt.Errorf("stopped at %s", s)
 				}
 				return nil
 			}
-			defer func() { compactStep = nil }()
-			if _, err := m.Compact(context.Background(), uri); err != nil {
+			if _, err := lc.Compact(context.Background(), uri); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				st, _ := m.CompactionStatus(context.Background(), uri)
-				if !st.Running {
-					if st.Error == "" {
-						t.Fatalf("the compaction did not stop: %+v", st)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("still running")
-				}
-				time.Sleep(5 * time.Millisecond)
+			var st api.CompactionStatus
+			if !poll.Until(10*time.Second, func() bool { st, _ = lc.CompactionStatus(context.Background(), uri); return !st.Running }) {
+				t.Fatal("still running")
 			}
-			compactStep = nil
-			// As a node that restarts: the record read again.
-			topic.compaction.Store(nil)
+			if st.Error == "" {
+				t.Fatalf("the compaction did not stop: %+v", st)
+			}
+			lc.compact.step = nil
+			// As a node that restarts: the topic stopped, the record
+			// read again as it activates.
+			if !slices.Contains(lc.topics.ReleaseAll(), uri) {
+				t.Fatal("the topic did not stop")
+			}
+			topic, err := lc.topics.Topic(uri)
+			if err != nil {
+				t.Fatal(err)
+			}
 			view := compactedView(t, topic)
 			want := []string{"a=2@0", "a=3@0", "b=1@0"} // the old view, and a=3 after its horizon
 			if step == "recorded" {
@@ -205,7 +200,7 @@ func TestCompactionStoppedAtEachStep(t *testing.T) {
 			if !slices.Equal(view, want) {
 				t.Fatalf("view %v, want %v", view, want)
 			}
-			l, _ := topic.unitLog(0, 0)
+			l := unitLog(t, topic, 0, 0)
 			gens := func() []string {
 				entries, _ := os.ReadDir(l.Dir())
 				var out []string
@@ -219,7 +214,7 @@ func TestCompactionStoppedAtEachStep(t *testing.T) {
 			if got := gens(); len(got) != 2 {
 				t.Fatalf("generations after the stop: %v, want the recorded one and the other", got)
 			}
-			compactAndWait(t, m, uri)
+			compactAndWait(t, lc, uri)
 			if got := gens(); len(got) != 1 {
 				t.Fatalf("generations after the next compaction: %v", got)
 			}
@@ -234,9 +229,9 @@ func TestCompactionStoppedAtEachStep(t *testing.T) {
 // compacted by itself once its logs grew by that much since the last
 // compaction, not before.
 func TestCompactionOverThreshold(t *testing.T) {
-	m, topic := storageTopic(t, "topic://t/n/auto-compacted", `{"compaction_threshold_bytes":65536}`)
+	lc, topic := storageTopic(t, "topic://t/n/auto-compacted", `{"compaction_threshold_bytes":65536}`)
 	status := func() api.CompactionStatus {
-		st, err := m.CompactionStatus(context.Background(), topic.uri)
+		st, err := lc.CompactionStatus(context.Background(), topic.Topic())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,30 +243,20 @@ func TestCompactionOverThreshold(t *testing.T) {
 	// Under the threshold: a few passes of the worker compact nothing.
 	ticks := func() uint64 {
 		var d dto.Metric
-		if err := m.m.storageTickSeconds.Write(&d); err != nil {
+		if err := lc.m.storageTickSeconds.Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		return d.GetHistogram().GetSampleCount()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for start := ticks(); ticks() < start+5; {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker does not tick")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	start := ticks()
+	poll.Eventually(t, 5*time.Second, "five passes of the worker", func() bool { return ticks() >= start+5 })
 	if st := status(); st.Generation != 0 || st.Running {
 		t.Fatalf("compacted under the threshold: %+v", st)
 	}
 	for i := 0; i < 80; i++ {
 		produceOne(t, topic, fmt.Sprint("k", i%10), string(make([]byte, 1024)))
 	}
-	for status().Generation == 0 {
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatal("not compacted over the threshold")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Eventually(t, 15*time.Second, "compacted over the threshold", func() bool { return status().Generation != 0 })
 	if st := status(); st.Keys != 10 {
 		t.Fatalf("status: %+v", st)
 	}

@@ -1,4 +1,4 @@
-package actors
+package lifecycle
 
 import (
 	"cmp"
@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/clock"
+	"github.com/braidmq/braid/internal/labels"
+	"github.com/braidmq/braid/logstore"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
@@ -59,7 +62,7 @@ type storageTick struct{ gen uint64 }
 type storageRearm struct{ tick time.Duration }
 
 type storageWorker struct {
-	m    *Manager
+	l    *Lifecycle
 	tick time.Duration
 	// segmentBytes remembers the size set on each log (SetSegmentBytes).
 	segmentBytes map[*wal.Log]int64
@@ -68,7 +71,11 @@ type storageWorker struct {
 	next time.Duration
 	// held counts what the worker does to the logs it holds of other
 	// nodes' topics (their stats are their home's).
-	held map[routing.TopicName]*storageCounts
+	held map[routing.TopicName]*actors.StorageCounts
+	// series holds the topics whose per-topic series (disk and tier
+	// bytes) the worker set: they go once it finds none of their logs
+	// open (the topic passivated, deleted or moved).
+	series map[routing.TopicName]bool
 	// swept is when the tier was last swept (sweepTier), sealedVisited
 	// when the sealed segments' logs were last opened (run).
 	swept, sealedVisited time.Time
@@ -84,7 +91,7 @@ type storageWorker struct {
 type storageView struct {
 	policy scaling.Policy
 	layout topology.Layout
-	counts *storageCounts
+	counts *actors.StorageCounts
 }
 
 // sealed returns the sealed segments of the view's layout.
@@ -100,44 +107,44 @@ func (v storageView) sealed() map[topology.SegmentID]bool {
 
 // storageView returns the view of topic name: from the topic when it is
 // active here; else, for the segments this node holds of another node's
-// topic, from the topic's record (read at most servedRecordTTL ago) and
+// topic, from the topic's record (actors.Manager.HeldRecord) and
 // its namespace's policies, so that the home's policies apply to them
 // (the broker default's could remove what a topic keeps for longer). A
 // topic whose record cannot be read, or is of another incarnation than
 // the logs, is not visited this pass.
 func (w *storageWorker) storageView(name routing.TopicName, namespaces map[routing.NamespaceName]*api.Policies) (storageView, bool) {
-	m := w.m
-	if t, ok := m.Active(name.String()); ok {
-		return storageView{policy: t.Policy(), layout: t.Layout(), counts: &t.storage}, true
+	l := w.l
+	if t, ok := l.topics.Active(name.String()); ok {
+		return storageView{policy: t.Policy(), layout: t.Layout(), counts: t.StorageCounts()}, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rec, err := m.servedRecord(ctx, name)
-	if err != nil || rec.Incarnation != m.store.Incarnation(name) {
+	rec, err := l.topics.HeldRecord(ctx, name)
+	if err != nil || rec.Incarnation != l.store.Incarnation(name) {
 		return storageView{}, false
 	}
 	nsName := name.NamespaceName()
 	ns, ok := namespaces[nsName]
 	if !ok {
-		nsRec, err := m.namespace(ctx, nsName)
+		nsRec, err := l.meta.Namespace(ctx, nsName)
 		if err != nil {
 			return storageView{}, false
 		}
 		ns, namespaces[nsName] = nsRec.Policies, nsRec.Policies
 	}
-	p, err := m.ResolvePolicies(rec.Policies, ns)
+	p, err := l.topics.ResolvePolicies(rec.Policies, ns)
 	if err != nil {
-		m.m.storageErrors.Inc()
-		m.log.Error("storage worker: the policies of a topic whose segments this node holds do not resolve; its logs are left as they are",
+		l.m.storageErrors.Inc()
+		l.log.Error("storage worker: the policies of a topic whose segments this node holds do not resolve; its logs are left as they are",
 			"topic", name.String(), "err", err)
 		return storageView{}, false
 	}
 	if w.held == nil {
-		w.held = map[routing.TopicName]*storageCounts{}
+		w.held = map[routing.TopicName]*actors.StorageCounts{}
 	}
 	c := w.held[name]
 	if c == nil {
-		c = &storageCounts{}
+		c = &actors.StorageCounts{}
 		w.held[name] = c
 	}
 	return storageView{policy: p, layout: rec.Layout, counts: c}, true
@@ -147,8 +154,8 @@ func (w *storageWorker) storageView(name routing.TopicName, namespaces map[routi
 // holds of the topics active here whose policies act on them (retention
 // or offload), opening those that are not open (the idle sweeper closes
 // them again).
-func (w *storageWorker) addSealed(byTopic map[routing.TopicName][]storageLog, open map[UnitKey]*wal.Log) {
-	for _, t := range w.m.activeTopics() {
+func (w *storageWorker) addSealed(byTopic map[routing.TopicName][]storageLog, open map[logstore.UnitKey]*wal.Log) {
+	for _, t := range w.l.topics.All() {
 		if p := t.Policy(); p.Retention <= 0 && !p.Offload {
 			continue
 		}
@@ -156,41 +163,44 @@ func (w *storageWorker) addSealed(byTopic map[routing.TopicName][]storageLog, op
 			if s.State != topology.StateSealed {
 				continue
 			}
-			if _, remote := t.remoteOwner(s); remote {
+			if _, remote := t.RemoteOwner(s); remote {
 				continue
 			}
 			for b := 0; b < s.Buckets; b++ {
-				key := UnitKey{Topic: t.name, Segment: s.ID, Bucket: b}
+				key := logstore.UnitKey{Topic: t.Name(), Segment: s.ID, Bucket: b}
 				if open[key] != nil {
 					continue
 				}
-				l, err := t.unitLogFor(s, b)()
+				l, err := t.OpenLog(s, b)
 				if err != nil {
-					w.m.m.storageErrors.Inc()
-					w.m.log.Error("storage worker: opening a sealed segment's log failed", "unit", key.String(), "err", err)
+					w.l.m.storageErrors.Inc()
+					w.l.log.Error("storage worker: opening a sealed segment's log failed", "unit", key.String(), "err", err)
 					continue
 				}
-				byTopic[t.name] = append(byTopic[t.name], storageLog{key: key, log: l})
+				byTopic[key.Topic] = append(byTopic[key.Topic], storageLog{key: key, log: l})
 			}
 		}
 	}
 }
 
 // startStorageWorker spawns the node's storage worker (not without a tick).
-func (m *Manager) startStorageWorker() error {
-	if m.cfg.StorageTick <= 0 || m.system == nil {
+func (l *Lifecycle) startStorageWorker() error {
+	if l.cfg.StorageTick <= 0 {
 		return nil
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &storageWorker{m: m, tick: m.cfg.StorageTick, segmentBytes: map[*wal.Log]int64{}}
-	})
-	pid, err := m.system.Root.SpawnNamed(props, "braid-storage")
+		return &storageWorker{l: l, tick: l.cfg.StorageTick, segmentBytes: map[*wal.Log]int64{}}
+	}, actor.WithDispatcher(labels.Dispatcher("braid_actor", storageWorkerName)))
+	pid, err := l.system.Root.SpawnNamed(props, storageWorkerName)
 	if err != nil {
 		return err
 	}
-	m.storagePID.Store(pid)
+	l.storagePID.Store(pid)
 	return nil
 }
+
+// storageWorkerName is the storage worker's actor name.
+const storageWorkerName = "braid-storage"
 
 func (w *storageWorker) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
@@ -203,15 +213,19 @@ func (w *storageWorker) Receive(ctx actor.Context) {
 		if msg.gen != w.gen {
 			return // a re-arm replaced this schedule
 		}
-		w.run(w.m.clock.Now())
+		w.run(w.l.clock.Now())
 		d := w.tick
 		if w.next > 0 {
 			d = w.next
 		}
 		w.schedule(ctx, d)
 	case storageRearm:
-		if msg.tick > 0 && w.m.clock.Now().Add(msg.tick).Before(w.due) {
+		if msg.tick > 0 && w.l.clock.Now().Add(msg.tick).Before(w.due) {
 			w.schedule(ctx, msg.tick)
+		}
+	case *actor.Stopping:
+		if w.timer != nil {
+			w.timer.Stop()
 		}
 	}
 }
@@ -224,28 +238,29 @@ func (w *storageWorker) schedule(ctx actor.Context, d time.Duration) {
 		w.timer.Stop()
 	}
 	w.gen++
-	w.due = w.m.clock.Now().Add(d)
+	w.due = w.l.clock.Now().Add(d)
 	tick := storageTick{gen: w.gen}
-	w.timer = w.m.clock.AfterFunc(d, func() { root.Send(self, tick) })
+	w.timer = w.l.clock.AfterFunc(d, func() { root.Send(self, tick) })
 }
 
-// rearmStorage tells the storage worker, if there is one, of a topic's
-// storage_tick (see storageRearm).
-func (m *Manager) rearmStorage(tick time.Duration) {
+// Rearm tells the storage worker, if there is one, that a topic's
+// storage_tick is tick (see storageRearm): the topics call it as they
+// apply their policies (actors.Config.OnStorageTick).
+func (l *Lifecycle) Rearm(tick time.Duration) {
 	if tick <= 0 {
 		return
 	}
-	if pid := m.storagePID.Load(); pid != nil && m.system != nil {
-		m.system.Root.Send(pid, storageRearm{tick: tick})
+	if pid := l.storagePID.Load(); pid != nil {
+		l.system.Root.Send(pid, storageRearm{tick: tick})
 	}
 }
 
 // storageLog is an open log of a topic, as the worker visits it, and
 // where it counts what it does to the topic.
 type storageLog struct {
-	key    UnitKey
+	key    logstore.UnitKey
 	log    *wal.Log
-	counts *storageCounts
+	counts *actors.StorageCounts
 }
 
 // sealedVisitEvery is how often the worker opens the logs of sealed
@@ -258,7 +273,7 @@ func (w *storageWorker) sealedVisitEvery() time.Duration { return min(time.Minut
 func (w *storageWorker) run(now time.Time) {
 	begin := time.Now()
 	byTopic := map[routing.TopicName][]storageLog{}
-	open := w.m.store.Logs()
+	open := w.l.store.Logs()
 	for key, l := range open {
 		byTopic[key.Topic] = append(byTopic[key.Topic], storageLog{key: key, log: l})
 	}
@@ -277,7 +292,7 @@ func (w *storageWorker) run(now time.Time) {
 		p := v.policy
 		if p.StorageTick > 0 {
 			next = min(next, p.StorageTick)
-			if last := v.counts.lastPass.Load(); last != 0 && now.Sub(time.Unix(0, last)) < p.StorageTick {
+			if last := v.counts.LastPass.Load(); last != 0 && now.Sub(time.Unix(0, last)) < p.StorageTick {
 				continue // its namespace's tick has not come
 			}
 		}
@@ -287,7 +302,7 @@ func (w *storageWorker) run(now time.Time) {
 			seen[logs[i].log] = true
 			w.visit(logs[i], p, now, sealed[logs[i].key.Segment])
 		}
-		v.counts.lastPass.Store(now.UnixNano())
+		v.counts.LastPass.Store(now.UnixNano())
 		held := w.trimBytes(name, logs, p)
 		if p.CompactionThresholdBytes > 0 {
 			w.maybeCompact(name, held, p.CompactionThresholdBytes)
@@ -298,6 +313,12 @@ func (w *storageWorker) run(now time.Time) {
 			delete(w.held, name) // no log of it open any more
 		}
 	}
+	for name := range w.series {
+		if _, ok := byTopic[name]; !ok {
+			w.l.m.forgetTopic(name)
+			delete(w.series, name)
+		}
+	}
 	for l := range w.segmentBytes {
 		if !seen[l] {
 			delete(w.segmentBytes, l) // closed since
@@ -305,7 +326,7 @@ func (w *storageWorker) run(now time.Time) {
 	}
 	w.next = next
 	w.sweepTier(now)
-	w.m.m.storageTickSeconds.Observe(time.Since(begin).Seconds())
+	w.l.m.storageTickSeconds.Observe(time.Since(begin).Seconds())
 }
 
 // visit rolls one log by age (a sealed segment's at once: it takes no
@@ -313,34 +334,34 @@ func (w *storageWorker) run(now time.Time) {
 // any other), offloads it and drops its local copies (offload), and trims
 // it by time.
 func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, sealed bool) {
-	l, m := sl.log, w.m
-	if set, ok := w.segmentBytes[l]; !ok || set != p.SegmentBytes {
-		l.SetSegmentBytes(walSegmentBytes(p.SegmentBytes))
-		w.segmentBytes[l] = p.SegmentBytes
+	lg, l := sl.log, w.l
+	if set, ok := w.segmentBytes[lg]; !ok || set != p.SegmentBytes {
+		lg.SetSegmentBytes(p.RollBytes())
+		w.segmentBytes[lg] = p.SegmentBytes
 	}
-	if sealed && (p.Retention > 0 || p.Offload) || p.SegmentMs > 0 && now.Sub(l.TailStarted()) >= time.Duration(p.SegmentMs)*time.Millisecond {
-		rolled, err := l.Roll()
+	if sealed && (p.Retention > 0 || p.Offload) || p.SegmentMs > 0 && now.Sub(lg.TailStarted()) >= time.Duration(p.SegmentMs)*time.Millisecond {
+		rolled, err := lg.Roll()
 		switch {
 		case err != nil:
-			m.m.storageErrors.Inc()
-			sl.counts.errors.Add(1)
-			m.log.Error("storage worker: rolling a log by age failed", "unit", sl.key.String(), "err", err)
+			l.m.storageErrors.Inc()
+			sl.counts.Errors.Add(1)
+			l.log.Error("storage worker: rolling a log by age failed", "unit", sl.key.String(), "err", err)
 		case rolled:
-			m.m.storageRolled.Inc()
-			sl.counts.rolled.Add(1)
+			l.m.storageRolled.Inc()
+			sl.counts.Rolled.Add(1)
 		}
 	}
-	tiered := m.store.Tier() != nil && (p.Offload || m.store.Tier().Bytes(l.Dir()) > 0)
+	tiered := l.store.Tier() != nil && (p.Offload || l.store.Tier().Bytes(lg.Dir()) > 0)
 	if p.Retention <= 0 && !tiered {
 		// Forever; or 0, which removes sealed segments once drained
 		// (the scaler's rule) and leaves live logs to retention_bytes.
 		return
 	}
-	files, err := l.ClosedFiles()
+	files, err := lg.ClosedFiles()
 	if err != nil {
-		m.m.storageErrors.Inc()
-		sl.counts.errors.Add(1)
-		m.log.Error("storage worker: listing a log's files failed", "unit", sl.key.String(), "err", err)
+		l.m.storageErrors.Inc()
+		sl.counts.Errors.Add(1)
+		l.log.Error("storage worker: listing a log's files failed", "unit", sl.key.String(), "err", err)
 		return
 	}
 	if tiered && p.Offload {
@@ -354,18 +375,18 @@ func (w *storageWorker) visit(sl storageLog, p scaling.Policy, now time.Time, se
 		w.expireTier(sl, func(e tier.Entry) bool { return e.Newest < cutoff }, "retention")
 	}
 	k := 0
-	for k < len(files) && olderThan(l, &files[k], cutoff) {
+	for k < len(files) && olderThan(lg, &files[k], cutoff) {
 		k++
 	}
 	if k > 0 && !w.drop(sl, files[:k], "retention") {
 		return
 	}
 	if k < len(files) && oversized(files[k], p) {
-		before, err := l.ExpiredBefore(cutoff)
+		before, err := lg.ExpiredBefore(cutoff)
 		if err != nil {
-			m.m.storageErrors.Inc()
-			sl.counts.errors.Add(1)
-			m.log.Error("storage worker: finding a log's expired records failed", "unit", sl.key.String(), "err", err)
+			l.m.storageErrors.Inc()
+			sl.counts.Errors.Add(1)
+			l.log.Error("storage worker: finding a log's expired records failed", "unit", sl.key.String(), "err", err)
 			return
 		}
 		if before > files[k].First {
@@ -398,20 +419,20 @@ func headTrimStep(p scaling.Policy) int64 {
 // wal.TrimHead), when that gives back at least minBytes; it returns the
 // bytes given back.
 func (w *storageWorker) trimHead(sl storageLog, before uint64, minBytes int64, why string) int64 {
-	m := w.m
+	l := w.l
 	freed, err := sl.log.TrimHead(before, minBytes)
 	if err != nil {
-		m.m.storageErrors.Inc()
-		sl.counts.errors.Add(1)
-		m.log.Error("storage worker: trimming the head of a log's oldest file failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
+		l.m.storageErrors.Inc()
+		sl.counts.Errors.Add(1)
+		l.log.Error("storage worker: trimming the head of a log's oldest file failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
 		return 0
 	}
 	if freed > 0 {
-		m.m.storageHeadTrims.Inc()
-		m.m.storageRemovedBytes.Add(float64(freed))
-		sl.counts.headTrims.Add(1)
-		sl.counts.removedBytes.Add(uint64(freed))
-		m.log.Debug("storage worker: head trimmed", "unit", sl.key.String(), "bytes", freed, "why", why, "first_offset", sl.log.FirstOffset())
+		l.m.storageHeadTrims.Inc()
+		l.m.storageRemovedBytes.Add(float64(freed))
+		sl.counts.HeadTrims.Add(1)
+		sl.counts.RemovedBytes.Add(uint64(freed))
+		l.log.Debug("storage worker: head trimmed", "unit", sl.key.String(), "bytes", freed, "why", why, "first_offset", sl.log.FirstOffset())
 	}
 	return freed
 }
@@ -424,7 +445,7 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 	var local, tiered int64
 	for _, sl := range logs {
 		local += sl.log.SizeBytes()
-		if tr := w.m.store.Tier(); tr != nil {
+		if tr := w.l.store.Tier(); tr != nil {
 			tiered += tr.Bytes(sl.log.Dir())
 		}
 	}
@@ -434,15 +455,19 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 	if p.RetentionBytes >= 0 && local+tiered > p.RetentionBytes {
 		local = w.dropOldest(logs, p, local+tiered, p.RetentionBytes, nil, "retention_bytes") - tiered
 	}
-	if bound := p.LocalBytes(); p.Offload && w.m.store.Tier() != nil && bound >= 0 && local > bound {
-		tr := w.m.store.Tier()
+	if bound := p.LocalBytes(); p.Offload && w.l.store.Tier() != nil && bound >= 0 && local > bound {
+		tr := w.l.store.Tier()
 		held := func(sl storageLog, f wal.FileInfo) bool { return tr.Holds(sl.log.Dir(), f.First) }
 		local = w.dropOldest(logs, p, local, bound, held, "local_retention_bytes")
 	}
-	w.m.m.topicDiskBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(local))
-	if w.m.store.Tier() != nil {
-		w.m.m.topicTierBytes.WithLabelValues(topicLabels(name.String())...).Set(float64(tiered))
+	w.l.m.topicDiskBytes.WithLabelValues(name.Tenant, name.Namespace, name.Name).Set(float64(local))
+	if w.l.store.Tier() != nil {
+		w.l.m.topicTierBytes.WithLabelValues(name.Tenant, name.Namespace, name.Name).Set(float64(tiered))
 	}
+	if w.series == nil {
+		w.series = map[routing.TopicName]bool{}
+	}
+	w.series[name] = true
 	return local + tiered
 }
 
@@ -450,19 +475,19 @@ func (w *storageWorker) trimBytes(name routing.TopicName, logs []storageLog, p s
 // threshold bytes more than when it was last compacted (its whole logs the
 // first time): compaction_threshold_bytes.
 func (w *storageWorker) maybeCompact(name routing.TopicName, held, threshold int64) {
-	t, ok := w.m.Active(name.String())
+	t, ok := w.l.topics.Active(name.String())
 	if !ok {
 		return
 	}
 	var before int64
-	if rec := t.compactionRecord(); rec != nil {
+	if rec := t.CompactionRecord(); rec != nil {
 		before = rec.BytesBefore
 	}
 	if held-before < threshold {
 		return
 	}
-	if _, err := w.m.Compact(context.Background(), t.uri); err != nil {
-		w.m.log.Error("storage worker: starting a compaction over compaction_threshold_bytes failed", "topic", t.uri, "err", err)
+	if _, err := w.l.Compact(context.Background(), t.Topic()); err != nil {
+		w.l.log.Error("storage worker: starting a compaction over compaction_threshold_bytes failed", "topic", t.Topic(), "err", err)
 	}
 }
 
@@ -518,15 +543,15 @@ func (w *storageWorker) dropOldest(logs []storageLog, p scaling.Policy, total, b
 // it reports whether it did. With a remote tier, the object an offload cut
 // short may have left of a file the tier does not hold goes first.
 func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) bool {
-	m := w.m
-	if tr := m.store.Tier(); tr != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), tierReadTimeout)
+	l := w.l
+	if tr := l.store.Tier(); tr != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), tierForgetTimeout)
 		defer cancel()
 		for _, f := range gone {
 			if err := tr.Forget(ctx, sl.log.Dir(), f.First); err != nil {
-				m.m.tierErrors.Inc()
-				sl.counts.errors.Add(1)
-				m.log.Error("storage worker: removing what an offload left in the remote tier failed; the local file stays", "unit", sl.key.String(), "first", f.First, "err", err)
+				l.m.tierErrors.Inc()
+				sl.counts.Errors.Add(1)
+				l.log.Error("storage worker: removing what an offload left in the remote tier failed; the local file stays", "unit", sl.key.String(), "first", f.First, "err", err)
 				return false
 			}
 		}
@@ -537,18 +562,22 @@ func (w *storageWorker) drop(sl storageLog, gone []wal.FileInfo, why string) boo
 		bytes += f.Bytes
 	}
 	if err := sl.log.DropFilesBefore(before); err != nil {
-		m.m.storageErrors.Inc()
-		sl.counts.errors.Add(1)
-		m.log.Error("storage worker: removing a log's expired files failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
+		l.m.storageErrors.Inc()
+		sl.counts.Errors.Add(1)
+		l.log.Error("storage worker: removing a log's expired files failed", "unit", sl.key.String(), "before", before, "why", why, "err", err)
 		return false
 	}
-	m.m.storageRemovedFiles.Add(float64(len(gone)))
-	m.m.storageRemovedBytes.Add(float64(bytes))
-	sl.counts.removed.Add(uint64(len(gone)))
-	sl.counts.removedBytes.Add(uint64(bytes))
-	m.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", len(gone), "bytes", bytes, "why", why, "first_offset", before)
+	l.m.storageRemovedFiles.Add(float64(len(gone)))
+	l.m.storageRemovedBytes.Add(float64(bytes))
+	sl.counts.Removed.Add(uint64(len(gone)))
+	sl.counts.RemovedBytes.Add(uint64(bytes))
+	l.log.Debug("storage worker: files removed", "unit", sl.key.String(), "files", len(gone), "bytes", bytes, "why", why, "first_offset", before)
 	return true
 }
+
+// tierForgetTimeout bounds the removal of what an offload cut short left
+// of the files a drop removes.
+const tierForgetTimeout = 30 * time.Second
 
 // olderThan reports whether every record of *f is older than cutoff (unix
 // ms). A listed file's time may be a lower bound of its newest (its last

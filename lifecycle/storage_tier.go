@@ -1,11 +1,9 @@
-package actors
+package lifecycle
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
-	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/wal"
 	"github.com/braidmq/braid/wal/tier"
@@ -40,7 +38,7 @@ const tierSweepAge = 10 * time.Minute
 // offload runs steps 1 and 2 for one log and returns its closed files
 // that stay local.
 func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, files []wal.FileInfo) []wal.FileInfo {
-	m, tr, dir := w.m, w.m.store.Tier(), sl.log.Dir()
+	l, tr, dir := w.l, w.l.store.Tier(), sl.log.Dir()
 	ctx, cancel := context.WithTimeout(context.Background(), tierOffloadTimeout)
 	defer cancel()
 	ready := now.Add(-p.OffloadAfter).UnixMilli()
@@ -53,17 +51,17 @@ func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, 
 			continue
 		}
 		if err := tr.Offload(ctx, dir, sl.log, f); err != nil {
-			m.m.tierErrors.Inc()
-			sl.counts.errors.Add(1)
-			m.log.Error("storage worker: offloading a file to the remote tier failed; it stays local, tried again next pass",
+			l.m.tierErrors.Inc()
+			sl.counts.Errors.Add(1)
+			l.log.Error("storage worker: offloading a file to the remote tier failed; it stays local, tried again next pass",
 				"unit", sl.key.String(), "first", f.First, "next", f.Next, "err", err)
 			break
 		}
-		m.m.tierOffloadedFiles.Inc()
-		m.m.tierOffloadedBytes.Add(float64(f.Bytes))
-		sl.counts.offloaded.Add(1)
-		sl.counts.offloadedBytes.Add(uint64(f.Bytes))
-		m.log.Debug("storage worker: file offloaded", "unit", sl.key.String(), "first", f.First, "next", f.Next, "bytes", f.Bytes)
+		l.m.tierOffloadedFiles.Inc()
+		l.m.tierOffloadedBytes.Add(float64(f.Bytes))
+		sl.counts.Offloaded.Add(1)
+		sl.counts.OffloadedBytes.Add(uint64(f.Bytes))
+		l.log.Debug("storage worker: file offloaded", "unit", sl.key.String(), "first", f.First, "next", f.Next, "bytes", f.Bytes)
 	}
 	keep := p.LocalRetention()
 	if keep < 0 {
@@ -83,20 +81,20 @@ func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, 
 // expireTier removes from the head of a log's tier the files expired
 // says are, and returns the bytes that went.
 func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool, why string) int64 {
-	m := w.m
+	l := w.l
 	ctx, cancel := context.WithTimeout(context.Background(), tierOffloadTimeout)
 	defer cancel()
-	files, bytes, err := m.store.Tier().Expire(ctx, sl.log.Dir(), expired)
+	files, bytes, err := l.store.Tier().Expire(ctx, sl.log.Dir(), expired)
 	if err != nil {
-		m.m.tierErrors.Inc()
-		sl.counts.errors.Add(1)
-		m.log.Error("storage worker: removing files from the remote tier failed; tried again next pass", "unit", sl.key.String(), "why", why, "err", err)
+		l.m.tierErrors.Inc()
+		sl.counts.Errors.Add(1)
+		l.log.Error("storage worker: removing files from the remote tier failed; tried again next pass", "unit", sl.key.String(), "why", why, "err", err)
 	}
 	if files > 0 {
-		m.m.tierRemovedFiles.Add(float64(files))
-		m.m.tierRemovedBytes.Add(float64(bytes))
-		sl.counts.tierRemoved.Add(uint64(files))
-		m.log.Debug("storage worker: files removed from the remote tier", "unit", sl.key.String(), "files", files, "bytes", bytes, "why", why)
+		l.m.tierRemovedFiles.Add(float64(files))
+		l.m.tierRemovedBytes.Add(float64(bytes))
+		sl.counts.TierRemoved.Add(uint64(files))
+		l.log.Debug("storage worker: files removed from the remote tier", "unit", sl.key.String(), "files", files, "bytes", bytes, "why", why)
 	}
 	return bytes
 }
@@ -105,7 +103,7 @@ func (w *storageWorker) expireTier(sl storageLog, expired func(tier.Entry) bool,
 // until excess bytes went (or the tier holds none of them); it returns
 // what the tier holds of them after.
 func (w *storageWorker) trimTierBytes(logs []storageLog, excess, tiered int64) int64 {
-	tr := w.m.store.Tier()
+	tr := w.l.store.Tier()
 	for excess > 0 && tiered > 0 {
 		var oldest *storageLog
 		var oldestEntry tier.Entry
@@ -133,7 +131,7 @@ func (w *storageWorker) trimTierBytes(logs []storageLog, excess, tiered int64) i
 
 // sweepTier removes the chunks of uploads that died unrecorded.
 func (w *storageWorker) sweepTier(now time.Time) {
-	tr := w.m.store.Tier()
+	tr := w.l.store.Tier()
 	if tr == nil || now.Sub(w.swept) < time.Hour {
 		return
 	}
@@ -142,28 +140,11 @@ func (w *storageWorker) sweepTier(now time.Time) {
 	defer cancel()
 	n, err := tr.Sweep(ctx, tierSweepAge)
 	if err != nil {
-		w.m.m.tierErrors.Inc()
-		w.m.log.Error("storage worker: sweeping dead uploads from the remote tier failed", "err", err)
+		w.l.m.tierErrors.Inc()
+		w.l.log.Error("storage worker: sweeping dead uploads from the remote tier failed", "err", err)
 		return
 	}
 	if n > 0 {
-		w.m.log.Warn("storage worker: removed the chunks of uploads to the remote tier that died before they were recorded", "uploads", n)
+		w.l.log.Warn("storage worker: removed the chunks of uploads to the remote tier that died before they were recorded", "uploads", n)
 	}
-}
-
-// storageCounts is what the storage worker did to one topic's logs (see
-// api.StorageStats).
-type storageCounts struct {
-	rolled, removed, removedBytes, headTrims, offloaded, offloadedBytes, tierRemoved, errors atomic.Uint64
-	lastPass                                                                                 atomic.Int64 // unix ns
-}
-
-func (c *storageCounts) stats() *api.StorageStats {
-	st := &api.StorageStats{FilesRolled: c.rolled.Load(), FilesRemoved: c.removed.Load(), BytesRemoved: c.removedBytes.Load(),
-		HeadTrims: c.headTrims.Load(), FilesOffloaded: c.offloaded.Load(), BytesOffloaded: c.offloadedBytes.Load(),
-		TierFilesRemoved: c.tierRemoved.Load(), Errors: c.errors.Load()}
-	if ns := c.lastPass.Load(); ns != 0 {
-		st.LastPass = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
-	}
-	return st
 }

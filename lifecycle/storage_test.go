@@ -1,4 +1,4 @@
-package actors
+package lifecycle
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/internal/poll"
@@ -21,29 +23,26 @@ import (
 )
 
 // storageTopic creates a topic of one segment and one bucket with the
-// storage policies js on a manager whose storage worker ticks every 10 ms.
-func storageTopic(t *testing.T, uri, js string) (*Manager, *Topic) {
+// storage policies js on a node whose storage worker ticks every 10 ms.
+func storageTopic(t *testing.T, uri, js string) (*Lifecycle, *actors.Topic) {
 	t.Helper()
-	m := newTestManagerWith(t, func(c *Config) { c.StorageTick = 10 * time.Millisecond })
-	if err := m.Recover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	l := newTestLifecycle(t, func(_ *actors.Config, c *Config) { c.StorageTick = 10 * time.Millisecond })
 	var p api.Policies
 	if err := json.Unmarshal([]byte(js), &p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1, Policies: &p}); err != nil {
+	if _, err := l.topics.CreateTopic(context.Background(), api.TopicCreateRequest{Topic: uri, Segments: 1, Buckets: 1, Policies: &p}); err != nil {
 		t.Fatal(err)
 	}
-	topic, err := m.Topic(uri)
+	topic, err := l.topics.Topic(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, topic
+	return l, topic
 }
 
 // produceFor produces 1 KiB records for d and returns how many.
-func produceFor(t *testing.T, topic *Topic, d time.Duration) int {
+func produceFor(t *testing.T, topic *actors.Topic, d time.Duration) int {
 	t.Helper()
 	n := 0
 	for end := time.Now().Add(d); time.Now().Before(end); n++ {
@@ -60,12 +59,9 @@ func produceFor(t *testing.T, topic *Topic, d time.Duration) int {
 // rolling every 50 ms, a log written steadily keeps a bounded number of
 // bytes on disk, its first offset moves on, and what is left reads.
 func TestStorageWorkerRetainsByTime(t *testing.T) {
-	m, topic := storageTopic(t, "topic://t/n/retained", `{"retention":"300ms","segment_ms":50,"segment_bytes":16777216}`)
+	lc, topic := storageTopic(t, "topic://t/n/retained", `{"retention":"300ms","segment_ms":50,"segment_bytes":16777216}`)
 	n := produceFor(t, topic, 1500*time.Millisecond)
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := unitLog(t, topic, 0, 0)
 	// The newest record is well within retention (everything expires in
 	// the end: production stopped).
 	if recs, err := topic.Read(0, 0, uint64(n)-1, 1, 0); err != nil || len(recs) != 1 {
@@ -73,12 +69,8 @@ func TestStorageWorkerRetainsByTime(t *testing.T) {
 	}
 	// Once the worker has seen the last files expire, at most a
 	// retention's worth (plus a file and a tick) is left.
-	deadline := time.Now().Add(5 * time.Second)
-	for l.FirstOffset() < uint64(n)/2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("first offset %d after %d records over 1.5 s with a retention of 300 ms", l.FirstOffset(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return l.FirstOffset() >= uint64(n)/2 }) {
+		t.Fatalf("first offset %d after %d records over 1.5 s with a retention of 300 ms", l.FirstOffset(), n)
 	}
 	if l.SizeBytes() > int64(n)*1100/2 {
 		t.Fatalf("%d bytes on disk for %d records of 1 KiB, retention 300 ms of 1.5 s", l.SizeBytes(), n)
@@ -89,10 +81,10 @@ func TestStorageWorkerRetainsByTime(t *testing.T) {
 	if _, err := topic.Read(0, 0, 0, 10, 0); err == nil {
 		t.Fatal("a read below the first offset found records")
 	}
-	if v := counterValue(t, m.m.storageRolled); v == 0 {
+	if v := counterValue(t, lc.m.storageRolled); v == 0 {
 		t.Fatal("no roll by age counted")
 	}
-	if v := counterValue(t, m.m.storageRemovedFiles); v == 0 {
+	if v := counterValue(t, lc.m.storageRemovedFiles); v == 0 {
 		t.Fatal("no removal counted")
 	}
 }
@@ -103,16 +95,9 @@ func TestStorageWorkerRetainsByTime(t *testing.T) {
 func TestStorageWorkerRetainsByBytes(t *testing.T) {
 	_, topic := storageTopic(t, "topic://t/n/bounded", `{"retention":"-1s","segment_ms":-1,"segment_bytes":16384,"retention_bytes":65536}`)
 	n := produceFor(t, topic, 500*time.Millisecond)
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.SizeBytes() > 65536+2*16384+70000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes on disk after %d records, retention_bytes 64 KiB", l.SizeBytes(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	l := unitLog(t, topic, 0, 0)
+	if !poll.Until(5*time.Second, func() bool { return l.SizeBytes() <= 65536+2*16384+70000 }) {
+		t.Fatalf("%d bytes on disk after %d records, retention_bytes 64 KiB", l.SizeBytes(), n)
 	}
 	if l.NextOffset() != uint64(n) || l.FirstOffset() == 0 {
 		t.Fatalf("offsets [%d, %d) after %d records", l.FirstOffset(), l.NextOffset(), n)
@@ -120,15 +105,6 @@ func TestStorageWorkerRetainsByBytes(t *testing.T) {
 	if recs, err := topic.Read(topology.SegmentID(0), 0, uint64(n)-1, 1, 0); err != nil || len(recs) != 1 {
 		t.Fatalf("the newest record: %d, %v", len(recs), err)
 	}
-}
-
-func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 // TestRollPolicyAdoptsASingleFileLogInPlace: a log made with no roll
@@ -140,16 +116,13 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 func TestRollPolicyAdoptsASingleFileLogInPlace(t *testing.T) {
 	// No preallocation (durability none): the zeros a new file is extended
 	// by would count among what the process writes.
-	m, topic := storageTopic(t, "topic://t/n/legacy", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
+	lc, topic := storageTopic(t, "topic://t/n/legacy", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
 	for i := 0; i < 600; i++ {
 		if r := produceOne(t, topic, "k", string(make([]byte, 1024))); r.Code != 0 {
 			t.Fatal(r.Err())
 		}
 	}
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := unitLog(t, topic, 0, 0)
 	if files, _ := l.ClosedFiles(); len(files) != 0 {
 		t.Fatalf("a log with no roll policy rolled: %+v", files)
 	}
@@ -167,26 +140,19 @@ func TestRollPolicyAdoptsASingleFileLogInPlace(t *testing.T) {
 	}
 	before := inode()
 	written := procWrittenBytes(t)
-	if _, err := m.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.uri,
+	if _, err := lc.topics.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.Topic(),
 		Policies: &api.Policies{SegmentBytes: ptr(int64(64 << 10)), SegmentMs: ptr(int64(50))}}); err != nil {
 		t.Fatal(err)
 	}
 	if r := produceOne(t, topic, "k", "after"); r.Code != 0 || r.Offset != 600 {
 		t.Fatalf("produce after the policy: %+v", r)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		files, _ := l.ClosedFiles()
-		if len(files) > 0 {
-			if files[0].First != 0 || files[0].Next < 600 {
-				t.Fatalf("the adopted file: %+v", files[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the legacy file was not rolled")
-		}
-		time.Sleep(5 * time.Millisecond)
+	var files []wal.FileInfo
+	if !poll.Until(5*time.Second, func() bool { files, _ = l.ClosedFiles(); return len(files) > 0 }) {
+		t.Fatal("the legacy file was not rolled")
+	}
+	if files[0].First != 0 || files[0].Next < 600 {
+		t.Fatalf("the adopted file: %+v", files[0])
 	}
 	if got := procWrittenBytes(t) - written; got > 256<<10 {
 		t.Fatalf("adopting a %d KiB file wrote %d KiB: it was copied", 600, got>>10)
@@ -202,8 +168,6 @@ func TestRollPolicyAdoptsASingleFileLogInPlace(t *testing.T) {
 		t.Fatalf("offset 600 after the adoption: %v, %v", recs, err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // procWrittenBytes is what this process has written with write calls
 // (wchar of /proc/self/io).
@@ -231,26 +195,25 @@ func procWrittenBytes(t *testing.T) int64 {
 // place as they expire, a step at a time (the file stays, its first offset
 // moves on), before all of it has expired; in the end it goes.
 func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
-	m, topic := storageTopic(t, "topic://t/n/legacy-trim", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
-	// 400 records of 1 KiB over about 800 ms: their times spread.
+	lc, topic := storageTopic(t, "topic://t/n/legacy-trim", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
+	// 400 records of 1 KiB whose times spread over the last 800 ms, 40 ms
+	// apart every 20 records (stamped by their producer).
+	start := time.Now().Add(-800 * time.Millisecond)
 	for i := 0; i < 400; i++ {
-		if r := produceOne(t, topic, "k", string(make([]byte, 1024))); r.Code != 0 {
+		done := make(chan api.Result, 1)
+		ts := start.Add(time.Duration(i/20) * 40 * time.Millisecond).UnixMilli()
+		topic.Produce([]api.Record{{Key: []byte("k"), Payload: make([]byte, 1024), Time: ts}}, func(r []api.Result) { done <- r[0] })
+		if r := <-done; r.Code != 0 {
 			t.Fatal(r.Err())
 		}
-		if i%20 == 19 {
-			time.Sleep(40 * time.Millisecond) // spreads the records' times: not a wait for anything
-		}
 	}
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := unitLog(t, topic, 0, 0)
 	entries, err := os.ReadDir(l.Dir())
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("the log's files: %v, %v", entries, err)
 	}
 	path := filepath.Join(l.Dir(), entries[0].Name())
-	if _, err := m.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.uri,
+	if _, err := lc.topics.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.Topic(),
 		Policies: &api.Policies{SegmentBytes: ptr(int64(64 << 10)), SegmentMs: ptr(int64(50)), Retention: ptr("600ms")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -258,9 +221,12 @@ func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
 		t.Fatalf("produce after the policy: %+v", r)
 	}
 	partly := false // seen: the file still there, its head trimmed
-	deadline := time.Now().Add(10 * time.Second)
-	for l.FirstOffset() < 400 {
-		if first := l.FirstOffset(); first > 0 {
+	trimmedAway := poll.Until(10*time.Second, func() bool {
+		first := l.FirstOffset()
+		if first >= 400 {
+			return true
+		}
+		if first > 0 {
 			if _, err := os.Stat(path); err == nil {
 				partly = true
 				if _, err := topic.Read(0, 0, first-1, 1, 0); err == nil {
@@ -268,13 +234,13 @@ func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("first offset %d: the adopted file was not trimmed away", l.FirstOffset())
-		}
-		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	if !trimmedAway {
+		t.Fatalf("first offset %d: the adopted file was not trimmed away", l.FirstOffset())
 	}
-	if !partly || counterValue(t, m.m.storageHeadTrims) == 0 {
-		t.Fatalf("the adopted file went whole: trimmed in part seen %v, %v head trims", partly, counterValue(t, m.m.storageHeadTrims))
+	if !partly || counterValue(t, lc.m.storageHeadTrims) == 0 {
+		t.Fatalf("the adopted file went whole: trimmed in part seen %v, %v head trims", partly, counterValue(t, lc.m.storageHeadTrims))
 	}
 	if l.NextOffset() != 401 {
 		t.Fatalf("next offset %d, want 401", l.NextOffset())
@@ -285,29 +251,22 @@ func TestAdoptedFileIsTrimmedProgressively(t *testing.T) {
 // retention_bytes gives back its head in place down to about the bound,
 // rather than going whole.
 func TestAdoptedFileIsTrimmedToRetentionBytes(t *testing.T) {
-	m, topic := storageTopic(t, "topic://t/n/legacy-bytes", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
+	lc, topic := storageTopic(t, "topic://t/n/legacy-bytes", `{"segment_bytes":-1,"segment_ms":-1,"retention":"-1s","durability":"none"}`)
 	for i := 0; i < 400; i++ {
 		if r := produceOne(t, topic, "k", string(make([]byte, 1024))); r.Code != 0 {
 			t.Fatal(r.Err())
 		}
 	}
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.uri,
+	l := unitLog(t, topic, 0, 0)
+	if _, err := lc.topics.TopicPolicies(context.Background(), api.TopicPoliciesRequest{Topic: topic.Topic(),
 		Policies: &api.Policies{SegmentBytes: ptr(int64(64 << 10)), SegmentMs: ptr(int64(50)), RetentionBytes: ptr(int64(200 << 10))}}); err != nil {
 		t.Fatal(err)
 	}
 	if r := produceOne(t, topic, "k", "after"); r.Code != 0 {
 		t.Fatalf("produce after the policy: %+v", r)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.SizeBytes() > 200<<10+8<<10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes on disk, first offset %d, with retention_bytes 200 KiB", l.SizeBytes(), l.FirstOffset())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool { return l.SizeBytes() <= 200<<10+8<<10 }) {
+		t.Fatalf("%d bytes on disk, first offset %d, with retention_bytes 200 KiB", l.SizeBytes(), l.FirstOffset())
 	}
 	// About half of the file is left, in the same file.
 	if first := l.FirstOffset(); first < 150 || first > 260 {
@@ -323,7 +282,7 @@ func TestAdoptedFileIsTrimmedToRetentionBytes(t *testing.T) {
 // file rolled first: no more appends come), while the segment itself
 // stays until the scaler's rule deletes it.
 func TestStorageWorkerTrimsSealedSegments(t *testing.T) {
-	m, topic := storageTopic(t, "topic://t/n/sealed-trim", `{"retention":"1h","segment_ms":60000}`)
+	lc, topic := storageTopic(t, "topic://t/n/sealed-trim", `{"retention":"1h","segment_ms":60000}`)
 	old := time.Now().Add(-2 * time.Hour).UnixMilli()
 	recs := make([]api.Record, 100)
 	for i := range recs {
@@ -336,22 +295,13 @@ func TestStorageWorkerTrimsSealedSegments(t *testing.T) {
 			t.Fatal(r.Err())
 		}
 	}
-	if _, err := m.Change(context.Background(), topic.uri, topology.Split(0, nil)); err != nil {
+	if _, err := lc.topics.Change(context.Background(), topic.Topic(), topology.Split(0, nil)); err != nil {
 		t.Fatal(err)
 	}
-	m.store.CloseSegment(topic.name, 0)
+	lc.store.CloseSegment(topic.Name(), 0)
 	// Nobody opens it: the worker does.
-	deadline := time.Now().Add(10 * time.Second)
-	for counterValue(t, m.m.storageRemovedFiles) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no file of the sealed segment was removed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	poll.Eventually(t, 10*time.Second, "a file of the sealed segment removed", func() bool { return counterValue(t, lc.m.storageRemovedFiles) > 0 })
+	l := unitLog(t, topic, 0, 0)
 	if l.FirstOffset() != 100 || l.NextOffset() != 100 {
 		t.Fatalf("the sealed segment's log holds [%d, %d), want nothing at 100", l.FirstOffset(), l.NextOffset())
 	}
@@ -364,11 +314,9 @@ func TestStorageWorkerTrimsSealedSegments(t *testing.T) {
 // visit its topics that often, though the broker's tick is an hour; a
 // topic cannot set it.
 func TestNamespaceStorageTick(t *testing.T) {
-	m := newTestManagerWith(t, func(c *Config) { c.StorageTick = time.Hour })
+	lc := newTestLifecycle(t, func(_ *actors.Config, c *Config) { c.StorageTick = time.Hour })
+	m := lc.topics
 	ctx := context.Background()
-	if err := m.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := m.NamespacePolicies(ctx, api.NamespacePoliciesRequest{Namespace: "t/n", Policies: &api.Policies{StorageTick: ptr("0s")}}); err == nil || api.AsError(err).Code != api.CodeInvalidPolicy {
 		t.Fatalf("a storage_tick of 0: %v", err)
 	}
@@ -391,23 +339,19 @@ func TestNamespaceStorageTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if eff := topic.effectivePolicies(); eff.StorageTick == nil || *eff.StorageTick != "10ms" {
+	if eff := topic.Describe().EffectivePolicies; eff.StorageTick == nil || *eff.StorageTick != "10ms" {
 		t.Fatalf("effective storage_tick: %v", eff.StorageTick)
 	}
 	produceFor(t, topic, time.Second)
 	passes := func() uint64 {
 		var d dto.Metric
-		if err := m.m.storageTickSeconds.Write(&d); err != nil {
+		if err := lc.m.storageTickSeconds.Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		return d.GetHistogram().GetSampleCount()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for counterValue(t, m.m.storageRemovedFiles) == 0 || passes() < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d passes, %v files removed: the namespace's tick was not kept", passes(), counterValue(t, m.m.storageRemovedFiles))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return counterValue(t, lc.m.storageRemovedFiles) > 0 && passes() >= 20 }) {
+		t.Fatalf("%d passes, %v files removed: the namespace's tick was not kept", passes(), counterValue(t, lc.m.storageRemovedFiles))
 	}
 }
 
@@ -417,18 +361,15 @@ func TestNamespaceStorageTick(t *testing.T) {
 // record has expired: the open file rolls and both closed files go, and
 // the log goes on from where it was.
 func TestStorageWorkerByInjectedClock(t *testing.T) {
-	m := newTestManager(t) // no worker of its own: the test runs the passes
-	topic := createTestTopic(t, m, "topic://t/n/clocked", 1, 1)
+	lc := newTestLifecycle(t, nil) // no worker of its own: the test runs the passes
+	topic := createTestTopic(t, lc, "topic://t/n/clocked", 1, 1)
 	for i := 0; i < 10; i++ {
 		if r := produceOne(t, topic, "k", "v"); r.Code != 0 {
 			t.Fatal(r.Err())
 		}
 	}
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &storageWorker{m: m, tick: time.Hour, segmentBytes: map[*wal.Log]int64{}}
+	l := unitLog(t, topic, 0, 0)
+	w := &storageWorker{l: lc, tick: time.Hour, segmentBytes: map[*wal.Log]int64{}}
 	now := time.Now()
 	w.run(now.Add(23 * time.Hour))
 	if files, _ := l.ClosedFiles(); len(files) != 0 {
@@ -461,11 +402,11 @@ func TestStorageWorkerByInjectedClock(t *testing.T) {
 // worker then reads the file through before removing it). Retention
 // removed such a file with records written a minute before.
 func TestRetentionGoesByTheNewestRecordNotTheLast(t *testing.T) {
-	m := newTestManager(t) // no worker of its own: the test runs the passes
+	lc := newTestLifecycle(t, nil) // no worker of its own: the test runs the passes
 	const uri = "topic://t/n/backfilled"
-	topic := createTestTopic(t, m, uri, 1, 1)
+	topic := createTestTopic(t, lc, uri, 1, 1)
 	now := time.Now()
-	produce := func(topic *Topic, ts int64) {
+	produce := func(topic *actors.Topic, ts int64) {
 		t.Helper()
 		done := make(chan api.Result, 1)
 		topic.Produce([]api.Record{{Key: []byte("k"), Payload: []byte("v"), Time: ts}}, func(r []api.Result) { done <- r[0] })
@@ -477,12 +418,9 @@ func TestRetentionGoesByTheNewestRecordNotTheLast(t *testing.T) {
 		produce(topic, 0)
 	}
 	produce(topic, now.Add(-30*24*time.Hour).UnixMilli()) // a month old, last
-	w := &storageWorker{m: m, tick: time.Hour, segmentBytes: map[*wal.Log]int64{}}
+	w := &storageWorker{l: lc, tick: time.Hour, segmentBytes: map[*wal.Log]int64{}}
 	w.run(now.Add(25 * time.Hour)) // rolls (segment_ms: a day)
-	l, err := topic.unitLog(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := unitLog(t, topic, 0, 0)
 	if files, _ := l.ClosedFiles(); len(files) != 1 || files[0].Next != 11 {
 		t.Fatalf("closed files %+v, want one of 11 records", files)
 	}
@@ -491,16 +429,14 @@ func TestRetentionGoesByTheNewestRecordNotTheLast(t *testing.T) {
 		t.Fatalf("rolled here: removed a file of records a day old (first offset %d)", l.FirstOffset())
 	}
 	// Reopened logs know only each closed file's last record.
-	if !m.passivate(topic, 0) {
+	if !slices.Contains(lc.topics.ReleaseAll(), uri) {
 		t.Fatal("the topic did not passivate")
 	}
-	topic, err = m.Topic(uri)
+	topic, err := lc.topics.Topic(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err = topic.unitLog(0, 0); err != nil {
-		t.Fatal(err)
-	}
+	l = unitLog(t, topic, 0, 0)
 	if files, _ := l.ClosedFiles(); len(files) != 1 || files[0].Exact {
 		t.Fatalf("after reopening: %+v, want one file known by its last record", files)
 	}
@@ -521,14 +457,12 @@ func TestRetentionGoesByTheNewestRecordNotTheLast(t *testing.T) {
 // tick (a minute by default) past its retention.
 func TestStoragePolicyRearmsTheWorker(t *testing.T) {
 	fake := clock.NewFake(time.Now())
-	m := newTestManagerWith(t, func(c *Config) { c.StorageTick = time.Hour; c.Clock = fake })
+	lc := newTestLifecycle(t, func(_ *actors.Config, c *Config) { c.StorageTick = time.Hour; c.Clock = fake })
+	m := lc.topics
 	ctx := context.Background()
-	if err := m.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
 	passes := func() uint64 {
 		var d dto.Metric
-		if err := m.m.storageTickSeconds.Write(&d); err != nil {
+		if err := lc.m.storageTickSeconds.Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		return d.GetHistogram().GetSampleCount()
