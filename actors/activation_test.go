@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
 
@@ -96,10 +97,9 @@ func TestPassivationIsInvisibleToProducers(t *testing.T) {
 	for range 20 {
 		// Let the producer get some through the topic as it is now.
 		target := acked.Load() + 200
-		deadline := time.Now().Add(10 * time.Second)
-		for acked.Load() < target && failed.Load() == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond) // polling, with the deadline above
-		}
+		// Not a check: the passivation comes after 10s regardless, and
+		// the checks below say what came of them.
+		poll.Until(10*time.Second, func() bool { return acked.Load() >= target || failed.Load() != 0 })
 		if cur, ok := m.Active(uri); ok && m.passivate(cur, 0) {
 			passivations++
 		}
@@ -149,16 +149,12 @@ func TestIdleTopicsPassivateAndComeBack(t *testing.T) {
 			t.Fatal(r[0].Err())
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, active := m.Active(uri); !active && m.store.OpenLogs() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			_, active := m.Active(uri)
-			t.Fatalf("the idle topic is still active (%v) with %d logs open", active, m.store.OpenLogs())
-		}
-		time.Sleep(10 * time.Millisecond) // polling, with the deadline above
+	if !poll.Until(10*time.Second, func() bool {
+		_, active := m.Active(uri)
+		return !active && m.store.OpenLogs() == 0
+	}) {
+		_, active := m.Active(uri)
+		t.Fatalf("the idle topic is still active (%v) with %d logs open", active, m.store.OpenLogs())
 	}
 	if topic.Live() {
 		t.Fatal("the passivated handle says it is live")
@@ -345,12 +341,8 @@ func TestTopicOfAStoppedControllerActivatesAgain(t *testing.T) {
 	for range maxRestarts + 2 {
 		m.system.Root.Send(topic.pid, controllerCrash{})
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for topic.Live() {
-		if time.Now().After(deadline) {
-			t.Fatal("the stopped controller's topic is still live")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool { return !topic.Live() }) {
+		t.Fatal("the stopped controller's topic is still live")
 	}
 	if r := produceOne(t, topic, "k", "after"); r.Code != 0 || r.Offset != 1 {
 		t.Fatalf("produce through the old handle: %+v", r)

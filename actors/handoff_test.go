@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/topology"
 )
 
@@ -34,7 +35,7 @@ func TestPipelinedProduceKeepsKeyOrderAcrossLayoutChanges(t *testing.T) {
 func TestKeyOrderWhenNewBucketsStartLate(t *testing.T) {
 	testPipelinedProduce(t, func(k UnitKey) {
 		if k.Segment > 1 {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the late start: part of the workload, not a wait
 		}
 	}, newTestManager)
 }
@@ -112,12 +113,8 @@ func testPipelinedProduce(t *testing.T, starting func(UnitKey), newManager func(
 	}
 	close(stop)
 	n := <-produced
-	deadline := time.Now().Add(30 * time.Second)
-	for len(slots) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d produce calls never answered", len(slots))
-		}
-		time.Sleep(time.Millisecond)
+	if !poll.Until(30*time.Second, func() bool { return len(slots) == 0 }) {
+		t.Fatalf("%d produce calls never answered", len(slots))
 	}
 
 	final := topic.Layout()
@@ -176,12 +173,8 @@ func waitAppended(t *testing.T, topic *Topic, n, limit uint64) {
 		return sum
 	}
 	start := count()
-	deadline := time.Now().Add(10 * time.Second)
-	for count() < min(start+n, limit) {
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than %d records appended in 10s", n)
-		}
-		time.Sleep(time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool { return count() >= min(start+n, limit) }) {
+		t.Fatalf("fewer than %d records appended in 10s", n)
 	}
 }
 
@@ -191,7 +184,8 @@ func waitAppended(t *testing.T, topic *Topic, n, limit uint64) {
 // again only once they are through, so every append that succeeds sits
 // after every earlier one that succeeded.
 func TestLaneKeepsOrderAcrossRestarts(t *testing.T) {
-	// A slow start, so that appends queue in the mailbox meanwhile.
+	// A slow start, so that appends queue in the mailbox meanwhile: part
+	// of the workload, not a wait.
 	slow := func(UnitKey) { time.Sleep(2 * time.Millisecond) }
 	bucketStarting.Store(&slow)
 	defer bucketStarting.Store(nil)

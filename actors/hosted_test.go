@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
@@ -225,19 +226,15 @@ func TestHomeRelocatesTheSegmentsOfAGoneNode(t *testing.T) {
 	units.mu.Unlock()
 	placeOn.Store("n1")
 	gone.Store(true)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := produceOne(t, topic, key, "after")
-		if r.Code == 0 {
-			if r.Segment == uint64(high[0]) {
-				t.Fatalf("appended to the lost node's segment: %+v", r)
-			}
-			break
+	var r api.Result
+	if !poll.Until(10*time.Second, func() bool {
+		r = produceOne(t, topic, key, "after")
+		if r.Code == 0 && r.Segment == uint64(high[0]) {
+			t.Fatalf("appended to the lost node's segment: %+v", r)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("appends of the lost node's range still fail: %v", r.Err())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return r.Code == 0
+	}) {
+		t.Fatalf("appends of the lost node's range still fail: %v", r.Err())
 	}
 	l := topic.Layout()
 	s, _ := l.Segment(high[0])
@@ -337,15 +334,11 @@ func TestRetentionDropsLogsElsewhere(t *testing.T) {
 	if _, err := home.Change(ctx, uri, topology.Delete(high)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(segDir()); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n2 still holds the logs of deleted segment %d", high)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool {
+		_, err := os.Stat(segDir())
+		return os.IsNotExist(err)
+	}) {
+		t.Fatalf("n2 still holds the logs of deleted segment %d", high)
 	}
 	// A segment the record does not say is deleted is refused.
 	if err := other.DropTopic(ctx, name, topic.incarnation, []topology.SegmentID{0}); err == nil {
@@ -433,19 +426,21 @@ func TestHomeAbandonsAppendsToAGoneNode(t *testing.T) {
 	}
 	// Until the move commits, appends of the range are refused too (the
 	// owner is gone); then they land in the successor.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := produceOne(t, topic, key, "after")
+	var r api.Result
+	if !poll.Until(5*time.Second, func() bool {
+		r = produceOne(t, topic, key, "after")
 		if r.Code == 0 {
 			if r.Segment == uint64(high) {
 				t.Fatalf("appended to the gone node's segment: %+v", r)
 			}
-			break
+			return true
 		}
-		if r.Code != api.CodeUnavailable.Number || time.Now().After(deadline) {
+		if r.Code != api.CodeUnavailable.Number {
 			t.Fatalf("after the move: %+v", r)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("after the move: %+v", r)
 	}
 }
 
@@ -460,7 +455,6 @@ func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
 	gone.Store(true)
 	// The move is tried and refused (its buckets refuse appends while it
 	// is tried).
-	deadline := time.Now().Add(5 * time.Second)
 	failures := func() float64 {
 		var m dto.Metric
 		if err := home.m.relocateFailures.Write(&m); err != nil {
@@ -468,26 +462,19 @@ func TestHomeWritesAgainWhenAMoveFails(t *testing.T) {
 		}
 		return m.GetCounter().GetValue()
 	}
-	for failures() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no move of the gone node's segments tried")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Until(5*time.Second, func() bool { return failures() != 0 }) {
+		t.Fatal("no move of the gone node's segments tried")
 	}
 	gone.Store(false)
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		r := produceOne(t, topic, key, "y")
-		if r.Code == 0 {
-			if r.Segment != uint64(high) {
-				t.Fatalf("landed in %d, want %d (nothing moved)", r.Segment, high)
-			}
-			break
+	var r api.Result
+	if !poll.Until(5*time.Second, func() bool {
+		r = produceOne(t, topic, key, "y")
+		if r.Code == 0 && r.Segment != uint64(high) {
+			t.Fatalf("landed in %d, want %d (nothing moved)", r.Segment, high)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("appends to the node that is back still refused: %v", r.Err())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return r.Code == 0
+	}) {
+		t.Fatalf("appends to the node that is back still refused: %v", r.Err())
 	}
 }
 

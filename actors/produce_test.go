@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
@@ -273,12 +274,11 @@ func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
 	epoch := topic.Epoch() + 1
 	topic.setSealing([]topology.SegmentID{0}, epoch)
 	restart()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !poll.Until(10*time.Second, func() bool {
 		r := produceSyncAt(t, topic, topic.Epoch(), rec)[0]
 		e := api.AsError(r.Err())
 		if e != nil && e.Code == api.CodeSegmentSealed && e.Epoch == epoch {
-			break
+			return true
 		}
 		if e != nil && e.Code != api.CodeUnavailable {
 			t.Fatalf("append during the seal: %v", e)
@@ -286,22 +286,13 @@ func TestBucketRestartedDuringASealStaysSealed(t *testing.T) {
 		if e == nil {
 			t.Fatalf("a bucket restarted during a seal took an append at offset %d", r.Offset)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the bucket did not come back")
-		}
+		return false
+	}) {
+		t.Fatal("the bucket did not come back")
 	}
 	topic.setSealing(nil, 0)
 	restart()
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		r := produceSync(t, topic, rec)[0]
-		if r.Err() == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the rollback: %v", r.Err())
-		}
-	}
+	poll.EventuallyNil(t, 10*time.Second, "after the rollback", func() error { return produceSync(t, topic, rec)[0].Err() })
 }
 
 // TestProduceGroupsRecordsPerUnitInOrder sends a request whose records all
@@ -413,21 +404,15 @@ func TestControllerRestartReloadsFromTheStore(t *testing.T) {
 	if err == nil {
 		t.Fatal("the crashed change answered success")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for topic.Epoch() != 2 || len(topic.Layout().Active()) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the restart the topic serves epoch %d with %d active segments, want the store's epoch 2 with 2",
-				topic.Epoch(), len(topic.Layout().Active()))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool { return topic.Epoch() == 2 && len(topic.Layout().Active()) == 2 }) {
+		t.Fatalf("after the restart the topic serves epoch %d with %d active segments, want the store's epoch 2 with 2",
+			topic.Epoch(), len(topic.Layout().Active()))
 	}
 	var res api.Result
-	for {
+	poll.Until(10*time.Second, func() bool { // the check below says what came
 		res = produceSync(t, topic, api.Record{Key: []byte("k"), Payload: []byte("after")})[0]
-		if res.Err() == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+		return res.Err() == nil
+	})
 	if res.Err() != nil || res.Segment == 0 {
 		t.Fatalf("append after the restart: %+v, want it in a child of segment 0", res)
 	}
@@ -435,15 +420,10 @@ func TestControllerRestartReloadsFromTheStore(t *testing.T) {
 		t.Fatalf("the record from before reads back as %v, %v", got, err)
 	}
 	m.system.Root.Send(topic.pid, controllerCrash{})
-	for {
+	poll.EventuallyNil(t, 10*time.Second, "split after a crash", func() error {
 		_, err := m.Change(context.Background(), uri, topology.Split(topic.Layout().Active()[0].ID, nil))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("split after a crash: %v", err)
-		}
-	}
+		return err
+	})
 	if topic.Epoch() != 3 {
 		t.Fatalf("epoch %d after the second split, want 3", topic.Epoch())
 	}
