@@ -125,6 +125,9 @@ type bucketActor struct {
 	// through rw to owner (hosted.go).
 	w     *logstore.Writer
 	owner string
+	// late answers the appends left in the mailbox when the bucket stops
+	// (lateAppends), for every incarnation of it.
+	late *lateAppends
 	rw    *remoteWriter
 	// restarted is set on every incarnation after the first (a
 	// supervisor restart).
@@ -174,17 +177,19 @@ type bucketActor struct {
 func newBucketProps(key UnitKey, topic *Topic, store *logstore.Store, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
 	gate *atomic.Bool, lane *bucketLane, owner string) *actor.Props {
 	incarnations := 0
+	late := &lateAppends{}
 	return actor.PropsFromProducer(func() actor.Actor {
 		incarnations++
 		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m,
-			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1, owner: owner}
-	}, actor.WithDispatcher(labels.Dispatcher("braid_topic", key.Topic.String(), "braid_segment", strconv.FormatUint(uint64(key.Segment), 10),
+			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1, owner: owner, late: late}
+	}, actor.WithMailbox(actor.Unbounded(late)), actor.WithDispatcher(labels.Dispatcher("braid_topic", key.Topic.String(), "braid_segment", strconv.FormatUint(uint64(key.Segment), 10),
 		"braid_unit", key.String())))
 }
 
 func (b *bucketActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		b.late.started(ctx)
 		if hook := bucketStarting.Load(); hook != nil {
 			(*hook)(b.key)
 		}
@@ -300,6 +305,8 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		b.flush()
 		b.failPending(api.Errorf(api.CodeUnavailable, "%s: bucket stopping; resend", b.key))
 		b.stopCommitter()
+	case *actor.Stopped:
+		b.late.stopped.Store(true)
 	}
 }
 
