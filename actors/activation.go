@@ -187,6 +187,7 @@ func (m *Manager) stopTopic(t *Topic, idle time.Duration, force bool) bool {
 	if err := m.store.CloseTopic(t.name); err != nil {
 		m.log.Warn("topic passivation: close logs", "topic", t.uri, "err", err)
 	}
+	t.closeCompactedReaders() // the next activation makes a Topic of its own
 	m.forgetSeries(t.uri)
 	m.m.passivations.Inc()
 	return true

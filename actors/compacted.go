@@ -153,6 +153,17 @@ func (t *Topic) CompactionRecorded(rec meta.CompactionRecord) {
 	}
 }
 
+// closeCompactedReaders closes the readers of the compacted logs the topic
+// opened (it is passivated: they held a descriptor each for ever).
+func (t *Topic) closeCompactedReaders() {
+	t.compactedMu.Lock()
+	defer t.compactedMu.Unlock()
+	for dir, r := range t.compacted {
+		r.Close()
+		delete(t.compacted, dir)
+	}
+}
+
 func hasGeneration(dir string, gen uint64) bool {
 	g, ok := compaction.GenerationOf(dir)
 	return ok && g == gen

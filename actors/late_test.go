@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/compaction"
 	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/wal"
 )
@@ -42,5 +43,34 @@ func TestAStoppedBucketAnswersWhatItsMailboxHeld(t *testing.T) {
 	poll.Eventually(t, 30*time.Second, "every append answered", func() bool { return sink.ok.Load()+sink.failed.Load() == n })
 	if sink.failed.Load() == 0 {
 		t.Fatalf("%d appends answered, none refused: the stop did not meet queued appends", sink.ok.Load())
+	}
+}
+
+// A passivated topic closes the readers of its compacted logs: the next
+// activation makes a Topic of its own, and the old one's readers held a
+// descriptor each for as long as the process ran.
+func TestPassivationClosesCompactedReaders(t *testing.T) {
+	m := newTestManager(t)
+	topic := createTestTopic(t, m, "topic://t/n/compactedreaders", 1, 1)
+	dir := t.TempDir()
+	w, err := compaction.CreateLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(0, wal.Record{Key: []byte("k"), Payload: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := topic.compactedReader(dir); err != nil || r == nil {
+		t.Fatalf("reader: %v, %v", r, err)
+	}
+	m.ReleaseAll()
+	topic.compactedMu.Lock()
+	open := len(topic.compacted)
+	topic.compactedMu.Unlock()
+	if open != 0 {
+		t.Fatalf("%d compacted readers left open by the passivated topic", open)
 	}
 }
