@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,9 +58,26 @@ type fastProduce struct {
 
 	// Touched by the read goroutine only:
 	// topics caches the topic of a produce subject; pending holds the
-	// produce-one requests of the current read, per topic.
-	topics  map[string]*actors.Topic
-	pending []*readBatch
+	// produce-one requests of the current read, per topic: pending[:npending]
+	// are in use, the rest kept for reuse.
+	topics   map[string]*actors.Topic
+	pending  []*pendingTopic
+	npending int
+	// frames holds reply buffers for readBatch.Produced to reuse.
+	frames sync.Pool
+}
+
+// pendingTopic gathers the produce-one requests of one read for one topic
+// in buffers reused from read to read; the read's end hands them to the
+// topic as a readBatch sized exactly (a batch grown request by request
+// was a fifth of what the produce path allocated).
+type pendingTopic struct {
+	t       *actors.Topic
+	subject []byte
+	start   time.Time
+	recs    []wal.Record
+	epochs  []uint64
+	replies [][]byte
 }
 
 // endpointStats are the micro-service stats of one endpoint.
@@ -312,11 +330,16 @@ func (f *fastProduce) Message(m natsio.Msg) {
 func (f *fastProduce) EndOfRead() { f.flushPending() }
 
 func (f *fastProduce) flushPending() {
-	for i, b := range f.pending {
+	for _, p := range f.pending[:f.npending] {
+		b := &readBatch{f: f, t: p.t, subject: p.subject, start: p.start,
+			recs: slices.Clone(p.recs), epochs: slices.Clone(p.epochs), replies: slices.Clone(p.replies)}
+		// Drop the references to the read's buffers before reuse.
+		clear(p.recs)
+		clear(p.replies)
+		p.t, p.subject, p.recs, p.epochs, p.replies = nil, nil, p.recs[:0], p.epochs[:0], p.replies[:0]
 		b.t.ProduceEach(b.recs, b.epochs, b)
-		f.pending[i] = nil
 	}
-	f.pending = f.pending[:0]
+	f.npending = 0
 }
 
 // topic resolves the topic of a produce subject, through the cache.
@@ -399,16 +422,20 @@ func (f *fastProduce) produceOne(m natsio.Msg) {
 		f.produceToPartition(t, h, m)
 		return
 	}
-	var b *readBatch
-	for _, p := range f.pending {
+	var b *pendingTopic
+	for _, p := range f.pending[:f.npending] {
 		if p.t == t {
 			b = p
 			break
 		}
 	}
 	if b == nil {
-		b = &readBatch{f: f, t: t, subject: m.Subject, start: time.Now()}
-		f.pending = append(f.pending, b)
+		if f.npending == len(f.pending) {
+			f.pending = append(f.pending, &pendingTopic{})
+		}
+		b = f.pending[f.npending]
+		f.npending++
+		b.t, b.subject, b.start = t, m.Subject, time.Now()
 	}
 	b.recs = append(b.recs, wal.Record{Timestamp: h.time, Key: h.key, Headers: h.headers, Payload: m.Data})
 	b.epochs = append(b.epochs, h.epoch)
@@ -623,7 +650,11 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 	// All the replies of the group go out in one write.
 	var body [96]byte
 	partition := b.t.PartitionOf(seg)
-	frames := make([]byte, 0, len(members)*(len(b.replies[members[0]])+64))
+	kept, _ := f.frames.Get().(*[]byte)
+	if kept == nil {
+		kept = new([]byte)
+	}
+	frames := (*kept)[:0]
 	for j, i := range members {
 		if reply := b.replies[i]; len(reply) > 0 {
 			frames = natsio.AppendPublish(frames, reply, nil, nil,
@@ -634,9 +665,16 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 		f.mu.Lock()
 		conn := f.conn
 		f.mu.Unlock()
-		_ = conn.WriteFrames(frames)
+		_ = conn.WriteFrames(frames) // copies them
+	}
+	if cap(frames) <= maxKeptReplyFrames {
+		*kept = frames
+		f.frames.Put(kept)
 	}
 }
+
+// maxKeptReplyFrames bounds the reply buffers kept for reuse.
+const maxKeptReplyFrames = 1 << 20
 
 // control answers the micro-service protocol for braid-produce:
 // $SRV.<PING|INFO|STATS>[.braid-produce[.<id>]].
