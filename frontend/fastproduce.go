@@ -337,6 +337,11 @@ func (f *fastProduce) flushPending() {
 		clear(p.recs)
 		clear(p.replies)
 		p.t, p.subject, p.recs, p.epochs, p.replies = nil, nil, p.recs[:0], p.epochs[:0], p.replies[:0]
+		// The fences take checked for none of these (see take).
+		if err := f.n.member.FenceRequests(len(b.recs)); err != nil {
+			b.Produced(seq(len(b.recs)), 0, 0, 0, err)
+			continue
+		}
 		b.t.ProduceEach(b.recs, b.epochs, b)
 	}
 	f.npending = 0
@@ -362,7 +367,15 @@ func (f *fastProduce) topic(subject []byte, prefix string) (*actors.Topic, error
 // take begins serving a produce request of endpoint ep: it counts it,
 // resolves its topic and reads its headers, answering the request itself
 // (and reporting false) when that fails or the server holds too much.
-func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*actors.Topic, produceHeaders, bool) {
+//
+// The node's fences (cluster.Member.FenceEntry, then Fence) are checked
+// here, except for a produce-one request that joins the read's batch
+// (batchable, and no Braid-Partition): flushPending checks them for the
+// whole batch right before handing it to the topic, later than here, with
+// one reading of the clock instead of two per request. A refusal found
+// here still gives way to the entry fence's, as if it had been checked
+// first.
+func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg, batchable bool) (*actors.Topic, produceHeaders, bool) {
 	ep.requests.Add(1)
 	if len(m.Reply) == 0 {
 		f.n.produceM.noReply.Inc()
@@ -378,8 +391,11 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 	if err == nil {
 		t, err = f.topic(m.Subject, prefix)
 	}
-	if fenced := f.n.member.FenceEntry(); fenced != nil {
-		err = fenced
+	entryChecked := err != nil || !batchable
+	if entryChecked {
+		if fenced := f.n.member.FenceEntry(); fenced != nil {
+			err = fenced
+		}
 	}
 	if owner, ok := notOwner(err); ok {
 		// Another node owns the topic: it gets the request as it came,
@@ -402,7 +418,13 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 	if err == nil && f.inflight.Load() > produceQueueBytes {
 		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
 	}
-	if err == nil {
+	deferred := batchable && h.partition < 0
+	if !entryChecked && (err != nil || !deferred) {
+		if fenced := f.n.member.FenceEntry(); fenced != nil {
+			err = fenced
+		}
+	}
+	if err == nil && !deferred {
 		err = f.n.member.Fence()
 	}
 	if err != nil {
@@ -414,7 +436,7 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 }
 
 func (f *fastProduce) produceOne(m natsio.Msg) {
-	t, h, ok := f.take(&f.one, api.ProducePrefix, m)
+	t, h, ok := f.take(&f.one, api.ProducePrefix, m, true)
 	if !ok {
 		return
 	}
@@ -467,7 +489,7 @@ func (f *fastProduce) produceToPartition(t *actors.Topic, h produceHeaders, m na
 
 func (f *fastProduce) produceBatch(m natsio.Msg) {
 	start := time.Now()
-	t, h, ok := f.take(&f.batch, api.ProduceBatchPrefix, m)
+	t, h, ok := f.take(&f.batch, api.ProduceBatchPrefix, m, false)
 	if !ok {
 		return
 	}
@@ -671,6 +693,15 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 		*kept = frames
 		f.frames.Put(kept)
 	}
+}
+
+// seq returns 0, 1, ..., n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }
 
 // maxKeptReplyFrames bounds the reply buffers kept for reuse.
