@@ -337,6 +337,13 @@ func (f *fastProduce) flushPending() {
 		clear(p.recs)
 		clear(p.replies)
 		p.t, p.subject, p.recs, p.epochs, p.replies = nil, nil, p.recs[:0], p.epochs[:0], p.replies[:0]
+		// Counted once for the read, not request by request: the limit
+		// (produceQueueBytes) lets a read more through at most.
+		var size int64
+		for i := range b.recs {
+			size += int64(len(b.recs[i].Payload))
+		}
+		f.inflight.Add(size)
 		// The fences take checked for none of these (see take).
 		if err := f.n.member.FenceRequests(len(b.recs)); err != nil {
 			b.Produced(seq(len(b.recs)), 0, 0, 0, err)
@@ -462,7 +469,6 @@ func (f *fastProduce) produceOne(m natsio.Msg) {
 	b.recs = append(b.recs, wal.Record{Timestamp: h.time, Key: h.key, Headers: h.headers, Payload: m.Data})
 	b.epochs = append(b.epochs, h.epoch)
 	b.replies = append(b.replies, m.Reply)
-	f.inflight.Add(int64(len(m.Data)))
 }
 
 // produceToPartition serves a produce-one request naming Braid-Partition
