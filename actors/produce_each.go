@@ -32,17 +32,6 @@ func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink
 	now := time.Now().UnixMilli()
 	e := &eachCall{t: t, sink: sink}
 	maxPayload := int(t.maxPayload.Load())
-	type groupKey struct {
-		u      unitRef
-		strict bool
-	}
-	type group struct {
-		records []wal.Record
-		hashes  []uint64
-		members []int
-	}
-	groups := make(map[groupKey]*group, 4)
-	var order []groupKey
 	var refused []refusal
 	// Refusals are reported after the lock is released: the sink may
 	// block (a full reply buffer), and a layout change waits for routeMu.
@@ -66,8 +55,22 @@ func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink
 		return
 	}
 	defer t.routeMu.RUnlock()
+	// Two passes: the first routes every record to its group (groupOf,
+	// -1 when refused) and counts each group's records; the second lays
+	// the groups out in one array each for records, members and hashes,
+	// sized exactly (growing them record by record was most of what
+	// this call allocated).
+	var groups eachGroups
+	var smallGroupOf [256]int32
+	var smallHashOf [256]uint64
+	groupOf, hashOf := smallGroupOf[:0], smallHashOf[:]
+	if len(recs) > len(smallGroupOf) {
+		groupOf, hashOf = make([]int32, 0, len(recs)), make([]uint64, len(recs))
+	}
+	taken, keyedTaken := 0, 0
 	for i := range recs {
 		r := &recs[i]
+		groupOf = append(groupOf, -1)
 		if err := validRecord(r, maxPayload); err != nil {
 			refused = append(refused, refusal{i, err})
 			continue
@@ -79,8 +82,7 @@ func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink
 		if r.Timestamp == 0 {
 			r.Timestamp = now
 		}
-		var k groupKey
-		var h uint64
+		var k eachGroupKey
 		keyed := len(r.Key) > 0
 		if keyed {
 			seg, b, hash := st.table.Route(r.Key)
@@ -88,34 +90,119 @@ func (t *Topic) ProduceEach(recs []wal.Record, epochs []uint64, sink ProduceSink
 				refused = append(refused, refusal{i, api.StaleRouteError(epochs[i], st.layout.Epoch)})
 				continue
 			}
-			k, h = groupKey{unitRef{topology.SegmentID(seg), b}, epochs[i] != 0}, hash
+			k, hashOf[i] = eachGroupKey{unitRef{topology.SegmentID(seg), b}, epochs[i] != 0}, hash
+			keyedTaken++
 		} else {
 			seg, b := t.rr.Next(st.table)
-			k = groupKey{unitRef{topology.SegmentID(seg), b}, epochs[i] != 0}
+			k = eachGroupKey{unitRef{topology.SegmentID(seg), b}, epochs[i] != 0}
 		}
-		g := groups[k]
-		if g == nil {
-			g = &group{}
-			groups[k] = g
-			order = append(order, k)
+		groupOf[i] = int32(groups.of(k, keyed))
+		taken++
+	}
+	if taken == 0 {
+		return
+	}
+	records := make([]wal.Record, taken)
+	members := make([]int, taken)
+	var hashes []uint64
+	if keyedTaken > 0 {
+		hashes = make([]uint64, keyedTaken)
+	}
+	at, keyedAt := 0, 0
+	for gi := range groups.list {
+		g := &groups.list[gi]
+		n, kn := g.n, g.keyed
+		g.records, g.members = records[at:at:at+n], members[at:at:at+n]
+		if kn > 0 {
+			g.hashes = hashes[keyedAt : keyedAt : keyedAt+kn]
 		}
-		g.records = append(g.records, *r)
+		at, keyedAt = at+n, keyedAt+kn
+	}
+	for i, gi := range groupOf {
+		if gi < 0 {
+			continue
+		}
+		g := &groups.list[gi]
+		g.records = append(g.records, recs[i])
 		g.members = append(g.members, i)
-		if keyed {
-			g.hashes = append(g.hashes, h)
+		if len(recs[i].Key) > 0 {
+			g.hashes = append(g.hashes, hashOf[i])
 		}
 	}
-	for _, k := range order {
-		g := groups[k]
-		pids := st.buckets[k.u.seg]
-		if k.u.bucket >= len(pids) {
+	for gi := range groups.list {
+		g := &groups.list[gi]
+		pids := st.buckets[g.key.u.seg]
+		if g.key.u.bucket >= len(pids) {
 			for _, i := range g.members {
-				refused = append(refused, refusal{i, api.Errorf(api.CodeInternal, "no actor for %d/%d", k.u.seg, k.u.bucket)})
+				refused = append(refused, refusal{i, api.Errorf(api.CodeInternal, "no actor for %d/%d", g.key.u.seg, g.key.u.bucket)})
 			}
 			continue
 		}
-		st.lane(k.u).send(t.mgr.system.Root, pids[k.u.bucket], appendReq{records: g.records, hashes: g.hashes, sink: e, members: g.members, strict: k.strict})
+		st.lane(g.key.u).send(t.mgr.system.Root, pids[g.key.u.bucket], appendReq{records: g.records, hashes: g.hashes, sink: e, members: g.members, strict: g.key.strict})
 	}
+}
+
+// eachGroupKey names the append a record of ProduceEach joins: one per
+// unit, and per contract (strict: the producer named its epoch).
+type eachGroupKey struct {
+	u      unitRef
+	strict bool
+}
+
+// eachGroup is one append of ProduceEach: n records (keyed of them keyed)
+// in the first pass, then the records themselves.
+type eachGroup struct {
+	key      eachGroupKey
+	n, keyed int
+	records  []wal.Record
+	hashes   []uint64
+	members  []int
+}
+
+// eachGroups are the groups of a ProduceEach call in the order they were
+// first met; index finds one by key once there are many.
+type eachGroups struct {
+	list  []eachGroup
+	index map[eachGroupKey]int
+}
+
+// eachGroupsScanned is how many groups are looked up by a scan before an
+// index is made.
+const eachGroupsScanned = 8
+
+// of counts a record (keyed or not) in the group of k and returns its
+// index in list.
+func (gs *eachGroups) of(k eachGroupKey, keyed bool) int {
+	gi := -1
+	if gs.index != nil {
+		if i, ok := gs.index[k]; ok {
+			gi = i
+		}
+	} else {
+		for i := range gs.list {
+			if gs.list[i].key == k {
+				gi = i
+				break
+			}
+		}
+	}
+	if gi < 0 {
+		gi = len(gs.list)
+		gs.list = append(gs.list, eachGroup{key: k})
+		if gs.index != nil {
+			gs.index[k] = gi
+		} else if len(gs.list) > eachGroupsScanned {
+			gs.index = make(map[eachGroupKey]int, 2*len(gs.list))
+			for i := range gs.list {
+				gs.index[gs.list[i].key] = i
+			}
+		}
+	}
+	gs.list[gi].n++
+	if keyed {
+		gs.list[gi].keyed++
+	}
+	return gi
 }
 
 // validRecord checks one record against the topic's limits.

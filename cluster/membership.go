@@ -511,6 +511,10 @@ func (n *Member) Fence() error {
 		return nil
 	}
 	m.fencedTotal.Inc()
+	return n.leaseFenced()
+}
+
+func (n *Member) leaseFenced() error {
 	return fencedError{api.Errorf(api.CodeUnavailable, "node %s has not renewed its membership lease in time (cut off from the metadata store?): it takes no appends until it does; retry",
 		n.nodeID)}
 }
@@ -537,7 +541,35 @@ func (n *Member) FenceEntry() error {
 		return nil
 	}
 	m.fencedTotal.Inc()
+	return n.entryFenced()
+}
+
+func (n *Member) entryFenced() error {
 	return fencedError{api.Errorf(api.CodeUnavailable, "node %s has not renewed its entry role in time: it takes no requests until it does; retry", n.nodeID)}
+}
+
+// FenceRequests is FenceEntry and then Fence for k requests about to be
+// taken together, with one reading of the clock: FenceEntry's refusal
+// if it refuses, else Fence's; each of the k is counted as refused. A
+// front-end that checks right before it appends a read's requests checks
+// no earlier than when it took each of them.
+func (n *Member) FenceRequests(k int) error {
+	m := n.members
+	if m == nil {
+		return nil
+	}
+	now := n.clock.Now().UnixNano()
+	var err error
+	switch {
+	case n.entry.Load() && now >= m.entryUntil.Load(): // placement.Entry.Fenced
+		err = n.entryFenced()
+	case now >= m.validUntil.Load():
+		err = n.leaseFenced()
+	default:
+		return nil
+	}
+	m.fencedTotal.Add(float64(k))
+	return err
 }
 
 // leave stops renewing and releases the lease, so that the others see the

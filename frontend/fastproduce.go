@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,9 +58,26 @@ type fastProduce struct {
 
 	// Touched by the read goroutine only:
 	// topics caches the topic of a produce subject; pending holds the
-	// produce-one requests of the current read, per topic.
-	topics  map[string]*actors.Topic
-	pending []*readBatch
+	// produce-one requests of the current read, per topic: pending[:npending]
+	// are in use, the rest kept for reuse.
+	topics   map[string]*actors.Topic
+	pending  []*pendingTopic
+	npending int
+	// frames holds reply buffers for readBatch.Produced to reuse.
+	frames sync.Pool
+}
+
+// pendingTopic gathers the produce-one requests of one read for one topic
+// in buffers reused from read to read; the read's end hands them to the
+// topic as a readBatch sized exactly (a batch grown request by request
+// was a fifth of what the produce path allocated).
+type pendingTopic struct {
+	t       *actors.Topic
+	subject []byte
+	start   time.Time
+	recs    []wal.Record
+	epochs  []uint64
+	replies [][]byte
 }
 
 // endpointStats are the micro-service stats of one endpoint.
@@ -312,11 +330,28 @@ func (f *fastProduce) Message(m natsio.Msg) {
 func (f *fastProduce) EndOfRead() { f.flushPending() }
 
 func (f *fastProduce) flushPending() {
-	for i, b := range f.pending {
+	for _, p := range f.pending[:f.npending] {
+		b := &readBatch{f: f, t: p.t, subject: p.subject, start: p.start,
+			recs: slices.Clone(p.recs), epochs: slices.Clone(p.epochs), replies: slices.Clone(p.replies)}
+		// Drop the references to the read's buffers before reuse.
+		clear(p.recs)
+		clear(p.replies)
+		p.t, p.subject, p.recs, p.epochs, p.replies = nil, nil, p.recs[:0], p.epochs[:0], p.replies[:0]
+		// Counted once for the read, not request by request: the limit
+		// (produceQueueBytes) lets a read more through at most.
+		var size int64
+		for i := range b.recs {
+			size += int64(len(b.recs[i].Payload))
+		}
+		f.inflight.Add(size)
+		// The fences take checked for none of these (see take).
+		if err := f.n.member.FenceRequests(len(b.recs)); err != nil {
+			b.Produced(seq(len(b.recs)), 0, 0, 0, err)
+			continue
+		}
 		b.t.ProduceEach(b.recs, b.epochs, b)
-		f.pending[i] = nil
 	}
-	f.pending = f.pending[:0]
+	f.npending = 0
 }
 
 // topic resolves the topic of a produce subject, through the cache.
@@ -339,7 +374,15 @@ func (f *fastProduce) topic(subject []byte, prefix string) (*actors.Topic, error
 // take begins serving a produce request of endpoint ep: it counts it,
 // resolves its topic and reads its headers, answering the request itself
 // (and reporting false) when that fails or the server holds too much.
-func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*actors.Topic, produceHeaders, bool) {
+//
+// The node's fences (cluster.Member.FenceEntry, then Fence) are checked
+// here, except for a produce-one request that joins the read's batch
+// (batchable, and no Braid-Partition): flushPending checks them for the
+// whole batch right before handing it to the topic, later than here, with
+// one reading of the clock instead of two per request. A refusal found
+// here still gives way to the entry fence's, as if it had been checked
+// first.
+func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg, batchable bool) (*actors.Topic, produceHeaders, bool) {
 	ep.requests.Add(1)
 	if len(m.Reply) == 0 {
 		f.n.produceM.noReply.Inc()
@@ -355,8 +398,11 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 	if err == nil {
 		t, err = f.topic(m.Subject, prefix)
 	}
-	if fenced := f.n.member.FenceEntry(); fenced != nil {
-		err = fenced
+	entryChecked := err != nil || !batchable
+	if entryChecked {
+		if fenced := f.n.member.FenceEntry(); fenced != nil {
+			err = fenced
+		}
 	}
 	if owner, ok := notOwner(err); ok {
 		// Another node owns the topic: it gets the request as it came,
@@ -379,7 +425,13 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 	if err == nil && f.inflight.Load() > produceQueueBytes {
 		err = api.Errorf(api.CodeUnavailable, "the server holds %d MiB of produce requests; retry", produceQueueBytes>>20)
 	}
-	if err == nil {
+	deferred := batchable && h.partition < 0
+	if !entryChecked && (err != nil || !deferred) {
+		if fenced := f.n.member.FenceEntry(); fenced != nil {
+			err = fenced
+		}
+	}
+	if err == nil && !deferred {
 		err = f.n.member.Fence()
 	}
 	if err != nil {
@@ -391,7 +443,7 @@ func (f *fastProduce) take(ep *endpointStats, prefix string, m natsio.Msg) (*act
 }
 
 func (f *fastProduce) produceOne(m natsio.Msg) {
-	t, h, ok := f.take(&f.one, api.ProducePrefix, m)
+	t, h, ok := f.take(&f.one, api.ProducePrefix, m, true)
 	if !ok {
 		return
 	}
@@ -399,21 +451,24 @@ func (f *fastProduce) produceOne(m natsio.Msg) {
 		f.produceToPartition(t, h, m)
 		return
 	}
-	var b *readBatch
-	for _, p := range f.pending {
+	var b *pendingTopic
+	for _, p := range f.pending[:f.npending] {
 		if p.t == t {
 			b = p
 			break
 		}
 	}
 	if b == nil {
-		b = &readBatch{f: f, t: t, subject: m.Subject, start: time.Now()}
-		f.pending = append(f.pending, b)
+		if f.npending == len(f.pending) {
+			f.pending = append(f.pending, &pendingTopic{})
+		}
+		b = f.pending[f.npending]
+		f.npending++
+		b.t, b.subject, b.start = t, m.Subject, time.Now()
 	}
 	b.recs = append(b.recs, wal.Record{Timestamp: h.time, Key: h.key, Headers: h.headers, Payload: m.Data})
 	b.epochs = append(b.epochs, h.epoch)
 	b.replies = append(b.replies, m.Reply)
-	f.inflight.Add(int64(len(m.Data)))
 }
 
 // produceToPartition serves a produce-one request naming Braid-Partition
@@ -440,7 +495,7 @@ func (f *fastProduce) produceToPartition(t *actors.Topic, h produceHeaders, m na
 
 func (f *fastProduce) produceBatch(m natsio.Msg) {
 	start := time.Now()
-	t, h, ok := f.take(&f.batch, api.ProduceBatchPrefix, m)
+	t, h, ok := f.take(&f.batch, api.ProduceBatchPrefix, m, false)
 	if !ok {
 		return
 	}
@@ -623,7 +678,11 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 	// All the replies of the group go out in one write.
 	var body [96]byte
 	partition := b.t.PartitionOf(seg)
-	frames := make([]byte, 0, len(members)*(len(b.replies[members[0]])+64))
+	kept, _ := f.frames.Get().(*[]byte)
+	if kept == nil {
+		kept = new([]byte)
+	}
+	frames := (*kept)[:0]
 	for j, i := range members {
 		if reply := b.replies[i]; len(reply) > 0 {
 			frames = natsio.AppendPublish(frames, reply, nil, nil,
@@ -634,9 +693,25 @@ func (b *readBatch) Produced(members []int, seg uint64, bucket int, first uint64
 		f.mu.Lock()
 		conn := f.conn
 		f.mu.Unlock()
-		_ = conn.WriteFrames(frames)
+		_ = conn.WriteFrames(frames) // copies them
+	}
+	if cap(frames) <= maxKeptReplyFrames {
+		*kept = frames
+		f.frames.Put(kept)
 	}
 }
+
+// seq returns 0, 1, ..., n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// maxKeptReplyFrames bounds the reply buffers kept for reuse.
+const maxKeptReplyFrames = 1 << 20
 
 // control answers the micro-service protocol for braid-produce:
 // $SRV.<PING|INFO|STATS>[.braid-produce[.<id>]].

@@ -188,6 +188,9 @@ func (n *Frontend) onForwarded(m *nats.Msg) {
 
 // notOwner returns the owner named by err when it is a NotOwnerError.
 func notOwner(err error) (string, bool) {
+	if err == nil {
+		return "", false // without errors.As, whose target escapes
+	}
 	var e *actors.NotOwnerError
 	if errors.As(err, &e) {
 		return e.Owner, true

@@ -57,7 +57,17 @@ func (b *bufferedFile) appendAt(p []byte, off int64) error {
 	}
 	b.buf = append(b.buf, p...)
 	if len(b.buf) >= bufferedTailBytes {
-		return b.flushLocked()
+		// A tail that fills its buffer is written to steadily: it keeps
+		// the buffer for the next bufferedTailBytes rather than growing
+		// one again (that was two bytes allocated per byte appended).
+		// Other flushes (a sync, a roll, a checkpoint) let it go.
+		full := b.buf
+		if err := b.flushLocked(); err != nil {
+			return err
+		}
+		if cap(full) <= 2*bufferedTailBytes {
+			b.buf = full[:0]
+		}
 	}
 	return nil
 }

@@ -110,6 +110,7 @@ func serveCommand() *cobra.Command {
 	fs.Int64Var(&cfg.TierCacheBytes, "tier-cache-bytes", node.DefaultTierCacheBytes, "bytes of files downloaded from the remote tier (the JetStream object store bucket braid-tier) kept on local disk for reads")
 	fs.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", node.DefaultRebalanceInterval, "how often the entry node compares the nodes' active segments and moves topics from the most to the least loaded (negative: never)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", node.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
+	heapFloor := fs.Uint64("gc-heap-floor", defaultHeapFloor, "bytes the Go heap may grow to before it is collected while the live heap is under half of it (GOGC raised for a small heap: fewer collections under load for some memory; 0, or GOGC in the environment: Go's default)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	cfg.Version = buildVersion()
 	cfg.UI = ui.Handler
@@ -124,12 +125,15 @@ func serveCommand() *cobra.Command {
 	tenantAccounts := fs.String("tenant-accounts", "", "accounts not named as their tenants, as tenant=account,... (with JWTs an account is known by its public key)")
 	config := fs.String("config", "", "a configuration file of serve's flags (nats-server's format: data_dir: \"/var/lib/braid\"; flags given on the command line win)")
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
-		return serve(fs, &cfg, *routes, *level, *tenantAccounts, *config)
+		return serve(fs, &cfg, *routes, *level, *tenantAccounts, *config, heapFloor)
 	}
 	return cmd
 }
 
-func serve(fs *pflag.FlagSet, cfg *node.Config, routes, level, tenantAccounts, config string) error {
+// defaultHeapFloor is --gc-heap-floor's default (see startHeapFloor).
+const defaultHeapFloor = 64 << 20
+
+func serve(fs *pflag.FlagSet, cfg *node.Config, routes, level, tenantAccounts, config string, heapFloor *uint64) error {
 	set, err := applyConfigFile(fs, config)
 	if err != nil {
 		return err
@@ -153,6 +157,7 @@ func serve(fs *pflag.FlagSet, cfg *node.Config, routes, level, tenantAccounts, c
 		return usagef("--log-level %q: want debug, info, warn or error", level)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	startHeapFloor(*heapFloor) // after the file: it may set gc_heap_floor
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	n, err := node.Start(ctx, *cfg)

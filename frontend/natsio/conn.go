@@ -27,6 +27,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -91,6 +92,9 @@ type Conn struct {
 	// Guarded by subMu.
 	subs    map[uint64]Handler
 	nextSid uint64
+	// subsChanged counts the changes of subs (written under subMu): the
+	// reader keeps the handler it looked up last until it moves.
+	subsChanged atomic.Uint64
 
 	out *writer
 
@@ -196,6 +200,7 @@ func (c *Conn) Subscribe(subject, queue string, h Handler) (uint64, error) {
 	c.nextSid++
 	sid := c.nextSid
 	c.subs[sid] = h
+	c.subsChanged.Add(1)
 	c.subMu.Unlock()
 	line := "SUB " + subject + " "
 	if queue != "" {
@@ -205,6 +210,7 @@ func (c *Conn) Subscribe(subject, queue string, h Handler) (uint64, error) {
 	if err := c.out.appendRaw([]byte(line)); err != nil {
 		c.subMu.Lock()
 		delete(c.subs, sid)
+		c.subsChanged.Add(1)
 		c.subMu.Unlock()
 		return 0, err
 	}
@@ -218,6 +224,7 @@ func (c *Conn) Unsubscribe(sid uint64) error {
 	c.out.pongs.push(func() {
 		c.subMu.Lock()
 		delete(c.subs, sid)
+		c.subsChanged.Add(1)
 		c.subMu.Unlock()
 	})
 	return c.out.appendRaw([]byte("UNSUB " + strconv.FormatUint(sid, 10) + "\r\nPING\r\n"))

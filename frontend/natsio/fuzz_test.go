@@ -65,3 +65,29 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFields: fields splits as bytes.FieldsFunc does at spaces and tabs,
+// with or without tabs in the line.
+func FuzzFields(f *testing.F) {
+	f.Add([]byte("a.b 1 r.1 12 14"))
+	f.Add([]byte("  a b\tc  "))
+	f.Add([]byte("a  b c d e f"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := bytes.FieldsFunc(b, func(r rune) bool { return r == ' ' || r == '\t' })
+		var got [5][]byte
+		n := fields(b, &got)
+		if len(want) > len(got) {
+			if n != len(got)+1 {
+				t.Fatalf("fields(%q) = %d, want %d (more than %d)", b, n, len(got)+1, len(got))
+			}
+			want = want[:len(got)]
+		} else if n != len(want) {
+			t.Fatalf("fields(%q) = %d, want %d", b, n, len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("fields(%q)[%d] = %q, want %q", b, i, got[i], want[i])
+			}
+		}
+	})
+}

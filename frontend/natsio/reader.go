@@ -27,6 +27,20 @@ type reader struct {
 	need int
 	// touched are the handlers that got messages in the current read.
 	touched []Handler
+	// lastSid's handler was lastHandler when subs had changed
+	// lastChanges times (Conn.subsChanged).
+	lastSid, lastChanges uint64
+	lastHandler          Handler
+}
+
+// handler returns the handler of sid (nil: none), without the lock of the
+// subscriptions while they stay as they were at the last lookup.
+func (r *reader) handler(sid uint64) Handler {
+	changes := r.c.subsChanged.Load()
+	if r.lastHandler == nil || sid != r.lastSid || changes != r.lastChanges {
+		r.lastSid, r.lastChanges, r.lastHandler = sid, changes, r.c.handler(sid)
+	}
+	return r.lastHandler
 }
 
 // handshakeLine returns the next protocol line, without its CRLF.
@@ -179,7 +193,7 @@ func (r *reader) message(data, args []byte, lineLen int, withHeader bool) (int, 
 	if data[lineLen+size] != '\r' || data[lineLen+size+1] != '\n' {
 		return 0, fmt.Errorf("%w: message payload not followed by CRLF", ErrProtocol)
 	}
-	h := r.c.handler(uint64(sid))
+	h := r.handler(uint64(sid))
 	if h == nil {
 		return total, nil // unsubscribed meanwhile
 	}
@@ -203,8 +217,36 @@ func (r *reader) message(data, args []byte, lineLen int, withHeader bool) (int, 
 }
 
 // fields splits b at runs of spaces and tabs into f, and returns how many
-// fields there are (more than len(f) reports len(f)+1).
+// fields there are (more than len(f) reports len(f)+1). The server
+// separates arguments with single spaces: without a tab in b, the spaces
+// are found by bytes.IndexByte rather than byte by byte.
 func fields(b []byte, f *[5][]byte) int {
+	if bytes.IndexByte(b, '\t') >= 0 {
+		return fieldsAnyBlank(b, f)
+	}
+	n := 0
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, ' ')
+		if i < 0 {
+			i = len(b)
+		}
+		if i > 0 {
+			if n == len(f) {
+				return n + 1
+			}
+			f[n] = b[:i]
+			n++
+		}
+		if i == len(b) {
+			break
+		}
+		b = b[i+1:]
+	}
+	return n
+}
+
+// fieldsAnyBlank is fields for a b with tabs.
+func fieldsAnyBlank(b []byte, f *[5][]byte) int {
 	n := 0
 	for i := 0; i < len(b); {
 		for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
