@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/braidmq/braid/scaling"
@@ -51,6 +52,9 @@ func (w *storageWorker) offload(sl storageLog, p scaling.Policy, now time.Time, 
 			continue
 		}
 		if err := tr.Offload(ctx, dir, sl.log, f); err != nil {
+			if errors.Is(err, tier.ErrDropped) {
+				break // its topic or segment is being deleted
+			}
 			l.m.tierErrors.Inc()
 			sl.counts.Errors.Add(1)
 			l.log.Error("storage worker: offloading a file to the remote tier failed; it stays local, tried again next pass",

@@ -96,7 +96,21 @@ type Tier struct {
 	mu        sync.RWMutex       // read: a cached manifest; write: loading or replacing one
 	manifests map[string][]Entry // by log directory
 	cache     *cache
+	// Guarded by mu: offloading counts the offloads under way by log
+	// directory, dropping the directories a DropLog removes; idle is
+	// signalled (on mu) when an offload ends. A drop waits for the
+	// offloads of its directory, and an offload that finds its directory
+	// dropping stops, deleting what it uploaded: else a file uploaded
+	// while its topic was deleted was recorded after the drop, and stayed
+	// in the tier.
+	offloading map[string]int
+	dropping   map[string]bool
+	idle       *sync.Cond
 }
+
+// ErrDropped is returned by an Offload of a log whose directory is being
+// dropped (DropLog): its topic or segment is going.
+var ErrDropped = errors.New("braid/tier: the log is being dropped")
 
 // Open opens (creating if need be) the tier's object store bucket.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Tier, error) {
@@ -122,7 +136,8 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Tier, error
 	if err := os.MkdirAll(cfg.CacheDir, 0o750); err != nil {
 		return nil, err
 	}
-	t := &Tier{cfg: cfg, js: js, store: store, manifests: map[string][]Entry{}}
+	t := &Tier{cfg: cfg, js: js, store: store, manifests: map[string][]Entry{}, offloading: map[string]int{}, dropping: map[string]bool{}}
+	t.idle = sync.NewCond(&t.mu)
 	t.cache = newCache(cfg.CacheDir, cfg.CacheBytes)
 	return t, nil
 }
@@ -258,6 +273,21 @@ func (t *Tier) Bytes(dir string) int64 {
 // one recorded (offsets are offloaded in order), and be whole: a file with
 // damage is refused and stays local.
 func (t *Tier) Offload(ctx context.Context, dir string, l *wal.Log, f wal.FileInfo) error {
+	t.mu.Lock()
+	if t.dropping[dir] {
+		t.mu.Unlock()
+		return ErrDropped
+	}
+	t.offloading[dir]++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.offloading[dir]--; t.offloading[dir] == 0 {
+			delete(t.offloading, dir)
+		}
+		t.idle.Broadcast()
+		t.mu.Unlock()
+	}()
 	entries, err := t.Entries(dir)
 	if err != nil {
 		return err
@@ -306,6 +336,13 @@ func (t *Tier) Offload(ctx context.Context, dir string, l *wal.Log, f wal.FileIn
 	t.step("upload")
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.dropping[dir] {
+		// Uploaded while the log was dropped: the drop cannot see it.
+		if derr := t.store.Delete(context.Background(), name); derr != nil && !errors.Is(derr, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("%w; deleting the object uploaded meanwhile failed (the sweep removes it): %v", ErrDropped, derr)
+		}
+		return ErrDropped
+	}
 	entries, err = t.entriesLocked(dir)
 	if err != nil {
 		return err
@@ -440,6 +477,17 @@ func (t *Tier) Expire(ctx context.Context, dir string, expired func(Entry) bool)
 // DropLog removes everything the tier holds of the log in dir (its topic
 // or segment was deleted): its objects, then its manifest.
 func (t *Tier) DropLog(ctx context.Context, dir string) error {
+	t.mu.Lock()
+	t.dropping[dir] = true
+	for t.offloading[dir] > 0 {
+		t.idle.Wait()
+	}
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.dropping, dir)
+		t.mu.Unlock()
+	}()
 	if _, _, err := t.Expire(ctx, dir, func(Entry) bool { return true }); err != nil {
 		return err
 	}

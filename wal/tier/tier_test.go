@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -315,5 +317,54 @@ func TestKillAtEachStepOfAnOffload(t *testing.T) {
 				t.Fatalf("left after the drop: %d chunk subjects", n)
 			}
 		})
+	}
+}
+
+// A log dropped while one of its files is being uploaded keeps nothing in
+// the tier: the drop waits for the upload, and the upload, finding its log
+// dropped, deletes what it sent instead of recording it (before, the
+// upload recorded the file after the drop, and it stayed in the tier: a
+// topic deleted while the storage worker offloaded it).
+func TestDropDuringAnOffload(t *testing.T) {
+	url := startNATS(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "t", "n", "x", "seg-0", "b-0")
+	writeLog(t, dir, 50)
+	var tr *Tier
+	dropped := make(chan error, 1)
+	var once sync.Once
+	tr = openTier(t, url, root, func(step string) {
+		if step != "uploading" {
+			return
+		}
+		once.Do(func() {
+			go func() { dropped <- tr.DropLog(context.Background(), dir) }()
+			poll.Eventually(t, 10*time.Second, "the drop begun", func() bool {
+				tr.mu.Lock()
+				defer tr.mu.Unlock()
+				return tr.dropping[dir]
+			})
+		})
+	})
+	l, err := wal.Open(dir, wal.Options{SegmentBytes: wal.Unlimited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	files, err := l.ClosedFiles()
+	if err != nil || len(files) == 0 {
+		t.Fatalf("closed files %v, %v", files, err)
+	}
+	if err := tr.Offload(context.Background(), dir, l, files[0]); !errors.Is(err, ErrDropped) {
+		t.Fatalf("an offload whose log was dropped meanwhile: %v, want ErrDropped", err)
+	}
+	if err := <-dropped; err != nil {
+		t.Fatal(err)
+	}
+	if got := objects(t, tr); len(got) != 0 {
+		t.Fatalf("the tier holds %v after the drop", got)
+	}
+	if err := tr.Offload(context.Background(), dir, l, files[0]); err != nil {
+		t.Fatalf("an offload after the drop ended: %v", err)
 	}
 }
