@@ -128,7 +128,7 @@ type bucketActor struct {
 	// late answers the appends left in the mailbox when the bucket stops
 	// (lateAppends), for every incarnation of it.
 	late *lateAppends
-	rw    *remoteWriter
+	rw   *remoteWriter
 	// restarted is set on every incarnation after the first (a
 	// supervisor restart).
 	restarted bool
