@@ -219,7 +219,10 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 		p := strings.Split(strings.TrimPrefix(d.Topic, "topic://"), "/")
 		subject := api.TopicSubject(api.ProducePrefix, p[0], p[1], p[2])
 		reply, err := nodes[via].nc.Request(subject, []byte("x"), 5*time.Second)
-		check(err)
+		if err != nil {
+			check(fmt.Errorf("kill %d: produce to %s (owner %s) through %s before the kill: %w", k, d.Topic,
+				d.Segments[0].Owner, nodes[via].id, err))
+		}
 		if reply.Header.Get(micro.ErrorCodeHeader) != "" {
 			check(fmt.Errorf("produce before the kill: %s", reply.Header.Get(micro.ErrorHeader)))
 		}
@@ -421,7 +424,9 @@ func drainRuns(nodes []*node, runs, segments int) {
 func entryIndex(nodes []*node) int {
 	for wait := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		r, err := client.NewAdmin(nodes[0].nc).ListNodes(context.Background())
-		check(err)
+		if err != nil {
+			check(fmt.Errorf("node.list through %s: %w", nodes[0].id, err))
+		}
 		for i, nd := range nodes {
 			if nd.id == r.Entry {
 				return i
@@ -465,6 +470,9 @@ func restart(nodes []*node, i int) {
 // verbose prints the nodes' log lines about kills.
 var verbose *bool
 
+// logLevel is the nodes' --log-level.
+var logLevel = flag.String("log-level", "warn", "the nodes' --log-level (their logs are kept beside the data directories while the program runs)")
+
 // leaseTTL is the nodes' --lease-ttl (0: the default).
 var leaseTTL time.Duration
 
@@ -493,7 +501,7 @@ func startNodes(bin, dir string, n int) []*node {
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--nats-listen", natsAddrs[i],
-			"--metrics-listen", "off", "--log-level", "warn"}
+			"--metrics-listen", "off", "--log-level", *logLevel}
 		if leaseTTL > 0 {
 			args = append(args, "--lease-ttl", leaseTTL.String())
 		}
@@ -564,7 +572,9 @@ func createTopic(nc *nats.Conn, uri string) api.TopicDescription {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := client.NewAdmin(nc).CreateTopic(ctx, uri, 1)
-	check(err)
+	if err != nil {
+		check(fmt.Errorf("topic.create %s: %w", uri, err))
+	}
 	return d
 }
 
