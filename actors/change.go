@@ -92,7 +92,7 @@ func (c *controller) runStep(ctx actor.Context, run *changeRun, s topology.Step)
 	case topology.StepSpawn:
 		return c.spawnStep(ctx, run, s)
 	case topology.StepSeal:
-		return c.sealStep(s)
+		return c.sealStep(run, s)
 	case topology.StepPersist:
 		return c.persistStep(run)
 	case topology.StepPublish:
@@ -156,12 +156,16 @@ func (c *controller) spawnStep(ctx actor.Context, run *changeRun, s topology.Ste
 // sealStep seals the retiring segments' buckets at the next epoch: each
 // flushes what it accepted and holds what comes after (or refuses it, for
 // producers that route by epoch).
-func (c *controller) sealStep(s topology.Step) error {
+func (c *controller) sealStep(run *changeRun, s topology.Step) error {
 	// A bucket restarted from here until the publish takes its seal from
 	// this record (the layout it reads still says active).
 	c.t.setSealing(s.Segments, s.Epoch)
 	if err := c.seal(s.Segments, s.Epoch, false); err != nil {
 		return api.Errorf(api.CodeInternal, "seal %s: %v", c.t.uri, err)
+	}
+	if run.req.op.Kind != topology.OpRelocate {
+		// A relocation seals the segments of an owner that is gone.
+		c.holdRemote(s.Segments)
 	}
 	return nil
 }

@@ -227,7 +227,8 @@ const hostedCheckEvery = servedRecordTTL
 
 // ServeUnitAppend appends records a topic's home sent for a bucket of a
 // segment this node owns, makes them durable per the topic's durability,
-// and returns the offset of the first. It refuses, writing nothing, while
+// and returns the offset of the first. An append of no records is a hold
+// (holdRemote): it creates the unit's log and returns its next offset. It refuses, writing nothing, while
 // this node's lease does not hold, and when the topic's record says the
 // segment is not active and owned here.
 func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, error) {
@@ -235,9 +236,6 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 		if err := f(); err != nil {
 			return 0, err
 		}
-	}
-	if len(req.Records) == 0 {
-		return 0, api.Errorf(api.CodeBadRequest, "empty append")
 	}
 	if !req.Deadline.IsZero() && time.Now().After(req.Deadline) {
 		// Delivered late (this node was stopped, say): its home has told
@@ -279,6 +277,10 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 	l, err := h.w.Writable()
 	if err != nil {
 		return 0, err
+	}
+	if len(req.Records) == 0 {
+		// A hold (see holdRemote): the unit's log now exists here.
+		return l.NextOffset(), nil
 	}
 	first, err := l.Write(req.Records...)
 	if err == nil {
@@ -446,4 +448,58 @@ func (m *Manager) dropSegments(name routing.TopicName, l topology.Layout, segmen
 	}
 	m.log.Info("logs of segments retention deleted removed", "topic", name.String(), "segments", segments)
 	return nil
+}
+
+// holdTimeout bounds a hold's wait for the owner's answer.
+const holdTimeout = 2 * time.Second
+
+// holdRemote makes sure the owners of those of segs placed on other nodes
+// hold their logs, before the seal step seals them: an append of no
+// records to bucket 0 of each, which creates the topic's directory and
+// the unit's log there. A segment placed elsewhere is written there only
+// when a record reaches it; one sealed before any did would otherwise have
+// nothing on its owner's disk, which a read then takes for a lost data
+// directory (ServeUnitRead), and a subscription could never pass it. A
+// hold that fails is logged and counted, and the change goes on: the
+// owner not answering is what a relocation handles.
+func (c *controller) holdRemote(segs []topology.SegmentID) {
+	t, m := c.t, c.t.mgr
+	l := t.state.Load().layout
+	type hold struct {
+		seg   topology.SegmentID
+		owner string
+		done  chan error
+	}
+	var holds []hold
+	for _, id := range segs {
+		s, ok := l.Segment(id)
+		if !ok {
+			continue
+		}
+		owner, remote := t.remoteOwner(s)
+		if !remote {
+			continue
+		}
+		h := hold{seg: id, owner: owner, done: make(chan error, 1)}
+		m.cfg.RemoteUnits.AppendUnit(owner, UnitAppend{Topic: t.name, Incarnation: t.incarnation, Segment: id, Bucket: 0,
+			Options: *t.opts.Load(), Deadline: time.Now().Add(holdTimeout)}, func(_ uint64, err error) { h.done <- err })
+		holds = append(holds, h)
+	}
+	timeout := time.NewTimer(holdTimeout + 500*time.Millisecond)
+	defer timeout.Stop()
+	for _, h := range holds {
+		var err error
+		select {
+		case err = <-h.done:
+		case <-timeout.C:
+			err = errors.New("no answer in time")
+		}
+		if err != nil {
+			m.m.remoteAppends.WithLabelValues("failed").Inc()
+			m.log.Error("the owner of a segment being sealed could not be told to hold its logs: reads of it fail there unless records reached it",
+				"topic", t.uri, "segment", h.seg, "owner", h.owner, "err", err)
+			continue
+		}
+		m.m.remoteAppends.WithLabelValues("ok").Inc()
+	}
 }

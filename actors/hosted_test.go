@@ -519,3 +519,26 @@ func evictingNodes(t *testing.T) (*Manager, *inProcUnits, *atomic.Bool, *atomic.
 	})
 	return home, units, gone, placeOn
 }
+
+// TestASegmentSealedElsewhereBeforeAnyWriteReadsEmpty: a child placed on
+// n2 and split again before any record reached it is sealed with nothing
+// written; n2 must still hold its (empty) logs, so that reads of it, which
+// a subscription makes before it reads the grandchildren, answer empty
+// rather than taking n2's data directory for lost.
+func TestASegmentSealedElsewhereBeforeAnyWriteReadsEmpty(t *testing.T) {
+	home, _, _ := twoNodes(t, nil)
+	topic, child, _ := splitToN2(t, home, "topic://t/n/unwritten")
+	if _, err := home.Change(context.Background(), topic.uri, topology.Split(child, nil)); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := topic.Layout().Segment(child)
+	if !ok || s.State != topology.StateSealed || s.Owner != "n2" {
+		t.Fatalf("segment %d after its split: %+v", child, s)
+	}
+	for b := range s.Buckets {
+		recs, err := topic.Read(child, b, 0, 10, 0)
+		if err != nil || len(recs) != 0 {
+			t.Fatalf("read of bucket %d of the unwritten sealed segment %d: %d records, %v", b, child, len(recs), err)
+		}
+	}
+}

@@ -886,7 +886,8 @@ func (x *GroupAdoptReply) GetError() string {
 // its bucket logs. The topic's controller (on the node holding the
 // segment covering hash 0) routes every append and keeps each bucket's
 // appends in order: it sends one UnitAppend per bucket at a time, and the
-// owner writes them in the order they come.
+// owner writes them in the order they come. One with no records is a
+// hold: the owner creates the bucket's log and answers its next offset.
 type UnitAppend struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
