@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/braidmq/braid/api"
@@ -196,7 +197,7 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 	if entry {
 		what = "the entry node"
 	}
-	var took []time.Duration
+	var took, tookLed []time.Duration
 	for k := 1; k <= kills; k++ {
 		ent := entryIndex(nodes)
 		via := (ent + 1) % len(nodes)
@@ -226,18 +227,51 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 		if reply.Header.Get(micro.ErrorCodeHeader) != "" {
 			check(fmt.Errorf("produce before the kill: %s", reply.Header.Get(micro.ErrorHeader)))
 		}
+		led := metaLeader(nodes[via].nc) == nodes[victim].id
 		t0 := time.Now()
 		_ = nodes[victim].cmd.Process.Kill()
 		_ = nodes[victim].cmd.Wait()
 		waitAcked(nodes[via].nc, &nats.Msg{Subject: subject, Data: []byte("x")}, t0, fmt.Sprintf("kill %d", k))
-		took = append(took, time.Since(t0))
-		fmt.Printf("kill %d of %s (%s): a write acknowledged again after %s\n", k, what, nodes[victim].id,
-			took[len(took)-1].Round(time.Millisecond))
+		dt := time.Since(t0)
+		took = append(took, dt)
+		note := ""
+		if led {
+			tookLed = append(tookLed, dt)
+			note = " (it led the metadata stream)"
+		}
+		fmt.Printf("kill %d of %s (%s%s): a write acknowledged again after %s\n", k, what, nodes[victim].id, note,
+			dt.Round(time.Millisecond))
 		restart(nodes, victim)
 	}
 	slices.Sort(took)
 	fmt.Printf("loss of %s over %d kills: p50 %s, p99 (max) %s\n", what, len(took), took[len(took)/2].Round(time.Millisecond),
 		took[len(took)-1].Round(time.Millisecond))
+	if len(tookLed) > 0 {
+		slices.Sort(tookLed)
+		fmt.Printf("  of them %d killed the metadata stream's leader: p50 %s, max %s\n", len(tookLed),
+			tookLed[len(tookLed)/2].Round(time.Millisecond), tookLed[len(tookLed)-1].Round(time.Millisecond))
+	}
+}
+
+// metaLeader names the server leading the metadata KV bucket's stream ("" when
+// it cannot tell): a kill of that node waits for JetStream to elect
+// another before any lease or role can be written.
+func metaLeader(nc *nats.Conn) string {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "KV_braid-meta")
+	if err != nil {
+		return ""
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
 }
 
 // waitAcked sends m again and again (each request waiting 500 ms for its
