@@ -29,6 +29,10 @@ type NodeInfo struct {
 	// Draining says the node is being drained (node.drain): it takes no
 	// new topics.
 	Draining bool `json:"draining,omitempty"`
+	// Starting says the node holds its lease but does not serve yet (it is
+	// recovering its topics from disk): it takes no new topics until it
+	// does.
+	Starting bool `json:"starting,omitempty"`
 }
 
 // NodeListReply is the reply of node.list.

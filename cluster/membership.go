@@ -151,8 +151,11 @@ func (n *Member) Join(ctx context.Context) error {
 			Help: "The cluster's nodes by the state of their lease (live or lapsed), as this node saw them at its last renewal."}, []string{"state"}),
 	}
 	now := n.clock.Now()
+	// Starting until the first renewal (start): the node takes its lease
+	// before it recovers its topics, and must not be given new ones
+	// (requests for them would wait for it to serve).
 	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.cfg.ClientURL, ActorAddr: n.ActorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
-		Expires: now.Add(m.ttl).UnixMilli()}
+		Expires: now.Add(m.ttl).UnixMilli(), Starting: true}
 	// A run killed a moment ago leaves a lease that holds until it lapses:
 	// wait that long (renewals by a run still alive keep it held).
 	rev, err := n.meta.TakeNodeLease(ctx, m.rec, now)
@@ -205,11 +208,13 @@ func (n *Member) Join(ctx context.Context) error {
 }
 
 // start starts renewing the lease (once the node serves: losing the lease
-// stops what it serves).
+// stops what it serves), the first round at once: it records that the
+// node no longer starts.
 func (m *membership) start() {
 	m.mu.Lock()
 	m.started = true
 	m.mu.Unlock()
+	m.kickRenewal()
 	go m.renewLoop()
 }
 
@@ -250,6 +255,7 @@ func (m *membership) renew() bool {
 	}
 	rec.Segments = m.n.topics.OwnedSegments(rec.ID)
 	rec.Draining = m.n.draining.Load()
+	rec.Starting = false
 	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 	newRev, err := m.n.meta.RenewNodeLease(ctx, rec, rev)
 	cancel()
@@ -642,7 +648,7 @@ func (n *Member) NodeList(ctx context.Context, _ []byte) (any, error) {
 	for _, r := range nodes {
 		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, NATSURL: r.NATSURL, Live: r.Live(now),
 			Serving: r.ID == serving.Node, Entry: r.ID == entry.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
-			Segments: r.Segments, BytesPerSec: r.BytesPerSec, Draining: r.Draining})
+			Segments: r.Segments, BytesPerSec: r.BytesPerSec, Draining: r.Draining, Starting: r.Starting})
 	}
 	slices.SortFunc(reply.Nodes, func(a, b api.NodeInfo) int { return strings.Compare(a.ID, b.ID) })
 	return reply, nil

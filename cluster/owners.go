@@ -50,7 +50,7 @@ func (n *Member) place(key, avoid string) string {
 func placementNodes(recs []meta.NodeRecord) []placement.Node {
 	out := make([]placement.Node, len(recs))
 	for i, r := range recs {
-		out[i] = placement.Node{ID: r.ID, BytesPerSec: r.BytesPerSec, Segments: r.Segments, Draining: r.Draining}
+		out[i] = placement.Node{ID: r.ID, BytesPerSec: r.BytesPerSec, Segments: r.Segments, Draining: r.Draining || r.Starting}
 	}
 	return out
 }

@@ -32,6 +32,10 @@ type NodeRecord struct {
 	BytesPerSec float64 `json:"bytes_per_sec"`
 	// Draining says the node is being drained: placement passes it by.
 	Draining bool `json:"draining,omitempty"`
+	// Starting says the node took its lease but does not serve yet (it is
+	// recovering its topics): placement passes it by until its first
+	// renewal, made as soon as it serves.
+	Starting bool `json:"starting,omitempty"`
 }
 
 // Live reports whether the lease holds at now.

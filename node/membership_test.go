@@ -14,6 +14,7 @@ import (
 	"github.com/braidmq/braid/internal/poll"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/meta"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -248,4 +249,45 @@ func gathered(t *testing.T, n *Node, name, label string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestAStartingNodeTakesNoNewTopics: a node holds its lease from before it
+// recovers its topics until it serves; its lease says so (starting) until
+// its first renewal, made as soon as it serves, and placement gives it
+// nothing meanwhile (requests for a topic placed there would wait for it).
+// Here a lease taken by hand stands for a node that is starting: none of
+// the topics made goes to it, and node.list shows it starting and the
+// node that serves not.
+func TestAStartingNodeTakesNoNewTopics(t *testing.T) {
+	node, err := Start(context.Background(), Config{DataDir: t.TempDir(), NATSListen: "127.0.0.1:-1", MetricsListen: "off",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	now := time.Now()
+	if _, err := node.meta.TakeNodeLease(context.Background(), meta.NodeRecord{ID: "s2", Started: now.UnixMilli(), Renewed: now.UnixMilli(),
+		Expires: now.Add(time.Hour).UnixMilli(), Starting: true}, now); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(node.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var list api.NodeListReply
+	poll.Eventually(t, 10*time.Second, "node.list: s1 no longer starting once it serves", func() bool {
+		mustAdmin(t, nc, api.AdminNodeList, struct{}{}, &list)
+		return len(list.Nodes) == 2 && !list.Nodes[0].Starting
+	})
+	if !list.Nodes[1].Starting || !list.Nodes[1].Live {
+		t.Fatalf("node.list shows the starting node as %+v", list.Nodes[1])
+	}
+	for i := range 12 {
+		var d api.TopicDescription
+		mustAdmin(t, nc, api.AdminTopicCreate, api.TopicCreateRequest{Topic: "topic://public/default/placed" + strconv.Itoa(i)}, &d)
+		if owner := d.Segments[0].Owner; owner != "s1" {
+			t.Fatalf("topic %d placed on %s, a node that does not serve yet", i, owner)
+		}
+	}
 }

@@ -14,7 +14,8 @@ type Node struct {
 	// between its last renewals; Segments the active segments it owns.
 	BytesPerSec float64
 	Segments    int
-	// Draining says the node is being drained: it takes nothing new.
+	// Draining says the node takes nothing new: it is being drained, or
+	// it is starting (its lease taken, its topics not yet recovered).
 	Draining bool
 }
 

@@ -473,7 +473,7 @@ func entryIndex(nodes []*node) int {
 }
 
 // restart starts node i again with its arguments and waits until every
-// node lists it live.
+// node lists it live and serving (no longer starting).
 func restart(nodes []*node, i int) {
 	nd := nodes[i]
 	cmd := exec.Command(nd.cmd.Path, nd.cmd.Args[1:]...)
@@ -487,7 +487,7 @@ func restart(nodes []*node, i int) {
 		cancel()
 		live := 0
 		for _, x := range r.Nodes {
-			if x.Live {
+			if x.Live && !x.Starting {
 				live++
 			}
 		}
@@ -565,7 +565,7 @@ func startNodes(bin, dir string, n int) []*node {
 				cancel()
 				live := 0
 				for _, x := range r.Nodes {
-					if x.Live {
+					if x.Live && !x.Starting {
 						live++
 					}
 				}
