@@ -237,7 +237,7 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 		note := ""
 		if led {
 			tookLed = append(tookLed, dt)
-			note = " (it led the metadata stream)"
+			note = ", which led the metadata stream"
 		}
 		fmt.Printf("kill %d of %s (%s%s): a write acknowledged again after %s\n", k, what, nodes[victim].id, note,
 			dt.Round(time.Millisecond))
