@@ -7,6 +7,10 @@ const AdminNodeList = "node.list"
 // NodeInfo is one node in node.list.
 type NodeInfo struct {
 	ID string `json:"id"`
+	// Incarnation is the node's data directory's: a random id made when
+	// the directory was first used. The same id with another incarnation
+	// is the node back with another (an empty) directory.
+	Incarnation string `json:"incarnation,omitempty"`
 	// NATSURL is the node's client URL (its embedded NATS server).
 	NATSURL string `json:"nats_url,omitempty"`
 	// Live says its lease holds: the node renewed it within the lease

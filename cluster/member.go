@@ -33,8 +33,10 @@ import (
 
 // Config is what a Member needs of the node's configuration.
 type Config struct {
-	// NodeID is the node's id (resolved from its data directory).
-	NodeID string
+	// NodeID is the node's id (resolved from its data directory), and
+	// Incarnation its data directory's (ResolveIncarnation).
+	NodeID      string
+	Incarnation string
 	// ClientURL is the NATS URL clients use, recorded in the lease.
 	ClientURL string
 	// LeaseTTL is how long the membership lease holds unrenewed.

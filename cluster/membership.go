@@ -154,7 +154,7 @@ func (n *Member) Join(ctx context.Context) error {
 	// Starting until the first renewal (start): the node takes its lease
 	// before it recovers its topics, and must not be given new ones
 	// (requests for them would wait for it to serve).
-	m.rec = meta.NodeRecord{ID: n.nodeID, NATSURL: n.cfg.ClientURL, ActorAddr: n.ActorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
+	m.rec = meta.NodeRecord{ID: n.nodeID, Incarnation: n.cfg.Incarnation, NATSURL: n.cfg.ClientURL, ActorAddr: n.ActorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
 		Expires: now.Add(m.ttl).UnixMilli(), Starting: true}
 	// A run killed a moment ago leaves a lease that holds until it lapses:
 	// wait that long (renewals by a run still alive keep it held).
@@ -646,7 +646,7 @@ func (n *Member) NodeList(ctx context.Context, _ []byte) (any, error) {
 	ms := func(v int64) string { return time.UnixMilli(v).UTC().Format(time.RFC3339Nano) }
 	reply := api.NodeListReply{Nodes: []api.NodeInfo{}, Serving: serving.Node, Entry: entry.Node}
 	for _, r := range nodes {
-		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, NATSURL: r.NATSURL, Live: r.Live(now),
+		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, Incarnation: r.Incarnation, NATSURL: r.NATSURL, Live: r.Live(now),
 			Serving: r.ID == serving.Node, Entry: r.ID == entry.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
 			Segments: r.Segments, BytesPerSec: r.BytesPerSec, Draining: r.Draining, Starting: r.Starting})
 	}

@@ -16,6 +16,11 @@ import (
 // Expires passes.
 type NodeRecord struct {
 	ID string `json:"id"`
+	// Incarnation is the node's data directory's (a random id made when
+	// the directory was first used): a node back under its id with
+	// another directory is another member ("" in leases of earlier
+	// releases).
+	Incarnation string `json:"incarnation,omitempty"`
 	// Addresses others reach it at: its NATS client URL (embedded) and
 	// its actor address (protoactor remote), when it has them.
 	NATSURL   string `json:"nats_url,omitempty"`

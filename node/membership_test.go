@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -289,5 +291,44 @@ func TestAStartingNodeTakesNoNewTopics(t *testing.T) {
 		if owner := d.Segments[0].Owner; owner != "s1" {
 			t.Fatalf("topic %d placed on %s, a node that does not serve yet", i, owner)
 		}
+	}
+}
+
+// TestANodeIsItsIDAndItsDataDirectorysIncarnation: node.list shows the
+// incarnation its data directory holds; a restart on the same directory
+// keeps it; the same node id on another (an empty) directory is another
+// incarnation.
+func TestANodeIsItsIDAndItsDataDirectorysIncarnation(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	incarnation := func(dir string) string {
+		t.Helper()
+		n, err := Start(context.Background(), Config{DataDir: dir, NATSListen: "127.0.0.1:-1", MetricsListen: "off", Logger: quiet, NodeID: "i1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		nc, err := nats.Connect(n.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		var list api.NodeListReply
+		mustAdmin(t, nc, api.AdminNodeList, struct{}{}, &list)
+		if len(list.Nodes) != 1 || list.Nodes[0].ID != "i1" {
+			t.Fatalf("node.list = %+v", list.Nodes)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "incarnation"))
+		if got := list.Nodes[0].Incarnation; err != nil || got == "" || got != strings.TrimSpace(string(b)) {
+			t.Fatalf("node.list says incarnation %q, the directory holds %q (%v)", got, b, err)
+		}
+		return list.Nodes[0].Incarnation
+	}
+	first := incarnation(dir)
+	if again := incarnation(dir); again != first {
+		t.Fatalf("a restart on the same directory changed the incarnation: %s, then %s", first, again)
+	}
+	if other := incarnation(t.TempDir()); other == first {
+		t.Fatalf("node i1 on an empty directory kept incarnation %s", first)
 	}
 }

@@ -70,6 +70,7 @@ type Node struct {
 	registry       *prometheus.Registry
 	dirLock        *os.File // the data directory's LOCK, held while the node runs
 	nodeID         string   // the node's id in its cluster
+	incarnation    string   // its data directory's incarnation
 	url            string   // the NATS URL it connected to
 	tier           *tier.Tier
 
@@ -82,7 +83,8 @@ type Node struct {
 // order):
 //
 //  1. metrics: the registry and the metrics every node has;
-//  2. data directory: made, locked (one process at a time), its node id;
+//  2. data directory: made, locked (one process at a time), its node id
+//     and its incarnation;
 //  3. NATS: the embedded server (unless an external one is named), the
 //     node's connection;
 //  4. metadata: Braid's account checked, the KV store opened and the
@@ -139,7 +141,7 @@ func (n *Node) registerMetrics(context.Context) error {
 }
 
 // openDataDir makes and locks the data directory and reads (or makes) the
-// node's id there (step 2).
+// node's id and the directory's incarnation there (step 2).
 func (n *Node) openDataDir(context.Context) (err error) {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
@@ -147,7 +149,10 @@ func (n *Node) openDataDir(context.Context) (err error) {
 	if n.dirLock, err = lockDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
-	n.nodeID, err = cluster.ResolveNodeID(n.cfg.DataDir, n.cfg.NodeID)
+	if n.nodeID, err = cluster.ResolveNodeID(n.cfg.DataDir, n.cfg.NodeID); err != nil {
+		return err
+	}
+	n.incarnation, err = cluster.ResolveIncarnation(n.cfg.DataDir)
 	return err
 }
 
@@ -229,7 +234,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return n.log.With("lib", "protoactor")
 	}))
-	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, ClientURL: n.ClientURL(), LeaseTTL: n.cfg.LeaseTTL,
+	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, Incarnation: n.incarnation, ClientURL: n.ClientURL(), LeaseTTL: n.cfg.LeaseTTL,
 		RebalanceInterval: n.cfg.RebalanceInterval, Routes: n.cfg.Routes, ClusterListen: n.cfg.ClusterListen, ActorListen: n.cfg.ActorListen,
 		Logger: n.log, Registry: n.registry,
 		// The entry role starts and stops the front-end's client services;
