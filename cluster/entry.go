@@ -47,6 +47,9 @@ func (m *membership) tryEntry(now time.Time) {
 		}
 		return
 	}
+	if m.deferEntry(ctx, now) {
+		return
+	}
 	rev, err := n.meta.TakeEntry(ctx, n.nodeID, now, expires)
 	if err != nil {
 		if !errors.Is(err, meta.ErrEntryHeld) {
@@ -64,6 +67,34 @@ func (m *membership) tryEntry(now time.Time) {
 		// role again at the next round, and start them then.
 		e.Lost()
 	}
+}
+
+// deferEntry says whether this round leaves the entry role, free, to the
+// other nodes (placement.Entry.Defer): this node leads the metadata
+// stream, and others that may take the role are live. Only a free role
+// (its record lapsed or absent) asks who leads the stream.
+func (m *membership) deferEntry(ctx context.Context, now time.Time) bool {
+	n := m.n
+	if rec, err := n.meta.Entry(ctx); err == nil && rec.Node != "" && now.UnixMilli() < rec.Expires {
+		return false // held: the take finds it so
+	}
+	others := 0
+	for _, r := range m.liveNodes(placementViewAge) {
+		if r.ID != n.nodeID && !r.Starting {
+			others++
+		}
+	}
+	leads := false
+	if others > 0 {
+		leader, err := n.meta.Leader(ctx)
+		leads = err == nil && leader == n.nodeID
+	}
+	if !m.entryRole.Defer(leads, others) {
+		return false
+	}
+	n.log.Info("leaving the free entry role to another node: this node leads the metadata stream", "node", n.nodeID,
+		"round", m.entryRole.Deferred)
+	return true
 }
 
 // becomeEntry starts the client services (Config.Clients).

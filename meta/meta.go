@@ -166,6 +166,9 @@ type SubscriptionRecord struct {
 // Store is the metadata store. It is safe for concurrent use.
 type Store struct {
 	kv jetstream.KeyValue
+	// js and stream name the bucket's stream, for Leader.
+	js     jetstream.JetStream
+	stream string
 	// buckets caches the topic_buckets of every namespace read: it is set
 	// at the namespace's creation and never changes (its topics' keys
 	// depend on it), and namespaces are not deleted, so the topic
@@ -216,7 +219,26 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 	if err != nil {
 		return nil, fmt.Errorf("braid/meta: open bucket %s: %w", bucket, err)
 	}
-	return &Store{kv: kv}, nil
+	return &Store{kv: kv, js: js, stream: "KV_" + bucket}, nil
+}
+
+// Leader names the NATS server that leads the bucket's stream (in a
+// cluster of embedded servers, a node id): while that server is away,
+// JetStream elects another before any write lands. "" when JetStream
+// does not say (a single server).
+func (s *Store) Leader(ctx context.Context) (string, error) {
+	if s.js == nil {
+		return "", nil
+	}
+	stream, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return "", err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return "", err
+	}
+	return info.Cluster.Leader, nil
 }
 
 // settle brings the bucket's stream to replicas and, when replicated, to

@@ -15,6 +15,30 @@ type Entry struct {
 	// Until is when it stops taking requests unless a renewal lands: the
 	// role's expiry less the margin.
 	Until time.Time
+	// Deferred counts the rounds in a row this node left the free role to
+	// the others (Defer).
+	Deferred int
+}
+
+// MaxDeferred is how many rounds in a row a node that leads the metadata
+// stream leaves a free entry role to the others before it takes the role
+// itself (none of them did).
+const MaxDeferred = 2
+
+// Defer says whether the node should leave the free entry role to the
+// others at this round: it leads the metadata stream (leadsMeta), other
+// nodes that may take the role are live, and it has not left it to them
+// MaxDeferred rounds in a row already. The entry node and the metadata
+// leader on one node make the loss of that node the slowest there is:
+// JetStream elects a new metadata leader (seconds) before any node can
+// take the role; apart, a kill of either costs only its own part.
+func (e *Entry) Defer(leadsMeta bool, others int) bool {
+	if !leadsMeta || others == 0 || e.Deferred >= MaxDeferred {
+		e.Deferred = 0
+		return false
+	}
+	e.Deferred++
+	return true
 }
 
 // EntryStep is what a node does with the role at a renewal round.
@@ -41,7 +65,7 @@ func (e Entry) Expiry(now time.Time) time.Time { return now.Add(e.TTL) }
 // Took records that the node took the role at revision rev, with expiry
 // expires: it starts the client services.
 func (e *Entry) Took(rev uint64, expires time.Time) {
-	e.Held, e.Rev, e.Until = true, rev, expires.Add(-Margin(e.TTL))
+	e.Held, e.Rev, e.Until, e.Deferred = true, rev, expires.Add(-Margin(e.TTL)), 0
 }
 
 // Renewed records a renewal that landed at revision rev with expiry

@@ -135,3 +135,31 @@ func TestEntry(t *testing.T) {
 		t.Fatal("a released role does not lapse at once")
 	}
 }
+
+// TestEntryDefer: the metadata stream's leader leaves a free entry role to
+// the other live nodes for MaxDeferred rounds in a row, then takes it; a
+// node that does not lead it, or is alone, never waits.
+func TestEntryDefer(t *testing.T) {
+	t.Parallel()
+	var e Entry
+	for _, tt := range []struct {
+		leads  bool
+		others int
+		want   bool
+	}{
+		{leads: false, others: 2, want: false},
+		{leads: true, others: 0, want: false},
+		{leads: true, others: 2, want: true},
+		{leads: true, others: 2, want: true},
+		{leads: true, others: 2, want: false}, // MaxDeferred rounds left to the others: it takes it
+		{leads: true, others: 2, want: true},  // counted again from there
+	} {
+		if got := e.Defer(tt.leads, tt.others); got != tt.want {
+			t.Fatalf("Defer(%v, %d) after %d deferred rounds = %v, want %v", tt.leads, tt.others, e.Deferred, got, tt.want)
+		}
+	}
+	e.Took(1, t0)
+	if e.Deferred != 0 {
+		t.Fatalf("deferred rounds kept after taking the role: %d", e.Deferred)
+	}
+}
