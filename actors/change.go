@@ -163,10 +163,10 @@ func (c *controller) sealStep(run *changeRun, s topology.Step) error {
 	if err := c.seal(s.Segments, s.Epoch, false); err != nil {
 		return api.Errorf(api.CodeInternal, "seal %s: %v", c.t.uri, err)
 	}
-	if run.req.op.Kind != topology.OpRelocate {
-		// A relocation seals the segments of an owner that is gone.
-		c.holdRemote(s.Segments)
-	}
+	// A relocation seals the segments of an owner that is gone, or
+	// draining (then it still holds them).
+	t := c.t
+	t.mgr.holdLogs(t.name, t.incarnation, *t.opts.Load(), t.state.Load().layout, s.Segments, run.req.op.Kind == topology.OpRelocate)
 	return nil
 }
 

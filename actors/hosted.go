@@ -228,7 +228,7 @@ const hostedCheckEvery = servedRecordTTL
 // ServeUnitAppend appends records a topic's home sent for a bucket of a
 // segment this node owns, makes them durable per the topic's durability,
 // and returns the offset of the first. An append of no records is a hold
-// (holdRemote): it creates the unit's log and returns its next offset. It refuses, writing nothing, while
+// (holdLogs): it creates the unit's log and returns its next offset. It refuses, writing nothing, while
 // this node's lease does not hold, and when the topic's record says the
 // segment is not active and owned here.
 func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, error) {
@@ -279,7 +279,7 @@ func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, 
 		return 0, err
 	}
 	if len(req.Records) == 0 {
-		// A hold (see holdRemote): the unit's log now exists here.
+		// A hold (see holdLogs): the unit's log now exists here.
 		return l.NextOffset(), nil
 	}
 	first, err := l.Write(req.Records...)
@@ -453,18 +453,20 @@ func (m *Manager) dropSegments(name routing.TopicName, l topology.Layout, segmen
 // holdTimeout bounds a hold's wait for the owner's answer.
 const holdTimeout = 2 * time.Second
 
-// holdRemote makes sure the owners of those of segs placed on other nodes
-// hold their logs, before the seal step seals them: an append of no
-// records to bucket 0 of each, which creates the topic's directory and
-// the unit's log there. A segment placed elsewhere is written there only
-// when a record reaches it; one sealed before any did would otherwise have
-// nothing on its owner's disk, which a read then takes for a lost data
-// directory (ServeUnitRead), and a subscription could never pass it. A
-// hold that fails is logged and counted, and the change goes on: the
-// owner not answering is what a relocation handles.
-func (c *controller) holdRemote(segs []topology.SegmentID) {
-	t, m := c.t, c.t.mgr
-	l := t.state.Load().layout
+// holdLogs makes sure the owners of those of segs (in layout l of topic
+// name) placed on other nodes hold their logs, before the segments are
+// sealed: an append of no records to bucket 0 of each, which creates the
+// topic's directory and the unit's log there. A segment placed elsewhere
+// is written there only when a record reaches it; one sealed before any
+// did would otherwise have nothing on its owner's disk, which a read then
+// takes for a lost data directory (ServeUnitRead), and a subscription
+// could never pass it. Owners that are gone (Config.Evict) are passed by
+// when skipGone. A hold that fails is logged and counted, and the change
+// goes on: the owner not answering is what a relocation handles.
+func (m *Manager) holdLogs(name routing.TopicName, incarnation string, opts wal.Options, l topology.Layout, segs []topology.SegmentID, skipGone bool) {
+	if m.cfg.RemoteUnits == nil {
+		return
+	}
 	type hold struct {
 		seg   topology.SegmentID
 		owner string
@@ -473,16 +475,17 @@ func (c *controller) holdRemote(segs []topology.SegmentID) {
 	var holds []hold
 	for _, id := range segs {
 		s, ok := l.Segment(id)
-		if !ok {
+		if !ok || s.Owner == "" || s.Owner == m.cfg.NodeID {
 			continue
 		}
-		owner, remote := t.remoteOwner(s)
-		if !remote {
-			continue
+		if skipGone && m.cfg.Evict != nil {
+			if _, gone := m.cfg.Evict(s.Owner); gone {
+				continue
+			}
 		}
-		h := hold{seg: id, owner: owner, done: make(chan error, 1)}
-		m.cfg.RemoteUnits.AppendUnit(owner, UnitAppend{Topic: t.name, Incarnation: t.incarnation, Segment: id, Bucket: 0,
-			Options: *t.opts.Load(), Deadline: time.Now().Add(holdTimeout)}, func(_ uint64, err error) { h.done <- err })
+		h := hold{seg: id, owner: s.Owner, done: make(chan error, 1)}
+		m.cfg.RemoteUnits.AppendUnit(s.Owner, UnitAppend{Topic: name, Incarnation: incarnation, Segment: id, Bucket: 0,
+			Options: opts, Deadline: time.Now().Add(holdTimeout)}, func(_ uint64, err error) { h.done <- err })
 		holds = append(holds, h)
 	}
 	timeout := time.NewTimer(holdTimeout + 500*time.Millisecond)
@@ -497,7 +500,7 @@ func (c *controller) holdRemote(segs []topology.SegmentID) {
 		if err != nil {
 			m.m.remoteAppends.WithLabelValues("failed").Inc()
 			m.log.Error("the owner of a segment being sealed could not be told to hold its logs: reads of it fail there unless records reached it",
-				"topic", t.uri, "segment", h.seg, "owner", h.owner, "err", err)
+				"topic", name.String(), "segment", h.seg, "owner", h.owner, "err", err)
 			continue
 		}
 		m.m.remoteAppends.WithLabelValues("ok").Inc()

@@ -542,3 +542,24 @@ func TestASegmentSealedElsewhereBeforeAnyWriteReadsEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestASegmentMovedOffALiveNodeBeforeAnyWriteReadsEmpty: a child on n2
+// that nothing reached, moved off n2 while n2 lives (a drain), is sealed
+// there; n2 keeps serving it, so it must hold its (empty) logs.
+func TestASegmentMovedOffALiveNodeBeforeAnyWriteReadsEmpty(t *testing.T) {
+	home, _, _ := twoNodes(t, nil)
+	topic, child, _ := splitToN2(t, home, "topic://t/n/drained")
+	if _, err := home.Change(context.Background(), topic.uri, topology.Relocate([]topology.SegmentID{child}, "n1")); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := topic.Layout().Segment(child)
+	if !ok || s.State != topology.StateSealed || s.Owner != "n2" {
+		t.Fatalf("segment %d after its move: %+v", child, s)
+	}
+	for b := range s.Buckets {
+		recs, err := topic.Read(child, b, 0, 10, 0)
+		if err != nil || len(recs) != 0 {
+			t.Fatalf("read of bucket %d of the unwritten moved segment %d: %d records, %v", b, child, len(recs), err)
+		}
+	}
+}

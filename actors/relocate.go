@@ -49,6 +49,9 @@ func (m *Manager) relocate(ctx context.Context, name routing.TopicName, from, to
 		if len(ids) == 0 {
 			return rec.Layout.Epoch, nil, nil
 		}
+		// A node drained holds the sealed segments on: it must hold
+		// their logs (holdLogs), also of those nothing reached yet.
+		m.holdLogs(name, rec.Incarnation, m.cfg.Defaults.logOptions(), rec.Layout, ids, true)
 		first := rec.Layout.NextID
 		next, err := rec.Layout.Relocate(ids, to)
 		if err != nil {
