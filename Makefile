@@ -95,6 +95,7 @@ bench:
 	$(GO) run ./benchmarks/compaction -messages 100000 -keys 10000 -rounds 9
 	$(GO) run ./benchmarks/migrate -sizes 64,256
 	$(GO) run ./benchmarks/secure -messages 200000 -rounds 5
+	$(GO) run ./benchmarks/raftcost -groups 1000,10000 -ticks 50
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
