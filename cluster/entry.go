@@ -35,7 +35,6 @@ func (m *membership) tryEntry(now time.Time) {
 		case err == nil:
 			e.Renewed(rev, expires)
 			m.entryUntil.Store(e.Until.UnixNano())
-			m.keepOffMetaLeader(ctx, now)
 		case errors.Is(err, meta.ErrConflict):
 			n.log.Error("another node took the entry role: this node stops taking clients' requests", "node", n.nodeID)
 			e.Lost()
@@ -79,7 +78,12 @@ func (m *membership) deferEntry(ctx context.Context, now time.Time) bool {
 	if rec, err := n.meta.Entry(ctx); err == nil && rec.Node != "" && now.UnixMilli() < rec.Expires {
 		return false // held: the take finds it so
 	}
-	others := m.takers()
+	others := 0
+	for _, r := range m.liveNodes(placementViewAge) {
+		if r.ID != n.nodeID && !r.Starting {
+			others++
+		}
+	}
 	leads := false
 	if others > 0 {
 		leader, err := n.meta.Leader(ctx)
@@ -91,39 +95,6 @@ func (m *membership) deferEntry(ctx context.Context, now time.Time) bool {
 	n.log.Info("leaving the free entry role to another node: this node leads the metadata stream", "node", n.nodeID,
 		"round", m.entryRole.Deferred)
 	return true
-}
-
-// keepOffMetaLeader has the metadata stream's leader hand its leadership
-// to another server when it is this node, the entry node
-// (placement.Entry.StepDown): a kill of a node holding both waits for
-// JetStream to elect a metadata leader before another node can take the
-// role. JetStream transfers the leadership (no election).
-func (m *membership) keepOffMetaLeader(ctx context.Context, now time.Time) {
-	n := m.n
-	others := m.takers()
-	if others == 0 {
-		return
-	}
-	leader, err := n.meta.Leader(ctx)
-	if err != nil || !m.entryRole.StepDown(now, leader == n.nodeID, others) {
-		return
-	}
-	if err := n.meta.StepDown(ctx); err != nil {
-		n.log.Warn("the entry node leads the metadata stream and could not have it step down", "node", n.nodeID, "err", err)
-		return
-	}
-	n.log.Info("the entry node led the metadata stream: it stepped down", "node", n.nodeID)
-}
-
-// takers counts the other live nodes that may take the entry role.
-func (m *membership) takers() int {
-	others := 0
-	for _, r := range m.liveNodes(placementViewAge) {
-		if r.ID != m.n.nodeID && !r.Starting {
-			others++
-		}
-	}
-	return others
 }
 
 // becomeEntry starts the client services (Config.Clients).

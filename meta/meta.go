@@ -222,36 +222,6 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 	return &Store{kv: kv, js: js, stream: "KV_" + bucket}, nil
 }
 
-// StepDown asks the leader of the bucket's stream to hand its leadership
-// to another of the stream's servers (a raft leadership transfer of
-// JetStream's, not an election).
-func (s *Store) StepDown(ctx context.Context) error {
-	if s.js == nil {
-		return nil
-	}
-	reply, err := s.js.Conn().RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.LEADER.STEPDOWN."+s.stream, nil)
-	if err != nil {
-		return err
-	}
-	var resp struct {
-		Success bool `json:"success"`
-		Error   *struct {
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return fmt.Errorf("braid/meta: stepping the metadata stream's leader down: %w", err)
-	}
-	if !resp.Success {
-		desc := "refused"
-		if resp.Error != nil {
-			desc = resp.Error.Description
-		}
-		return fmt.Errorf("braid/meta: stepping the metadata stream's leader down: %s", desc)
-	}
-	return nil
-}
-
 // Leader names the NATS server that leads the bucket's stream (in a
 // cluster of embedded servers, a node id): while that server is away,
 // JetStream elects another before any write lands. "" when JetStream

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -256,20 +255,4 @@ func TestACutListingIsAnError(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 5 listings cut by their deadline", cut)
-}
-
-// TestLeaderAndStepDownOnOneServer: a server alone names itself the
-// leader of the bucket's stream, and a step-down is refused with
-// JetStream's reason (there is no JetStream cluster; the entry node asks
-// for one only when other nodes are live).
-func TestLeaderAndStepDownOnOneServer(t *testing.T) {
-	s := openStore(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if leader, err := s.Leader(ctx); err != nil || leader == "" {
-		t.Fatalf("Leader = %q, %v; want the server's name", leader, err)
-	}
-	if err := s.StepDown(ctx); err == nil || !strings.Contains(err.Error(), "clustering") {
-		t.Fatalf("StepDown on one server: %v, want JetStream's refusal", err)
-	}
 }

@@ -16,29 +16,8 @@ type Entry struct {
 	// role's expiry less the margin.
 	Until time.Time
 	// Deferred counts the rounds in a row this node left the free role to
-	// the others (Defer); SteppedDown is when, holding the role, it last
-	// had the metadata stream's leader step down (StepDown).
-	Deferred    int
-	SteppedDown time.Time
-}
-
-// StepDownEvery is how often at most the entry node has the metadata
-// stream's leader, when that is itself, hand the leadership to another
-// server: about a round. A transfer never picks the server stepping
-// down, and only an election can bring the leadership back.
-const StepDownEvery = 2 * time.Second
-
-// StepDown says whether the node, holding the role, should have the
-// metadata stream's leader step down at now: it leads the stream
-// (leadsMeta), others are live to lead it, and it has not done so within
-// StepDownEvery (a leader can come back to it by an election). The other
-// half of Defer: the role and the metadata leader stay apart.
-func (e *Entry) StepDown(now time.Time, leadsMeta bool, others int) bool {
-	if !e.Held || !leadsMeta || others == 0 || now.Sub(e.SteppedDown) < StepDownEvery {
-		return false
-	}
-	e.SteppedDown = now
-	return true
+	// the others (Defer).
+	Deferred int
 }
 
 // MaxDeferred is how many rounds in a row a node that leads the metadata

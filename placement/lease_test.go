@@ -163,27 +163,3 @@ func TestEntryDefer(t *testing.T) {
 		t.Fatalf("deferred rounds kept after taking the role: %d", e.Deferred)
 	}
 }
-
-// TestEntryStepDown: the entry node that leads the metadata stream has it
-// step down, at most once every StepDownEvery; not without the role, not
-// alone, not when it does not lead it.
-func TestEntryStepDown(t *testing.T) {
-	t.Parallel()
-	var e Entry
-	if e.StepDown(t0, true, 2) {
-		t.Fatal("stepped down without holding the role")
-	}
-	e.Took(1, t0.Add(time.Minute))
-	if e.StepDown(t0, false, 2) || e.StepDown(t0, true, 0) {
-		t.Fatal("stepped down while not leading the stream, or alone")
-	}
-	if !e.StepDown(t0, true, 2) {
-		t.Fatal("the entry node leading the stream did not step down")
-	}
-	if e.StepDown(t0.Add(StepDownEvery-time.Nanosecond), true, 2) {
-		t.Fatal("stepped down again within StepDownEvery")
-	}
-	if !e.StepDown(t0.Add(StepDownEvery), true, 2) {
-		t.Fatal("did not step down again after StepDownEvery")
-	}
-}
