@@ -43,7 +43,16 @@ func (n *Member) PlaceTopic(uri string) string { return n.place(uri, "") }
 
 // place is placeTopic for key, passing over node avoid among equals.
 func (n *Member) place(key, avoid string) string {
-	return placement.Choose(placementNodes(n.members.liveNodes(placementViewAge)), key, avoid, n.nodeID, n.draining.Load())
+	recs := n.members.liveNodes(placementViewAge)
+	for _, r := range recs {
+		if r.Starting {
+			// A node starting in the view may serve by now: its first
+			// renewal says so. Starts are rare; read the leases again.
+			recs = n.members.liveNodes(0)
+			break
+		}
+	}
+	return placement.Choose(placementNodes(recs), key, avoid, n.nodeID, n.draining.Load())
 }
 
 // placementNodes is what placement knows of the nodes of recs.

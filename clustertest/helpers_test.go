@@ -40,7 +40,7 @@ func startCluster(extra ...string) ([]*node, []*nats.Conn, int) {
 			}
 			r, err := nodeList(nc)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(liveNodes(r)).To(ConsistOf("n1", "n2", "n3"))
+			g.Expect(servingNodes(r)).To(ConsistOf("n1", "n2", "n3"))
 			g.Expect(r.Serving).NotTo(BeEmpty())
 			count := 0
 			for i, n := range r.Nodes {
@@ -287,7 +287,7 @@ func waitAllLive(nc *nats.Conn) {
 	Eventually(func(g Gomega) {
 		r, err := nodeList(nc)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(liveNodes(r)).To(HaveLen(3))
+		g.Expect(servingNodes(r)).To(HaveLen(3))
 	}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 

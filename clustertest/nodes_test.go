@@ -197,6 +197,18 @@ func nodeList(nc *nats.Conn) (api.NodeListReply, error) {
 	return client.NewAdmin(nc).ListNodes(ctx)
 }
 
+// servingNodes returns the ids of the nodes node.list names live and no
+// longer starting: those placement gives topics to.
+func servingNodes(r api.NodeListReply) []string {
+	var ids []string
+	for _, n := range r.Nodes {
+		if n.Live && !n.Starting {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}
+
 // liveNodes returns the ids of the live nodes node.list names.
 func liveNodes(r api.NodeListReply) []string {
 	var ids []string
