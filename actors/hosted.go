@@ -228,9 +228,9 @@ const hostedCheckEvery = servedRecordTTL
 // ServeUnitAppend appends records a topic's home sent for a bucket of a
 // segment this node owns, makes them durable per the topic's durability,
 // and returns the offset of the first. An append of no records is a hold
-// (holdLogs): it creates the unit's log and returns its next offset. It refuses, writing nothing, while
-// this node's lease does not hold, and when the topic's record says the
-// segment is not active and owned here.
+// (holdLogs): it creates the unit's log and returns its next offset. It
+// refuses, writing nothing, while this node's lease does not hold, and
+// when the topic's record says the segment is not active and owned here.
 func (m *Manager) ServeUnitAppend(ctx context.Context, req UnitAppend) (uint64, error) {
 	if f := m.cfg.AckFence; f != nil {
 		if err := f(); err != nil {

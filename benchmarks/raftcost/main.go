@@ -84,30 +84,27 @@ func run(n, ticks int) {
 	}
 	perReplica := float64(heap()-before) / float64(n*nodes)
 
+	idle, msgs := tickAll(groups, ticks, (*raft.RawNode).Tick)
+	quiesced, quiet := tickAll(groups, ticks, (*raft.RawNode).TickQuiesced)
+	fmt.Printf("| %d | %.1f KiB | %s | %.1f | %s | %.1f |\n", n, perReplica/1024, idle, float64(msgs)/float64(ticks*n), quiesced,
+		float64(quiet)/float64(ticks*n))
+	runtime.KeepAlive(groups)
+}
+
+// tickAll ticks every replica of groups ticks times with tick, settling
+// each group after each; it returns the CPU a group a tick and the
+// messages delivered.
+func tickAll(groups []*group, ticks int, tick func(*raft.RawNode)) (time.Duration, int) {
 	cpu0, msgs := cpuTime(), 0
 	for range ticks {
 		for _, gr := range groups {
 			for _, rn := range gr.rn {
-				rn.Tick()
+				tick(rn)
 			}
 			msgs += gr.settle()
 		}
 	}
-	idle := (cpuTime() - cpu0) / time.Duration(ticks*n)
-
-	cpu0, quiet := cpuTime(), 0
-	for range ticks {
-		for _, gr := range groups {
-			for _, rn := range gr.rn {
-				rn.TickQuiesced()
-			}
-			quiet += gr.settle()
-		}
-	}
-	quiesced := (cpuTime() - cpu0) / time.Duration(ticks*n)
-	fmt.Printf("| %d | %.1f KiB | %s | %.1f | %s | %.1f |\n", n, perReplica/1024, idle, float64(msgs)/float64(ticks*n), quiesced,
-		float64(quiet)/float64(ticks*n))
-	runtime.KeepAlive(groups)
+	return (cpuTime() - cpu0) / time.Duration(ticks*len(groups)), msgs
 }
 
 // settle handles every replica's Ready, delivering messages between them,
