@@ -28,7 +28,7 @@ type plannedFrame struct {
 // DurabilityAlways) and returns the offset of the first; the others follow
 // densely. Appending nothing returns NextOffset.
 func (l *Log) Append(recs ...Record) (first uint64, err error) {
-	return appendBodies(l, recordBodies(recs), true)
+	return appendBodies(l, recordBodies(recs), plainFrame, true)
 }
 
 // AppendEncoded is Append for frames made by EncodeRecord, so that callers
@@ -41,7 +41,7 @@ func (l *Log) AppendEncoded(frames [][]byte) (first uint64, err error) {
 			return 0, fmt.Errorf("braid/wal: frame %d of batch: %w", i, err)
 		}
 	}
-	return appendBodies(l, frameBodies(frames), true)
+	return appendBodies(l, frameBodies(frames), plainFrame, true)
 }
 
 // bodySource is the records of one append, as Records or as record frames.
@@ -65,10 +65,11 @@ func (f frameBodies) appendBody(dst []byte, i int) []byte {
 	return append(dst, f[i][frameHeaderLen:]...)
 }
 
-// appendBodies writes src as one batch. Under DurabilityAlways it fsyncs and
+// appendBodies writes src as one batch in frames of meta (a version 3 meta
+// makes one frame of it all). Under DurabilityAlways it fsyncs and
 // publishes the batch when wait is set, and leaves both to Commit when not
 // (see Write).
-func appendBodies[S bodySource](l *Log, src S, wait bool) (uint64, error) {
+func appendBodies[S bodySource](l *Log, src S, meta frameMeta, wait bool) (uint64, error) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -78,7 +79,7 @@ func appendBodies[S bodySource](l *Log, src S, wait bool) (uint64, error) {
 	if src.len() == 0 {
 		return first, nil
 	}
-	encodeLocked(l, src, first)
+	encodeLocked(l, src, first, meta)
 	err := l.writeFramesLocked()
 	if cap(l.buf) > maxKeptBatchBytes {
 		l.buf, l.bodyLens = nil, nil
@@ -99,8 +100,10 @@ func appendBodies[S bodySource](l *Log, src S, wait bool) (uint64, error) {
 }
 
 // encodeLocked fills buf with the entries of src, cut into frames of at
-// most maxBatchRecordBytes of records, the first at offset first.
-func encodeLocked[S bodySource](l *Log, src S, first uint64) {
+// most maxBatchRecordBytes of records (one frame, of any size, for a raft
+// entry), the first at offset first.
+func encodeLocked[S bodySource](l *Log, src S, first uint64, meta frameMeta) {
+	whole := meta.version == entryVersion
 	n := src.len()
 	l.bodyLens = l.bodyLens[:0]
 	l.plan = l.plan[:0]
@@ -110,14 +113,14 @@ func encodeLocked[S bodySource](l *Log, src S, first uint64) {
 		for ; i < n; i++ {
 			size := src.bodyLen(i)
 			stored := storedLen(size)
-			if i > f.from && f.recordBytes+stored > maxBatchRecordBytes {
+			if i > f.from && f.recordBytes+stored > maxBatchRecordBytes && !whole {
 				break
 			}
 			l.bodyLens = append(l.bodyLens, size)
 			f.recordBytes += stored
 		}
 		f.to = i
-		frameLen := batchHeaderLen + f.recordBytes
+		frameLen := frameHeaderLenOf(meta.version) + f.recordBytes
 		total += uvarintLen(uint64(frameLen)) + frameLen
 		l.plan = append(l.plan, f)
 	}
@@ -126,7 +129,7 @@ func encodeLocked[S bodySource](l *Log, src S, first uint64) {
 		f := &l.plan[i]
 		f.start = len(l.buf)
 		var frameStart int
-		l.buf, frameStart = beginBatch(l.buf, f.first, f.to-f.from, f.recordBytes)
+		l.buf, frameStart = beginBatch(l.buf, meta, f.first, f.to-f.from, f.recordBytes)
 		f.maxTime = math.MinInt64
 		for k := f.from; k < f.to; k++ {
 			l.buf = binary.AppendUvarint(l.buf, uint64(l.bodyLens[k]))

@@ -13,9 +13,44 @@ import (
 // earlier releases stored one per entry.
 const batchVersion = 2
 
+// entryVersion is the version byte of a frame that is one raft entry of a
+// replicated log (AppendEntry): a batch frame whose header goes on with the
+// entry's term and index.
+const entryVersion = 3
+
 // batchHeaderLen is the version, the CRC32C, the first offset and the record
-// count.
+// count: the header of a version 2 frame, and the start of a version 3
+// one.
 const batchHeaderLen = 1 + 4 + 8 + 4
+
+// entryFrameHeaderLen is the header of a version 3 frame: a version 2 header,
+// then the raft term and index (8 bytes each, little-endian).
+const entryFrameHeaderLen = batchHeaderLen + 8 + 8
+
+// maxFrameHeaderLen is the longest frame header of any version read.
+const maxFrameHeaderLen = entryFrameHeaderLen
+
+// frameHeaderLenOf returns the header length of a frame of version v, one
+// checkBatchVersion accepts.
+func frameHeaderLenOf(v byte) int {
+	if v == entryVersion {
+		return entryFrameHeaderLen
+	}
+	return batchHeaderLen
+}
+
+// isBatchVersion reports whether v is the version of a frame a log stores.
+func isBatchVersion(v byte) bool { return v == batchVersion || v == entryVersion }
+
+// frameMeta is what a frame's header says beside its offsets: its version,
+// and for version 3 the raft entry it is.
+type frameMeta struct {
+	version byte
+	id      EntryID
+}
+
+// plainFrame is the meta of a version 2 frame.
+var plainFrame = frameMeta{version: batchVersion}
 
 // maxBatchRecordBytes bounds the records of one stored frame: an Append is
 // cut into frames of at most this many bytes of records (a larger record gets
@@ -36,6 +71,7 @@ const maxEntrySize = 1 << 48
 // record bodies are not decoded yet.
 type batch struct {
 	first uint64 // offset of the first record
+	meta  frameMeta
 	frame []byte
 	// bounds[2i] and bounds[2i+1] delimit the body of record i in frame.
 	bounds []int
@@ -69,14 +105,15 @@ func parseBatch(frame []byte) (*batch, error) {
 
 // parse is parseBatch into b, reusing its bounds.
 func (b *batch) parse(frame []byte) error {
-	b.first, b.frame, b.bounds = 0, nil, b.bounds[:0]
+	b.first, b.frame, b.bounds, b.meta = 0, nil, b.bounds[:0], frameMeta{}
 	if len(frame) == 0 {
 		return fmt.Errorf("%w: empty frame", ErrCorrupt)
 	}
 	if err := checkBatchVersion(frame[0]); err != nil {
 		return err
 	}
-	if len(frame) < batchHeaderLen {
+	headerLen := frameHeaderLenOf(frame[0])
+	if len(frame) < headerLen {
 		return fmt.Errorf("%w: frame of %d bytes is shorter than its header", ErrCorrupt, len(frame))
 	}
 	want := binary.LittleEndian.Uint32(frame[1:frameHeaderLen])
@@ -85,11 +122,18 @@ func (b *batch) parse(frame []byte) error {
 	}
 	first := binary.LittleEndian.Uint64(frame[5:13])
 	count := binary.LittleEndian.Uint32(frame[13:batchHeaderLen])
-	if count == 0 || uint64(count) > uint64(len(frame)-batchHeaderLen)/minStoredRecordLen {
+	if count == 0 || uint64(count) > uint64(len(frame)-headerLen)/minStoredRecordLen {
 		return fmt.Errorf("%w: record count %d in a frame of %d bytes", ErrCorrupt, count, len(frame))
 	}
+	meta := frameMeta{version: frame[0]}
+	if meta.version == entryVersion {
+		meta.id = EntryID{Term: binary.LittleEndian.Uint64(frame[batchHeaderLen:]), Index: binary.LittleEndian.Uint64(frame[batchHeaderLen+8:])}
+		if meta.id.Term == 0 || meta.id.Index == 0 {
+			return fmt.Errorf("%w: raft entry %d at term %d", ErrCorrupt, meta.id.Index, meta.id.Term)
+		}
+	}
 	b.bounds = slices.Grow(b.bounds, 2*int(count))
-	pos := batchHeaderLen
+	pos := headerLen
 	for i := range count {
 		size, n := binary.Uvarint(frame[pos:])
 		if n <= 0 || size > uint64(len(frame)-pos-n) {
@@ -102,14 +146,14 @@ func (b *batch) parse(frame []byte) error {
 	if pos != len(frame) {
 		return fmt.Errorf("%w: %d bytes after the last record", ErrCorrupt, len(frame)-pos)
 	}
-	b.first, b.frame = first, frame
+	b.first, b.frame, b.meta = first, frame, meta
 	return nil
 }
 
 // checkBatchVersion refuses the version bytes this release cannot read.
 func checkBatchVersion(v byte) error {
 	switch v {
-	case batchVersion:
+	case batchVersion, entryVersion:
 		return nil
 	case frameVersion:
 		return fmt.Errorf("%w: version 1, a log in the one-record-per-entry format of earlier releases", ErrUnsupportedVersion)
@@ -128,16 +172,20 @@ func (b *batch) decodeBodies() error {
 	return nil
 }
 
-// beginBatch appends the entry size, the header (CRC left zero) and returns
-// the extended slice and where the frame starts. recordBytes is the size of
-// the records that follow.
-func beginBatch(dst []byte, first uint64, count, recordBytes int) ([]byte, int) {
-	frameLen := batchHeaderLen + recordBytes
+// beginBatch appends the entry size, the header of a frame of meta (CRC
+// left zero) and returns the extended slice and where the frame starts.
+// recordBytes is the size of the records that follow.
+func beginBatch(dst []byte, meta frameMeta, first uint64, count, recordBytes int) ([]byte, int) {
+	frameLen := frameHeaderLenOf(meta.version) + recordBytes
 	dst = binary.AppendUvarint(dst, uint64(frameLen))
 	start := len(dst)
-	dst = append(dst, batchVersion, 0, 0, 0, 0)
+	dst = append(dst, meta.version, 0, 0, 0, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, first)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(count))
+	if meta.version == entryVersion {
+		dst = binary.LittleEndian.AppendUint64(dst, meta.id.Term)
+		dst = binary.LittleEndian.AppendUint64(dst, meta.id.Index)
+	}
 	return dst, start
 }
 
@@ -151,15 +199,15 @@ func sealBatch(buf []byte, start int) {
 // storedLen is how many bytes a record body of size n takes in a frame.
 func storedLen(n int) int { return uvarintLen(uint64(n)) + n }
 
-// appendBatchEntry appends one entry (size prefix and frame) holding bodies
-// at offsets from first. It does not cut: the caller keeps the frame within
-// bounds.
-func appendBatchEntry(dst []byte, first uint64, bodies [][]byte) []byte {
+// appendBatchEntry appends one entry (size prefix and frame of meta)
+// holding bodies at offsets from first. It does not cut: the caller keeps
+// the frame within bounds.
+func appendBatchEntry(dst []byte, meta frameMeta, first uint64, bodies [][]byte) []byte {
 	recordBytes := 0
 	for _, body := range bodies {
 		recordBytes += storedLen(len(body))
 	}
-	dst, start := beginBatch(dst, first, len(bodies), recordBytes)
+	dst, start := beginBatch(dst, meta, first, len(bodies), recordBytes)
 	for _, body := range bodies {
 		dst = binary.AppendUvarint(dst, uint64(len(body)))
 		dst = append(dst, body...)

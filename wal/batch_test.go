@@ -47,7 +47,7 @@ func TestParseBatchErrors(t *testing.T) {
 	flipped[len(flipped)-1] ^= 0x01
 	perRecord := EncodeRecord(nil, testRecord(1))
 	future := bytes.Clone(good)
-	future[0] = 3
+	future[0] = 4
 	fixCRC(future)
 
 	// withBody makes a frame of a hand-made header and records, with a

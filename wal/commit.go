@@ -13,7 +13,7 @@ import (
 // writing of the next: it writes, hands the Commit to another goroutine,
 // and writes again while the fsync runs.
 func (l *Log) Write(recs ...Record) (first uint64, err error) {
-	return appendBodies(l, recordBodies(recs), false)
+	return appendBodies(l, recordBodies(recs), plainFrame, false)
 }
 
 // Commit makes every record written before it durable and visible, and

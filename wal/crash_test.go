@@ -17,15 +17,19 @@ import (
 // synced is lost). Each time, the log must open, hold no hole, and hold
 // every record that was acknowledged, as it was acknowledged.
 
-// model is what a log holds: recs[o] for o in [first, next).
+// model is what a log holds: recs[o] for o in [first, next); for a log of
+// raft entries, ids[o] is the entry that holds offset o.
 type model struct {
 	first uint64
 	recs  []wal.Record
+	ids   []wal.EntryID
 }
 
 func (m model) next() uint64 { return uint64(len(m.recs)) }
 
-func (m model) clone() model { return model{first: m.first, recs: slices.Clone(m.recs)} }
+func (m model) clone() model {
+	return model{first: m.first, recs: slices.Clone(m.recs), ids: slices.Clone(m.ids)}
+}
 
 // crashRecord is record i of the workload: sizes from a few bytes to past
 // a file, so that appends roll files.
@@ -146,6 +150,7 @@ func crashWorkload() []step {
 			apply: func(m model) model {
 				at = from(m)
 				m.recs = m.recs[:at]
+				m.ids = m.ids[:min(uint64(len(m.ids)), at)]
 				return m
 			},
 		}

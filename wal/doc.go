@@ -81,6 +81,23 @@
 //	| payload (the rest of the body)                                   |
 //	+------------------------------------------------------------------+
 //
+//	frame (version 3, a raft entry of a replicated log):
+//	+------------------------------------------+-----------+-----------+
+//	| the 17 header bytes of version 2         | term      | index     |
+//	| (version = 3)                            | (8B, LE)  | (8B, LE)  |
+//	+------------------------------------------+-----------+-----------+
+//	| count x ( bodyLen (uvarint) | body )                             |
+//	+------------------------------------------------------------------+
+//
+// A replicated log is a raft log: AppendEntry (and WriteEntry) stores one
+// raft entry as one frame of version 3, of any size, its term and index
+// (both above 0) after the offsets; the CRC covers them. Offsets stay
+// dense: only entries that carry records are stored. Entries lists them
+// from their headers; a conflicting suffix is cut with TruncateTail at an
+// entry's first offset, and a TruncateHead inside an entry keeps its term
+// and index on the records that stay. Versions 2 and 3 may follow each
+// other in one file; repair, holes and truncations treat them alike.
+//
 // An Append is cut into frames of at most 64 KiB of records (a larger
 // record gets a frame of its own), which bounds what a read of one record
 // checks. The first frame of a file starts at the offset in the file's

@@ -89,7 +89,7 @@ func FuzzParseBatch(f *testing.F) {
 		for off := b.first; off < b.last(); off++ {
 			bodies = append(bodies, b.body(off))
 		}
-		again, err := entryBatch(appendBatchEntry(nil, b.first, bodies))
+		again, err := entryBatch(appendBatchEntry(nil, b.meta, b.first, bodies))
 		if err != nil {
 			t.Fatalf("re-encoded frame does not parse: %v", err)
 		}

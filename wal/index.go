@@ -89,7 +89,7 @@ const scanWindow = 64 << 10
 
 // entryHeaderLen is enough bytes for an entry's size prefix and frame
 // header.
-const entryHeaderLen = binary.MaxVarintLen64 + batchHeaderLen
+const entryHeaderLen = binary.MaxVarintLen64 + maxFrameHeaderLen
 
 // scanFrameIndex indexes the frames of a file of size bytes that starts at
 // offset first by reading their headers only (no CRC check: reads check
@@ -160,8 +160,11 @@ func scanFrameIndexFrom(r io.ReaderAt, size, start int64, first, limit uint64) f
 			ok = damaged("torn frame")
 		case len(b) < n+batchHeaderLen:
 			ok = damaged("torn header")
+		case isBatchVersion(b[n]) && (entrySize < uint64(frameHeaderLenOf(b[n])) || len(b) < n+frameHeaderLenOf(b[n])):
+			ok = damaged("torn header")
 		default:
 			header := b[n : n+batchHeaderLen]
+			headerLen := uint64(frameHeaderLenOf(header[0]))
 			if err := checkBatchVersion(header[0]); err != nil {
 				// A whole frame of another release (its CRC checks out) is
 				// not this release's to read; anything else is damage.
@@ -180,7 +183,7 @@ func scanFrameIndexFrom(r io.ReaderAt, size, start int64, first, limit uint64) f
 			switch {
 			case frameFirst != x.next:
 				ok = damaged("first offset %d, want %d", frameFirst, x.next)
-			case count == 0 || count > (entrySize-batchHeaderLen)/minStoredRecordLen:
+			case count == 0 || count > (entrySize-headerLen)/minStoredRecordLen:
 				ok = damaged("record count %d in %d bytes", count, entrySize)
 			case count > limit-x.next:
 				ok = damaged("records [%d, %d) run past %d, where the next file starts", x.next, x.next+count, limit)
@@ -226,7 +229,7 @@ func resync(data []byte, next, limit uint64) (at int, first uint64, ok bool) {
 			continue
 		}
 		frame := data[p+n : p+n+int(size)]
-		if frame[0] != batchVersion {
+		if !isBatchVersion(frame[0]) || size < uint64(frameHeaderLenOf(frame[0])) {
 			continue
 		}
 		first := binary.LittleEndian.Uint64(frame[5:13])

@@ -55,7 +55,7 @@ func classifyBatch(frame []byte, want uint64) (*batch, frameState) {
 	if crc32.Checksum(frame[frameHeaderLen:], castagnoli) != binary.LittleEndian.Uint32(frame[1:frameHeaderLen]) {
 		return nil, frameCorrupt
 	}
-	if frame[0] != batchVersion {
+	if !isBatchVersion(frame[0]) {
 		return nil, frameUnsupported
 	}
 	b, err := parseBatch(frame)
@@ -150,11 +150,11 @@ func countDropped(tail []byte) int {
 // bytes, of which frame is what is there; 1 if the header is cut, of
 // another version or claims more records than fit.
 func recordsClaimed(frame []byte, size uint64) int {
-	if len(frame) < batchHeaderLen || frame[0] != batchVersion || size < batchHeaderLen {
+	if len(frame) < batchHeaderLen || !isBatchVersion(frame[0]) || size < uint64(frameHeaderLenOf(frame[0])) {
 		return 1
 	}
 	count := uint64(binary.LittleEndian.Uint32(frame[13:batchHeaderLen]))
-	if count == 0 || count > (size-batchHeaderLen)/minStoredRecordLen {
+	if count == 0 || count > (size-uint64(frameHeaderLenOf(frame[0])))/minStoredRecordLen {
 		return 1
 	}
 	return int(count)

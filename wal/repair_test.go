@@ -463,7 +463,7 @@ func appendRecordsEntry(dst []byte, first uint64, recs []Record) []byte {
 	for _, r := range recs {
 		bodies = append(bodies, EncodeRecord(nil, r)[frameHeaderLen:])
 	}
-	return appendBatchEntry(dst, first, bodies)
+	return appendBatchEntry(dst, plainFrame, first, bodies)
 }
 
 // entryRecords returns the record count of a stored entry.
@@ -504,7 +504,7 @@ func TestRepairRefusesNewerRecords(t *testing.T) {
 	path := filepath.Join(b.dir, b.lastFile)
 	entry := appendRecordsEntry(nil, uint64(len(b.recs)), []Record{testRecord(77)})
 	_, n := binary.Uvarint(entry)
-	entry[n] = 3
+	entry[n] = 4
 	fixCRC(entry[n:])
 	before := append(readFile(t, path), entry...)
 	writeFile(t, path, before)

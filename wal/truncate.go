@@ -295,7 +295,7 @@ func cutFront(data []byte, index frameIndex, before uint64) ([]byte, error) {
 	for off := before; off < b.last(); off++ {
 		bodies = append(bodies, b.body(off))
 	}
-	out := appendBatchEntry(make([]byte, 0, len(data)-int(ref.pos)), before, bodies)
+	out := appendBatchEntry(make([]byte, 0, len(data)-int(ref.pos)), b.meta, before, bodies)
 	return append(out, data[end:]...), nil
 }
 
@@ -322,7 +322,7 @@ func cutBack(data []byte, index frameIndex, from uint64) ([]byte, error) {
 	for off := b.first; off < from; off++ {
 		bodies = append(bodies, b.body(off))
 	}
-	return appendBatchEntry(out, b.first, bodies), nil
+	return appendBatchEntry(out, b.meta, b.first, bodies), nil
 }
 
 // entryBatch parses one stored entry: size prefix and frame.
