@@ -119,3 +119,11 @@ func (l *Log) commitWrittenLocked() error {
 	l.publishTailLocked()
 	return nil
 }
+
+// WrittenOffset returns the offset after the last record written, durable
+// or not (NextOffset counts only durable ones under DurabilityAlways).
+func (l *Log) WrittenOffset() uint64 {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	return l.tail.next
+}

@@ -234,3 +234,22 @@ func mkdirDurable(fsys FS, dir string) error {
 
 // syncDir makes creations, renames and removals in dir durable.
 func syncDir(fsys FS, dir string) error { return fsys.SyncDir(dir) }
+
+// ReplaceFile writes data to path durably, replacing what is there: a
+// crash leaves the old contents or the new, never a mix (a fsynced
+// temporary file renamed over path, and an fsync of its directory). A
+// temporary file a crash left is overwritten by the next ReplaceFile.
+func ReplaceFile(fsys FS, path string, data []byte) error {
+	if fsys == nil {
+		fsys = OSFS
+	}
+	return writeReplacement(fsys, filepath.Dir(path), filepath.Base(path), data)
+}
+
+// ReadFile reads the whole file at path through fsys (OSFS if nil).
+func ReadFile(fsys FS, path string) ([]byte, error) {
+	if fsys == nil {
+		fsys = OSFS
+	}
+	return readWholeFile(fsys, path)
+}

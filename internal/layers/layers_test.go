@@ -21,7 +21,7 @@ var floors = []struct {
 }{
 	{"leaves", []string{"api", "clock", "internal/poll", "cluster/clusterpb"}},
 	{"pure core", []string{"routing", "topology", "scaling", "placement", "authz"}},
-	{"storage", []string{"wal", "wal/crashfs", "wal/tier", "compaction", "meta", "logstore"}},
+	{"storage", []string{"wal", "wal/crashfs", "wal/tier", "compaction", "meta", "logstore", "replica"}},
 	{"runtime", []string{"internal/labels", "actors", "lifecycle", "consumers"}},
 	{"node edge", []string{"cluster/natsio", "frontend/natsio", "cluster", "frontend", "node"}},
 	{"client", []string{"client"}},

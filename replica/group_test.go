@@ -1,0 +1,386 @@
+package replica_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/braidmq/braid/internal/poll"
+	"github.com/braidmq/braid/replica"
+	"github.com/braidmq/braid/wal"
+)
+
+// cluster is three (or more) replicas of one group in one process, each
+// over a log and a state file of its own in a temporary directory; their
+// messages go through proto.Marshal, as between nodes, and can be cut per
+// replica.
+type cluster struct {
+	t      *testing.T
+	root   string
+	ids    []uint64
+	mu     sync.Mutex
+	groups map[uint64]*replica.Group
+	logs   map[uint64]*wal.Log
+	cut    map[uint64]bool
+	stop   chan struct{}
+	ticker sync.WaitGroup
+}
+
+func newCluster(t *testing.T, n int) *cluster {
+	c := &cluster{t: t, root: t.TempDir(), groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{}, stop: make(chan struct{})}
+	for i := range n {
+		c.ids = append(c.ids, uint64(i+1))
+	}
+	for _, id := range c.ids {
+		if err := replica.Bootstrap(nil, c.statePath(id), c.ids); err != nil {
+			t.Fatal(err)
+		}
+		c.start(id)
+	}
+	// The clock: every replica ticks every 2 ms.
+	c.ticker.Add(1)
+	go func() {
+		defer c.ticker.Done()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-tick.C:
+				for _, g := range c.running() {
+					g.Tick()
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(c.stop)
+		c.ticker.Wait()
+		for _, id := range c.ids {
+			c.halt(id)
+		}
+	})
+	return c
+}
+
+func (c *cluster) statePath(id uint64) string {
+	return filepath.Join(c.root, fmt.Sprintf("r%d.state", id))
+}
+
+func (c *cluster) logDir(id uint64) string { return filepath.Join(c.root, fmt.Sprintf("r%d", id)) }
+
+func (c *cluster) running() []*replica.Group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*replica.Group
+	for _, g := range c.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
+// start opens replica id from its directory and starts it.
+func (c *cluster) start(id uint64) {
+	c.t.Helper()
+	l, err := wal.Open(c.logDir(id), wal.Options{Durability: wal.DurabilityAlways})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st, err := replica.OpenStorage(l, nil, c.statePath(id))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	g, err := replica.Start(replica.Config{ID: id, Storage: st, Send: c.send, ElectionTick: 10, HeartbeatTick: 1})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.groups[id], c.logs[id] = g, l
+	c.mu.Unlock()
+}
+
+// halt stops replica id and closes its log, as a killed process would
+// leave it (everything it acknowledged is durable).
+func (c *cluster) halt(id uint64) {
+	c.mu.Lock()
+	g, l := c.groups[id], c.logs[id]
+	delete(c.groups, id)
+	delete(c.logs, id)
+	c.mu.Unlock()
+	if g == nil {
+		return
+	}
+	g.Stop()
+	if err := g.Err(); err != nil {
+		c.t.Errorf("replica %d failed: %v", id, err)
+	}
+	l.Close()
+}
+
+func (c *cluster) send(msgs []*pb.Message) {
+	for _, m := range msgs {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			c.t.Errorf("marshal: %v", err)
+			return
+		}
+		c.mu.Lock()
+		to := c.groups[m.GetTo()]
+		cut := c.cut[m.GetFrom()] || c.cut[m.GetTo()]
+		c.mu.Unlock()
+		if to == nil || cut {
+			continue
+		}
+		var in pb.Message
+		if err := proto.Unmarshal(b, &in); err != nil {
+			c.t.Errorf("unmarshal: %v", err)
+			return
+		}
+		to.Step(&in)
+	}
+}
+
+func (c *cluster) setCut(id uint64, cut bool) {
+	c.mu.Lock()
+	c.cut[id] = cut
+	c.mu.Unlock()
+}
+
+func (c *cluster) group(id uint64) *replica.Group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[id]
+}
+
+// leader waits for a leader that the running replicas, but the ones in
+// except, agree on and returns it.
+func (c *cluster) leader(except ...uint64) uint64 {
+	c.t.Helper()
+	var lead uint64
+	poll.EventuallyNil(c.t, 10*time.Second, "the replicas", func() error {
+		lead = 0
+		for _, id := range c.ids {
+			g := c.group(id)
+			if g == nil || contains(except, id) {
+				continue
+			}
+			l, _, _ := g.Status()
+			if l == 0 || lead != 0 && l != lead || contains(except, l) || c.group(l) == nil {
+				return fmt.Errorf("replica %d sees leader %d", id, l)
+			}
+			lead = l
+		}
+		return nil
+	})
+	return lead
+}
+
+func contains(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func rec(i int) wal.Record {
+	return wal.Record{Timestamp: int64(1_700_000_000_000 + i), Key: []byte(fmt.Sprintf("k%d", i%5)), Payload: []byte(fmt.Sprintf("record %d %s", i, bytes.Repeat([]byte{'x'}, i%50)))}
+}
+
+// acked is what the tests were answered: records by offset.
+type acked map[uint64]wal.Record
+
+// propose proposes batches through replica id (which should lead) and
+// waits for every answer; it returns the records that were committed.
+func (c *cluster) propose(id uint64, from, batches int, into acked) (lost int) {
+	c.t.Helper()
+	var props []*replica.Proposal
+	var sent [][]wal.Record
+	n := from
+	for b := range batches {
+		recs := make([]wal.Record, 1+b%3)
+		for k := range recs {
+			recs[k] = rec(n)
+			n++
+		}
+		props = append(props, c.group(id).Propose(recs))
+		sent = append(sent, recs)
+	}
+	for i, p := range props {
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			c.t.Fatalf("proposal %d not answered in 10 s (replica %d: %v)", i, id, c.group(id).Err())
+		}
+		if p.Err != nil {
+			lost++
+			continue
+		}
+		if p.Next-p.First != uint64(len(sent[i])) {
+			c.t.Fatalf("proposal %d of %d records got offsets [%d, %d)", i, len(sent[i]), p.First, p.Next)
+		}
+		for k, r := range sent[i] {
+			if _, dup := into[p.First+uint64(k)]; dup {
+				c.t.Fatalf("offset %d answered twice", p.First+uint64(k))
+			}
+			into[p.First+uint64(k)] = r
+		}
+	}
+	return lost
+}
+
+// agree waits until every running replica has committed next records and
+// checks that their logs hold the same bytes, and every acknowledged record
+// at its offset.
+func (c *cluster) agree(want acked) {
+	c.t.Helper()
+	next := uint64(len(want))
+	poll.EventuallyNil(c.t, 10*time.Second, "the replicas", func() error {
+		for _, id := range c.ids {
+			if g := c.group(id); g != nil && g.Committed() < next {
+				return fmt.Errorf("replica %d committed %d of %d", id, g.Committed(), next)
+			}
+		}
+		return nil
+	})
+	sums := map[uint64]uint32{}
+	for _, id := range c.ids {
+		c.mu.Lock()
+		l := c.logs[id]
+		c.mu.Unlock()
+		if l == nil {
+			continue
+		}
+		recs, err := l.ReadRange(0, int(next), 1<<30)
+		if err != nil || uint64(len(recs)) != next {
+			c.t.Fatalf("replica %d: read %d of %d: %v", id, len(recs), next, err)
+		}
+		h := crc32.NewIEEE()
+		for off, r := range recs {
+			if w, ok := want[uint64(off)]; ok && !sameRecord(r, w) {
+				c.t.Fatalf("replica %d: offset %d holds %q, acknowledged %q", id, off, r.Payload, w.Payload)
+			}
+			h.Write(wal.EncodeRecord(nil, r))
+		}
+		sums[id] = h.Sum32()
+	}
+	var first uint32
+	for id, s := range sums {
+		if first == 0 {
+			first = s
+		} else if s != first {
+			c.t.Fatalf("the replicas' committed prefixes differ: %v (replica %d)", sums, id)
+		}
+	}
+}
+
+func sameRecord(a, b wal.Record) bool {
+	return a.Timestamp == b.Timestamp && bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Payload, b.Payload)
+}
+
+func TestGroupReplicates(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader()
+	got := acked{}
+	if lost := c.propose(lead, 0, 200, got); lost != 0 {
+		t.Fatalf("%d proposals lost with a steady leader", lost)
+	}
+	if len(got) != 399 {
+		t.Fatalf("%d records acknowledged, want 399", len(got))
+	}
+	for off := range uint64(len(got)) {
+		if _, ok := got[off]; !ok {
+			t.Fatalf("offset %d was never acknowledged: offsets are not dense", off)
+		}
+	}
+	c.agree(got)
+	// A follower refuses proposals.
+	for _, id := range c.ids {
+		if id != lead {
+			if err := c.group(id).Propose([]wal.Record{rec(1)}).Wait(); err == nil {
+				t.Fatalf("follower %d accepted a proposal", id)
+			}
+		}
+	}
+}
+
+func TestGroupLeaderLossAndReturn(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	lead := c.leader()
+	c.propose(lead, 0, 50, got)
+	c.halt(lead)
+	next := c.leader(lead)
+	if next == lead {
+		t.Fatal("the stopped replica still leads")
+	}
+	if lost := c.propose(next, 1000, 50, got); lost != 0 {
+		t.Fatalf("%d proposals lost under the new leader", lost)
+	}
+	c.agree(got)
+	// The old leader comes back from its disk, catches up, and the three
+	// agree.
+	c.start(lead)
+	c.agree(got)
+	// And again, with all three stopped and started from their disks.
+	for _, id := range c.ids {
+		c.halt(id)
+	}
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	lead = c.leader()
+	c.propose(lead, 2000, 10, got)
+	c.agree(got)
+}
+
+// A leader cut off from the others keeps writing entries that never
+// commit; the others elect a leader of their own and go on. When the link
+// comes back, the old leader's suffix is cut and replaced, and none of its
+// proposals was answered as committed.
+func TestGroupConflictingSuffixIsCut(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	old := c.leader()
+	c.propose(old, 0, 20, got)
+	c.agree(got)
+	c.setCut(old, true)
+	var stale []*replica.Proposal
+	for i := range 5 {
+		stale = append(stale, c.group(old).Propose([]wal.Record{rec(500 + i), rec(600 + i)}))
+	}
+	// The stale leader writes them to its own log.
+	poll.EventuallyNil(t, 10*time.Second, "the cut-off leader's writes", func() error {
+		c.mu.Lock()
+		l := c.logs[old]
+		c.mu.Unlock()
+		if n := l.NextOffset(); n < uint64(len(got))+10 {
+			return fmt.Errorf("the cut-off leader wrote up to %d", n)
+		}
+		return nil
+	})
+	next := c.leader(old)
+	c.propose(next, 1000, 10, got)
+	c.setCut(old, false)
+	c.agree(got)
+	for i, p := range stale {
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stale proposal %d not answered", i)
+		}
+		if !errors.Is(p.Err, replica.ErrLost) {
+			t.Fatalf("stale proposal %d: %v, want ErrLost", i, p.Err)
+		}
+	}
+}
