@@ -17,37 +17,43 @@ import (
 
 // Config configures one replica of a group.
 type Config struct {
-	// ID is this replica's raft id, one of the group's voters.
-	ID uint64
+	// Group names the group, the same on every replica.
+	Group string
+	// ID is this replica's raft id; Peers names the node of every replica
+	// by its raft id, this one's included.
+	ID    uint64
+	Peers map[uint64]Peer
 	// Storage is the replica's storage (OpenStorage).
 	Storage *Storage
-	// ElectionTick and HeartbeatTick are in ticks (Group.Tick); 10 and 1
-	// if 0.
+	// ElectionTick and HeartbeatTick are in the host's ticks; 10 and 1 if
+	// 0.
 	ElectionTick, HeartbeatTick int
-	// Send carries messages to the other replicas. It is called from the
-	// group's goroutines and must not block for long; a message it cannot
-	// deliver is dropped (raft sends again).
-	Send func(msgs []*pb.Message)
 	// OnCommitted hears of every move of the committed frontier: the offset
 	// after the last committed record (what readers of this replica may
-	// see). Called from the group's goroutine.
+	// see). Called from a host worker.
 	OnCommitted func(next uint64)
-	// Logger is raft's logger; none if nil.
-	Logger raft.Logger
 }
 
-// Group drives one replica of a raft group: etcd raft's RawNode with
-// AsyncStorageWrites, an append goroutine that writes the log, commits
-// it and only then lets raft's responses out, and the committed frontier.
-// Ticks, messages and proposals are queued to the group's goroutine.
+// Group is one replica of a raft group on a host: etcd raft's RawNode with
+// AsyncStorageWrites, whose appends are written, committed, and only then
+// answered; and the committed frontier. Everything it does runs on the
+// host's workers, one at a time per group.
 type Group struct {
-	cfg      Config
-	rn       *raft.RawNode
-	inbox    chan func()
-	appendQ  chan *pb.Message
-	stop     chan struct{}
-	done     sync.WaitGroup
-	stopOnce sync.Once
+	cfg  Config
+	host *Host
+	rn   *raft.RawNode // used by the worker that runs the group
+
+	mu              sync.Mutex
+	inbox           []func()
+	scheduled       bool
+	appendQ         []*pb.Message
+	appendScheduled bool
+	stopped         bool
+	open            map[*Proposal]struct{} // proposals not answered yet
+	quiesced        bool
+	idleTicks       int
+	// running counts the runs of the group under way or queued, for Stop.
+	running sync.WaitGroup
 
 	// Read by any goroutine.
 	committed atomic.Uint64 // the offset after the last committed record
@@ -55,16 +61,18 @@ type Group struct {
 	leader    atomic.Uint64
 	term      atomic.Uint64
 	failed    atomic.Pointer[error]
-	dropped   atomic.Uint64
 
-	// Owned by the group's goroutine.
-	unindexed []*Proposal          // proposed since the last Ready, in order
-	byIndex   map[uint64]*Proposal // appended, by raft index
+	// Owned by the worker that runs the group.
+	checkQuiet bool                 // a tick ran: see whether the group may go quiet
+	notice     *Quiet               // a leader's notice to go quiet, to check
+	unindexed  []*Proposal          // proposed since the last Ready, in order
+	byIndex    map[uint64]*Proposal // appended, by raft index
 }
 
 // Proposal is a batch of records proposed to a group: answered once it is
 // committed (durable on a majority) or lost.
 type Proposal struct {
+	once sync.Once
 	data []byte
 	id   wal.EntryID // the entry raft appended it as
 	done chan struct{}
@@ -82,6 +90,21 @@ func (p *Proposal) Wait() error {
 // Done is closed when the proposal is answered.
 func (p *Proposal) Done() <-chan struct{} { return p.done }
 
+func (p *Proposal) finish(err error) {
+	p.once.Do(func() {
+		p.Err = err
+		close(p.done)
+	})
+}
+
+// finish answers p and forgets it.
+func (g *Group) finish(p *Proposal, err error) {
+	g.mu.Lock()
+	delete(g.open, p)
+	g.mu.Unlock()
+	p.finish(err)
+}
+
 // ErrLost answers a proposal whose entry was replaced by another leader's
 // before it was committed: its records were not stored.
 var ErrLost = errors.New("braid/replica: the proposal was lost to a change of leader")
@@ -91,16 +114,16 @@ var ErrStopped = errors.New("braid/replica: the group stopped")
 
 var discardLogger = &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)}
 
-// Start starts a replica of a group over cfg.Storage.
-func Start(cfg Config) (*Group, error) {
+// Start starts a replica of a group on the host.
+func (h *Host) Start(cfg Config) (*Group, error) {
 	if cfg.ElectionTick == 0 {
 		cfg.ElectionTick = 10
 	}
 	if cfg.HeartbeatTick == 0 {
 		cfg.HeartbeatTick = 1
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = discardLogger
+	if _, ok := cfg.Peers[cfg.ID]; !ok {
+		return nil, fmt.Errorf("braid/replica: group %s: replica %d is not among its peers", cfg.Group, cfg.ID)
 	}
 	hs, _, _ := cfg.Storage.InitialState()
 	rn, err := raft.NewRawNode(&raft.Config{
@@ -111,30 +134,23 @@ func Start(cfg Config) (*Group, error) {
 		Applied:         hs.GetCommit(),
 		MaxSizePerMsg:   1 << 20,
 		MaxInflightMsgs: 256,
+		CheckQuorum:     true,
+		PreVote:         true,
 		// A follower answers a proposal itself (the caller goes to the
 		// leader): it knows what became of it.
 		DisableProposalForwarding: true,
-		CheckQuorum:               true,
-		PreVote:                   true,
 		AsyncStorageWrites:        true,
-		Logger:                    cfg.Logger,
+		Logger:                    h.cfg.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("braid/replica: starting replica %d: %w", cfg.ID, err)
+		return nil, fmt.Errorf("braid/replica: starting replica %d of %s: %w", cfg.ID, cfg.Group, err)
 	}
-	g := &Group{
-		cfg:     cfg,
-		rn:      rn,
-		inbox:   make(chan func(), 1024),
-		appendQ: make(chan *pb.Message, 1024),
-		stop:    make(chan struct{}),
-		byIndex: map[uint64]*Proposal{},
-	}
+	g := &Group{cfg: cfg, host: h, rn: rn, byIndex: map[uint64]*Proposal{}, open: map[*Proposal]struct{}{}}
 	g.commitIdx.Store(hs.GetCommit())
 	g.committed.Store(cfg.Storage.Offsets(hs.GetCommit()))
-	g.done.Add(2)
-	go g.run()
-	go g.appendLoop()
+	if err := h.add(g); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -148,6 +164,13 @@ func (g *Group) Status() (leader, term, commit uint64) {
 	return g.leader.Load(), g.term.Load(), g.commitIdx.Load()
 }
 
+// Quiesced reports whether the group is quiet (not ticking).
+func (g *Group) Quiesced() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.quiesced
+}
+
 // Err returns why the group failed (its log or state file could not be
 // written), or nil.
 func (g *Group) Err() error {
@@ -157,31 +180,22 @@ func (g *Group) Err() error {
 	return nil
 }
 
-// Tick advances the group's clock by one tick.
-func (g *Group) Tick() { g.post(func() { g.rn.Tick() }) }
-
 // Campaign makes this replica stand for election at once.
-func (g *Group) Campaign() { g.post(func() { _ = g.rn.Campaign() }) }
+func (g *Group) Campaign() { g.post(true, func() { _ = g.rn.Campaign() }) }
 
-// Step hands the group a message from another replica. It never blocks:
-// when the group's queue is full the message is dropped and counted
-// (Dropped), as a network would lose it; raft sends again.
+// Step hands the group a message from another replica.
 func (g *Group) Step(m *pb.Message) {
-	f := func() {
+	active := !isHeartbeat(m)
+	g.post(active, func() {
 		if err := g.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
-			g.cfg.Logger.Warningf("replica %d: step %s from %d: %v", g.cfg.ID, m.GetType(), m.GetFrom(), err)
+			g.host.cfg.Logger.Warningf("replica %d of %s: step %s from %d: %v", g.cfg.ID, g.cfg.Group, m.GetType(), m.GetFrom(), err)
 		}
-	}
-	select {
-	case g.inbox <- f:
-	default:
-		g.dropped.Add(1)
-	}
+	})
 }
 
-// Dropped returns how many messages Step dropped because the group's
-// queue was full.
-func (g *Group) Dropped() uint64 { return g.dropped.Load() }
+// isHeartbeat says whether m leaves a quiet replica quiet: an answer to a
+// heartbeat (a heartbeat itself wakes a follower: its leader ticks).
+func isHeartbeat(m *pb.Message) bool { return m.GetType() == pb.MsgHeartbeatResp }
 
 // Propose proposes recs (at least one) as one entry. The proposal is
 // answered once they are committed, with their offsets, or with an error
@@ -192,9 +206,14 @@ func (g *Group) Propose(recs []wal.Record) *Proposal {
 		p.finish(fmt.Errorf("braid/replica: a proposal of no record"))
 		return p
 	}
-	if !g.post(func() {
+	g.mu.Lock()
+	if !g.stopped {
+		g.open[p] = struct{}{}
+	}
+	g.mu.Unlock()
+	if !g.post(true, func() {
 		if err := g.rn.Propose(p.data); err != nil {
-			p.finish(fmt.Errorf("braid/replica: replica %d (leader %d): %w", g.cfg.ID, g.leader.Load(), err))
+			g.finish(p, fmt.Errorf("braid/replica: replica %d of %s (leader %d): %w", g.cfg.ID, g.cfg.Group, g.leader.Load(), err))
 			return
 		}
 		p.id.Term = g.rn.BasicStatus().GetTerm()
@@ -205,101 +224,198 @@ func (g *Group) Propose(recs []wal.Record) *Proposal {
 	return p
 }
 
-func (p *Proposal) finish(err error) {
-	p.Err = err
-	close(p.done)
+// post queues f to the group's worker; active wakes a quiet group. False
+// if the group stopped.
+func (g *Group) post(active bool, f func()) bool {
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		return false
+	}
+	g.inbox = append(g.inbox, f)
+	if active {
+		g.quiesced = false
+		g.idleTicks = 0
+	}
+	schedule := !g.scheduled
+	if schedule {
+		g.scheduled = true
+		g.running.Add(1)
+	}
+	g.mu.Unlock()
+	if schedule {
+		g.host.sched.add(g)
+	}
+	return true
 }
 
-// post queues f to the group's goroutine; false if the group stopped.
-func (g *Group) post(f func()) bool {
-	select {
-	case g.inbox <- f:
-		return true
-	case <-g.stop:
-		return false
+// tick gives the group a tick unless it is quiet.
+func (g *Group) tick() {
+	g.mu.Lock()
+	quiet := g.quiesced
+	g.idleTicks++
+	g.mu.Unlock()
+	if quiet {
+		return
+	}
+	g.host.counters.Ticks.Add(1)
+	g.post(false, func() {
+		g.rn.Tick()
+		g.checkQuiet = true
+	})
+}
+
+// wake makes a quiet group tick again.
+func (g *Group) wake() { g.post(true, func() {}) }
+
+// quiet takes a leader's notice that the group is idle: a follower that
+// holds everything the leader committed, at the leader's term, stops
+// ticking until a message comes. It is checked once the messages taken
+// with it are handled (the leader's last heartbeat comes in the same
+// round).
+func (g *Group) quiet(q Quiet) {
+	g.post(false, func() { g.notice = &q })
+}
+
+// takeNotice quiets the follower if the leader's notice still holds.
+func (g *Group) takeNotice(q Quiet) {
+	st := g.rn.BasicStatus()
+	if st.Lead != q.From || st.GetTerm() != q.Term || st.GetCommit() != q.Commit || g.hasWork() {
+		return
+	}
+	g.setQuiesced()
+}
+
+func (g *Group) setQuiesced() {
+	g.mu.Lock()
+	if len(g.inbox) == 0 {
+		g.quiesced = true
+		g.host.counters.Quiesced.Add(1)
+	}
+	g.mu.Unlock()
+}
+
+// hasWork says whether the group waits on something: a proposal not
+// answered, or a Ready not handled.
+func (g *Group) hasWork() bool {
+	return len(g.unindexed) > 0 || len(g.byIndex) > 0 || g.rn.HasReady()
+}
+
+// maybeQuiesce quiets an idle leader whose followers hold everything it
+// committed, and tells them.
+func (g *Group) maybeQuiesce() {
+	g.mu.Lock()
+	idle := g.idleTicks
+	g.mu.Unlock()
+	after := g.host.cfg.QuiesceAfter
+	if after < 0 || idle < after || g.hasWork() {
+		return
+	}
+	st := g.rn.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+		return
+	}
+	commit := st.GetCommit()
+	for id, pr := range st.Progress {
+		if pr.Match != commit || id != g.cfg.ID && !pr.RecentActive {
+			return
+		}
+	}
+	g.setQuiesced()
+	for id, p := range g.cfg.Peers {
+		if id != g.cfg.ID {
+			g.host.send(p, Envelope{Group: g.cfg.Group, Quiesce: &Quiet{From: g.cfg.ID, Term: st.GetTerm(), Commit: commit}})
+		}
 	}
 }
 
-// Stop stops the group; proposals not answered fail with ErrStopped.
+// Stop stops the replica and removes it from its host; proposals not
+// answered fail with ErrStopped. The storage's log stays open (the
+// caller's).
 func (g *Group) Stop() {
-	g.stopOnce.Do(func() { close(g.stop) })
-	g.done.Wait()
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		return
+	}
+	g.stopped = true
+	g.mu.Unlock()
+	g.host.remove(g)
+	g.running.Wait()
+	g.mu.Lock()
+	open := g.open
+	g.open = nil
+	g.mu.Unlock()
+	for p := range open {
+		p.finish(ErrStopped)
+	}
 }
 
-func (g *Group) run() {
-	defer g.done.Done()
-	defer func() {
-		for _, p := range g.unindexed {
-			p.finish(ErrStopped)
-		}
-		for _, p := range g.byIndex {
-			p.finish(ErrStopped)
-		}
-	}()
+// process runs what is queued for the group, then its Readys.
+func (g *Group) process() {
+	defer g.running.Done()
 	for {
-		select {
-		case f := <-g.inbox:
-			f()
-			// Take what else is queued before the Ready: one Ready, one
-			// append and one send for all of it.
-			for more := true; more; {
-				select {
-				case f := <-g.inbox:
-					f()
-				default:
-					more = false
-				}
-			}
-		case <-g.stop:
+		g.mu.Lock()
+		fs := g.inbox
+		g.inbox = nil
+		if len(fs) == 0 || g.stopped {
+			g.scheduled = false
+			g.mu.Unlock()
 			return
 		}
+		g.mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
 		for g.rn.HasReady() {
-			if !g.handleReady(g.rn.Ready()) {
-				return
-			}
+			g.handleReady(g.rn.Ready())
 		}
 		// A proposal raft took is in the Ready after it; one that is not
 		// was cut by a message taken in the same turn.
 		for _, p := range g.unindexed {
-			p.finish(ErrLost)
+			g.finish(p, ErrLost)
 		}
 		g.unindexed = g.unindexed[:0]
+		if g.checkQuiet {
+			g.checkQuiet = false
+			g.maybeQuiesce()
+		}
+		if q := g.notice; q != nil {
+			g.notice = nil
+			g.takeNotice(*q)
+		}
 	}
 }
 
-// handleReady sends what may go at once, queues the local append and
-// applies what is committed. With AsyncStorageWrites, Ready needs no
-// Advance.
-func (g *Group) handleReady(rd raft.Ready) bool {
+// handleReady queues what may go at once, the local append, and applies
+// what is committed. With AsyncStorageWrites, Ready needs no Advance.
+func (g *Group) handleReady(rd raft.Ready) {
 	if rd.SoftState != nil {
 		g.leader.Store(rd.SoftState.Lead)
 	}
 	if rd.HardState != nil && rd.HardState.GetTerm() > 0 {
 		g.term.Store(rd.HardState.GetTerm())
 	}
-	var out []*pb.Message
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
 			g.noteIndexes(m.Entries)
-			select {
-			case g.appendQ <- m:
-			case <-g.stop:
-				return false
-			}
+			g.queueAppend(m)
 		case raft.LocalApplyThread:
 			g.apply(m.Entries)
 			for _, r := range m.GetResponses() {
 				_ = g.rn.Step(r)
 			}
 		default:
-			out = append(out, m)
+			g.sendTo(m)
 		}
 	}
-	if len(out) > 0 {
-		g.cfg.Send(out)
+}
+
+func (g *Group) sendTo(m *pb.Message) {
+	if p, ok := g.cfg.Peers[m.GetTo()]; ok {
+		g.host.send(p, Envelope{Group: g.cfg.Group, Message: m})
 	}
-	return true
 }
 
 // noteIndexes gives this replica's own proposals their entries as raft
@@ -310,7 +426,7 @@ func (g *Group) noteIndexes(ents []*pb.Entry) {
 	for _, e := range ents {
 		if old, ok := g.byIndex[e.GetIndex()]; ok {
 			delete(g.byIndex, e.GetIndex())
-			old.finish(ErrLost)
+			g.finish(old, ErrLost)
 		}
 		if len(g.unindexed) == 0 || len(e.Data) == 0 {
 			continue
@@ -338,12 +454,12 @@ func (g *Group) apply(ents []*pb.Entry) {
 		}
 		delete(g.byIndex, e.GetIndex())
 		if p.id.Term != e.GetTerm() {
-			p.finish(ErrLost)
+			g.finish(p, ErrLost)
 			continue
 		}
 		first, count, _ := g.cfg.Storage.EntryAt(e.GetIndex())
 		p.First, p.Next = first, first+count
-		p.finish(nil)
+		g.finish(p, nil)
 	}
 	g.commitIdx.Store(last)
 	next := g.cfg.Storage.Offsets(last)
@@ -352,52 +468,58 @@ func (g *Group) apply(ents []*pb.Entry) {
 	}
 }
 
-// appendLoop writes what raft asks to store, in order: the entries and the
-// hard state of every queued MsgStorageAppend, then one commit of the log
-// for them all; only then are their responses let out.
-func (g *Group) appendLoop() {
-	defer g.done.Done()
+// queueAppend queues a MsgStorageAppend for the host's append workers.
+func (g *Group) queueAppend(m *pb.Message) {
+	g.mu.Lock()
+	g.appendQ = append(g.appendQ, m)
+	schedule := !g.appendScheduled
+	if schedule {
+		g.appendScheduled = true
+		g.running.Add(1)
+	}
+	g.mu.Unlock()
+	if schedule {
+		g.host.appends.add(g)
+	}
+}
+
+// processAppends writes what raft asked to store, in order: the entries
+// and the hard state of every queued MsgStorageAppend, then one commit of
+// the log for them all; only then are their responses let out.
+func (g *Group) processAppends() {
+	defer g.running.Done()
 	for {
-		var batch []*pb.Message
-		select {
-		case m := <-g.appendQ:
-			batch = append(batch, m)
-		case <-g.stop:
+		g.mu.Lock()
+		batch := g.appendQ
+		g.appendQ = nil
+		if len(batch) == 0 || g.stopped || g.failed.Load() != nil {
+			g.appendScheduled = false
+			g.mu.Unlock()
 			return
 		}
-		for more := true; more; {
-			select {
-			case m := <-g.appendQ:
-				batch = append(batch, m)
-			default:
-				more = false
-			}
-		}
+		g.mu.Unlock()
 		if err := g.store(batch); err != nil {
+			err = fmt.Errorf("replica %d of %s: %w", g.cfg.ID, g.cfg.Group, err)
 			g.failed.Store(&err)
-			g.cfg.Logger.Errorf("replica %d: %v", g.cfg.ID, err)
-			g.stopOnce.Do(func() { close(g.stop) })
-			return
+			g.host.cfg.Logger.Errorf("braid/replica: %v", err)
+			continue
 		}
-		var self, peers []*pb.Message
+		var self []*pb.Message
 		for _, m := range batch {
 			for _, r := range m.GetResponses() {
 				if r.GetTo() == g.cfg.ID {
 					self = append(self, r)
 				} else {
-					peers = append(peers, r)
+					g.sendTo(r)
 				}
 			}
 		}
-		if len(peers) > 0 {
-			g.cfg.Send(peers)
-		}
-		if len(self) > 0 && !g.post(func() {
-			for _, r := range self {
-				_ = g.rn.Step(r)
-			}
-		}) {
-			return
+		if len(self) > 0 {
+			g.post(false, func() {
+				for _, r := range self {
+					_ = g.rn.Step(r)
+				}
+			})
 		}
 	}
 }

@@ -26,18 +26,22 @@ type cluster struct {
 	t      *testing.T
 	root   string
 	ids    []uint64
+	peers  map[uint64]replica.Peer
 	mu     sync.Mutex
+	hosts  map[uint64]*replica.Host
 	groups map[uint64]*replica.Group
 	logs   map[uint64]*wal.Log
 	cut    map[uint64]bool
-	stop   chan struct{}
-	ticker sync.WaitGroup
 }
 
+const groupName = "topic://t/n/x/1/0"
+
 func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, root: t.TempDir(), groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{}, stop: make(chan struct{})}
+	c := &cluster{t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{}}
 	for i := range n {
-		c.ids = append(c.ids, uint64(i+1))
+		id := uint64(i + 1)
+		c.ids = append(c.ids, id)
+		c.peers[id] = replica.Peer{Node: fmt.Sprintf("n%d", id), Incarnation: "i1"}
 	}
 	for _, id := range c.ids {
 		if err := replica.Bootstrap(nil, c.statePath(id), c.ids); err != nil {
@@ -45,26 +49,7 @@ func newCluster(t *testing.T, n int) *cluster {
 		}
 		c.start(id)
 	}
-	// The clock: every replica ticks every 2 ms.
-	c.ticker.Add(1)
-	go func() {
-		defer c.ticker.Done()
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-c.stop:
-				return
-			case <-tick.C:
-				for _, g := range c.running() {
-					g.Tick()
-				}
-			}
-		}
-	}()
 	t.Cleanup(func() {
-		close(c.stop)
-		c.ticker.Wait()
 		for _, id := range c.ids {
 			c.halt(id)
 		}
@@ -78,17 +63,8 @@ func (c *cluster) statePath(id uint64) string {
 
 func (c *cluster) logDir(id uint64) string { return filepath.Join(c.root, fmt.Sprintf("r%d", id)) }
 
-func (c *cluster) running() []*replica.Group {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*replica.Group
-	for _, g := range c.groups {
-		out = append(out, g)
-	}
-	return out
-}
-
-// start opens replica id from its directory and starts it.
+// start opens replica id from its directory and starts it on a host of
+// its own, ticking every 2 ms.
 func (c *cluster) start(id uint64) {
 	c.t.Helper()
 	l, err := wal.Open(c.logDir(id), wal.Options{Durability: wal.DurabilityAlways})
@@ -99,12 +75,15 @@ func (c *cluster) start(id uint64) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	g, err := replica.Start(replica.Config{ID: id, Storage: st, Send: c.send, ElectionTick: 10, HeartbeatTick: 1})
+	self := c.peers[id]
+	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Workers: 2,
+		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
+	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.mu.Lock()
-	c.groups[id], c.logs[id] = g, l
+	c.hosts[id], c.groups[id], c.logs[id] = h, g, l
 	c.mu.Unlock()
 }
 
@@ -112,41 +91,65 @@ func (c *cluster) start(id uint64) {
 // leave it (everything it acknowledged is durable).
 func (c *cluster) halt(id uint64) {
 	c.mu.Lock()
-	g, l := c.groups[id], c.logs[id]
+	h, g, l := c.hosts[id], c.groups[id], c.logs[id]
+	delete(c.hosts, id)
 	delete(c.groups, id)
 	delete(c.logs, id)
 	c.mu.Unlock()
-	if g == nil {
+	if h == nil {
 		return
 	}
-	g.Stop()
+	h.Close()
 	if err := g.Err(); err != nil {
 		c.t.Errorf("replica %d failed: %v", id, err)
 	}
 	l.Close()
+	// The others learn of it, as a node's membership lease lapses.
+	c.mu.Lock()
+	for _, other := range c.hosts {
+		other.PeerDown(c.peers[id].Node)
+	}
+	c.mu.Unlock()
 }
 
-func (c *cluster) send(msgs []*pb.Message) {
-	for _, m := range msgs {
-		b, err := proto.Marshal(m)
+func (c *cluster) idOf(p replica.Peer) uint64 {
+	for id, q := range c.peers {
+		if q == p {
+			return id
+		}
+	}
+	return 0
+}
+
+// send carries a batch as the network would: marshalled and unmarshalled,
+// dropped if either end is cut or down.
+func (c *cluster) send(from, to replica.Peer, batch []replica.Envelope) {
+	c.mu.Lock()
+	h := c.hosts[c.idOf(to)]
+	cut := c.cut[c.idOf(from)] || c.cut[c.idOf(to)]
+	c.mu.Unlock()
+	if h == nil || cut {
+		return
+	}
+	out := make([]replica.Envelope, len(batch))
+	for i, e := range batch {
+		out[i] = e
+		if e.Message == nil {
+			continue
+		}
+		b, err := proto.Marshal(e.Message)
 		if err != nil {
 			c.t.Errorf("marshal: %v", err)
 			return
 		}
-		c.mu.Lock()
-		to := c.groups[m.GetTo()]
-		cut := c.cut[m.GetFrom()] || c.cut[m.GetTo()]
-		c.mu.Unlock()
-		if to == nil || cut {
-			continue
-		}
-		var in pb.Message
-		if err := proto.Unmarshal(b, &in); err != nil {
+		var m pb.Message
+		if err := proto.Unmarshal(b, &m); err != nil {
 			c.t.Errorf("unmarshal: %v", err)
 			return
 		}
-		to.Step(&in)
+		out[i].Message = &m
 	}
+	h.Deliver(from, to, out)
 }
 
 func (c *cluster) setCut(id uint64, cut bool) {

@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -54,6 +55,12 @@ func Bootstrap(fsys wal.FS, path string, voters []uint64) error {
 	}
 	if len(voters) == 0 || slices.Contains(voters, 0) {
 		return fmt.Errorf("braid/replica: voters %v: at least one, none 0", voters)
+	}
+	if fsys == nil {
+		fsys = wal.OSFS
+	}
+	if err := fsys.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
 	}
 	s := state{voters: slices.Clone(voters)}
 	return wal.ReplaceFile(fsys, path, s.encode())

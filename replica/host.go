@@ -1,0 +1,408 @@
+package replica
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// Peer names a replica's node: its id and its data directory's
+// incarnation. The same id with another incarnation is another member (a
+// node back with an empty directory must never vote or acknowledge as
+// the replica it replaces).
+type Peer struct {
+	Node, Incarnation string
+}
+
+func (p Peer) String() string { return p.Node + "/" + p.Incarnation }
+
+// Envelope is what travels between hosts: a raft message of one group, or
+// a leader's notice that the group goes quiet (Quiesce: the leader's term
+// and commit index, Message nil).
+type Envelope struct {
+	Group   string
+	Message *pb.Message
+	Quiesce *Quiet
+}
+
+// Quiet is a leader's notice to a follower that the group is idle: every
+// replica holds everything up to Commit at Term.
+type Quiet struct {
+	From, Term, Commit uint64
+}
+
+// HostConfig configures a node's host of raft groups.
+type HostConfig struct {
+	// Self is this node.
+	Self Peer
+	// Send carries one batch of envelopes to a node. It is called from the
+	// host's goroutines, a batch per peer per round, and must not block
+	// for long: a batch it cannot deliver is dropped (raft sends again).
+	Send func(to Peer, batch []Envelope)
+	// TickInterval is raft's tick (100 ms if 0): ElectionTick ticks
+	// without a leader start an election.
+	TickInterval time.Duration
+	// Workers run the groups' raft state machines and their appends
+	// (GOMAXPROCS each if 0).
+	Workers int
+	// QuiesceAfter is how many idle ticks a leader waits before it
+	// quiets its group (3 if 0; -1 never).
+	QuiesceAfter int
+	// PeerTimeout is how long a peer node may be silent before the host
+	// takes it for down (PeerDown) and wakes the groups it shares with it
+	// (10 ticks if 0). Hosts send each peer a beacon (an empty batch)
+	// every tick: the heartbeat of every group they share, coalesced, so
+	// that quiet groups notice a lost leader.
+	PeerTimeout time.Duration
+	// Logger is raft's logger; none if nil.
+	Logger raft.Logger
+}
+
+// Host runs a node's replicas of many raft groups on a few goroutines: a
+// group is scheduled on a worker when it has something to do (a message,
+// a proposal, a tick, its appends done), and messages to a peer node go
+// out in one batch per round. Idle groups are quiet: a leader whose
+// followers hold everything stops ticking and tells them to stop too; any
+// message, proposal or the loss of a peer (PeerDown) wakes a group.
+type Host struct {
+	cfg HostConfig
+
+	mu     sync.Mutex
+	groups map[string]*Group
+	// peers counts the groups that have a replica on each other node;
+	// heard is when each last sent anything, down which are taken for
+	// down.
+	peers map[Peer]int
+	heard map[string]time.Time
+	down  map[string]bool
+
+	sched   scheduler // groups with work for the raft state machine
+	appends scheduler // groups with appends to write
+
+	outMu sync.Mutex
+	out   map[Peer][]Envelope
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     sync.WaitGroup
+
+	counters HostCounters
+}
+
+// HostCounters count what a host dropped and did; read with Counters.
+type HostCounters struct {
+	// StaleIncarnation counts batches for another incarnation of this
+	// node (sent to the replica it replaced), dropped.
+	StaleIncarnation atomic.Uint64
+	// UnknownGroup counts messages for a group this node does not run.
+	UnknownGroup atomic.Uint64
+	// NotMember counts messages whose sender is not the member the group
+	// knows by its raft id (an old incarnation, or another node).
+	NotMember atomic.Uint64
+	// Ticks counts the ticks given to groups; Quiesced the times a group
+	// went quiet.
+	Ticks, Quiesced atomic.Uint64
+	// Batches and Messages count what Send was given.
+	Batches, Messages atomic.Uint64
+}
+
+// NewHost starts a host.
+func NewHost(cfg HostConfig) *Host {
+	if cfg.TickInterval == 0 {
+		cfg.TickInterval = 100 * time.Millisecond
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.QuiesceAfter == 0 {
+		cfg.QuiesceAfter = 3
+	}
+	if cfg.PeerTimeout == 0 {
+		cfg.PeerTimeout = 10 * cfg.TickInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = discardLogger
+	}
+	h := &Host{cfg: cfg, groups: map[string]*Group{}, peers: map[Peer]int{}, heard: map[string]time.Time{}, down: map[string]bool{},
+		out: map[Peer][]Envelope{}, stop: make(chan struct{})}
+	h.sched.init()
+	h.appends.init()
+	for range cfg.Workers {
+		h.done.Add(2)
+		go h.work(&h.sched, (*Group).process)
+		go h.work(&h.appends, (*Group).processAppends)
+	}
+	h.done.Add(1)
+	go h.tickLoop()
+	return h
+}
+
+// Counters returns the host's counters.
+func (h *Host) Counters() *HostCounters { return &h.counters }
+
+// Self returns the node the host runs on.
+func (h *Host) Self() Peer { return h.cfg.Self }
+
+// Group returns the running group id, or nil.
+func (h *Host) Group(id string) *Group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.groups[id]
+}
+
+// Len returns how many groups run.
+func (h *Host) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.groups)
+}
+
+// Close stops every group and the host.
+func (h *Host) Close() {
+	h.mu.Lock()
+	groups := make([]*Group, 0, len(h.groups))
+	for _, g := range h.groups {
+		groups = append(groups, g)
+	}
+	h.mu.Unlock()
+	for _, g := range groups {
+		g.Stop()
+	}
+	h.stopOnce.Do(func() {
+		close(h.stop)
+		h.sched.close()
+		h.appends.close()
+	})
+	h.done.Wait()
+}
+
+// Deliver hands the host a batch a peer sent to to. A batch for another
+// incarnation of this node, a message for a group it does not run, and one
+// whose sender is not the member the group knows are dropped and counted.
+func (h *Host) Deliver(from, to Peer, batch []Envelope) {
+	if to != h.cfg.Self {
+		h.counters.StaleIncarnation.Add(1)
+		h.cfg.Logger.Warningf("braid/replica: dropped a batch of %d from %s for %s: this node is %s", len(batch), from, to, h.cfg.Self)
+		return
+	}
+	h.mu.Lock()
+	h.heard[from.Node] = time.Now()
+	delete(h.down, from.Node)
+	h.mu.Unlock()
+	for _, e := range batch {
+		g := h.Group(e.Group)
+		if g == nil {
+			h.counters.UnknownGroup.Add(1)
+			continue
+		}
+		sender := uint64(0)
+		switch {
+		case e.Message != nil:
+			sender = e.Message.GetFrom()
+		case e.Quiesce != nil:
+			sender = e.Quiesce.From
+		}
+		if p, ok := g.cfg.Peers[sender]; !ok || p != from {
+			h.counters.NotMember.Add(1)
+			continue
+		}
+		if e.Message != nil {
+			g.Step(e.Message)
+		} else if e.Quiesce != nil {
+			g.quiet(*e.Quiesce)
+		}
+	}
+}
+
+// PeerDown wakes every quiet group that has a replica on node: if it led
+// them, its followers must tick to elect another leader.
+func (h *Host) PeerDown(node string) {
+	h.mu.Lock()
+	var wake []*Group
+	for _, g := range h.groups {
+		for _, p := range g.cfg.Peers {
+			if p.Node == node {
+				wake = append(wake, g)
+				break
+			}
+		}
+	}
+	h.mu.Unlock()
+	for _, g := range wake {
+		g.wake()
+	}
+}
+
+// send queues envelopes for a peer; they go out at the end of the round
+// (none: a beacon, an empty batch).
+func (h *Host) send(to Peer, envs ...Envelope) {
+	h.outMu.Lock()
+	if envs == nil {
+		if _, ok := h.out[to]; !ok {
+			h.out[to] = []Envelope{}
+		}
+	} else {
+		h.out[to] = append(h.out[to], envs...)
+	}
+	h.outMu.Unlock()
+}
+
+// flush sends what is queued, one batch per peer.
+func (h *Host) flush() {
+	h.outMu.Lock()
+	if len(h.out) == 0 {
+		h.outMu.Unlock()
+		return
+	}
+	out := h.out
+	h.out = map[Peer][]Envelope{}
+	h.outMu.Unlock()
+	for to, batch := range out {
+		h.counters.Batches.Add(1)
+		h.counters.Messages.Add(uint64(len(batch)))
+		h.cfg.Send(to, batch)
+	}
+}
+
+// work runs groups off s until the host stops, and sends the messages
+// they made whenever no group waits: a round.
+func (h *Host) work(s *scheduler, run func(*Group)) {
+	defer h.done.Done()
+	for runs := 1; ; runs++ {
+		g, ok := s.next()
+		if !ok {
+			return
+		}
+		run(g)
+		if s.empty() || runs%32 == 0 {
+			h.flush()
+		}
+	}
+}
+
+func (h *Host) tickLoop() {
+	defer h.done.Done()
+	t := time.NewTicker(h.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		h.mu.Lock()
+		groups := make([]*Group, 0, len(h.groups))
+		for _, g := range h.groups {
+			groups = append(groups, g)
+		}
+		var beacons []Peer
+		var silent []string
+		for p := range h.peers {
+			beacons = append(beacons, p)
+			heard, ok := h.heard[p.Node]
+			if !ok {
+				h.heard[p.Node] = now // a new peer: its timeout starts now
+			} else if now.Sub(heard) > h.cfg.PeerTimeout && !h.down[p.Node] {
+				h.down[p.Node] = true
+				silent = append(silent, p.Node)
+			}
+		}
+		h.mu.Unlock()
+		for _, g := range groups {
+			g.tick()
+		}
+		for _, node := range silent {
+			h.PeerDown(node)
+		}
+		for _, p := range beacons {
+			h.send(p)
+		}
+		h.flush()
+	}
+}
+
+func (h *Host) add(g *Group) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.groups[g.cfg.Group]; ok {
+		return fmt.Errorf("braid/replica: group %s runs here already", g.cfg.Group)
+	}
+	h.groups[g.cfg.Group] = g
+	for _, p := range g.cfg.Peers {
+		if p != h.cfg.Self {
+			h.peers[p]++
+		}
+	}
+	return nil
+}
+
+func (h *Host) remove(g *Group) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.groups[g.cfg.Group] != g {
+		return
+	}
+	delete(h.groups, g.cfg.Group)
+	for _, p := range g.cfg.Peers {
+		if p == h.cfg.Self {
+			continue
+		}
+		if h.peers[p]--; h.peers[p] <= 0 {
+			delete(h.peers, p)
+		}
+	}
+}
+
+// scheduler is a queue of groups with work; a group is in it at most once
+// and run by one worker at a time.
+type scheduler struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []*Group
+	closed bool
+}
+
+func (s *scheduler) init() { s.cond = sync.NewCond(&s.mu) }
+
+// add queues g; the caller has seen that it was not queued.
+func (s *scheduler) add(g *Group) {
+	s.mu.Lock()
+	s.queue = append(s.queue, g)
+	s.mu.Unlock()
+	s.cond.Signal()
+}
+
+// next waits for a group.
+func (s *scheduler) next() (g *Group, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) == 0 && !s.closed {
+		s.cond.Wait()
+	}
+	if s.closed {
+		return nil, false
+	}
+	g = s.queue[0]
+	s.queue[0] = nil
+	s.queue = s.queue[1:]
+	return g, true
+}
+
+func (s *scheduler) empty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) == 0
+}
+
+func (s *scheduler) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}

@@ -1,0 +1,184 @@
+package replica_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/braidmq/braid/internal/poll"
+	"github.com/braidmq/braid/replica"
+	"github.com/braidmq/braid/wal"
+)
+
+// An idle group goes quiet on every replica (no ticks, no messages); a
+// proposal wakes it; the loss of its leader's node wakes the followers,
+// which elect another.
+func TestHostQuiescesIdleGroups(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	lead := c.leader()
+	c.propose(lead, 0, 10, got)
+	quiet := func() error {
+		for _, id := range c.ids {
+			if g := c.group(id); g != nil && !g.Quiesced() {
+				return fmt.Errorf("replica %d is not quiet", id)
+			}
+		}
+		return nil
+	}
+	poll.EventuallyNil(t, 10*time.Second, "the group going quiet", quiet)
+	// Quiet: no tick is given over many tick intervals.
+	ticks := func() (n uint64) {
+		for _, id := range c.ids {
+			n += c.hosts[id].Counters().Ticks.Load()
+		}
+		return n
+	}
+	before := ticks()
+	deadline := time.Now().Add(100 * time.Millisecond) // 50 tick intervals
+	for time.Now().Before(deadline) {
+		if err := quiet(); err != nil {
+			t.Fatalf("woke with nothing to do: %v", err)
+		}
+		time.Sleep(time.Millisecond) // observing that nothing happens over a span: the span is the point
+	}
+	if after := ticks(); after > before+6 {
+		t.Fatalf("a quiet group was ticked %d times", after-before)
+	}
+	// A proposal wakes it and commits.
+	c.propose(lead, 100, 5, got)
+	c.agree(got)
+	poll.EventuallyNil(t, 10*time.Second, "the group going quiet again", quiet)
+	// The leader's node goes: the followers wake, elect, and take writes.
+	c.halt(lead)
+	next := c.leader(lead)
+	if lost := c.propose(next, 200, 5, got); lost != 0 {
+		t.Fatalf("%d proposals lost", lost)
+	}
+	c.agree(got)
+}
+
+// A message from a node that is not the member the group knows (another
+// incarnation), and a batch for an old incarnation of this node, are
+// dropped and counted.
+func TestHostDropsStrangers(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader()
+	var follower uint64
+	for _, id := range c.ids {
+		if id != lead {
+			follower = id
+		}
+	}
+	h := c.hosts[follower]
+	_, term, _ := c.group(follower).Status()
+	// A vote request at a far higher term, from the leader's node under a
+	// new incarnation: it must not reach raft (it would depose the leader).
+	m := &pb.Message{Type: pb.MsgVote.Enum(), From: proto.Uint64(lead), To: proto.Uint64(follower), Term: proto.Uint64(term + 10), LogTerm: proto.Uint64(term + 10), Index: proto.Uint64(1000)}
+	stranger := replica.Peer{Node: c.peers[lead].Node, Incarnation: "i2"}
+	h.Deliver(stranger, c.peers[follower], []replica.Envelope{{Group: groupName, Message: m}})
+	if n := h.Counters().NotMember.Load(); n != 1 {
+		t.Fatalf("not-member drops %d, want 1", n)
+	}
+	// The same batch to this node's old incarnation.
+	h.Deliver(c.peers[lead], replica.Peer{Node: c.peers[follower].Node, Incarnation: "i0"}, []replica.Envelope{{Group: groupName, Message: m}})
+	if n := h.Counters().StaleIncarnation.Load(); n != 1 {
+		t.Fatalf("stale-incarnation drops %d, want 1", n)
+	}
+	h.Deliver(c.peers[lead], c.peers[follower], []replica.Envelope{{Group: "no such group", Message: m}})
+	if n := h.Counters().UnknownGroup.Load(); n != 1 {
+		t.Fatalf("unknown-group drops %d, want 1", n)
+	}
+	if _, now, _ := c.group(follower).Status(); now != term {
+		t.Fatalf("the term moved from %d to %d", term, now)
+	}
+	got := acked{}
+	if lost := c.propose(lead, 0, 3, got); lost != 0 {
+		t.Fatalf("%d proposals lost", lost)
+	}
+}
+
+// Many groups share three hosts: each elects, commits and goes quiet.
+func TestHostManyGroups(t *testing.T) {
+	const n = 200
+	root := t.TempDir()
+	peers := map[uint64]replica.Peer{1: {"n1", "a"}, 2: {"n2", "b"}, 3: {"n3", "c"}}
+	hosts := map[replica.Peer]*replica.Host{}
+	for _, p := range peers {
+		hosts[p] = replica.NewHost(replica.HostConfig{Self: p, TickInterval: 20 * time.Millisecond, Workers: 2,
+			Send: func(to replica.Peer, batch []replica.Envelope) { hosts[to].Deliver(p, to, batch) }})
+	}
+	// Every host exists before any sends (the map is only read after).
+	var logs []*wal.Log
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			h.Close()
+		}
+		for _, l := range logs {
+			l.Close()
+		}
+	})
+	var leaders []*replica.Group
+	for i := range n {
+		name := fmt.Sprintf("g%d", i)
+		for id, p := range peers {
+			dir := fmt.Sprintf("%s/%s/%s", root, p.Node, name)
+			if err := replica.Bootstrap(nil, dir+".state", []uint64{1, 2, 3}); err != nil {
+				t.Fatal(err)
+			}
+			l, err := wal.Open(dir, wal.Options{Durability: wal.DurabilityNone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs = append(logs, l)
+			st, err := replica.OpenStorage(l, nil, dir+".state")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := hosts[p].Start(replica.Config{Group: name, ID: id, Peers: peers, Storage: st})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id == uint64(1+i%3) {
+				g.Campaign()
+				leaders = append(leaders, g)
+			}
+		}
+	}
+	for i, g := range leaders {
+		poll.EventuallyNil(t, 20*time.Second, "a leader", func() error {
+			if l, _, _ := g.Status(); l == 0 {
+				return fmt.Errorf("group %d has no leader", i)
+			}
+			return nil
+		})
+	}
+	for i, g := range leaders {
+		lead, _, _ := g.Status()
+		var leader *replica.Group
+		for _, h := range hosts {
+			if h.Self() == peers[lead] {
+				leader = h.Group(fmt.Sprintf("g%d", i))
+			}
+		}
+		if leader == nil {
+			t.Fatalf("group %d: leader %d (%v) runs no replica of it", i, lead, peers[lead])
+		}
+		if err := leader.Propose([]wal.Record{rec(i)}).Wait(); err != nil {
+			t.Fatalf("group %d: %v", i, err)
+		}
+	}
+	poll.EventuallyNil(t, 20*time.Second, "every group quiet", func() error {
+		for _, h := range hosts {
+			for i := range n {
+				if g := h.Group(fmt.Sprintf("g%d", i)); !g.Quiesced() {
+					return fmt.Errorf("%s: group %d not quiet", h.Self(), i)
+				}
+			}
+		}
+		return nil
+	})
+}
