@@ -58,6 +58,7 @@ type Group struct {
 	// Read by any goroutine.
 	committed atomic.Uint64 // the offset after the last committed record
 	commitIdx atomic.Uint64 // the last committed raft index
+	sealIdx   atomic.Uint64 // the index of the seal entry, once committed
 	leader    atomic.Uint64
 	term      atomic.Uint64
 	failed    atomic.Pointer[error]
@@ -147,7 +148,12 @@ func (h *Host) Start(cfg Config) (*Group, error) {
 	}
 	g := &Group{cfg: cfg, host: h, rn: rn, byIndex: map[uint64]*Proposal{}, open: map[*Proposal]struct{}{}}
 	g.commitIdx.Store(hs.GetCommit())
-	g.committed.Store(cfg.Storage.Offsets(hs.GetCommit()))
+	commit := hs.GetCommit()
+	if idx := cfg.Storage.SealIndex(); idx > 0 && idx <= commit {
+		g.sealIdx.Store(idx)
+		commit = idx
+	}
+	g.committed.Store(cfg.Storage.Offsets(commit))
 	if err := h.add(g); err != nil {
 		return nil, err
 	}
@@ -180,6 +186,33 @@ func (g *Group) Err() error {
 	return nil
 }
 
+// ErrSealed answers a proposal that reached the group after its seal
+// entry: its records were not stored.
+var ErrSealed = errors.New("braid/replica: the group is sealed")
+
+// Seal proposes the group's seal entry: once it is committed, the group
+// takes no more records, and every replica's committed prefix ends where
+// the seal is (Sealed). Proposals committed after it are answered
+// ErrSealed. Only the leader can seal; sealing a sealed group is answered
+// at once.
+func (g *Group) Seal() *Proposal {
+	p := &Proposal{data: sealData, done: make(chan struct{})}
+	if _, ok := g.Sealed(); ok {
+		p.finish(nil)
+		return p
+	}
+	return g.propose(p)
+}
+
+// Sealed returns the end of the group's records once its seal is
+// committed: the offset after the last record it will ever hold.
+func (g *Group) Sealed() (end uint64, ok bool) {
+	if idx := g.sealIdx.Load(); idx > 0 && idx <= g.commitIdx.Load() {
+		return g.committed.Load(), true
+	}
+	return 0, false
+}
+
 // Campaign makes this replica stand for election at once.
 func (g *Group) Campaign() { g.post(true, func() { _ = g.rn.Campaign() }) }
 
@@ -206,6 +239,15 @@ func (g *Group) Propose(recs []wal.Record) *Proposal {
 		p.finish(fmt.Errorf("braid/replica: a proposal of no record"))
 		return p
 	}
+	if _, ok := g.Sealed(); ok {
+		p.finish(ErrSealed)
+		return p
+	}
+	return g.propose(p)
+}
+
+// propose hands p's data to raft on the group's worker.
+func (g *Group) propose(p *Proposal) *Proposal {
 	g.mu.Lock()
 	if !g.stopped {
 		g.open[p] = struct{}{}
@@ -447,22 +489,38 @@ func (g *Group) apply(ents []*pb.Entry) {
 		return
 	}
 	last := ents[len(ents)-1].GetIndex()
+	seal := g.sealIdx.Load()
 	for _, e := range ents {
+		if seal == 0 && e.GetType() == pb.EntryNormal && isSeal(e.Data) {
+			seal = e.GetIndex()
+			g.sealIdx.Store(seal)
+			// Known at the next start without waiting for a leader.
+			if err := g.cfg.Storage.PersistCommit(seal); err != nil {
+				g.host.cfg.Logger.Errorf("braid/replica: %s: recording its seal: %v", g.cfg.Group, err)
+			}
+		}
 		p, ok := g.byIndex[e.GetIndex()]
 		if !ok {
 			continue
 		}
 		delete(g.byIndex, e.GetIndex())
-		if p.id.Term != e.GetTerm() {
+		switch {
+		case p.id.Term != e.GetTerm():
 			g.finish(p, ErrLost)
-			continue
+		case seal != 0 && e.GetIndex() > seal:
+			g.finish(p, ErrSealed)
+		default:
+			first, count, _ := g.cfg.Storage.EntryAt(e.GetIndex())
+			p.First, p.Next = first, first+count
+			g.finish(p, nil)
 		}
-		first, count, _ := g.cfg.Storage.EntryAt(e.GetIndex())
-		p.First, p.Next = first, first+count
-		g.finish(p, nil)
 	}
 	g.commitIdx.Store(last)
-	next := g.cfg.Storage.Offsets(last)
+	visible := last
+	if seal != 0 {
+		visible = min(last, seal)
+	}
+	next := g.cfg.Storage.Offsets(visible)
 	if next != g.committed.Swap(next) && g.cfg.OnCommitted != nil {
 		g.cfg.OnCommitted(next)
 	}

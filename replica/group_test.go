@@ -387,3 +387,64 @@ func TestGroupConflictingSuffixIsCut(t *testing.T) {
 		}
 	}
 }
+
+// A sealed group takes no more records: proposals after the seal are
+// refused, every replica's committed prefix ends at the seal, and so it
+// does after a restart and on the replica that leads next.
+func TestGroupSeal(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	lead := c.leader()
+	c.propose(lead, 0, 10, got)
+	// Proposals racing the seal: each is either stored before it or
+	// refused after it.
+	var racing []*replica.Proposal
+	for i := range 5 {
+		racing = append(racing, c.group(lead).Propose([]wal.Record{rec(100 + i)}))
+	}
+	if err := c.group(lead).Seal().Wait(); err != nil {
+		t.Fatalf("seal: %v", err)
+	}
+	for i := range 5 {
+		racing = append(racing, c.group(lead).Propose([]wal.Record{rec(200 + i)}))
+	}
+	for i, p := range racing {
+		if err := p.Wait(); err == nil {
+			got[p.First] = rec(100 + i)
+			if i >= 5 {
+				t.Fatalf("a proposal made after the seal was committed at %d", p.First)
+			}
+		} else if !errors.Is(err, replica.ErrSealed) {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+	}
+	end, ok := c.group(lead).Sealed()
+	if !ok || end != uint64(len(got)) {
+		t.Fatalf("sealed at %d (%v), want the %d records committed", end, ok, len(got))
+	}
+	c.agree(got)
+	for _, id := range c.ids {
+		poll.EventuallyNil(t, 10*time.Second, "the seal on every replica", func() error {
+			if e, ok := c.group(id).Sealed(); !ok || e != end {
+				return fmt.Errorf("replica %d: sealed %v at %d", id, ok, e)
+			}
+			return nil
+		})
+	}
+	// After the leader's loss and a restart of all, the seal holds.
+	c.halt(lead)
+	next := c.leader(lead)
+	if err := c.group(next).Propose([]wal.Record{rec(300)}).Wait(); !errors.Is(err, replica.ErrSealed) {
+		t.Fatalf("a proposal to the next leader: %v, want ErrSealed", err)
+	}
+	c.start(lead)
+	for _, id := range c.ids {
+		c.halt(id)
+	}
+	for _, id := range c.ids {
+		c.start(id)
+		if e, ok := c.group(id).Sealed(); !ok || e != end {
+			t.Fatalf("replica %d after a restart: sealed %v at %d, want %d", id, ok, e, end)
+		}
+	}
+}

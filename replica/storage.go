@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -34,6 +35,7 @@ type Storage struct {
 	// stored is what the state file holds of the hard state, to tell
 	// which changes must reach it before raft may go on.
 	storedTerm, storedVote uint64
+	stored                 struct{ commit uint64 }
 }
 
 // slot is one entry of the log: its term and, for an entry that carries
@@ -84,6 +86,7 @@ func OpenStorage(log *wal.Log, fsys wal.FS, path string) (*Storage, error) {
 		return nil, err
 	}
 	s := &Storage{log: log, fsys: fsys, path: path, st: st, storedTerm: st.term, storedVote: st.vote}
+	s.stored.commit = st.commit
 	// Merge the frames and the marks by index, from the compaction point.
 	index, term := st.snapIndex, st.snapTerm
 	r, m := 0, 0
@@ -343,7 +346,29 @@ func (s *Storage) Append(ents []*pb.Entry) error {
 
 // carriesRecords says whether e is stored in the log (a proposal of
 // records) rather than as a mark.
-func carriesRecords(e *pb.Entry) bool { return e.GetType() == pb.EntryNormal && len(e.Data) > 0 }
+func carriesRecords(e *pb.Entry) bool {
+	return e.GetType() == pb.EntryNormal && len(e.Data) > 0 && !isSeal(e.Data)
+}
+
+// sealData is the data of a seal entry: after it the group takes no
+// record. It cannot be the data of records (its first size prefix
+// overflows a uvarint), so it is told apart from them.
+var sealData = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 's', 'e', 'a', 'l'}
+
+func isSeal(data []byte) bool { return bytes.Equal(data, sealData) }
+
+// SealIndex returns the index of the first seal entry the log holds (its
+// marks), or 0. It is the group's seal once committed.
+func (s *Storage) SealIndex() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.st.marks {
+		if m.typ == pb.EntryNormal && isSeal(m.data) {
+			return m.index
+		}
+	}
+	return 0
+}
 
 // SetHardState records hs. A change of term or vote reaches the state file
 // durably before it returns (raft must not send a vote or act in a term
@@ -364,6 +389,19 @@ func (s *Storage) SetHardState(hs *pb.HardState) error {
 	return s.writeStateLocked()
 }
 
+// PersistCommit writes the commit index i to the state file durably now
+// (SetHardState keeps a commit index alone in memory): a replica records
+// that its seal is committed, so that it knows it at its next start.
+func (s *Storage) PersistCommit(i uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i <= s.st.commit && s.stored.commit >= i {
+		return nil
+	}
+	s.st.commit = max(s.st.commit, min(i, s.lastLocked()))
+	return s.writeStateLocked()
+}
+
 // Commit is the log's Commit: the records Append wrote are durable after
 // it.
 func (s *Storage) Commit() error {
@@ -376,5 +414,6 @@ func (s *Storage) writeStateLocked() error {
 		return fmt.Errorf("braid/replica: writing %s: %w", s.path, err)
 	}
 	s.storedTerm, s.storedVote = s.st.term, s.st.vote
+	s.stored.commit = s.st.commit
 	return nil
 }
