@@ -96,6 +96,7 @@ bench:
 	$(GO) run ./benchmarks/migrate -sizes 64,256
 	$(GO) run ./benchmarks/secure -messages 200000 -rounds 5
 	$(GO) run ./benchmarks/raftcost -groups 1000,10000 -ticks 50
+	$(GO) run ./benchmarks/replication -rounds 3 -idle-groups 10000
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
