@@ -29,8 +29,9 @@ type Config struct {
 	// 0.
 	ElectionTick, HeartbeatTick int
 	// OnCommitted hears of every move of the committed frontier: the offset
-	// after the last committed record (what readers of this replica may
-	// see). Called from a host worker.
+	// after the last committed record, what readers of this replica see
+	// (the group sets it as its log's read limit). Called from a host
+	// worker.
 	OnCommitted func(next uint64)
 }
 
@@ -154,6 +155,8 @@ func (h *Host) Start(cfg Config) (*Group, error) {
 		commit = idx
 	}
 	g.committed.Store(cfg.Storage.Offsets(commit))
+	// Readers of the log see what is committed, no more.
+	cfg.Storage.Log().SetReadLimit(g.committed.Load())
 	if err := h.add(g); err != nil {
 		return nil, err
 	}
@@ -521,6 +524,7 @@ func (g *Group) apply(ents []*pb.Entry) {
 		visible = min(last, seal)
 	}
 	next := g.cfg.Storage.Offsets(visible)
+	g.cfg.Storage.Log().SetReadLimit(next)
 	if next != g.committed.Swap(next) && g.cfg.OnCommitted != nil {
 		g.cfg.OnCommitted(next)
 	}

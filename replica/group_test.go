@@ -367,7 +367,7 @@ func TestGroupConflictingSuffixIsCut(t *testing.T) {
 		c.mu.Lock()
 		l := c.logs[old]
 		c.mu.Unlock()
-		if n := l.NextOffset(); n < uint64(len(got))+10 {
+		if n := l.DurableOffset(); n < uint64(len(got))+10 {
 			return fmt.Errorf("the cut-off leader wrote up to %d", n)
 		}
 		return nil
@@ -446,5 +446,32 @@ func TestGroupSeal(t *testing.T) {
 		if e, ok := c.group(id).Sealed(); !ok || e != end {
 			t.Fatalf("replica %d after a restart: sealed %v at %d, want %d", id, ok, e, end)
 		}
+	}
+}
+
+// Readers of a replica's log see what is committed, never an entry a
+// cut-off leader wrote alone.
+func TestGroupReadersSeeCommittedOnly(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	old := c.leader()
+	c.propose(old, 0, 5, got)
+	c.agree(got)
+	c.setCut(old, true)
+	c.group(old).Propose([]wal.Record{rec(900), rec(901)})
+	c.mu.Lock()
+	l := c.logs[old]
+	c.mu.Unlock()
+	poll.EventuallyNil(t, 10*time.Second, "the cut-off leader's write", func() error {
+		if d := l.DurableOffset(); d < uint64(len(got))+2 {
+			return fmt.Errorf("durable to %d", d)
+		}
+		return nil
+	})
+	if n := l.NextOffset(); n != uint64(len(got)) {
+		t.Fatalf("readers of the cut-off leader see up to %d; committed is %d", n, len(got))
+	}
+	if recs, _ := l.ReadRange(uint64(len(got)), 10, 0); len(recs) != 0 {
+		t.Fatalf("a reader read %d uncommitted records", len(recs))
 	}
 }

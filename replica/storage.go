@@ -175,7 +175,7 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 			mk := s.st.marks[k]
 			e.Type, e.Data = mk.typ.Enum(), mk.data
 		} else {
-			recs, err := s.log.ReadRange(sl.first, int(sl.count), 1<<62)
+			recs, err := s.log.ReadRangeDurable(sl.first, int(sl.count), 1<<62)
 			if err != nil {
 				return nil, fmt.Errorf("braid/replica: entry %d, offsets [%d, %d): %w", i, sl.first, sl.first+sl.count, err)
 			}

@@ -178,3 +178,45 @@ func TestEntryDamageIsAHole(t *testing.T) {
 		t.Fatalf("read after the hole: %v", err)
 	}
 }
+
+// A read limit hides the records past it from readers, not from
+// replication.
+func TestReadLimit(t *testing.T) {
+	l, err := wal.Open(t.TempDir(), wal.Options{Durability: wal.DurabilityAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 3 {
+		if _, err := l.AppendEntry(wal.EntryID{Term: 1, Index: uint64(i + 1)}, crashRecord(2*i), crashRecord(2*i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.NextOffset() != 6 {
+		t.Fatalf("next %d before a limit", l.NextOffset())
+	}
+	l.SetReadLimit(2)
+	if l.NextOffset() != 2 || l.DurableOffset() != 6 {
+		t.Fatalf("next %d, durable %d; want 2, 6", l.NextOffset(), l.DurableOffset())
+	}
+	if recs, err := l.ReadRange(0, 100, 0); err != nil || len(recs) != 2 {
+		t.Fatalf("read under the limit: %d records, %v", len(recs), err)
+	}
+	if recs, err := l.ReadRange(2, 100, 0); err != nil || len(recs) != 0 {
+		t.Fatalf("read at the limit: %d records, %v", len(recs), err)
+	}
+	if _, err := l.Read(3); !errors.Is(err, wal.ErrNotFound) {
+		t.Fatalf("read past the limit: %v", err)
+	}
+	if recs, err := l.ReadRangeDurable(2, 100, 0); err != nil || len(recs) != 4 {
+		t.Fatalf("durable read past the limit: %d records, %v", len(recs), err)
+	}
+	l.SetReadLimit(1) // never shrinks
+	if l.NextOffset() != 2 {
+		t.Fatalf("the limit shrank to %d", l.NextOffset())
+	}
+	l.SetReadLimit(10)
+	if l.NextOffset() != 6 {
+		t.Fatalf("next %d under a limit past the end", l.NextOffset())
+	}
+}

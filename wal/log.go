@@ -67,6 +67,8 @@ type Log struct {
 	stopSyncer chan struct{} // closed by Close; nil unless DurabilityInterval
 	syncerDone chan struct{} // closed by the syncer goroutine when it returns
 	syncs      atomic.Uint64 // fsync passes done, for tests
+	// readLimit bounds what readers see (SetReadLimit); MaxUint64: none.
+	readLimit atomic.Uint64
 	// preallocated is tail.alloc - tail.size, for SizeBytes.
 	preallocated atomic.Int64
 	// tailStarted is when the tail file was started, or found at Open
@@ -220,6 +222,7 @@ func open(dir string, opts Options) (*Log, error) {
 		// The first file may just have been created.
 		dirUnsynced: true,
 	}
+	l.readLimit.Store(math.MaxUint64)
 	l.journaled = journaled
 	l.addHolesLocked(index.holes)
 	for _, f := range files {
@@ -259,11 +262,37 @@ func (l *Log) FirstOffset() uint64 {
 	return l.view.first
 }
 
-// NextOffset returns the offset the next appended record gets.
+// NextOffset returns the offset the next appended record gets; with a
+// read limit (SetReadLimit), the offset after the last record readers may
+// see.
 func (l *Log) NextOffset() uint64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	return min(l.view.next, l.readLimit.Load())
+}
+
+// DurableOffset returns the offset after the last durable record, past
+// the read limit.
+func (l *Log) DurableOffset() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return l.view.next
+}
+
+// SetReadLimit makes readers (Read, ReadRange, NextOffset) see the log's
+// records below limit only, as far as they are durable: a replicated log
+// shows what is committed on a majority of its replicas, not what its
+// own disk holds. The limit may only grow; the default is none.
+func (l *Log) SetReadLimit(limit uint64) {
+	for {
+		old := l.readLimit.Load()
+		if old != math.MaxUint64 && limit <= old {
+			return
+		}
+		if l.readLimit.CompareAndSwap(old, limit) {
+			return
+		}
+	}
 }
 
 // trimLocked cuts the preallocated zeros off the tail file, before a roll

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,7 @@ type olderFile struct {
 func (l *Log) Read(off uint64) (Record, error) {
 	l.readMu.Lock()
 	v := l.viewLocked()
+	v.next = min(v.next, l.readLimit.Load())
 	var body []byte
 	err := v.check(off, l.dir)
 	if err == nil {
@@ -60,8 +62,20 @@ func (l *Log) Read(off uint64) (Record, error) {
 // (a *HoleError for a hole, which the caller may skip) comes from the call
 // that starts at that offset.
 func (l *Log) ReadRange(from uint64, maxRecords int, maxBytes int) ([]Record, error) {
+	return l.readRange(from, maxRecords, maxBytes, l.readLimit.Load())
+}
+
+// ReadRangeDurable is ReadRange past the read limit (SetReadLimit): every
+// durable record. Replication reads with it the entries it has not
+// committed yet, to send them to other replicas.
+func (l *Log) ReadRangeDurable(from uint64, maxRecords int, maxBytes int) ([]Record, error) {
+	return l.readRange(from, maxRecords, maxBytes, math.MaxUint64)
+}
+
+func (l *Log) readRange(from uint64, maxRecords int, maxBytes int, limit uint64) ([]Record, error) {
 	l.readMu.Lock()
 	v := l.viewLocked()
+	v.next = min(v.next, limit)
 	switch {
 	case v.closed:
 		l.readMu.Unlock()

@@ -77,12 +77,13 @@ type cluster struct {
 	peers map[uint64]replica.Peer
 	root  string
 	logs  []*wal.Log
+	files *wal.FileCache // bounds the descriptors of many logs
 }
 
 func newCluster(n int, tick time.Duration) *cluster {
 	root, err := os.MkdirTemp("", "braid-replication-")
 	check(err)
-	c := &cluster{hosts: map[replica.Peer]*replica.Host{}, peers: map[uint64]replica.Peer{}, root: root}
+	c := &cluster{hosts: map[replica.Peer]*replica.Host{}, peers: map[uint64]replica.Peer{}, root: root, files: wal.NewFileCache(2000)}
 	for i := range n {
 		c.peers[uint64(i+1)] = replica.Peer{Node: fmt.Sprintf("n%d", i+1), Incarnation: "bench"}
 	}
@@ -122,7 +123,7 @@ func (c *cluster) group(name string, durability wal.Durability) map[uint64]*repl
 	for id, p := range c.peers {
 		dir := filepath.Join(c.root, p.Node, name)
 		check(replica.Bootstrap(nil, dir+".state", voters))
-		l, err := wal.Open(dir, wal.Options{Durability: durability})
+		l, err := wal.Open(dir, wal.Options{Durability: durability, Files: c.files})
 		check(err)
 		c.logs = append(c.logs, l)
 		st, err := replica.OpenStorage(l, nil, dir+".state")
