@@ -41,6 +41,7 @@ type segmentJSON struct {
 	SealedEpoch  *uint64      `json:"sealed_epoch"`
 	Partition    *int         `json:"partition"`
 	Owner        *string      `json:"owner"`
+	Replicas     []Replica    `json:"replicas"`
 }
 
 // MarshalJSON encodes r as ["0x%016x","0x%016x"].
@@ -128,6 +129,11 @@ func (s *Segment) appendJSON(b []byte) []byte {
 		quoted, _ := json.Marshal(s.Owner) // cannot fail for a string
 		b = append(b, quoted...)
 	}
+	if len(s.Replicas) > 0 {
+		b = append(b, `,"replicas":`...)
+		quoted, _ := json.Marshal(s.Replicas) // cannot fail for strings
+		b = append(b, quoted...)
+	}
 	return append(b, '}')
 }
 
@@ -200,6 +206,9 @@ func (w *segmentJSON) segment(where string) (Segment, error) {
 			return Segment{}, errorf(ErrInvalid, "segment %d: empty owner (omit it for none)", id)
 		}
 		s.Owner = *w.Owner
+	}
+	if len(w.Replicas) > 0 {
+		s.Replicas = w.Replicas
 	}
 	return s, nil
 }

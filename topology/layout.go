@@ -2,6 +2,7 @@ package topology
 
 import (
 	"cmp"
+	"encoding/json"
 	"math/bits"
 	"slices"
 )
@@ -69,6 +70,34 @@ type Segment struct {
 	// segments without one; the controller that persists the layout
 	// stamps them (see WithOwner).
 	Owner string
+
+	// Replicas, when the segment is replicated, are the nodes whose disks
+	// hold a copy of each of its bucket logs, one raft group per bucket
+	// (package replica): the owner first, which leads them while it
+	// lives. Replica i has raft id i+1. A replica is a node id and the
+	// incarnation of its data directory: the same node back with an empty
+	// directory is not one of them. Empty for a segment of one copy.
+	Replicas []Replica
+}
+
+// Replica is one copy of a replicated segment: a node and its data
+// directory's incarnation.
+type Replica struct {
+	Node, Incarnation string
+}
+
+// MaxReplicas bounds a segment's replicas.
+const MaxReplicas = 7
+
+// ReplicaID returns the raft id of node's replica of s (its index + 1),
+// or 0 if node with incarnation holds none.
+func (s Segment) ReplicaID(node, incarnation string) uint64 {
+	for i, r := range s.Replicas {
+		if r.Node == node && r.Incarnation == incarnation {
+			return uint64(i + 1)
+		}
+	}
+	return 0
 }
 
 // MaxOwnerLen bounds an owner node id.
@@ -339,4 +368,25 @@ func (l Layout) depths() []int {
 		}
 	}
 	return depth
+}
+
+// MarshalJSON encodes r as {"node":…,"incarnation":…}.
+func (r Replica) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Node        string `json:"node"`
+		Incarnation string `json:"incarnation"`
+	}{r.Node, r.Incarnation})
+}
+
+// UnmarshalJSON decodes what MarshalJSON makes.
+func (r *Replica) UnmarshalJSON(data []byte) error {
+	var w struct {
+		Node        string `json:"node"`
+		Incarnation string `json:"incarnation"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	r.Node, r.Incarnation = w.Node, w.Incarnation
+	return nil
 }

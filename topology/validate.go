@@ -104,6 +104,22 @@ func (l Layout) validateSegment(s *Segment) error {
 	if !validOwner(s.Owner) {
 		return bad("owner %q is not a node id (up to %d letters, digits, '-' and '_')", s.Owner, MaxOwnerLen)
 	}
+	if len(s.Replicas) > MaxReplicas {
+		return bad("%d replicas, more than %d", len(s.Replicas), MaxReplicas)
+	}
+	for i, r := range s.Replicas {
+		switch {
+		case r.Node == "" || !validOwner(r.Node) || r.Incarnation == "" || !validOwner(r.Incarnation):
+			return bad("replica %d (%q, incarnation %q) is not a node id and an incarnation", i, r.Node, r.Incarnation)
+		case i == 0 && r.Node != s.Owner:
+			return bad("its first replica is on %s, not its owner %q", r.Node, s.Owner)
+		}
+		for _, o := range s.Replicas[:i] {
+			if o.Node == r.Node {
+				return bad("two replicas on node %s", r.Node)
+			}
+		}
+	}
 	if s.CreatedEpoch < 1 || s.CreatedEpoch > l.Epoch {
 		return bad("created epoch %d is outside [1, %d]", s.CreatedEpoch, l.Epoch)
 	}
