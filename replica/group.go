@@ -8,6 +8,7 @@ import (
 	"log"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -205,6 +206,37 @@ func (g *Group) Seal() *Proposal {
 		return p
 	}
 	return g.propose(p)
+}
+
+// Lead makes this replica the group's leader if it is not: raft hands the
+// leadership over (MsgTransferLeader, forwarded to the leader) once this
+// replica holds the leader's log. Done is closed once this replica leads,
+// or after timeout.
+func (g *Group) Lead(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		lead, _, _ := g.Status()
+		if lead == g.cfg.ID {
+			return nil
+		}
+		if !g.post(true, func() {
+			st := g.rn.BasicStatus()
+			switch {
+			case st.Lead == g.cfg.ID:
+			case st.Lead == 0:
+				_ = g.rn.Campaign()
+			default:
+				g.rn.TransferLeader(g.cfg.ID)
+			}
+		}) {
+			return ErrStopped
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("braid/replica: replica %d of %s could not take the lead (leader %d) within %v", g.cfg.ID, g.cfg.Group, lead, timeout)
+		}
+		// The lead moves in a few round trips: look again shortly.
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Sealed returns the end of the group's records once its seal is

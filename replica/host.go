@@ -59,6 +59,12 @@ type HostConfig struct {
 	// every tick: the heartbeat of every group they share, coalesced, so
 	// that quiet groups notice a lost leader.
 	PeerTimeout time.Duration
+	// OnUnknown, when set, hears of a message for a group this node does
+	// not run (it may start it: a replica whose node restarted, or a new
+	// group's follower). It runs on a goroutine of its own, once at a
+	// time per group and at most once a second per group; messages that
+	// come meanwhile are dropped (raft sends again).
+	OnUnknown func(group string, from Peer)
 	// Logger is raft's logger; none if nil.
 	Logger raft.Logger
 }
@@ -80,6 +86,9 @@ type Host struct {
 	peers map[Peer]int
 	heard map[string]time.Time
 	down  map[string]bool
+	// unknown is when OnUnknown was last called for each group it was
+	// called for, and whether it runs.
+	unknown map[string]unknownCall
 
 	sched   scheduler // groups with work for the raft state machine
 	appends scheduler // groups with appends to write
@@ -128,7 +137,7 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.Logger == nil {
 		cfg.Logger = discardLogger
 	}
-	h := &Host{cfg: cfg, groups: map[string]*Group{}, peers: map[Peer]int{}, heard: map[string]time.Time{}, down: map[string]bool{},
+	h := &Host{cfg: cfg, groups: map[string]*Group{}, peers: map[Peer]int{}, heard: map[string]time.Time{}, down: map[string]bool{}, unknown: map[string]unknownCall{},
 		out: map[Peer][]Envelope{}, stop: make(chan struct{})}
 	h.sched.init()
 	h.appends.init()
@@ -198,6 +207,7 @@ func (h *Host) Deliver(from, to Peer, batch []Envelope) {
 		g := h.Group(e.Group)
 		if g == nil {
 			h.counters.UnknownGroup.Add(1)
+			h.callUnknown(e.Group, from)
 			continue
 		}
 		sender := uint64(0)
@@ -217,6 +227,41 @@ func (h *Host) Deliver(from, to Peer, batch []Envelope) {
 			g.quiet(*e.Quiesce)
 		}
 	}
+}
+
+type unknownCall struct {
+	at      time.Time
+	running bool
+}
+
+// callUnknown calls OnUnknown for group, unless it runs or ran within the
+// last second.
+func (h *Host) callUnknown(group string, from Peer) {
+	if h.cfg.OnUnknown == nil {
+		return
+	}
+	now := time.Now()
+	h.mu.Lock()
+	c := h.unknown[group]
+	if c.running || now.Sub(c.at) < time.Second {
+		h.mu.Unlock()
+		return
+	}
+	h.unknown[group] = unknownCall{at: now, running: true}
+	if len(h.unknown) > 4096 {
+		for k, v := range h.unknown {
+			if !v.running && now.Sub(v.at) > time.Second {
+				delete(h.unknown, k)
+			}
+		}
+	}
+	h.mu.Unlock()
+	go func() {
+		h.cfg.OnUnknown(group, from)
+		h.mu.Lock()
+		h.unknown[group] = unknownCall{at: time.Now()}
+		h.mu.Unlock()
+	}()
 }
 
 // PeerDown wakes every quiet group that has a replica on node: if it led

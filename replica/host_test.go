@@ -182,3 +182,58 @@ func TestHostManyGroups(t *testing.T) {
 		return nil
 	})
 }
+
+// A replica can take the lead of its group; a host asks OnUnknown about a
+// group it does not run, which may start it.
+func TestHostLeadAndUnknownGroups(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader()
+	var other uint64
+	for _, id := range c.ids {
+		if id != lead {
+			other = id
+		}
+	}
+	if err := c.group(other).Lead(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if now := c.leader(); now != other {
+		t.Fatalf("leader %d after replica %d took the lead", now, other)
+	}
+	got := acked{}
+	if lost := c.propose(other, 0, 3, got); lost != 0 {
+		t.Fatalf("%d lost", lost)
+	}
+	c.agree(got)
+}
+
+func TestHostCallsOnUnknownOncePerGroup(t *testing.T) {
+	calls := make(chan string, 10)
+	self := replica.Peer{Node: "n1", Incarnation: "a"}
+	h := replica.NewHost(replica.HostConfig{Self: self, Send: func(replica.Peer, []replica.Envelope) {},
+		OnUnknown: func(group string, from replica.Peer) { calls <- group + " from " + from.String() }})
+	defer h.Close()
+	m := &pb.Message{Type: pb.MsgHeartbeat.Enum(), From: proto.Uint64(2), To: proto.Uint64(1)}
+	for range 5 {
+		h.Deliver(replica.Peer{Node: "n2", Incarnation: "b"}, self, []replica.Envelope{{Group: "ghost", Message: m}})
+	}
+	select {
+	case got := <-calls:
+		if got != "ghost from n2/b" {
+			t.Fatalf("OnUnknown(%s)", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnUnknown was not called")
+	}
+	// The other four came within the second: no more calls. The counter
+	// says the five were dropped.
+	poll.EventuallyNil(t, 10*time.Second, "the drops counted", func() error {
+		if n := h.Counters().UnknownGroup.Load(); n != 5 {
+			return fmt.Errorf("%d unknown-group drops", n)
+		}
+		return nil
+	})
+	if len(calls) != 0 {
+		t.Fatalf("OnUnknown called %d more times within a second", len(calls))
+	}
+}
