@@ -184,6 +184,7 @@ func (m *Manager) stopTopic(t *Topic, idle time.Duration, force bool) bool {
 	if err := m.system.Root.StopFuture(t.pid).Wait(); err != nil {
 		m.log.Warn("topic passivation: stop controller", "topic", t.uri, "err", err)
 	}
+	m.stopGroups(t.name, -1)
 	if err := m.store.CloseTopic(t.name); err != nil {
 		m.log.Warn("topic passivation: close logs", "topic", t.uri, "err", err)
 	}

@@ -129,6 +129,9 @@ type bucketActor struct {
 	// (lateAppends), for every incarnation of it.
 	late *lateAppends
 	rw   *remoteWriter
+	// rc proposes the batches of a replicated unit to its raft group
+	// (replicated.go); nil for a unit of one copy.
+	rc *replicaCommitter
 	// restarted is set on every incarnation after the first (a
 	// supervisor restart).
 	restarted bool
@@ -211,11 +214,18 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.w = b.store.NewWriter(b.key, l, b.opts, b.log)
+		if st := b.topicState(); st != nil {
+			if s, ok := st.layout.Segment(b.key.Segment); ok && replicated(s) && s.State == topology.StateActive {
+				if err := b.startReplicated(s, l); err != nil {
+					panic(err) // the supervisor restarts the bucket, which tries again
+				}
+			}
+		}
 		topicName := topicLabels(b.key.Topic.String())
 		b.appendedMsgs, b.appendedBytes = b.m.appendedMsgs.WithLabelValues(topicName...), b.m.appendedBytes.WithLabelValues(topicName...)
 		ns := b.key.Topic.Tenant + "/" + b.key.Topic.Namespace
 		b.nsMsgs, b.nsBytes = b.m.nsAppendedMsgs.WithLabelValues(ns), b.m.nsAppendedBytes.WithLabelValues(ns)
-		if b.opts.Durability == wal.DurabilityAlways {
+		if b.opts.Durability == wal.DurabilityAlways && b.rc == nil {
 			topic := b.key.Topic.String()
 			b.commit = logstore.NewCommitter(b.key, b.w, logstore.GroupOf[appendReq](b.store), b.log, func() { b.store.Signal(topic) },
 				func(reqs []appendReq) { b.account(reqs) })
@@ -243,6 +253,15 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		next := uint64(0)
 		if b.w != nil {
 			next = b.w.Current().NextOffset()
+		}
+		if b.rc != nil && !msg.unseal {
+			// Every replica agrees where the sealed unit ends.
+			end, err := b.rc.seal()
+			if err != nil {
+				b.log.Error("sealing a replicated unit's raft group failed; its replicas may end it later", "unit", b.key.String(), "err", err)
+			} else {
+				next = end
+			}
 		}
 		if msg.unseal {
 			b.sealedAt = 0
@@ -327,6 +346,33 @@ func (b *bucketActor) startRemote() {
 		b.gated = b.gate.Load()
 	}
 	b.lane.closeLane()
+}
+
+// topicState returns the topic's current state, nil if it has none yet.
+func (b *bucketActor) topicState() *topicState {
+	if b.topic == nil {
+		return nil
+	}
+	return b.topic.state.Load()
+}
+
+// startReplicated makes the bucket of a replicated unit (its segment s
+// names replicas) propose its batches to the unit's raft group, whose log
+// l is; it takes the lead of the group (this node owns the segment).
+func (b *bucketActor) startReplicated(s topology.Segment, l *wal.Log) error {
+	m := b.topic.mgr
+	g, err := m.startGroup(b.key, b.topic.incarnation, s, l)
+	if err != nil {
+		return err
+	}
+	b.rc = &replicaCommitter{key: b.key, g: g, fence: b.store.AckFence(), onAck: func(reqs []appendReq) {
+		b.account(reqs)
+		b.store.Signal(b.key.Topic.String())
+	}}
+	// The lead comes to the owner in a few round trips; appends proposed
+	// before then take it (replicaCommitter.submit).
+	go func() { _ = g.Lead(replicaLeadTimeout) }()
+	return nil
 }
 
 // updateLane opens the lane when the bucket takes appends as they come
@@ -460,6 +506,9 @@ func (b *bucketActor) drain() {
 	if b.rw != nil {
 		b.rw.drain()
 	}
+	if b.rc != nil {
+		b.rc.drain()
+	}
 	if b.commit != nil {
 		b.commit.Drain()
 	}
@@ -487,6 +536,11 @@ func (b *bucketActor) flush() {
 	if b.rw != nil {
 		b.disposeLaned(queue)
 		b.rw.submit(queue)
+		return
+	}
+	if b.rc != nil {
+		b.disposeLaned(queue)
+		b.rc.submit(queue)
 		return
 	}
 	if b.commit != nil {

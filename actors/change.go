@@ -283,6 +283,7 @@ func (c *controller) abandon(created []topology.SegmentID) {
 			_ = c.t.mgr.system.Root.StopFuture(seg.pid).Wait()
 			delete(c.segments, id)
 		}
+		c.t.mgr.stopGroups(c.t.name, int64(id))
 		if err := c.t.mgr.store.RemoveSegment(c.t.name, id); err != nil {
 			c.t.mgr.log.Warn("removing the logs of an abandoned segment", "topic", c.t.uri, "segment", id, "err", err)
 		}
@@ -305,6 +306,7 @@ func (c *controller) removeDeleted(ids []topology.SegmentID) {
 	elsewhere := c.elsewhere(ids)
 	time.AfterFunc(removeGrace, func() {
 		for _, id := range ids {
+			c.t.mgr.stopGroups(name, int64(id))
 			if err := store.RemoveSegment(name, id); err != nil {
 				log.Warn("removing a deleted segment's logs", "topic", name.String(), "segment", id, "err", err)
 			}

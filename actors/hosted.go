@@ -419,6 +419,7 @@ func (m *Manager) DropTopic(ctx context.Context, name routing.TopicName, incarna
 	m.servedMu.Lock()
 	delete(m.served, name.String())
 	m.servedMu.Unlock()
+	m.stopGroups(name, -1)
 	if err := m.store.RemoveTopic(name); err != nil {
 		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", name, err)
 	}
@@ -442,6 +443,7 @@ func (m *Manager) dropSegments(name routing.TopicName, l topology.Layout, segmen
 			}
 		}
 		m.hostedMu.Unlock()
+		m.stopGroups(name, int64(id))
 		if err := m.store.RemoveSegment(name, id); err != nil {
 			return api.Errorf(api.CodeInternal, "remove logs of segment %d of %s: %v", id, name, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/replica"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
@@ -121,6 +122,19 @@ type Config struct {
 	// goes to (not the one covering hash 0, which stays with the topic's
 	// home); "" keeps it here. See placement.go.
 	PlaceSegment func(topic string, seg topology.SegmentID) string
+	// Incarnation is this node's data directory's incarnation: with
+	// NodeID, what names its replicas.
+	Incarnation string
+	// Replicas, when set, runs this node's replicas of replicated units
+	// (package replica; replicated.go); nil: no segment is replicated.
+	Replicas *replica.Host
+	// ReplicationFactor is how many copies the segments of new layouts
+	// get (1 or 0: one, as before replication).
+	ReplicationFactor int
+	// PlaceReplicas, when set, names the replicas of a new segment owned
+	// by owner: owner first, then up to n-1 other live nodes, each with
+	// its incarnation (fewer when fewer nodes live).
+	PlaceReplicas func(key string, owner string, n int) []topology.Replica
 	// Evict, when set, says whether a node must give up the segments it
 	// owns (move): its lease lapsed (gone), or it is being drained; the
 	// homes of their topics relocate them.
@@ -170,6 +184,10 @@ type Manager struct {
 	// topics (hosted.go).
 	hostedMu sync.Mutex
 	hosted   map[UnitKey]*hostedUnit
+	// groups holds this node's replicas of replicated units by group name
+	// (replicated.go).
+	groupsMu sync.Mutex
+	groups   map[string]*replica.Group
 	// afterStep, when set (by tests, before any topic starts), is called
 	// by a topic's controller after each step k of a layout change's
 	// plan, in the controller: a panic there crashes the controller right
@@ -314,6 +332,11 @@ func (m *Manager) CreateTopicOn(ctx context.Context, req api.TopicCreateRequest,
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
 	layout = layout.WithOwner(owner)
+	ids := make([]topology.SegmentID, len(layout.Segments))
+	for i, s := range layout.Segments {
+		ids[i] = s.ID
+	}
+	layout = m.withReplicas(name.String(), layout, ids, owner)
 	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()},
 		Incarnation: newIncarnation()}
 	m.mu.RLock()
@@ -622,6 +645,7 @@ func (m *Manager) DeleteTopic(ctx context.Context, uri string) error {
 	if err := m.meta.DeleteTopic(ctx, t.name); err != nil {
 		return metaError(err)
 	}
+	m.stopGroups(t.name, -1)
 	if err := m.store.RemoveTopic(t.name); err != nil {
 		return api.Errorf(api.CodeInternal, "remove logs of %s: %v", uri, err)
 	}
@@ -726,6 +750,7 @@ func (m *Manager) Close() error {
 	for _, t := range topics {
 		_ = m.system.Root.StopFuture(t.pid).Wait()
 	}
+	m.stopAllGroups()
 	return m.store.Close()
 }
 

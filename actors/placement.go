@@ -32,7 +32,9 @@ type checkOwnersMsg struct{}
 // place returns the node a new segment s goes to.
 func (c *controller) place(s topology.Segment) string {
 	m := c.t.mgr
-	if m.cfg.RemoteUnits == nil || m.cfg.PlaceSegment == nil || s.Range.Lo == 0 {
+	// Replicated segments stay with the home, which leads their groups;
+	// their copies are what spreads (withReplicas).
+	if m.cfg.RemoteUnits == nil || m.cfg.PlaceSegment == nil || s.Range.Lo == 0 || m.cfg.ReplicationFactor > 1 && m.cfg.Replicas != nil {
 		return m.cfg.NodeID
 	}
 	if node := m.cfg.PlaceSegment(c.t.uri, s.ID); node != "" {
@@ -53,7 +55,8 @@ func (c *controller) placeCreated(next topology.Layout, created []topology.Segme
 			s.Owner = c.place(*s)
 		}
 	}
-	return out.WithOwner(c.t.mgr.cfg.NodeID)
+	out = out.WithOwner(c.t.mgr.cfg.NodeID)
+	return c.t.mgr.withReplicas(c.t.uri, out, created, c.t.mgr.cfg.NodeID)
 }
 
 // remoteOf returns the owner of active segment s when its buckets write

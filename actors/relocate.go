@@ -57,6 +57,11 @@ func (m *Manager) relocate(ctx context.Context, name routing.TopicName, from, to
 		if err != nil {
 			return 0, nil, layoutError(err)
 		}
+		successors := make([]topology.SegmentID, len(ids))
+		for i := range successors {
+			successors[i] = first + topology.SegmentID(i)
+		}
+		next = m.withReplicas(name.String(), next, successors, to)
 		rec.Layout = next
 		rec.EpochTimes = maps.Clone(rec.EpochTimes)
 		if rec.EpochTimes == nil {

@@ -96,8 +96,16 @@ func (t *Topic) readRemote(owner string, s topology.Segment, bucket int, from ui
 	if maxBytes <= 0 || maxBytes > remoteMaxBytes {
 		maxBytes = remoteMaxBytes // one reply stays well under the transport's message limit
 	}
-	d, err := m.cfg.RemoteUnits.ReadUnit(ctx, owner, UnitRead{Topic: t.name, Incarnation: t.incarnation, Segment: s.ID, Bucket: bucket,
-		From: from, Max: max, MaxBytes: maxBytes, BoundsOnly: boundsOnly})
+	req := UnitRead{Topic: t.name, Incarnation: t.incarnation, Segment: s.ID, Bucket: bucket,
+		From: from, Max: max, MaxBytes: maxBytes, BoundsOnly: boundsOnly}
+	var d UnitData
+	var err error
+	if replicated(s) {
+		// Any replica serves its committed prefix: the owner first.
+		d, err = m.readReplicas(ctx, s, req)
+	} else {
+		d, err = m.cfg.RemoteUnits.ReadUnit(ctx, owner, req)
+	}
 	switch {
 	case err == nil:
 		m.m.remoteReads.WithLabelValues("ok").Inc()
@@ -161,6 +169,9 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 			return UnitData{}, err
 		}
 		if _, remote := t.remoteOwner(s); remote {
+			if replicated(s) && s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) > 0 {
+				return m.serveReplicaRead(req, s)
+			}
 			return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %s, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
 		}
 		return m.readLocal(t.unitLogFor(s, req.Bucket), req)
@@ -176,6 +187,9 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is not being served here yet; retry", req.Segment, uri)
 	case req.Bucket < 0 || req.Bucket >= s.Buckets:
 		return UnitData{}, api.Errorf(api.CodeInvalidArgument, "segment %d of %s has %d buckets, not %d", req.Segment, uri, s.Buckets, req.Bucket)
+	}
+	if replicated(s) {
+		return m.serveReplicaRead(req, s)
 	}
 	m.store.SetIncarnation(req.Topic, rec.Incarnation)
 	if _, err := os.Stat(m.store.TopicDir(req.Topic)); err != nil && s.State == topology.StateActive {
@@ -196,8 +210,14 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 // segment that req reads, which this node must own.
 func (m *Manager) servedSegment(ctx context.Context, req UnitRead) (meta.TopicRecord, topology.Segment, error) {
 	uri := req.Topic.String()
+	mine := func(s topology.Segment) bool {
+		if replicated(s) {
+			return s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) > 0
+		}
+		return s.Owner == m.cfg.NodeID
+	}
 	owned := func(rec meta.TopicRecord, s topology.Segment, ok bool) bool {
-		return rec.Incarnation == req.Incarnation && ok && s.State != topology.StateDeleted && s.Owner == m.cfg.NodeID
+		return rec.Incarnation == req.Incarnation && ok && s.State != topology.StateDeleted && mine(s)
 	}
 	rec, s, ok, err := m.servedRecordOf(ctx, req.Topic, req.Segment, owned)
 	switch {
@@ -207,7 +227,7 @@ func (m *Manager) servedSegment(ctx context.Context, req UnitRead) (meta.TopicRe
 		return rec, s, api.Errorf(api.CodeTopicNotFound, "topic %s was deleted and made again; read its layout again", uri)
 	case !ok || s.State == topology.StateDeleted:
 		return rec, s, api.Errorf(api.CodeSegmentNotFound, "%s has no segment %d", uri, req.Segment)
-	case s.Owner != m.cfg.NodeID:
+	case !mine(s):
 		return rec, s, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %q, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
 	}
 	return rec, s, nil
@@ -302,6 +322,7 @@ func (m *Manager) sweepServed(idle time.Duration) {
 		busy := m.topics[uri] != nil || m.activating[uri] != nil || m.passivating[uri] != nil
 		m.mu.RUnlock()
 		if !busy {
+			m.stopGroups(name, -1)
 			if err := m.store.CloseTopic(name); err != nil {
 				m.log.Warn("closing the logs of segments read by other nodes", "topic", uri, "err", err)
 			}

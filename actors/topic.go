@@ -293,7 +293,12 @@ func (t *Topic) unitSegment(seg topology.SegmentID, bucket int) (topology.Segmen
 // unitLogFor returns how to open the log of a unit of segment s here.
 func (t *Topic) unitLogFor(s topology.Segment, bucket int) func() (*wal.Log, error) {
 	return func() (*wal.Log, error) {
-		return t.mgr.store.Log(UnitKey{Topic: t.name, Segment: s.ID, Bucket: bucket}, *t.opts.Load())
+		key := UnitKey{Topic: t.name, Segment: s.ID, Bucket: bucket}
+		if replicated(s) && t.mgr.cfg.Replicas != nil {
+			// Its replica runs, so that readers see what is committed.
+			return t.mgr.replicaLog(key, t.incarnation, s, *t.opts.Load())
+		}
+		return t.mgr.store.Log(key, *t.opts.Load())
 	}
 }
 
@@ -337,6 +342,9 @@ func Describe(uri string, l topology.Layout) api.TopicDescription {
 		if s.Partition >= 0 {
 			p := s.Partition
 			info.Partition = &p
+		}
+		for _, r := range s.Replicas {
+			info.Replicas = append(info.Replicas, api.ReplicaInfo{Node: r.Node, Incarnation: r.Incarnation})
 		}
 		d.Segments = append(d.Segments, info)
 	}

@@ -141,6 +141,18 @@ type SegmentInfo struct {
 	// Owner is the id of the node that holds and serves the segment
 	// (absent for segments of layouts written before nodes had ids).
 	Owner string `json:"owner,omitempty"`
+	// Replicas are the nodes that hold a copy of each of its bucket logs,
+	// the owner (their raft groups' leader while it lives) first; absent
+	// for a segment of one copy.
+	Replicas []ReplicaInfo `json:"replicas,omitempty"`
+}
+
+// ReplicaInfo is one copy of a replicated segment: a node and its data
+// directory's incarnation (the same node back with another directory
+// holds no copy).
+type ReplicaInfo struct {
+	Node        string `json:"node"`
+	Incarnation string `json:"incarnation"`
 }
 
 // TopicDescription is the reply of topic.create, topic.describe, split,

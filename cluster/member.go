@@ -27,6 +27,7 @@ import (
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/replica"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -63,6 +64,9 @@ type Config struct {
 	// Clock is the time leases, the entry role and placement go by; nil
 	// is the real clock (tests of clock trouble offset it).
 	Clock clock.Clock
+	// RaftTick is the tick of the node's raft groups (replica.Host; 100
+	// ms if 0): a group without a leader elects one in 10 to 20 ticks.
+	RaftTick time.Duration
 }
 
 // Member is the node as a member of its cluster. Its methods are safe for
@@ -106,6 +110,11 @@ type Member struct {
 	// entry says the node holds the entry role and takes the clients'
 	// requests (see entry.go).
 	entry atomic.Bool
+	// replicas is the node's replica host (raft.go); nil without a
+	// cluster. replicaOpener opens a replica a message asks for.
+	replicas      *replica.Host
+	replicaOpener atomic.Pointer[func(group string, from replica.Peer)]
+	raftCounters  raftCounters
 }
 
 // New makes the Member of node cfg.NodeID, talking to the other nodes
@@ -191,6 +200,9 @@ func (n *Member) Leave() {
 
 // StopRemote stops the actor listener (after the topics closed).
 func (n *Member) StopRemote() {
+	if n.replicas != nil {
+		n.replicas.Close()
+	}
 	if n.remote != nil {
 		n.remote.Shutdown(false)
 	}

@@ -69,6 +69,9 @@ func (n *Member) StartRemote() error {
 	if _, err := n.system.Root.SpawnNamed(props, unitsActorName); err != nil {
 		return fmt.Errorf("spawning the units actor: %w", err)
 	}
+	if err := n.startReplicas(); err != nil {
+		return fmt.Errorf("spawning the raft actor: %w", err)
+	}
 	return nil
 }
 

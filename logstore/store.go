@@ -271,6 +271,10 @@ func (s *Store) unitDirLocked(k UnitKey) string {
 	return filepath.Join(s.topicDirLocked(k.Topic), fmt.Sprintf("seg-%d", k.Segment), fmt.Sprintf("b-%d", k.Bucket))
 }
 
+// RaftStateFile is the name of a replicated unit's raft state file in its
+// log directory (package replica).
+const RaftStateFile = "raft-state"
+
 // Log returns the open log of a unit, opening (and repairing) it on first use.
 func (s *Store) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	s.mu.Lock()
@@ -288,9 +292,15 @@ func (s *Store) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	if hole := s.events.Hole; hole != nil {
 		opts.OnHole = func(h wal.Hole) { hole(k, h) }
 	}
-	l, err := wal.Open(s.unitDirLocked(k), opts)
+	dir := s.unitDirLocked(k)
+	l, err := wal.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", k, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, RaftStateFile)); err == nil {
+		// A replica's log: readers see what its raft group says is
+		// committed, nothing until the group runs (package replica).
+		l.SetReadLimit(0)
 	}
 	if r := l.Repair(); r != (wal.RepairReport{}) && s.events.Repaired != nil {
 		s.events.Repaired(k, r)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/braidmq/braid/topology"
 	"net/http"
 
 	"github.com/braidmq/braid/frontend"
@@ -132,6 +133,13 @@ type Config struct {
 	// LeaseTTL is how long the node's membership lease holds unrenewed; it
 	// renews it every third of that. Default 4s.
 	LeaseTTL time.Duration
+	// ReplicationFactor is how many copies of each bucket log the segments
+	// of new layouts get, on as many nodes (raft groups, package
+	// replica); 1 (the default) keeps one copy, as before replication.
+	ReplicationFactor int
+	// RaftTick is the tick of the node's raft groups (default 100 ms): a
+	// group whose leader is gone elects another in 10 to 20 ticks.
+	RaftTick time.Duration
 }
 
 // CommitJournal is the CommitSync that commits every round through the
@@ -240,6 +248,24 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LeaseTTL < 300*time.Millisecond {
 		return c, fmt.Errorf("lease TTL %s is under 300ms", c.LeaseTTL)
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.ReplicationFactor < 1 || c.ReplicationFactor > topology.MaxReplicas {
+		return c, fmt.Errorf("replication factor %d must be in [1, %d]", c.ReplicationFactor, topology.MaxReplicas)
+	}
+	if c.ReplicationFactor > 1 && c.ClusterListen == "" {
+		return c, fmt.Errorf("replication factor %d needs a cluster (--cluster-listen and --routes): one node holds one copy", c.ReplicationFactor)
+	}
+	if c.ReplicationFactor > 1+len(c.Routes) {
+		return c, fmt.Errorf("replication factor %d is more than the %d nodes of the cluster (this one and its --routes)", c.ReplicationFactor, 1+len(c.Routes))
+	}
+	if c.RaftTick == 0 {
+		c.RaftTick = 100 * time.Millisecond
+	}
+	if c.RaftTick < 10*time.Millisecond {
+		return c, fmt.Errorf("raft tick %s is under 10ms", c.RaftTick)
 	}
 	return c, nil
 }

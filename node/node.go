@@ -241,7 +241,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		// the front-end is made before the role can be taken (TryEntry in
 		// step 8, the renewals in step 10).
 		Clients: func() (bool, error) { return n.front.StartClients() }, Unclients: func() { n.front.StopClients() },
-		StopTaking: n.stopTaking},
+		StopTaking: n.stopTaking, RaftTick: n.cfg.RaftTick},
 		n.nc, n.meta, n.system)
 	if err := n.member.StartRemote(); err != nil {
 		return err
@@ -286,7 +286,9 @@ func (n *Node) startTopics(ctx context.Context) error {
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
 		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, Tier: n.tier, OnStorageTick: n.rearmStorage,
+		Incarnation: n.incarnation, Replicas: n.member.Replicas(), ReplicationFactor: cfg.ReplicationFactor, PlaceReplicas: n.member.PlaceReplicas,
 	})
+	n.member.SetReplicaOpener(n.topics.OpenReplica)
 	// Made before any topic applies its policies (they activate once the
 	// consumer groups and the front-end are there, steps 7 and 8).
 	n.life = lifecycle.New(lifecycle.Config{Topics: n.topics, Meta: n.meta, System: n.system, StorageTick: cfg.StorageTick,

@@ -66,3 +66,35 @@ func Choose(nodes []Node, key, avoid, self string, selfDraining bool) string {
 	}
 	return best
 }
+
+// Replicas returns where the n copies of a segment owned by owner go (key
+// its topic and id): owner first, then up to n-1 other live nodes that
+// take new work, ranked as Choose ranks them (the least loaded, then by a
+// hash of key and the node's id, so that the copies of many segments
+// spread evenly). Fewer live nodes give fewer copies.
+func Replicas(nodes []Node, key, owner string, n int) []string {
+	out := []string{owner}
+	type ranked struct {
+		id string
+		k  [3]uint64
+	}
+	var others []ranked
+	for _, r := range nodes {
+		if r.ID == owner || r.Draining {
+			continue
+		}
+		h := xxhash.New()
+		_, _ = h.WriteString(key)
+		_, _ = h.Write([]byte{0})
+		_, _ = h.WriteString(r.ID)
+		others = append(others, ranked{r.ID, [3]uint64{uint64(r.BytesPerSec / bytesStep), uint64(r.Segments / segmentsStep), h.Sum64()}})
+	}
+	slices.SortFunc(others, func(a, b ranked) int { return slices.Compare(a.k[:], b.k[:]) })
+	for _, r := range others {
+		if len(out) >= n {
+			break
+		}
+		out = append(out, r.id)
+	}
+	return out
+}

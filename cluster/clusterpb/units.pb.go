@@ -1176,6 +1176,164 @@ func (x *TopicDropReply) GetError() string {
 	return ""
 }
 
+// RaftBatch carries raft messages of many groups from one node to another
+// (package replica): one batch per peer per round, sent without a reply.
+// The nodes are named with their data directories' incarnations: a batch
+// for another incarnation of the receiver is dropped and counted.
+type RaftBatch struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	FromNode        string                 `protobuf:"bytes,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	FromIncarnation string                 `protobuf:"bytes,2,opt,name=from_incarnation,json=fromIncarnation,proto3" json:"from_incarnation,omitempty"`
+	ToNode          string                 `protobuf:"bytes,3,opt,name=to_node,json=toNode,proto3" json:"to_node,omitempty"`
+	ToIncarnation   string                 `protobuf:"bytes,4,opt,name=to_incarnation,json=toIncarnation,proto3" json:"to_incarnation,omitempty"`
+	Envelopes       []*RaftEnvelope        `protobuf:"bytes,5,rep,name=envelopes,proto3" json:"envelopes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RaftBatch) Reset() {
+	*x = RaftBatch{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftBatch) ProtoMessage() {}
+
+func (x *RaftBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftBatch.ProtoReflect.Descriptor instead.
+func (*RaftBatch) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RaftBatch) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *RaftBatch) GetFromIncarnation() string {
+	if x != nil {
+		return x.FromIncarnation
+	}
+	return ""
+}
+
+func (x *RaftBatch) GetToNode() string {
+	if x != nil {
+		return x.ToNode
+	}
+	return ""
+}
+
+func (x *RaftBatch) GetToIncarnation() string {
+	if x != nil {
+		return x.ToIncarnation
+	}
+	return ""
+}
+
+func (x *RaftBatch) GetEnvelopes() []*RaftEnvelope {
+	if x != nil {
+		return x.Envelopes
+	}
+	return nil
+}
+
+// RaftEnvelope is one group's message (a raftpb.Message, marshalled), or a
+// leader's notice that the group is quiet (quiet_from set).
+type RaftEnvelope struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Message       []byte                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	QuietFrom     uint64                 `protobuf:"varint,3,opt,name=quiet_from,json=quietFrom,proto3" json:"quiet_from,omitempty"`
+	QuietTerm     uint64                 `protobuf:"varint,4,opt,name=quiet_term,json=quietTerm,proto3" json:"quiet_term,omitempty"`
+	QuietCommit   uint64                 `protobuf:"varint,5,opt,name=quiet_commit,json=quietCommit,proto3" json:"quiet_commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftEnvelope) Reset() {
+	*x = RaftEnvelope{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftEnvelope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftEnvelope) ProtoMessage() {}
+
+func (x *RaftEnvelope) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftEnvelope.ProtoReflect.Descriptor instead.
+func (*RaftEnvelope) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RaftEnvelope) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *RaftEnvelope) GetMessage() []byte {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *RaftEnvelope) GetQuietFrom() uint64 {
+	if x != nil {
+		return x.QuietFrom
+	}
+	return 0
+}
+
+func (x *RaftEnvelope) GetQuietTerm() uint64 {
+	if x != nil {
+		return x.QuietTerm
+	}
+	return 0
+}
+
+func (x *RaftEnvelope) GetQuietCommit() uint64 {
+	if x != nil {
+		return x.QuietCommit
+	}
+	return 0
+}
+
 var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
@@ -1274,7 +1432,21 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\x0eTopicDropReply\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xd1\x01\n" +
+	"\tRaftBatch\x12\x1b\n" +
+	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12)\n" +
+	"\x10from_incarnation\x18\x02 \x01(\tR\x0ffromIncarnation\x12\x17\n" +
+	"\ato_node\x18\x03 \x01(\tR\x06toNode\x12%\n" +
+	"\x0eto_incarnation\x18\x04 \x01(\tR\rtoIncarnation\x12<\n" +
+	"\tenvelopes\x18\x05 \x03(\v2\x1e.braid.cluster.v1.RaftEnvelopeR\tenvelopes\"\x9f\x01\n" +
+	"\fRaftEnvelope\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\fR\amessage\x12\x1d\n" +
+	"\n" +
+	"quiet_from\x18\x03 \x01(\x04R\tquietFrom\x12\x1d\n" +
+	"\n" +
+	"quiet_term\x18\x04 \x01(\x04R\tquietTerm\x12!\n" +
+	"\fquiet_commit\x18\x05 \x01(\x04R\vquietCommitB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
 
 var (
 	file_braid_cluster_v1_units_proto_rawDescOnce sync.Once
@@ -1288,7 +1460,7 @@ func file_braid_cluster_v1_units_proto_rawDescGZIP() []byte {
 	return file_braid_cluster_v1_units_proto_rawDescData
 }
 
-var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*UnitRead)(nil),            // 0: braid.cluster.v1.UnitRead
 	(*Header)(nil),              // 1: braid.cluster.v1.Header
@@ -1307,17 +1479,20 @@ var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*UnitAppendReply)(nil),     // 14: braid.cluster.v1.UnitAppendReply
 	(*TopicDrop)(nil),           // 15: braid.cluster.v1.TopicDrop
 	(*TopicDropReply)(nil),      // 16: braid.cluster.v1.TopicDropReply
+	(*RaftBatch)(nil),           // 17: braid.cluster.v1.RaftBatch
+	(*RaftEnvelope)(nil),        // 18: braid.cluster.v1.RaftEnvelope
 }
 var file_braid_cluster_v1_units_proto_depIdxs = []int32{
-	1, // 0: braid.cluster.v1.Record.headers:type_name -> braid.cluster.v1.Header
-	2, // 1: braid.cluster.v1.UnitReadReply.records:type_name -> braid.cluster.v1.Record
-	5, // 2: braid.cluster.v1.GroupFilesReply.files:type_name -> braid.cluster.v1.GroupFile
-	2, // 3: braid.cluster.v1.UnitAppend.records:type_name -> braid.cluster.v1.Record
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1,  // 0: braid.cluster.v1.Record.headers:type_name -> braid.cluster.v1.Header
+	2,  // 1: braid.cluster.v1.UnitReadReply.records:type_name -> braid.cluster.v1.Record
+	5,  // 2: braid.cluster.v1.GroupFilesReply.files:type_name -> braid.cluster.v1.GroupFile
+	2,  // 3: braid.cluster.v1.UnitAppend.records:type_name -> braid.cluster.v1.Record
+	18, // 4: braid.cluster.v1.RaftBatch.envelopes:type_name -> braid.cluster.v1.RaftEnvelope
+	5,  // [5:5] is the sub-list for method output_type
+	5,  // [5:5] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_braid_cluster_v1_units_proto_init() }
@@ -1331,7 +1506,7 @@ func file_braid_cluster_v1_units_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_braid_cluster_v1_units_proto_rawDesc), len(file_braid_cluster_v1_units_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

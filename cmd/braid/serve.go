@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/node"
@@ -110,6 +111,8 @@ func serveCommand() *cobra.Command {
 	fs.Int64Var(&cfg.TierCacheBytes, "tier-cache-bytes", node.DefaultTierCacheBytes, "bytes of files downloaded from the remote tier (the JetStream object store bucket braid-tier) kept on local disk for reads")
 	fs.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", node.DefaultRebalanceInterval, "how often the entry node compares the nodes' active segments and moves topics from the most to the least loaded (negative: never)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", node.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
+	fs.IntVar(&cfg.ReplicationFactor, "replication-factor", 1, "copies of each bucket log the segments of new layouts get, on as many nodes, replicated by raft: a produce is answered once durable on a majority of them (1: one copy; at most 7)")
+	fs.DurationVar(&cfg.RaftTick, "raft-tick", 100*time.Millisecond, "the tick of the node's raft groups: a group whose leader is gone elects another in 10 to 20 ticks")
 	heapFloor := fs.Uint64("gc-heap-floor", defaultHeapFloor, "bytes the Go heap may grow to before it is collected while the live heap is under half of it (GOGC raised for a small heap: fewer collections under load for some memory; 0, or GOGC in the environment: Go's default)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	cfg.Version = buildVersion()

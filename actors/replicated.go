@@ -1,0 +1,425 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/logstore"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/replica"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
+	"github.com/braidmq/braid/wal"
+)
+
+// Replicated units. A segment whose layout names replicas
+// (topology.Segment.Replicas: its owner first, then other nodes, each with
+// its data directory's incarnation) keeps each bucket log on every one of
+// them, replicated by one raft group per bucket (package replica) whose
+// log is the bucket log itself. The owner, the topic's home, leads the
+// groups: its bucket actor proposes each batch (replicaCommitter) and
+// acknowledges its producers once the batch is committed, durable on a
+// majority of the replicas. Readers of any replica's log see what is
+// committed, no more (the group sets the log's read limit). A follower
+// opens its replica when the first raft message for it arrives
+// (OpenReplica), once the topic's record says it is one. A bucket sealed by
+// a layout change seals its group too (a seal entry in the raft log), so
+// that every replica agrees where the sealed unit ends.
+
+// raftStateFile is the replica's state file, in the unit's log directory.
+const raftStateFile = logstore.RaftStateFile
+
+// replicaSealWait bounds how long a read of a sealed replicated unit waits
+// for its replicas to agree where it ends (a new leader elected among the
+// survivors, its seal entry committed).
+const replicaSealWait = 3 * time.Second
+
+// replicaLeadTimeout bounds how long a bucket waits to take the lead of its
+// group before it refuses appends.
+const replicaLeadTimeout = 5 * time.Second
+
+// groupName names the raft group of a unit of a topic's incarnation.
+func groupName(key UnitKey, incarnation string) string {
+	return key.Topic.String() + "#" + incarnation + "#" + strconv.FormatUint(uint64(key.Segment), 10) + "#" + strconv.Itoa(key.Bucket)
+}
+
+// parseGroupName reverses groupName.
+func parseGroupName(name string) (UnitKey, string, error) {
+	parts := strings.Split(name, "#")
+	if len(parts) != 4 {
+		return UnitKey{}, "", fmt.Errorf("group %q: not topic#incarnation#segment#bucket", name)
+	}
+	topic, err := routing.ParseTopic(parts[0])
+	if err != nil {
+		return UnitKey{}, "", err
+	}
+	seg, err := strconv.ParseUint(parts[2], 10, 64)
+	if err != nil {
+		return UnitKey{}, "", fmt.Errorf("group %q: segment: %w", name, err)
+	}
+	bucket, err := strconv.Atoi(parts[3])
+	if err != nil || bucket < 0 {
+		return UnitKey{}, "", fmt.Errorf("group %q: bad bucket", name)
+	}
+	return UnitKey{Topic: topic, Segment: topology.SegmentID(seg), Bucket: bucket}, parts[1], nil
+}
+
+// withReplicas gives the segments ids of l, owned by owner, their
+// replicas when segments get several copies here (Config.
+// ReplicationFactor): owner first, then other live nodes. Fewer live
+// nodes than the factor give fewer copies, logged.
+func (m *Manager) withReplicas(topic string, l topology.Layout, ids []topology.SegmentID, owner string) topology.Layout {
+	n := m.cfg.ReplicationFactor
+	if n <= 1 || m.cfg.PlaceReplicas == nil || m.cfg.Replicas == nil {
+		return l
+	}
+	out := l
+	out.Segments = slices.Clone(l.Segments)
+	for i := range out.Segments {
+		s := &out.Segments[i]
+		if !slices.Contains(ids, s.ID) || s.Owner != owner {
+			continue
+		}
+		reps := m.cfg.PlaceReplicas(topic+"#"+strconv.FormatUint(uint64(s.ID), 10), owner, n)
+		if len(reps) < n {
+			m.log.Error("fewer live nodes than the replication factor: the segment gets fewer copies",
+				"topic", topic, "segment", s.ID, "replicas", len(reps), "replication_factor", n)
+		}
+		if len(reps) > 1 {
+			s.Replicas = reps
+		}
+	}
+	return out
+}
+
+// replicated says whether s is a segment of several copies.
+func replicated(s topology.Segment) bool { return len(s.Replicas) > 1 }
+
+// peersOf names the replicas of s by raft id.
+func peersOf(s topology.Segment) map[uint64]replica.Peer {
+	out := make(map[uint64]replica.Peer, len(s.Replicas))
+	for i, r := range s.Replicas {
+		out[uint64(i+1)] = replica.Peer{Node: r.Node, Incarnation: r.Incarnation}
+	}
+	return out
+}
+
+// startGroup starts this node's replica of the group of unit key (a
+// segment s of the topic's incarnation) over its log l, making the
+// group's state first if this is its first start here. A group that runs
+// already is returned as it is.
+func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment, l *wal.Log) (*replica.Group, error) {
+	host := m.cfg.Replicas
+	if host == nil {
+		return nil, api.Errorf(api.CodeUnavailable, "segment %d of %s is replicated, and this node runs no replicas (no cluster)", key.Segment, key.Topic)
+	}
+	name := groupName(key, incarnation)
+	m.groupsMu.Lock()
+	defer m.groupsMu.Unlock()
+	if g := host.Group(name); g != nil {
+		return g, nil
+	}
+	id := s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation)
+	if id == 0 {
+		return nil, api.Errorf(api.CodeUnavailable, "node %s (incarnation %s) holds no replica of segment %d of %s", m.cfg.NodeID, m.cfg.Incarnation, key.Segment, key.Topic)
+	}
+	state := filepath.Join(l.Dir(), raftStateFile)
+	if _, err := os.Stat(state); errors.Is(err, os.ErrNotExist) {
+		if l.DurableOffset() != l.FirstOffset() {
+			return nil, fmt.Errorf("the log of %s holds records but no raft state: it was not made as a replica", key)
+		}
+		voters := make([]uint64, len(s.Replicas))
+		for i := range voters {
+			voters[i] = uint64(i + 1)
+		}
+		if err := replica.Bootstrap(m.cfg.FS, state, voters); err != nil {
+			return nil, err
+		}
+	}
+	st, err := replica.OpenStorage(l, m.cfg.FS, state)
+	if err != nil {
+		return nil, err
+	}
+	g, err := host.Start(replica.Config{Group: name, ID: id, Peers: peersOf(s), Storage: st,
+		OnCommitted: func(uint64) { m.store.Signal(key.Topic.String()) }})
+	if err != nil {
+		return nil, err
+	}
+	if m.groups == nil {
+		m.groups = map[string]*replica.Group{}
+	}
+	m.groups[name] = g
+	return g, nil
+}
+
+// stopGroups stops this node's replicas of the topic's units (the topic
+// stops here, or is dropped); with seg >= 0, only that segment's.
+func (m *Manager) stopGroups(name routing.TopicName, seg int64) {
+	prefix := name.String() + "#"
+	m.groupsMu.Lock()
+	var stop []*replica.Group
+	for gname, g := range m.groups {
+		if !strings.HasPrefix(gname, prefix) {
+			continue
+		}
+		if seg >= 0 {
+			if key, _, err := parseGroupName(gname); err != nil || int64(key.Segment) != seg {
+				continue
+			}
+		}
+		stop = append(stop, g)
+		delete(m.groups, gname)
+	}
+	m.groupsMu.Unlock()
+	for _, g := range stop {
+		g.Stop()
+	}
+}
+
+// stopAllGroups stops every replica of this node (it closes).
+func (m *Manager) stopAllGroups() {
+	m.groupsMu.Lock()
+	groups := m.groups
+	m.groups = nil
+	m.groupsMu.Unlock()
+	for _, g := range groups {
+		g.Stop()
+	}
+}
+
+// OpenReplica opens this node's replica of a group another node sent a
+// message for (replica.HostConfig.OnUnknown), if the topic's record names
+// this node, with its incarnation, as one of the segment's replicas; else
+// nothing (the message stays dropped).
+func (m *Manager) OpenReplica(group string, from replica.Peer) {
+	key, incarnation, err := parseGroupName(group)
+	if err != nil {
+		m.log.Error("a raft message names a group that is no unit; dropped", "group", group, "from", from.String(), "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	defer cancel()
+	rec, _, err := m.meta.Topic(ctx, key.Topic)
+	if err != nil {
+		if !errors.Is(err, meta.ErrNotFound) {
+			m.log.Warn("reading a topic's record to open a replica failed", "group", group, "err", err)
+		}
+		return
+	}
+	s, ok := rec.Layout.Segment(key.Segment)
+	if rec.Incarnation != incarnation || !ok || !replicated(s) || s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) == 0 || key.Bucket >= s.Buckets {
+		return
+	}
+	m.store.SetIncarnation(key.Topic, rec.Incarnation)
+	if s.Owner != m.cfg.NodeID {
+		if err := markHosted(m.store.NameDir(key.Topic)); err != nil {
+			m.log.Error("marking a replica's topic directory failed", "group", group, "err", err)
+			return
+		}
+	}
+	l, err := m.store.Log(key, wal.Options{Durability: wal.DurabilityAlways, SegmentBytes: m.resolve(rec.Policies, nil).SegmentBytes})
+	if err != nil {
+		m.log.Error("opening a replica's log failed", "group", group, "err", err)
+		return
+	}
+	if _, err := m.startGroup(key, incarnation, s, l); err != nil {
+		m.log.Error("starting a replica failed", "group", group, "err", err)
+	}
+}
+
+// replicaLog returns this node's log of unit key of a replicated segment
+// s, with its replica running: readers of it see what is committed. For
+// a sealed segment it waits until its group is sealed (taking the lead
+// and sealing it when no replica did: its owner is gone), so that what
+// it shows is the unit whole.
+func (m *Manager) replicaLog(key UnitKey, incarnation string, s topology.Segment, opts wal.Options) (*wal.Log, error) {
+	opts.Durability = wal.DurabilityAlways
+	l, err := m.store.Log(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	g, err := m.startGroup(key, incarnation, s, l)
+	if err != nil {
+		return nil, err
+	}
+	if s.State == topology.StateActive {
+		return l, nil
+	}
+	if _, ok := g.Sealed(); ok {
+		return l, nil
+	}
+	deadline := time.Now().Add(replicaSealWait)
+	for {
+		if _, ok := g.Sealed(); ok {
+			return l, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, api.Errorf(api.CodeUnavailable, "segment %d of %s: its replicas have not agreed where it ends yet; retry", key.Segment, key.Topic)
+		}
+		if lead, _, _ := g.Status(); lead == 0 || lead == s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) || !m.peerLive(s, lead) {
+			// No leader, this one, or one whose node is gone: seal from
+			// here.
+			if err := g.Lead(time.Until(deadline)); err == nil {
+				p := g.Seal()
+				select {
+				case <-p.Done():
+				case <-time.After(time.Until(deadline)):
+				}
+			}
+		} else {
+			// Another live replica leads: it seals when a read reaches
+			// it, or this one takes the lead after a while.
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-time.After(time.Until(deadline)):
+			}
+			if time.Until(deadline) < replicaSealWait/2 {
+				_ = g.Lead(time.Second)
+			}
+		}
+	}
+}
+
+// peerLive says whether the node of replica id of s is live by the
+// placement's view (Config.Evict: a node to move off is not).
+func (m *Manager) peerLive(s topology.Segment, id uint64) bool {
+	if id == 0 || int(id) > len(s.Replicas) {
+		return false
+	}
+	node := s.Replicas[id-1].Node
+	if node == m.cfg.NodeID || m.cfg.Evict == nil {
+		return true
+	}
+	_, gone := m.cfg.Evict(node)
+	return !gone
+}
+
+// readReplicas reads unit req of a replicated segment s another node owns
+// from its replicas, the owner first: the first that answers (this node
+// itself when it is one) serves it.
+func (m *Manager) readReplicas(ctx context.Context, s topology.Segment, req UnitRead) (UnitData, error) {
+	var lastErr error
+	for _, r := range s.Replicas {
+		var d UnitData
+		var err error
+		if r.Node == m.cfg.NodeID {
+			if r.Incarnation != m.cfg.Incarnation {
+				continue // this node's copy went with its old data directory
+			}
+			d, err = m.serveReplicaRead(req, s)
+		} else {
+			d, err = m.cfg.RemoteUnits.ReadUnit(ctx, r.Node, req)
+		}
+		if err == nil {
+			return d, nil
+		}
+		lastErr = err
+		if c := api.AsError(err).Code; c != api.CodeUnavailable && c != api.CodeTimeout {
+			return d, err
+		}
+	}
+	return UnitData{}, lastErr
+}
+
+// serveReplicaRead serves a read of this node's replica of a unit of s.
+func (m *Manager) serveReplicaRead(req UnitRead, s topology.Segment) (UnitData, error) {
+	key := UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}
+	m.store.SetIncarnation(req.Topic, req.Incarnation)
+	if s.Owner != m.cfg.NodeID {
+		if err := markHosted(m.store.NameDir(req.Topic)); err != nil {
+			return UnitData{}, api.Errorf(api.CodeInternal, "%s: %v", key, err)
+		}
+	}
+	l, err := m.replicaLog(key, req.Incarnation, s, m.cfg.Defaults.logOptions())
+	if err != nil {
+		return UnitData{}, err
+	}
+	return m.readLocal(func() (*wal.Log, error) { return l, nil }, req)
+}
+
+// replicaCommitter proposes a bucket's batches to its group, which this
+// node leads, and answers each once committed. Batches are proposed in
+// order and committed in order; several may be in flight.
+type replicaCommitter struct {
+	key   UnitKey
+	g     *replica.Group
+	fence func() error
+	// onAck counts and signals what was acknowledged.
+	onAck func([]appendReq)
+
+	mu       sync.Mutex
+	inflight sync.WaitGroup
+}
+
+// submit proposes reqs as one entry.
+func (c *replicaCommitter) submit(reqs []appendReq) {
+	var recs []wal.Record
+	for i := range reqs {
+		recs = append(recs, reqs[i].records...)
+	}
+	if len(recs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	p := c.g.Propose(recs)
+	c.inflight.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.inflight.Done()
+		err := p.Wait()
+		if err != nil && !errors.Is(err, replica.ErrSealed) && !errors.Is(err, replica.ErrStopped) {
+			// Not the leader (a follower's node restarted and it led
+			// meanwhile): take the lead and propose again, once.
+			if lerr := c.g.Lead(replicaLeadTimeout); lerr == nil {
+				c.mu.Lock()
+				p = c.g.Propose(recs)
+				c.mu.Unlock()
+				err = p.Wait()
+			}
+		}
+		if err == nil && c.fence != nil {
+			err = c.fence()
+		}
+		var aerr error
+		switch {
+		case err == nil:
+		case errors.Is(err, replica.ErrSealed):
+			aerr = api.Errorf(api.CodeSegmentSealed, "%s is sealed; resend", c.key)
+		default:
+			aerr = api.Errorf(api.CodeUnavailable, "%s: not committed on a majority of its replicas: %v; resend", c.key, err)
+		}
+		off := p.First
+		for i := range reqs {
+			reqs[i].settle(unitRef{c.key.Segment, c.key.Bucket}, off, aerr)
+			off += uint64(len(reqs[i].records))
+		}
+		if aerr == nil && c.onAck != nil {
+			c.onAck(reqs)
+		}
+	}()
+}
+
+// drain waits for every batch in flight to be answered.
+func (c *replicaCommitter) drain() { c.inflight.Wait() }
+
+// seal seals the group (after drain): the unit's end, agreed by every
+// replica.
+func (c *replicaCommitter) seal() (uint64, error) {
+	if err := c.g.Lead(replicaLeadTimeout); err != nil {
+		return 0, err
+	}
+	if err := c.g.Seal().Wait(); err != nil {
+		return 0, err
+	}
+	end, _ := c.g.Sealed()
+	return end, nil
+}

@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/braidmq/braid/cluster/clusterpb"
+	"github.com/braidmq/braid/internal/labels"
+	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/placement"
+	"github.com/braidmq/braid/replica"
+	"github.com/braidmq/braid/topology"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The transport of replication (package replica). Every node runs one
+// replica.Host for the raft groups of the replicated units it holds; a
+// host's batch for a peer (one per peer per round) travels as a
+// clusterpb.RaftBatch over protoactor remote, without a reply, to the
+// peer's raft actor (raftActorName), which hands it to its host. The
+// batch names both nodes with their data directories' incarnations: a
+// batch for another incarnation of the receiver (sent to the node as it
+// was before its disk was replaced) is dropped and counted there. The
+// peer's actor address comes from its lease as this node last counted
+// the leases; a batch for a node that is not live then is dropped (raft
+// sends again, and the host's beacons notice the silence).
+
+// raftActorName names every node's actor that takes raft batches.
+const raftActorName = "braid-raft"
+
+// raftFailure counts the batches this node could not send or decode.
+type raftCounters struct {
+	unsent, undecodable atomic.Uint64
+}
+
+// startReplicas starts the node's replica host and its raft actor (part of
+// StartRemote).
+func (n *Member) startReplicas() error {
+	self := replica.Peer{Node: n.nodeID, Incarnation: n.cfg.Incarnation}
+	n.replicas = replica.NewHost(replica.HostConfig{Self: self, Send: n.sendRaft, TickInterval: n.cfg.RaftTick,
+		OnUnknown: func(group string, from replica.Peer) {
+			if open := n.replicaOpener.Load(); open != nil {
+				(*open)(group, from)
+			}
+		}})
+	props := actor.PropsFromFunc(n.receiveRaft, actor.WithDispatcher(labels.Dispatcher("braid_actor", raftActorName)))
+	if _, err := n.system.Root.SpawnNamed(props, raftActorName); err != nil {
+		return err
+	}
+	n.registerReplicaMetrics()
+	return nil
+}
+
+// Replicas returns the node's replica host (nil without a cluster).
+func (n *Member) Replicas() *replica.Host { return n.replicas }
+
+// SetReplicaOpener sets what the host asks about a message for a group it
+// does not run (the topic manager opens the replica if the layout names
+// this node as one).
+func (n *Member) SetReplicaOpener(open func(group string, from replica.Peer)) {
+	n.replicaOpener.Store(&open)
+}
+
+// sendRaft sends one batch to a peer (replica.HostConfig.Send).
+func (n *Member) sendRaft(to replica.Peer, batch []replica.Envelope) {
+	if n.members == nil {
+		n.raftCounters.unsent.Add(1)
+		return
+	}
+	r, ok := n.members.liveView()[to.Node]
+	if !ok || r.ActorAddr == "" {
+		n.raftCounters.unsent.Add(1)
+		return
+	}
+	msg := &clusterpb.RaftBatch{FromNode: n.nodeID, FromIncarnation: n.cfg.Incarnation, ToNode: to.Node, ToIncarnation: to.Incarnation,
+		Envelopes: make([]*clusterpb.RaftEnvelope, 0, len(batch))}
+	for _, e := range batch {
+		env := &clusterpb.RaftEnvelope{Group: e.Group}
+		switch {
+		case e.Message != nil:
+			b, err := proto.Marshal(e.Message)
+			if err != nil {
+				n.raftCounters.unsent.Add(1)
+				n.log.Error("a raft message could not be encoded; dropped", "group", e.Group, "type", e.Message.GetType().String(), "err", err)
+				continue
+			}
+			env.Message = b
+		case e.Quiesce != nil:
+			env.QuietFrom, env.QuietTerm, env.QuietCommit = e.Quiesce.From, e.Quiesce.Term, e.Quiesce.Commit
+		}
+		msg.Envelopes = append(msg.Envelopes, env)
+	}
+	n.system.Root.Send(actor.NewPID(r.ActorAddr, raftActorName), msg)
+}
+
+// receiveRaft hands a peer's batch to the host, in the order it came.
+func (n *Member) receiveRaft(ctx actor.Context) {
+	msg, ok := ctx.Message().(*clusterpb.RaftBatch)
+	if !ok || n.replicas == nil {
+		return
+	}
+	batch := make([]replica.Envelope, 0, len(msg.Envelopes))
+	for _, env := range msg.Envelopes {
+		e := replica.Envelope{Group: env.Group}
+		if len(env.Message) > 0 {
+			m := new(pb.Message)
+			if err := proto.Unmarshal(env.Message, m); err != nil {
+				n.raftCounters.undecodable.Add(1)
+				n.log.Error("a raft message from another node could not be decoded; dropped", "from", msg.FromNode, "group", env.Group, "err", err)
+				continue
+			}
+			e.Message = m
+		} else if env.QuietFrom != 0 {
+			e.Quiesce = &replica.Quiet{From: env.QuietFrom, Term: env.QuietTerm, Commit: env.QuietCommit}
+		}
+		batch = append(batch, e)
+	}
+	n.replicas.Deliver(replica.Peer{Node: msg.FromNode, Incarnation: msg.FromIncarnation},
+		replica.Peer{Node: msg.ToNode, Incarnation: msg.ToIncarnation}, batch)
+}
+
+// registerReplicaMetrics exports the host's counters.
+func (n *Member) registerReplicaMetrics() {
+	c := n.replicas.Counters()
+	counter := func(name, help string, f func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	for _, col := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_replica_groups", Help: "Raft groups of replicated units this node runs a replica of."},
+			func() float64 { return float64(n.replicas.Len()) }),
+		counter("braid_replica_stale_incarnation_dropped_total", "Raft batches dropped because they were for another incarnation of this node (its data directory before it was replaced).", c.StaleIncarnation.Load),
+		counter("braid_replica_unknown_group_dropped_total", "Raft messages dropped for a group this node does not run (it may open it: a replica whose node restarted).", c.UnknownGroup.Load),
+		counter("braid_replica_not_member_dropped_total", "Raft messages dropped because their sender is not the member the group knows (another incarnation of its node, or another node).", c.NotMember.Load),
+		counter("braid_replica_quiesced_total", "Times a raft group went quiet here (an idle group stops ticking).", c.Quiesced.Load),
+		counter("braid_replica_batches_sent_total", "Raft batches this node sent (one per peer per round, beacons included).", c.Batches.Load),
+		counter("braid_replica_batches_unsent_total", "Raft batches dropped because their node was not live at the last count, or a message could not be encoded.", n.raftCounters.unsent.Load),
+		counter("braid_replica_messages_undecodable_total", "Raft messages from other nodes that could not be decoded, dropped.", n.raftCounters.undecodable.Load),
+	} {
+		_ = n.registry.Register(col)
+	}
+}
+
+// PlaceReplicas names the n replicas of a segment owned by owner (key its
+// topic and id): owner first, then other live nodes that take new work
+// (placement.Replicas), each with the incarnation its lease records. A
+// node whose lease records none (an earlier release) holds no replica.
+func (n *Member) PlaceReplicas(key, owner string, count int) []topology.Replica {
+	if n.members == nil {
+		return nil
+	}
+	recs := n.members.liveNodes(placementViewAge)
+	inc := map[string]string{n.nodeID: n.cfg.Incarnation}
+	var nodes []meta.NodeRecord
+	for _, r := range recs {
+		if r.Incarnation == "" || r.ActorAddr == "" {
+			continue
+		}
+		if r.ID != n.nodeID {
+			inc[r.ID] = r.Incarnation
+		}
+		nodes = append(nodes, r)
+	}
+	if inc[owner] == "" {
+		return nil
+	}
+	var out []topology.Replica
+	for _, id := range placement.Replicas(placementNodes(nodes), key, owner, count) {
+		out = append(out, topology.Replica{Node: id, Incarnation: inc[id]})
+	}
+	return out
+}
