@@ -3,7 +3,7 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec proto secure-example cli-docs chromium test-ui
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec replication-spec proto secure-example cli-docs chromium test-ui
 
 all: build
 
@@ -46,6 +46,10 @@ cluster: build
 ## cluster-spec: the cluster specs (three real `braid serve` processes; `make test` runs them too)
 cluster-spec:
 	$(GO) test -count=1 -v -timeout 30m ./clustertest/
+
+## replication-spec: the kill-and-wipe spec at full size (20 kills of a random node of three, its data directory deleted each time)
+replication-spec:
+	BRAID_REPLICATION_ROUNDS=20 $(GO) test -count=1 -v -timeout 60m ./clustertest/ -ginkgo.focus "repeated loss"
 
 ## test: lint, then every test and spec with the race detector
 test: lint chromium

@@ -130,8 +130,10 @@ type bucketActor struct {
 	late *lateAppends
 	rw   *remoteWriter
 	// rc proposes the batches of a replicated unit to its raft group
-	// (replicated.go); nil for a unit of one copy.
-	rc *replicaCommitter
+	// (replicated.go); nil for a unit of one copy. replicas are its
+	// segment's, as the layout that spawned it says.
+	rc       *replicaCommitter
+	replicas []topology.Replica
 	// restarted is set on every incarnation after the first (a
 	// supervisor restart).
 	restarted bool
@@ -178,13 +180,13 @@ type bucketActor struct {
 // the change that spawned it has opened it, with appends routed to it
 // directly already in its mailbox ahead of the ones handed over.
 func newBucketProps(key UnitKey, topic *Topic, store *logstore.Store, opts wal.Options, log *slog.Logger, m *metrics, meter *bucketMeter,
-	gate *atomic.Bool, lane *bucketLane, owner string) *actor.Props {
+	gate *atomic.Bool, lane *bucketLane, owner string, replicas []topology.Replica) *actor.Props {
 	incarnations := 0
 	late := &lateAppends{}
 	return actor.PropsFromProducer(func() actor.Actor {
 		incarnations++
 		return &bucketActor{key: key, unit: unitRef{key.Segment, key.Bucket}, topic: topic, store: store, opts: opts, log: log, m: m,
-			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1, owner: owner, late: late}
+			meter: meter, gate: gate, lane: lane, restarted: incarnations > 1, owner: owner, late: late, replicas: replicas}
 	}, actor.WithMailbox(actor.Unbounded(late)), actor.WithDispatcher(labels.Dispatcher("braid_topic", key.Topic.String(), "braid_segment", strconv.FormatUint(uint64(key.Segment), 10),
 		"braid_unit", key.String())))
 }
@@ -214,11 +216,11 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		b.w = b.store.NewWriter(b.key, l, b.opts, b.log)
-		if st := b.topicState(); st != nil {
-			if s, ok := st.layout.Segment(b.key.Segment); ok && replicated(s) && s.State == topology.StateActive {
-				if err := b.startReplicated(s, l); err != nil {
-					panic(err) // the supervisor restarts the bucket, which tries again
-				}
+		// The segment's replicas come with the bucket: a bucket a layout
+		// change spawns starts before that layout is the topic's.
+		if s := (topology.Segment{ID: b.key.Segment, State: topology.StateActive, Replicas: b.replicas}); replicated(s) && b.topic != nil {
+			if err := b.startReplicated(s, l); err != nil {
+				panic(err) // the supervisor restarts the bucket, which tries again
 			}
 		}
 		topicName := topicLabels(b.key.Topic.String())
@@ -346,14 +348,6 @@ func (b *bucketActor) startRemote() {
 		b.gated = b.gate.Load()
 	}
 	b.lane.closeLane()
-}
-
-// topicState returns the topic's current state, nil if it has none yet.
-func (b *bucketActor) topicState() *topicState {
-	if b.topic == nil {
-		return nil
-	}
-	return b.topic.state.Load()
 }
 
 // startReplicated makes the bucket of a replicated unit (its segment s

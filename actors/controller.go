@@ -147,6 +147,9 @@ type controller struct {
 	scaler   *scaler
 	// checking says a checkOwnersMsg is scheduled (placement.go).
 	checking bool
+	// copying says a sealed segment's lost copy is being made again
+	// (replicated.go).
+	copying bool
 }
 
 func (c *controller) Receive(ctx actor.Context) {
@@ -180,6 +183,8 @@ func (c *controller) Receive(ctx actor.Context) {
 		c.checking = false
 		c.checkOwners(ctx)
 		c.scheduleOwnerCheck(ctx)
+	case replicaCopiedMsg:
+		c.replicaCopied(msg)
 	case moveOffReq:
 		ctx.Respond(&changeResp{err: c.relocateFrom(ctx, msg.node, false)})
 	case controllerCrash:
@@ -292,7 +297,7 @@ func (c *controller) startSegment(ctx actor.Context, s topology.Segment, gated b
 	}
 	props := newSegmentProps(segmentActor{topic: c.t.name, id: s.ID, buckets: s.Buckets,
 		store: c.t.mgr.store, opts: *c.t.opts.Load(), log: c.t.mgr.log, m: c.t.mgr.m, t: c.t, gates: gates, lanes: lanes,
-		meter: meter, ready: ready, owner: c.remoteOf(s)})
+		meter: meter, ready: ready, owner: c.remoteOf(s), replicas: s.Replicas})
 	pid, err := ctx.SpawnNamed(props, segmentName(s.ID, c.restarts))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("spawn segment %d: %w", s.ID, err)

@@ -135,6 +135,16 @@ type Config struct {
 	// by owner: owner first, then up to n-1 other live nodes, each with
 	// its incarnation (fewer when fewer nodes live).
 	PlaceReplicas func(key string, owner string, n int) []topology.Replica
+	// ReplicaLost, when set, says whether the copy a node held under an
+	// incarnation is lost: the node is back under another incarnation
+	// (an empty data directory), or its lease lapsed longer ago than the
+	// cluster's dead_after. LiveNodes counts the live nodes that take new
+	// work.
+	ReplicaLost func(node, incarnation string) bool
+	LiveNodes   func() int
+	// CopyReplica, when set, has node copy every bucket of a sealed
+	// replicated segment from sources (live replicas, in order).
+	CopyReplica func(node string, topic routing.TopicName, incarnation string, seg topology.SegmentID, buckets int, sources []string) error
 	// Evict, when set, says whether a node must give up the segments it
 	// owns (move): its lease lapsed (gone), or it is being drained; the
 	// homes of their topics relocate them.

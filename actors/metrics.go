@@ -62,6 +62,9 @@ type metrics struct {
 	// relocateFailures counts the moves of a gone or draining node's
 	// segments that failed (tried again a second later).
 	relocateFailures prometheus.Counter
+	// replicaCopies counts copies of sealed replicated segments made again
+	// on another node after one was lost (replicated.go).
+	replicaCopies prometheus.Counter
 	// tierReads counts the reads served from the remote tier (tiered.go).
 	tierReads *prometheus.CounterVec
 
@@ -134,6 +137,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"result"}),
 		relocateFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_segment_relocation_failures_total", Help: "Moves of the segments of a node that is gone or draining that a topic's home tried and could not make (tried again a second later)."}),
+		replicaCopies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_replica_copies_total", Help: "Sealed replicated segments whose lost copy this node (their topic's home) had made again on another node and named in the layout."}),
 		lateAppends: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_remote_unit_appends_late_total", Help: "Appends a topic's home sent this node that arrived, or were made durable, after the home had stopped waiting for them: refused, or (when late only at the end) kept unacknowledged."}),
 		dropFailures: prometheus.NewCounter(prometheus.CounterOpts{
@@ -176,7 +181,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(walWrites, walSyncs)
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
-			m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures,
+			m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures, m.replicaCopies,
 			m.tierReads,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}

@@ -73,7 +73,7 @@ func (c *controller) remoteOf(s topology.Segment) string {
 // schedules the next; a stopped controller's is a dead letter). A topic
 // all of whose segments are here costs no timer.
 func (c *controller) scheduleOwnerCheck(ctx actor.Context) {
-	if c.checking || c.t.mgr.cfg.Evict == nil || c.t.mgr.cfg.RemoteUnits == nil || len(c.otherOwners()) == 0 {
+	if c.checking || c.t.mgr.cfg.Evict == nil || c.t.mgr.cfg.RemoteUnits == nil || len(c.otherOwners()) == 0 && !c.hasReplicated() {
 		return
 	}
 	c.checking = true
@@ -107,6 +107,8 @@ func (c *controller) checkOwners(ctx actor.Context) {
 				"topic", c.t.uri, "node", owner, "err", err)
 		}
 	}
+	c.checkReplicas(ctx)
+	c.repairSealed(ctx)
 }
 
 // MoveSegmentsOff activates topic name (this node is its home) and has its

@@ -77,6 +77,7 @@ func (m *Manager) relocate(ctx context.Context, name routing.TopicName, from, to
 				created[i] = first + topology.SegmentID(i)
 			}
 			m.m.relocated.Add(float64(len(ids)))
+			m.sealAfterRelocation(name, rec.Incarnation, next, ids)
 			m.log.Warn("segments sealed in metadata; successors placed on another node",
 				"topic", name.String(), "from", from, "to", to, "epoch", next.Epoch, "sealed", ids, "successors", created)
 			return next.Epoch, created, nil

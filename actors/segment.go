@@ -39,6 +39,9 @@ type segmentActor struct {
 	// owner is the node that owns the segment when it is another one
 	// (its buckets write there), else "".
 	owner string
+	// replicas are the segment's replicas when it is replicated (its
+	// buckets propose to their raft groups: replicated.go).
+	replicas []topology.Replica
 	// ready is closed once the bucket actors are spawned (their PIDs then
 	// accept messages, which queue behind their Started).
 	ready chan struct{}
@@ -83,7 +86,7 @@ func (s *segmentActor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		for b := 0; b < s.buckets; b++ {
 			key := UnitKey{Topic: s.topic, Segment: s.id, Bucket: b}
-			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.gate(b), s.lane(b), s.owner), bucketName(b)); err != nil {
+			if _, err := ctx.SpawnNamed(newBucketProps(key, s.t, s.store, s.opts, s.log, s.m, s.meter.buckets[b], s.gate(b), s.lane(b), s.owner, s.replicas), bucketName(b)); err != nil {
 				panic(fmt.Sprintf("spawn bucket %s: %v", key, err))
 			}
 		}

@@ -67,6 +67,10 @@ type Config struct {
 	// RaftTick is the tick of the node's raft groups (replica.Host; 100
 	// ms if 0): a group without a leader elects one in 10 to 20 ticks.
 	RaftTick time.Duration
+	// DeadAfter is how long a node's lease may be lapsed before the copies
+	// it holds count as lost and are made again elsewhere
+	// (DefaultDeadAfter if 0).
+	DeadAfter time.Duration
 }
 
 // Member is the node as a member of its cluster. Its methods are safe for

@@ -109,7 +109,8 @@ type membership struct {
 	// and their records: where requests are forwarded and topics placed.
 	live      atomic.Pointer[map[string]meta.NodeRecord]
 	lapsed    atomic.Pointer[map[string]bool]
-	countedAt atomic.Int64 // when live and lapsed were read (unix ns)
+	all       atomic.Pointer[map[string]meta.NodeRecord] // every lease read, live or not
+	countedAt atomic.Int64                               // when live and lapsed were read (unix ns)
 
 	// entryRole is the entry role's state machine (placement.Entry),
 	// renewLoop's own (entry.go); entryUntil is its Until while it holds
@@ -377,7 +378,9 @@ func (m *membership) countNodes(now time.Time) {
 	// late by a moment (a node busy or paused for a renewal or two) is not
 	// taken for a loss: lapsed means lapsed for a third of a lease.
 	live, lapsed := map[string]meta.NodeRecord{}, map[string]bool{}
+	all := map[string]meta.NodeRecord{}
 	for _, r := range nodes {
+		all[r.ID] = r
 		switch placement.Classify(time.UnixMilli(r.Expires), now, m.ttl) {
 		case placement.Live:
 			live[r.ID] = r
@@ -387,6 +390,7 @@ func (m *membership) countNodes(now time.Time) {
 	}
 	m.live.Store(&live)
 	m.lapsed.Store(&lapsed)
+	m.all.Store(&all)
 	m.countedAt.Store(now.UnixNano())
 	m.nodes.WithLabelValues("live").Set(float64(len(live)))
 	m.nodes.WithLabelValues("lapsed").Set(float64(len(lapsed)))

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -171,4 +172,54 @@ func (n *Member) PlaceReplicas(key, owner string, count int) []topology.Replica 
 		out = append(out, topology.Replica{Node: id, Incarnation: inc[id]})
 	}
 	return out
+}
+
+// DefaultDeadAfter is how long a node's lease may be lapsed before the
+// copies it holds count as lost (ReplicaLost).
+const DefaultDeadAfter = 30 * time.Second
+
+// ReplicaLost says whether the copy node held under incarnation is lost:
+// the node's lease (as last read) is live under another incarnation (it
+// came back with an empty data directory), or lapsed longer ago than
+// dead_after.
+func (n *Member) ReplicaLost(node, incarnation string) bool {
+	if n.members == nil || node == n.nodeID && incarnation == n.cfg.Incarnation {
+		return false
+	}
+	if node == n.nodeID {
+		return true
+	}
+	all := n.members.all.Load()
+	if all == nil {
+		return false
+	}
+	r, ok := (*all)[node]
+	now := n.clock.Now()
+	switch {
+	case !ok:
+		return false // not read yet: no verdict
+	case r.Incarnation != "" && r.Incarnation != incarnation:
+		return true
+	case r.Live(now):
+		return false
+	}
+	deadAfter := n.cfg.DeadAfter
+	if deadAfter == 0 {
+		deadAfter = DefaultDeadAfter
+	}
+	return now.Sub(time.UnixMilli(r.Expires)) > deadAfter
+}
+
+// LiveNodes counts the live nodes that take new work, as last read.
+func (n *Member) LiveNodes() int {
+	if n.members == nil {
+		return 1
+	}
+	count := 0
+	for _, r := range n.members.liveView() {
+		if !r.Draining && !r.Starting && r.Live(n.clock.Now()) {
+			count++
+		}
+	}
+	return count
 }

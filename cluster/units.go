@@ -118,6 +118,21 @@ func (n *Member) receiveUnits(ctx actor.Context) {
 		refuse = func(e *api.Error) any {
 			return &clusterpb.UnitAppendReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
 		}
+	case *clusterpb.UnitFiles:
+		serve = func() any { return n.serveUnitFiles(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.GroupFilesReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
+	case *clusterpb.UnitFileChunk:
+		serve = func() any { return n.serveUnitFileChunk(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.GroupFileChunkReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
+	case *clusterpb.ReplicaCopy:
+		serve = func() any { return n.serveReplicaCopy(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.ReplicaCopyReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	case *clusterpb.TopicDrop:
 		serve = func() any { return n.serveTopicDrop(req) }
 		refuse = func(e *api.Error) any {

@@ -3,8 +3,12 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/braidmq/braid/client"
 	. "github.com/onsi/ginkgo/v2"
@@ -58,3 +62,77 @@ var _ = Describe("Replication", func() {
 		fmt.Fprintf(GinkgoWriter, "layout after: %+v\n", describe(conns[other], uri).Segments)
 	})
 })
+
+// replicationRounds is how many kills the kill-and-wipe spec makes: a few
+// in make test, BRAID_REPLICATION_ROUNDS (make replication-spec: 20) in
+// full.
+func replicationRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("BRAID_REPLICATION_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 3
+}
+
+var _ = Describe("Replication under repeated loss", func() {
+	It("loses no acknowledged message over kills of a random node with its data directory, and gets the replication factor back by itself", func() {
+		nodes, conns, _ := startCluster("--replication-factor", "3", "--dead-after", "5s")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		uri := "topic://public/default/wiped"
+		d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 2)
+		Expect(err).NotTo(HaveOccurred())
+		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 29))
+		seq := 0
+		victim := int(d.Segments[0].Owner[1] - '1') // the topic's home first
+		for round := range replicationRounds() {
+			a, b := (victim+1)%3, (victim+2)%3
+			produceGo(conns[a], uri, seq, seq+100, 8)
+			producePlain(conns[b], uri, seq+100, seq+150, 8)
+			seq += 150
+			killed := time.Now()
+			nodes[victim].kill()
+			Expect(os.RemoveAll(nodes[victim].dataDir)).To(Succeed())
+			waitNodeGone(conns[a], nodes[victim].id)
+			sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+			st, err := client.NewAdmin(conns[a]).Stats(sctx, uri)
+			scancel()
+			fmt.Fprintf(GinkgoWriter, "round %d, %s down: %d messages, buckets %+v, %v\n", round, nodes[victim].id, st.Messages, st.Buckets, err)
+			// Every acknowledged message, once, per key in order, while
+			// the node is down; writes go on.
+			readAll(conns[a], uri, fmt.Sprintf("down-%d", round), seq)
+			producePlainRetrying(conns[b], uri, seq, seq+30, 8)
+			seq += 30
+			fmt.Fprintf(GinkgoWriter, "round %d: killed %s (wiped); %d messages read back and written on in %s\n", round, nodes[victim].id, seq, time.Since(killed))
+			nodes[victim].start("--replication-factor", "3", "--dead-after", "5s")
+			waitAllLive(conns[a])
+			readAll(conns[victim], uri, fmt.Sprintf("back-%d", round), seq)
+			waitFullyReplicated(conns[a], uri)
+			victim = rng.IntN(3)
+		}
+	})
+})
+
+// waitFullyReplicated waits until every segment of uri has three copies,
+// each on a live node under its current incarnation.
+func waitFullyReplicated(nc *nats.Conn, uri string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		r, err := nodeList(nc)
+		g.Expect(err).NotTo(HaveOccurred())
+		current := map[string]string{}
+		for _, n := range r.Nodes {
+			if n.Live {
+				current[n.ID] = n.Incarnation
+			}
+		}
+		for _, s := range describe(nc, uri).Segments {
+			if s.State == "deleted" {
+				continue
+			}
+			g.Expect(s.Replicas).To(HaveLen(3), "segment %d (%s)", s.ID, s.State)
+			for _, rep := range s.Replicas {
+				g.Expect(current[rep.Node]).To(Equal(rep.Incarnation), "segment %d (%s): the copy on %s", s.ID, s.State, rep.Node)
+			}
+		}
+	}).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+}

@@ -140,6 +140,10 @@ type Config struct {
 	// RaftTick is the tick of the node's raft groups (default 100 ms): a
 	// group whose leader is gone elects another in 10 to 20 ticks.
 	RaftTick time.Duration
+	// DeadAfter is how long a node's lease may be lapsed before the
+	// copies it holds count as lost and the active segments that had one
+	// get a full set of replicas again (default 30 s).
+	DeadAfter time.Duration
 }
 
 // CommitJournal is the CommitSync that commits every round through the
@@ -263,6 +267,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RaftTick == 0 {
 		c.RaftTick = 100 * time.Millisecond
+	}
+	if c.DeadAfter < 0 {
+		return c, fmt.Errorf("dead after %s is negative", c.DeadAfter)
 	}
 	if c.RaftTick < 10*time.Millisecond {
 		return c, fmt.Errorf("raft tick %s is under 10ms", c.RaftTick)

@@ -241,7 +241,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		// the front-end is made before the role can be taken (TryEntry in
 		// step 8, the renewals in step 10).
 		Clients: func() (bool, error) { return n.front.StartClients() }, Unclients: func() { n.front.StopClients() },
-		StopTaking: n.stopTaking, RaftTick: n.cfg.RaftTick},
+		StopTaking: n.stopTaking, RaftTick: n.cfg.RaftTick, DeadAfter: n.cfg.DeadAfter},
 		n.nc, n.meta, n.system)
 	if err := n.member.StartRemote(); err != nil {
 		return err
@@ -287,6 +287,7 @@ func (n *Node) startTopics(ctx context.Context) error {
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
 		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, Tier: n.tier, OnStorageTick: n.rearmStorage,
 		Incarnation: n.incarnation, Replicas: n.member.Replicas(), ReplicationFactor: cfg.ReplicationFactor, PlaceReplicas: n.member.PlaceReplicas,
+		ReplicaLost: n.member.ReplicaLost, LiveNodes: n.member.LiveNodes, CopyReplica: n.member.CopyReplica,
 	})
 	n.member.SetReplicaOpener(n.topics.OpenReplica)
 	// Made before any topic applies its policies (they activate once the

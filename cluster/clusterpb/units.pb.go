@@ -1334,6 +1334,311 @@ func (x *RaftEnvelope) GetQuietCommit() uint64 {
 	return 0
 }
 
+// UnitFiles asks a node that holds a sealed copy of a replicated unit to
+// list the files of its directory (its log files and raft state), for
+// another node to copy them (a copy lost with a node is made again). The
+// reply is a GroupFilesReply.
+type UnitFiles struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // the topic's
+	Segment       uint64                 `protobuf:"varint,3,opt,name=segment,proto3" json:"segment,omitempty"`
+	Bucket        uint32                 `protobuf:"varint,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnitFiles) Reset() {
+	*x = UnitFiles{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitFiles) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitFiles) ProtoMessage() {}
+
+func (x *UnitFiles) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitFiles.ProtoReflect.Descriptor instead.
+func (*UnitFiles) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UnitFiles) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *UnitFiles) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *UnitFiles) GetSegment() uint64 {
+	if x != nil {
+		return x.Segment
+	}
+	return 0
+}
+
+func (x *UnitFiles) GetBucket() uint32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+// UnitFileChunk asks for up to max bytes of one file of a unit's
+// directory from offset. The reply is a GroupFileChunkReply.
+type UnitFileChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Segment       uint64                 `protobuf:"varint,3,opt,name=segment,proto3" json:"segment,omitempty"`
+	Bucket        uint32                 `protobuf:"varint,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Name          string                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Offset        int64                  `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
+	Max           uint32                 `protobuf:"varint,7,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnitFileChunk) Reset() {
+	*x = UnitFileChunk{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitFileChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitFileChunk) ProtoMessage() {}
+
+func (x *UnitFileChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitFileChunk.ProtoReflect.Descriptor instead.
+func (*UnitFileChunk) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *UnitFileChunk) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *UnitFileChunk) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *UnitFileChunk) GetSegment() uint64 {
+	if x != nil {
+		return x.Segment
+	}
+	return 0
+}
+
+func (x *UnitFileChunk) GetBucket() uint32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *UnitFileChunk) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnitFileChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *UnitFileChunk) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// ReplicaCopy asks a node to make itself a copy of every bucket of a
+// sealed replicated segment, from the nodes in sources (live replicas, in
+// the order to try). The home then names it among the segment's replicas.
+type ReplicaCopy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Segment       uint64                 `protobuf:"varint,3,opt,name=segment,proto3" json:"segment,omitempty"`
+	Buckets       uint32                 `protobuf:"varint,4,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	Sources       []string               `protobuf:"bytes,5,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaCopy) Reset() {
+	*x = ReplicaCopy{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaCopy) ProtoMessage() {}
+
+func (x *ReplicaCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaCopy.ProtoReflect.Descriptor instead.
+func (*ReplicaCopy) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReplicaCopy) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaCopy) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *ReplicaCopy) GetSegment() uint64 {
+	if x != nil {
+		return x.Segment
+	}
+	return 0
+}
+
+func (x *ReplicaCopy) GetBuckets() uint32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+func (x *ReplicaCopy) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+type ReplicaCopyReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bytes         int64                  `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	ErrorCode     int32                  `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaCopyReply) Reset() {
+	*x = ReplicaCopyReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaCopyReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaCopyReply) ProtoMessage() {}
+
+func (x *ReplicaCopyReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaCopyReply.ProtoReflect.Descriptor instead.
+func (*ReplicaCopyReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReplicaCopyReply) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *ReplicaCopyReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *ReplicaCopyReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
@@ -1446,7 +1751,31 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"quiet_from\x18\x03 \x01(\x04R\tquietFrom\x12\x1d\n" +
 	"\n" +
 	"quiet_term\x18\x04 \x01(\x04R\tquietTerm\x12!\n" +
-	"\fquiet_commit\x18\x05 \x01(\x04R\vquietCommitB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
+	"\fquiet_commit\x18\x05 \x01(\x04R\vquietCommit\"u\n" +
+	"\tUnitFiles\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
+	"\asegment\x18\x03 \x01(\x04R\asegment\x12\x16\n" +
+	"\x06bucket\x18\x04 \x01(\rR\x06bucket\"\xb7\x01\n" +
+	"\rUnitFileChunk\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
+	"\asegment\x18\x03 \x01(\x04R\asegment\x12\x16\n" +
+	"\x06bucket\x18\x04 \x01(\rR\x06bucket\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x16\n" +
+	"\x06offset\x18\x06 \x01(\x03R\x06offset\x12\x10\n" +
+	"\x03max\x18\a \x01(\rR\x03max\"\x93\x01\n" +
+	"\vReplicaCopy\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
+	"\asegment\x18\x03 \x01(\x04R\asegment\x12\x18\n" +
+	"\abuckets\x18\x04 \x01(\rR\abuckets\x12\x18\n" +
+	"\asources\x18\x05 \x03(\tR\asources\"]\n" +
+	"\x10ReplicaCopyReply\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
 
 var (
 	file_braid_cluster_v1_units_proto_rawDescOnce sync.Once
@@ -1460,7 +1789,7 @@ func file_braid_cluster_v1_units_proto_rawDescGZIP() []byte {
 	return file_braid_cluster_v1_units_proto_rawDescData
 }
 
-var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*UnitRead)(nil),            // 0: braid.cluster.v1.UnitRead
 	(*Header)(nil),              // 1: braid.cluster.v1.Header
@@ -1481,6 +1810,10 @@ var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*TopicDropReply)(nil),      // 16: braid.cluster.v1.TopicDropReply
 	(*RaftBatch)(nil),           // 17: braid.cluster.v1.RaftBatch
 	(*RaftEnvelope)(nil),        // 18: braid.cluster.v1.RaftEnvelope
+	(*UnitFiles)(nil),           // 19: braid.cluster.v1.UnitFiles
+	(*UnitFileChunk)(nil),       // 20: braid.cluster.v1.UnitFileChunk
+	(*ReplicaCopy)(nil),         // 21: braid.cluster.v1.ReplicaCopy
+	(*ReplicaCopyReply)(nil),    // 22: braid.cluster.v1.ReplicaCopyReply
 }
 var file_braid_cluster_v1_units_proto_depIdxs = []int32{
 	1,  // 0: braid.cluster.v1.Record.headers:type_name -> braid.cluster.v1.Header
@@ -1506,7 +1839,7 @@ func file_braid_cluster_v1_units_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_braid_cluster_v1_units_proto_rawDesc), len(file_braid_cluster_v1_units_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
