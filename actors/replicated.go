@@ -633,11 +633,15 @@ func (c *controller) replicaCopied(msg replicaCopiedMsg) {
 // a sealed replicated segment, once its group here is sealed (another
 // node copies it from there).
 func (m *Manager) SealedReplicaDir(ctx context.Context, key UnitKey, incarnation string) (string, error) {
-	rec, _, err := m.meta.Topic(ctx, key.Topic)
+	// The record as served to other nodes (cached a moment: a copy asks
+	// for every chunk).
+	sealedCopy := func(rec meta.TopicRecord, s topology.Segment, ok bool) bool {
+		return rec.Incarnation == incarnation && ok && s.State == topology.StateSealed && s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) > 0
+	}
+	rec, s, ok, err := m.servedRecordOf(ctx, key.Topic, key.Segment, sealedCopy)
 	if err != nil {
 		return "", api.Errorf(api.CodeUnavailable, "%s: its record could not be read: %v", key, err)
 	}
-	s, ok := rec.Layout.Segment(key.Segment)
 	if rec.Incarnation != incarnation || !ok || s.State != topology.StateSealed || !replicated(s) || s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) == 0 {
 		return "", api.Errorf(api.CodeUnavailable, "%s: this node holds no sealed copy of it", key)
 	}
