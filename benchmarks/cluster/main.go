@@ -54,6 +54,7 @@ func main() {
 	drainSegments := flag.Int("drain-segments", 16, "segments of the drained topic")
 	childKills := flag.Int("child-kills", 0, "then kill the node holding a split's child (the topic's home is another) this many times: time from the kill to the first acknowledged write of the child's keys")
 	splitSegments := flag.Int("split-segments", 4, "active segments of the topic split over the nodes")
+	replication := flag.Bool("replication", false, "instead: two clusters of three, --replication-factor 1 and 3, compared round by round (plain produce at 64 and 512 in flight, Go producer, replay) with the CPU each node spent a message")
 	ownerKills := flag.Int("owner-kills", 0, "then kill a topic's owner (not the entry node) this many times: time from the kill to the first acknowledged write of the topic's keys (moved to a live node)")
 	flag.Parse()
 
@@ -66,6 +67,10 @@ func main() {
 	}
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; %d messages of %d B per run, %d in flight, %d rounds\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *conc, *rounds)
+	if *replication {
+		replicationRuns(*bin, dir, *rounds, *messages, *size)
+		return
+	}
 
 	single := startNodes(*bin, filepath.Join(dir, "single"), 1)
 	defer stopAll(single)
@@ -526,7 +531,7 @@ func freeAddr() string {
 
 // startNodes starts n nodes (a cluster when n > 1) under dir and waits
 // until each answers node.list with n live nodes.
-func startNodes(bin, dir string, n int) []*node {
+func startNodes(bin, dir string, n int, extra ...string) []*node {
 	natsAddrs, clusterAddrs := make([]string, n), make([]string, n)
 	for i := range n {
 		natsAddrs[i], clusterAddrs[i] = freeAddr(), freeAddr()
@@ -547,6 +552,7 @@ func startNodes(bin, dir string, n int) []*node {
 			// Topics stay where the runs place them.
 			args = append(args, "--cluster-listen", clusterAddrs[i], "--routes", strings.Join(routes, ","), "--rebalance-interval", "-1s")
 		}
+		args = append(args, extra...)
 		cmd := exec.Command(bin, args...)
 		logPath := filepath.Join(dir + "-" + id + ".log")
 		logf, err := os.Create(logPath)
