@@ -34,6 +34,8 @@ type Defaults struct {
 	SegmentBytes      int
 	MaxPayloadBytes   int
 	EntryBucketBudget int
+	// ReplicationFactor is the copies of new segments (0 or 1: one).
+	ReplicationFactor int
 	// Scaling is the broker default scaling policy; its EntryBucketBudget
 	// is overridden by the one above.
 	Scaling scaling.Policy
@@ -128,9 +130,6 @@ type Config struct {
 	// Replicas, when set, runs this node's replicas of replicated units
 	// (package replica; replicated.go); nil: no segment is replicated.
 	Replicas *replica.Host
-	// ReplicationFactor is how many copies the segments of new layouts
-	// get (1 or 0: one, as before replication).
-	ReplicationFactor int
 	// PlaceReplicas, when set, names the replicas of a new segment owned
 	// by owner: owner first, then up to n-1 other live nodes, each with
 	// its incarnation (fewer when fewer nodes live).
@@ -310,6 +309,9 @@ func (m *Manager) CreateTopicOn(ctx context.Context, req api.TopicCreateRequest,
 	case persistent && (req.Partitions < 0 || req.Partitions > topology.MaxInitialSegments):
 		return api.TopicDescription{}, api.Errorf(api.CodeInvalidArgument, "partitions must be in [1, %d], got %d", topology.MaxInitialSegments, req.Partitions)
 	}
+	if err := m.checkReplication(req.Policies); err != nil {
+		return api.TopicDescription{}, err
+	}
 	if err := req.Policies.ValidateTopic(); err != nil {
 		return api.TopicDescription{}, err
 	}
@@ -346,7 +348,7 @@ func (m *Manager) CreateTopicOn(ctx context.Context, req api.TopicCreateRequest,
 	for i, s := range layout.Segments {
 		ids[i] = s.ID
 	}
-	layout = m.withReplicas(name.String(), layout, ids, owner)
+	layout = m.withReplicas(name.String(), layout, ids, owner, m.resolve(req.Policies, ns.Policies).ReplicationFactor)
 	rec := meta.TopicRecord{Layout: layout, Policies: req.Policies, EpochTimes: map[uint64]int64{layout.Epoch: time.Now().UnixMilli()},
 		Incarnation: newIncarnation()}
 	m.mu.RLock()
@@ -434,6 +436,9 @@ func (m *Manager) resolve(topic, ns *api.Policies) Defaults {
 		}
 		if p.EntryBucketBudget != nil {
 			d.EntryBucketBudget = *p.EntryBucketBudget
+		}
+		if p.ReplicationFactor != nil {
+			d.ReplicationFactor = *p.ReplicationFactor
 		}
 	}
 	return d

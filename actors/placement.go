@@ -34,7 +34,7 @@ func (c *controller) place(s topology.Segment) string {
 	m := c.t.mgr
 	// Replicated segments stay with the home, which leads their groups;
 	// their copies are what spreads (withReplicas).
-	if m.cfg.RemoteUnits == nil || m.cfg.PlaceSegment == nil || s.Range.Lo == 0 || m.cfg.ReplicationFactor > 1 && m.cfg.Replicas != nil {
+	if m.cfg.RemoteUnits == nil || m.cfg.PlaceSegment == nil || s.Range.Lo == 0 || c.t.replicationFactor() > 1 && m.cfg.Replicas != nil {
 		return m.cfg.NodeID
 	}
 	if node := m.cfg.PlaceSegment(c.t.uri, s.ID); node != "" {
@@ -56,7 +56,7 @@ func (c *controller) placeCreated(next topology.Layout, created []topology.Segme
 		}
 	}
 	out = out.WithOwner(c.t.mgr.cfg.NodeID)
-	return c.t.mgr.withReplicas(c.t.uri, out, created, c.t.mgr.cfg.NodeID)
+	return c.t.mgr.withReplicas(c.t.uri, out, created, c.t.mgr.cfg.NodeID, c.t.replicationFactor())
 }
 
 // remoteOf returns the owner of active segment s when its buckets write

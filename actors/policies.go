@@ -36,6 +36,9 @@ func (m *Manager) TopicPolicies(ctx context.Context, req api.TopicPoliciesReques
 	if err := req.Policies.ValidateTopic(); err != nil {
 		return api.PoliciesReply{}, err
 	}
+	if err := m.checkReplication(req.Policies); err != nil {
+		return api.PoliciesReply{}, err
+	}
 	if req.Policies != nil || len(req.Unset) > 0 {
 		ns, err := m.namespace(ctx, t.name.NamespaceName())
 		if err != nil {
@@ -62,6 +65,9 @@ func (m *Manager) NamespacePolicies(ctx context.Context, req api.NamespacePolici
 		return api.PoliciesReply{}, api.Errorf(api.CodeInvalidName, "%v", err)
 	}
 	if err := req.Policies.Validate(); err != nil {
+		return api.PoliciesReply{}, err
+	}
+	if err := m.checkReplication(req.Policies); err != nil {
 		return api.PoliciesReply{}, err
 	}
 	rec, rev, err := m.meta.NamespaceRevision(ctx, name)
@@ -179,6 +185,8 @@ func (t *Topic) effectivePolicies() api.Policies {
 	durability := t.opts.Load().Durability.String()
 	maxPayload := int(t.maxPayload.Load())
 	p.Durability, p.MaxPayloadBytes = &durability, &maxPayload
+	rf := max(t.replicationFactor(), 1)
+	p.ReplicationFactor = &rf
 	return p
 }
 

@@ -61,7 +61,7 @@ func (m *Manager) relocate(ctx context.Context, name routing.TopicName, from, to
 		for i := range successors {
 			successors[i] = first + topology.SegmentID(i)
 		}
-		next = m.withReplicas(name.String(), next, successors, to)
+		next = m.withReplicas(name.String(), next, successors, to, m.resolve(rec.Policies, m.namespacePolicies(ctx, name)).ReplicationFactor)
 		rec.Layout = next
 		rec.EpochTimes = maps.Clone(rec.EpochTimes)
 		if rec.EpochTimes == nil {

@@ -78,8 +78,7 @@ func parseGroupName(name string) (UnitKey, string, error) {
 // replicas when segments get several copies here (Config.
 // ReplicationFactor): owner first, then other live nodes. Fewer live
 // nodes than the factor give fewer copies, logged.
-func (m *Manager) withReplicas(topic string, l topology.Layout, ids []topology.SegmentID, owner string) topology.Layout {
-	n := m.cfg.ReplicationFactor
+func (m *Manager) withReplicas(topic string, l topology.Layout, ids []topology.SegmentID, owner string, n int) topology.Layout {
 	if n <= 1 || m.cfg.PlaceReplicas == nil || m.cfg.Replicas == nil {
 		return l
 	}
@@ -100,6 +99,27 @@ func (m *Manager) withReplicas(topic string, l topology.Layout, ids []topology.S
 		}
 	}
 	return out
+}
+
+// checkReplication refuses a replication_factor this node's cluster cannot
+// honour: above 1 without a cluster, or above its live nodes.
+func (m *Manager) checkReplication(p *api.Policies) error {
+	if p == nil || p.ReplicationFactor == nil || *p.ReplicationFactor <= 1 {
+		return nil
+	}
+	n := *p.ReplicationFactor
+	if m.cfg.Replicas == nil || m.cfg.LiveNodes == nil {
+		return api.Errorf(api.CodeInvalidPolicy, "replication_factor %d needs a cluster: this node runs alone", n)
+	}
+	if live := m.cfg.LiveNodes(); n > live {
+		return api.Errorf(api.CodeInvalidPolicy, "replication_factor %d is above the %d live nodes of the cluster", n, live)
+	}
+	return nil
+}
+
+// replicationFactor is the topic's resolved replication_factor.
+func (t *Topic) replicationFactor() int {
+	return t.mgr.resolve(t.policies.Load(), t.nsPolicies.Load()).ReplicationFactor
 }
 
 // replicated says whether s is a segment of several copies.
@@ -385,7 +405,7 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 				break
 			}
 		}
-		if !slices.Contains(degraded, s.ID) && len(s.Replicas) < m.cfg.ReplicationFactor && live > len(s.Replicas) {
+		if !slices.Contains(degraded, s.ID) && len(s.Replicas) < c.t.replicationFactor() && live > len(s.Replicas) {
 			degraded = append(degraded, s.ID)
 			why = "under-replicated"
 		}
@@ -547,7 +567,7 @@ func (c *controller) repairSealed(ctx actor.Context) {
 				sources = append(sources, r.Node)
 			}
 		}
-		if lost < 0 && len(s.Replicas) < m.cfg.ReplicationFactor && live > len(s.Replicas) {
+		if lost < 0 && len(s.Replicas) < c.t.replicationFactor() && live > len(s.Replicas) {
 			lost = len(s.Replicas) // fewer copies than the factor: one more
 		}
 		if lost < 0 || len(sources) == 0 {
@@ -664,4 +684,14 @@ func (m *Manager) ReplicaCopyDir(key UnitKey, incarnation string) (string, error
 		return "", err
 	}
 	return m.store.UnitDir(key), nil
+}
+
+// namespacePolicies reads the policies of name's namespace (nil when they
+// cannot be read: the broker's and the topic's then decide).
+func (m *Manager) namespacePolicies(ctx context.Context, name routing.TopicName) *api.Policies {
+	ns, err := m.namespace(ctx, name.NamespaceName())
+	if err != nil {
+		return nil
+	}
+	return ns.Policies
 }

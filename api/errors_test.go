@@ -67,6 +67,8 @@ func TestPoliciesValidate(t *testing.T) {
 		"min above max":  {MinSegments: i(8), MaxSegments: i(4)},
 		"zero budget":    {EntryBucketBudget: i(0)},
 		"bad durability": {Durability: s("sometimes")},
+		"no copy":        {ReplicationFactor: i(0)},
+		"eight copies":   {ReplicationFactor: i(8)},
 	}
 	for name, p := range bad {
 		if err := p.Validate(); !errors.Is(err, ErrInvalidPolicy) {

@@ -37,6 +37,10 @@ type Policies struct {
 	RetentionMs     *int64  `json:"retention_ms,omitempty"`
 	Durability      *string `json:"durability,omitempty"`
 	MaxPayloadBytes *int    `json:"max_payload_bytes,omitempty"`
+	// ReplicationFactor is how many copies the segments the topic's layout
+	// changes create get, on as many nodes (default: the broker's
+	// --replication-factor); it may not exceed the cluster's live nodes.
+	ReplicationFactor *int `json:"replication_factor,omitempty"`
 	// The storage lifecycle of the topic's logs (see the storage worker):
 	// the size and the age past which a log's open file rolls to a new one
 	// (-1: never), and the bytes a topic keeps on disk before its oldest
@@ -139,6 +143,7 @@ func (p *Policies) Validate() error {
 		{"max_dag_depth", p.MaxDAGDepth, 1, 1000},
 		{"entry_bucket_budget", p.EntryBucketBudget, 1, 4096},
 		{"max_payload_bytes", p.MaxPayloadBytes, 1, 8 << 20},
+		{"replication_factor", p.ReplicationFactor, 1, 7},
 	}
 	for _, f := range ints {
 		if f.v != nil && (*f.v < f.min || *f.v > f.max) {

@@ -276,6 +276,7 @@ func (n *Node) startTopics(ctx context.Context) error {
 	defaults.Durability = durability
 	defaults.SyncInterval = cfg.SyncInterval
 	defaults.MaxPayloadBytes = cfg.MaxPayloadBytes
+	defaults.ReplicationFactor = cfg.ReplicationFactor
 	if c := frontend.PayloadCeiling(n.nc); defaults.MaxPayloadBytes > c {
 		n.log.Warn("--max-payload is over what NATS carries in one message here: the broker default is lowered to it (raise max_payload in the NATS server's configuration)",
 			"max_payload_flag", cfg.MaxPayloadBytes, "nats_max_payload", c+frontend.PayloadFraming, "default", c)
@@ -286,7 +287,7 @@ func (n *Node) startTopics(ctx context.Context) error {
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
 		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, Tier: n.tier, OnStorageTick: n.rearmStorage,
-		Incarnation: n.incarnation, Replicas: n.member.Replicas(), ReplicationFactor: cfg.ReplicationFactor, PlaceReplicas: n.member.PlaceReplicas,
+		Incarnation: n.incarnation, Replicas: n.member.Replicas(), PlaceReplicas: n.member.PlaceReplicas,
 		ReplicaLost: n.member.ReplicaLost, LiveNodes: n.member.LiveNodes, CopyReplica: n.member.CopyReplica,
 	})
 	n.member.SetReplicaOpener(n.topics.OpenReplica)
