@@ -477,14 +477,11 @@ func (c *replicaCommitter) submit(reqs []appendReq) {
 		defer c.inflight.Done()
 		err := p.Wait()
 		if err != nil && !errors.Is(err, replica.ErrSealed) && !errors.Is(err, replica.ErrStopped) {
-			// Not the leader (a follower's node restarted and it led
-			// meanwhile): take the lead and propose again, once.
-			if lerr := c.g.Lead(replicaLeadTimeout); lerr == nil {
-				c.mu.Lock()
-				p = c.g.Propose(recs)
-				c.mu.Unlock()
-				err = p.Wait()
-			}
+			// Not the leader (another replica led while this node was
+			// away), or the entry lost to another leader's: the producers
+			// resend (proposing again here could put this batch behind
+			// later ones of its keys), and this replica takes the lead.
+			go func() { _ = c.g.Lead(replicaLeadTimeout) }()
 		}
 		if err == nil && c.fence != nil {
 			err = c.fence()
