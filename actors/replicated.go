@@ -394,8 +394,26 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 	}
 	var degraded []topology.SegmentID
 	why := ""
+	factor := c.t.replicationFactor()
 	for _, s := range c.rec.Layout.Active() {
-		if !replicated(s) || s.Owner != m.cfg.NodeID {
+		if s.Owner != m.cfg.NodeID {
+			continue
+		}
+		// Fewer copies than the factor (placed when too few nodes were
+		// live, or before the factor was raised): more once placement
+		// would give more, so that a relocation never makes a successor
+		// no better than the segment it seals.
+		more := func() bool {
+			if factor <= max(len(s.Replicas), 1) || live <= max(len(s.Replicas), 1) {
+				return false
+			}
+			return len(m.cfg.PlaceReplicas(c.t.uri+"#"+strconv.FormatUint(uint64(s.ID), 10), m.cfg.NodeID, factor)) > max(len(s.Replicas), 1)
+		}
+		if !replicated(s) {
+			if more() {
+				degraded = append(degraded, s.ID)
+				why = "under-replicated"
+			}
 			continue
 		}
 		for _, r := range s.Replicas[1:] {
@@ -405,7 +423,7 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 				break
 			}
 		}
-		if !slices.Contains(degraded, s.ID) && len(s.Replicas) < c.t.replicationFactor() && live > len(s.Replicas) {
+		if !slices.Contains(degraded, s.ID) && more() {
 			degraded = append(degraded, s.ID)
 			why = "under-replicated"
 		}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -153,6 +154,9 @@ func (n *Member) PlaceReplicas(key, owner string, count int) []topology.Replica 
 		return nil
 	}
 	recs := n.members.liveNodes(placementViewAge)
+	if owner != n.nodeID && !slices.ContainsFunc(recs, func(r meta.NodeRecord) bool { return r.ID == owner }) {
+		recs = n.members.liveNodes(0) // the owner joined since the view was read
+	}
 	inc := map[string]string{n.nodeID: n.cfg.Incarnation}
 	var nodes []meta.NodeRecord
 	for _, r := range recs {
