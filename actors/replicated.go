@@ -368,7 +368,9 @@ func (m *Manager) serveReplicaRead(req UnitRead, s topology.Segment) (UnitData, 
 
 // replicaCommitter proposes a bucket's batches to its group, which this
 // node leads, and answers each once committed. Batches are proposed in
-// order and committed in order; several may be in flight.
+// order, only while this replica leads (a batch that comes while it does
+// not waits, behind the others, until it takes the lead), and committed in
+// order; several may be in flight.
 type replicaCommitter struct {
 	key   UnitKey
 	g     *replica.Group
@@ -377,52 +379,96 @@ type replicaCommitter struct {
 	onAck func([]appendReq)
 
 	mu       sync.Mutex
+	waiting  [][]appendReq // batches not proposed yet, in order
+	leading  bool          // a goroutine is taking the lead
 	inflight sync.WaitGroup
 }
 
-// submit proposes reqs as one entry.
+// submit proposes reqs as one entry, after the batches waiting.
 func (c *replicaCommitter) submit(reqs []appendReq) {
-	var recs []wal.Record
-	for i := range reqs {
-		recs = append(recs, reqs[i].records...)
-	}
-	if len(recs) == 0 {
+	if len(reqs) == 0 {
 		return
 	}
 	c.mu.Lock()
-	p := c.g.Propose(recs)
+	defer c.mu.Unlock()
 	c.inflight.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.inflight.Done()
-		err := p.Wait()
-		if err != nil && !errors.Is(err, replica.ErrSealed) && !errors.Is(err, replica.ErrStopped) {
-			// Not the leader (another replica led while this node was
-			// away), or the entry lost to another leader's: the producers
-			// resend (proposing again here could put this batch behind
-			// later ones of its keys), and this replica takes the lead.
-			go func() { _ = c.g.Lead(replicaLeadTimeout) }()
+	c.waiting = append(c.waiting, reqs)
+	c.proposeLocked()
+}
+
+// proposeLocked proposes the waiting batches if this replica leads, or
+// starts taking the lead.
+func (c *replicaCommitter) proposeLocked() {
+	if len(c.waiting) == 0 {
+		return
+	}
+	if lead, _, _ := c.g.Status(); lead != c.g.ID() {
+		if !c.leading {
+			c.leading = true
+			go func() {
+				err := c.g.Lead(replicaLeadTimeout)
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.leading = false
+				if err != nil {
+					// No lead to take: what waits is answered, not written.
+					for _, reqs := range c.waiting {
+						c.answer(reqs, 0, api.Errorf(api.CodeUnavailable, "%s: no majority of its replicas answers: %v; resend", c.key, err))
+					}
+					c.waiting = nil
+					return
+				}
+				c.proposeLocked()
+			}()
 		}
-		if err == nil && c.fence != nil {
-			err = c.fence()
-		}
-		var aerr error
-		switch {
-		case err == nil:
-		case errors.Is(err, replica.ErrSealed):
-			aerr = api.Errorf(api.CodeSegmentSealed, "%s is sealed; resend", c.key)
-		default:
-			aerr = api.Errorf(api.CodeUnavailable, "%s: not committed on a majority of its replicas: %v; resend", c.key, err)
-		}
-		off := p.First
+		return
+	}
+	for _, reqs := range c.waiting {
+		var recs []wal.Record
 		for i := range reqs {
-			reqs[i].settle(unitRef{c.key.Segment, c.key.Bucket}, off, aerr)
-			off += uint64(len(reqs[i].records))
+			recs = append(recs, reqs[i].records...)
 		}
-		if aerr == nil && c.onAck != nil {
-			c.onAck(reqs)
-		}
-	}()
+		p := c.g.Propose(recs)
+		go c.await(p, reqs)
+	}
+	c.waiting = nil
+}
+
+// await answers reqs once their proposal is committed or lost.
+func (c *replicaCommitter) await(p *replica.Proposal, reqs []appendReq) {
+	err := p.Wait()
+	if err != nil && !errors.Is(err, replica.ErrSealed) && !errors.Is(err, replica.ErrStopped) {
+		// Another replica leads now, or the entry lost to another
+		// leader's: the producers resend (proposing it again here could put
+		// it behind later batches of its keys), and this replica takes the
+		// lead for the next ones.
+		go func() { _ = c.g.Lead(replicaLeadTimeout) }()
+	}
+	if err == nil && c.fence != nil {
+		err = c.fence()
+	}
+	var aerr error
+	switch {
+	case err == nil:
+	case errors.Is(err, replica.ErrSealed):
+		aerr = api.Errorf(api.CodeSegmentSealed, "%s is sealed; resend", c.key)
+	default:
+		aerr = api.Errorf(api.CodeUnavailable, "%s: not committed on a majority of its replicas: %v; resend", c.key, err)
+	}
+	c.answer(reqs, p.First, aerr)
+}
+
+// answer settles a batch and marks it done.
+func (c *replicaCommitter) answer(reqs []appendReq, first uint64, err error) {
+	defer c.inflight.Done()
+	off := first
+	for i := range reqs {
+		reqs[i].settle(unitRef{c.key.Segment, c.key.Bucket}, off, err)
+		off += uint64(len(reqs[i].records))
+	}
+	if err == nil && c.onAck != nil {
+		c.onAck(reqs)
+	}
 }
 
 // drain waits for every batch in flight to be answered.

@@ -164,6 +164,9 @@ func (h *Host) Start(cfg Config) (*Group, error) {
 	return g, nil
 }
 
+// ID returns this replica's raft id.
+func (g *Group) ID() uint64 { return g.cfg.ID }
+
 // Committed returns the offset after the last committed record this
 // replica holds: readers of it may see [first, Committed()).
 func (g *Group) Committed() uint64 { return g.committed.Load() }
