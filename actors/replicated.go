@@ -93,7 +93,9 @@ func (m *Manager) withReplicas(topic string, l topology.Layout, ids []topology.S
 			m.log.Error("fewer live nodes than the replication factor: the segment gets fewer copies",
 				"topic", topic, "segment", s.ID, "replicas", len(reps), "replication_factor", n)
 		}
-		if len(reps) > 1 {
+		if len(reps) > 0 {
+			// One copy too: a group of one, which the home gives more
+			// copies once more nodes live (rereplicate.go).
 			s.Replicas = reps
 		}
 	}
@@ -121,8 +123,9 @@ func (t *Topic) replicationFactor() int {
 	return t.mgr.resolve(t.policies.Load(), t.nsPolicies.Load()).ReplicationFactor
 }
 
-// replicated says whether s is a segment of several copies.
-func replicated(s topology.Segment) bool { return len(s.Replicas) > 1 }
+// replicated says whether s is a segment whose copies raft keeps (placed
+// with a replication factor above 1, however many copies it got).
+func replicated(s topology.Segment) bool { return len(s.Replicas) > 0 }
 
 // peersOf names the replicas of s by raft id.
 func peersOf(s topology.Segment) map[uint64]replica.Peer {
