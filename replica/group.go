@@ -528,10 +528,14 @@ func (g *Group) apply(ents []*pb.Entry) {
 	}
 	last := ents[len(ents)-1].GetIndex()
 	seal := g.sealIdx.Load()
+	type outcome struct {
+		p   *Proposal
+		err error
+	}
+	var done []outcome
 	for _, e := range ents {
 		if seal == 0 && e.GetType() == pb.EntryNormal && isSeal(e.Data) {
 			seal = e.GetIndex()
-			g.sealIdx.Store(seal)
 			// Known at the next start without waiting for a leader.
 			if err := g.cfg.Storage.PersistCommit(seal); err != nil {
 				g.host.cfg.Logger.Errorf("braid/replica: %s: recording its seal: %v", g.cfg.Group, err)
@@ -544,24 +548,35 @@ func (g *Group) apply(ents []*pb.Entry) {
 		delete(g.byIndex, e.GetIndex())
 		switch {
 		case p.id.Term != e.GetTerm():
-			g.finish(p, ErrLost)
+			done = append(done, outcome{p, ErrLost})
 		case seal != 0 && e.GetIndex() > seal:
-			g.finish(p, ErrSealed)
+			done = append(done, outcome{p, ErrSealed})
 		default:
 			first, count, _ := g.cfg.Storage.EntryAt(e.GetIndex())
 			p.First, p.Next = first, first+count
-			g.finish(p, nil)
+			done = append(done, outcome{p, nil})
 		}
 	}
-	g.commitIdx.Store(last)
 	visible := last
 	if seal != 0 {
 		visible = min(last, seal)
 	}
+	// The frontier moves before anything is answered: a record answered
+	// committed is one readers see; committed is stored before the commit
+	// index, and the seal index before both, so that Sealed never pairs a
+	// new commit index with an old frontier.
 	next := g.cfg.Storage.Offsets(visible)
 	g.cfg.Storage.Log().SetReadLimit(next)
-	if next != g.committed.Swap(next) && g.cfg.OnCommitted != nil {
+	moved := next != g.committed.Swap(next)
+	if seal != 0 {
+		g.sealIdx.Store(seal)
+	}
+	g.commitIdx.Store(last)
+	if moved && g.cfg.OnCommitted != nil {
 		g.cfg.OnCommitted(next)
+	}
+	for _, o := range done {
+		g.finish(o.p, o.err)
 	}
 }
 
