@@ -101,6 +101,7 @@ bench:
 	$(GO) run ./benchmarks/secure -messages 200000 -rounds 5
 	$(GO) run ./benchmarks/raftcost -groups 1000,10000 -ticks 50
 	$(GO) run ./benchmarks/replication -rounds 3 -idle-groups 10000
+	$(GO) run ./benchmarks/cluster -replication -messages 20000 -rounds 3
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -name '*.pb.go')
