@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/cluster/clusterpb"
@@ -123,24 +123,17 @@ func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, su
 		if !filepath.IsLocal(f.Name) {
 			return api.Errorf(api.CodeInternal, "subscription %q: node %s named a file outside the group's directory: %q", sub, from, f.Name)
 		}
-		if err := n.fetchGroupFile(pid, kind, name, sub, f, filepath.Join(incoming, f.Name)); err != nil {
+		err := n.fetchFile(pid, filepath.Join(incoming, f.Name), f.Size, fmt.Sprintf("subscription %q", sub), func(off int64) proto.Message {
+			return &clusterpb.GroupFileChunk{Kind: kind, Topic: name.String(), Subscription: sub, Name: f.Name, Offset: off, Max: groupChunk}
+		})
+		if err != nil {
 			return err
 		}
 		bytes += f.Size
 	}
-	if err := os.MkdirAll(incoming, 0o750); err != nil {
+	if err := installDir(incoming, dir); err != nil {
 		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: removing a stale copy: %v", sub, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
-	}
-	if err := os.Rename(incoming, dir); err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
-	}
-	syncDir(filepath.Dir(dir))
 	if _, err := n.meta.MoveGroupHome(ctx, name, rec, n.nodeID, rev); err != nil {
 		// Another node took it meanwhile: this copy is not the group's.
 		_ = os.RemoveAll(dir)
@@ -153,37 +146,6 @@ func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, su
 	// by the record and never used.
 	n.system.Root.Send(pid, &clusterpb.GroupRelease{Kind: kind, Topic: name.String(), Subscription: sub})
 	return nil
-}
-
-// fetchGroupFile copies one file of a group's directory from its home.
-func (n *Member) fetchGroupFile(pid *actor.PID, kind string, name routing.TopicName, sub string, f *clusterpb.GroupFile, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
-	}
-	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
-	if err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
-	}
-	defer out.Close()
-	for off := int64(0); off < f.Size; {
-		res, err := n.system.Root.RequestFuture(pid, &clusterpb.GroupFileChunk{Kind: kind, Topic: name.String(), Subscription: sub,
-			Name: f.Name, Offset: off, Max: groupChunk}, remoteReadTimeout).Result()
-		if err != nil {
-			return api.Errorf(api.CodeUnavailable, "subscription %q: copying %s: %v", sub, f.Name, err)
-		}
-		chunk, ok := res.(*clusterpb.GroupFileChunkReply)
-		if !ok || chunk.ErrorCode != 0 || len(chunk.Data) == 0 {
-			return api.Errorf(api.CodeUnavailable, "subscription %q: copying %s at %d: %v", sub, f.Name, off, replyError(res))
-		}
-		if _, err := out.Write(chunk.Data); err != nil {
-			return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
-		}
-		off += int64(len(chunk.Data))
-	}
-	if err := out.Sync(); err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
-	}
-	return out.Close()
 }
 
 // replyError describes a failed or unexpected reply.
@@ -281,17 +243,7 @@ func (n *Member) serveGroupFileChunk(req *clusterpb.GroupFileChunk) *clusterpb.G
 	if err != nil {
 		return fail(err)
 	}
-	f, err := os.Open(filepath.Join(dir, req.Name))
-	if err != nil {
-		return fail(api.Errorf(api.CodeNotFound, "%v", err))
-	}
-	defer f.Close()
-	buf := make([]byte, min(int(req.Max), groupChunk))
-	k, err := f.ReadAt(buf, req.Offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fail(api.Errorf(api.CodeInternal, "%v", err))
-	}
-	return &clusterpb.GroupFileChunkReply{Data: buf[:k]}
+	return readChunk(filepath.Join(dir, req.Name), req.Offset, req.Max)
 }
 
 // serveGroupRelease drops the copy of a group another node took over.

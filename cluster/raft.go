@@ -33,7 +33,8 @@ import (
 // raftActorName names every node's actor that takes raft batches.
 const raftActorName = "braid-raft"
 
-// raftFailure counts the batches this node could not send or decode.
+// raftCounters count the raft batches this node could not send, and the
+// messages it could not decode.
 type raftCounters struct {
 	unsent, undecodable atomic.Uint64
 }

@@ -3,13 +3,13 @@ package cluster
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
@@ -121,51 +121,19 @@ func (n *Member) copyUnitFrom(src, incarnation string, key actors.UnitKey, dir s
 		if !filepath.IsLocal(f.Name) || strings.ContainsRune(f.Name, filepath.Separator) {
 			return 0, api.Errorf(api.CodeInternal, "%s: node %s named a file outside the unit's directory: %q", key, src, f.Name)
 		}
-		if err := n.fetchUnitFile(pid, incarnation, key, f, filepath.Join(incoming, f.Name)); err != nil {
+		err := n.fetchFile(pid, filepath.Join(incoming, f.Name), f.Size, key.String(), func(off int64) proto.Message {
+			return &clusterpb.UnitFileChunk{Topic: key.Topic.String(), Incarnation: incarnation, Segment: uint64(key.Segment),
+				Bucket: uint32(key.Bucket), Name: f.Name, Offset: off, Max: groupChunk}
+		})
+		if err != nil {
 			return 0, err
 		}
 		bytes += f.Size
 	}
-	syncDir(incoming)
-	if err := os.RemoveAll(dir); err != nil {
-		return 0, api.Errorf(api.CodeInternal, "%s: removing a stale copy: %v", key, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+	if err := installDir(incoming, dir); err != nil {
 		return 0, api.Errorf(api.CodeInternal, "%s: %v", key, err)
 	}
-	if err := os.Rename(incoming, dir); err != nil {
-		return 0, api.Errorf(api.CodeInternal, "%s: %v", key, err)
-	}
-	syncDir(filepath.Dir(dir))
 	return bytes, nil
-}
-
-// fetchUnitFile copies one file of a unit's directory.
-func (n *Member) fetchUnitFile(pid *actor.PID, incarnation string, key actors.UnitKey, f *clusterpb.GroupFile, path string) error {
-	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
-	if err != nil {
-		return api.Errorf(api.CodeInternal, "%s: %v", key, err)
-	}
-	defer out.Close()
-	for off := int64(0); off < f.Size; {
-		res, err := n.system.Root.RequestFuture(pid, &clusterpb.UnitFileChunk{Topic: key.Topic.String(), Incarnation: incarnation,
-			Segment: uint64(key.Segment), Bucket: uint32(key.Bucket), Name: f.Name, Offset: off, Max: groupChunk}, remoteReadTimeout).Result()
-		if err != nil {
-			return api.Errorf(api.CodeUnavailable, "%s: copying %s: %v", key, f.Name, err)
-		}
-		chunk, ok := res.(*clusterpb.GroupFileChunkReply)
-		if !ok || chunk.ErrorCode != 0 || len(chunk.Data) == 0 {
-			return api.Errorf(api.CodeUnavailable, "%s: copying %s at %d: %v", key, f.Name, off, replyError(res))
-		}
-		if _, err := out.Write(chunk.Data); err != nil {
-			return api.Errorf(api.CodeInternal, "%s: %v", key, err)
-		}
-		off += int64(len(chunk.Data))
-	}
-	if err := out.Sync(); err != nil {
-		return api.Errorf(api.CodeInternal, "%s: %v", key, err)
-	}
-	return out.Close()
 }
 
 // unitDirOf returns this node's sealed copy's directory of req's unit.
@@ -217,15 +185,5 @@ func (n *Member) serveUnitFileChunk(req *clusterpb.UnitFileChunk) *clusterpb.Gro
 	if err != nil {
 		return fail(err)
 	}
-	f, err := os.Open(filepath.Join(dir, req.Name))
-	if err != nil {
-		return fail(api.Errorf(api.CodeNotFound, "%v", err))
-	}
-	defer f.Close()
-	buf := make([]byte, min(int(req.Max), groupChunk))
-	k, err := f.ReadAt(buf, req.Offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fail(api.Errorf(api.CodeInternal, "%v", err))
-	}
-	return &clusterpb.GroupFileChunkReply{Data: buf[:k]}
+	return readChunk(filepath.Join(dir, req.Name), req.Offset, req.Max)
 }
