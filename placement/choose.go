@@ -46,17 +46,11 @@ func Choose(nodes []Node, key, avoid, self string, selfDraining bool) string {
 		if r.Draining || r.ID == self && selfDraining {
 			continue
 		}
-		// xxhash, not FNV: FNV-1a of keys and ids that differ only in
-		// their last bytes ranks one node first for half the keys.
-		h := xxhash.New()
-		_, _ = h.WriteString(key)
-		_, _ = h.Write([]byte{0})
-		_, _ = h.WriteString(r.ID)
 		avoided := uint64(0)
 		if r.ID == avoid {
 			avoided = 1
 		}
-		k := [4]uint64{uint64(r.BytesPerSec / bytesStep), uint64(r.Segments / segmentsStep), avoided, h.Sum64()}
+		k := [4]uint64{uint64(r.BytesPerSec / bytesStep), uint64(r.Segments / segmentsStep), avoided, nodeHash(key, r.ID)}
 		if best == "" || slices.Compare(k[:], bestKey[:]) < 0 {
 			best, bestKey = r.ID, k
 		}
@@ -83,11 +77,7 @@ func Replicas(nodes []Node, key, owner string, n int) []string {
 		if r.ID == owner || r.Draining {
 			continue
 		}
-		h := xxhash.New()
-		_, _ = h.WriteString(key)
-		_, _ = h.Write([]byte{0})
-		_, _ = h.WriteString(r.ID)
-		others = append(others, ranked{r.ID, [3]uint64{uint64(r.BytesPerSec / bytesStep), uint64(r.Segments / segmentsStep), h.Sum64()}})
+		others = append(others, ranked{r.ID, [3]uint64{uint64(r.BytesPerSec / bytesStep), uint64(r.Segments / segmentsStep), nodeHash(key, r.ID)}})
 	}
 	slices.SortFunc(others, func(a, b ranked) int { return slices.Compare(a.k[:], b.k[:]) })
 	for _, r := range others {
@@ -97,4 +87,15 @@ func Replicas(nodes []Node, key, owner string, n int) []string {
 		out = append(out, r.id)
 	}
 	return out
+}
+
+// nodeHash ranks node id among equals for key. xxhash, not FNV: FNV-1a of
+// keys and ids that differ only in their last bytes ranks one node first
+// for half the keys.
+func nodeHash(key, id string) uint64 {
+	h := xxhash.New()
+	_, _ = h.WriteString(key)
+	_, _ = h.Write([]byte{0})
+	_, _ = h.WriteString(id)
+	return h.Sum64()
 }
