@@ -94,33 +94,10 @@ func crashWorkload() []step {
 		return step{
 			name: fmt.Sprintf("pipelined %d", batches),
 			do: func(l **wal.Log, _ wal.Options) error {
-				// The committer runs beside the writer, as a bucket's
-				// does: a Write that rolls waits for the commit in
-				// flight, so one goroutine cannot do both.
-				var inFlight chan error
-				wait := func() error {
-					if inFlight == nil {
-						return nil
-					}
-					err := <-inFlight
-					inFlight = nil
+				return writeCommittingBeside(*l, len(all), func(i int) error {
+					_, err := (*l).Write(all[i]...)
 					return err
-				}
-				for _, recs := range all {
-					if _, err := (*l).Write(recs...); err != nil {
-						_ = wait()
-						return err
-					}
-					if err := wait(); err != nil {
-						return err
-					}
-					inFlight = make(chan error, 1)
-					go func(done chan<- error) {
-						_, err := (*l).StartCommit().Wait()
-						done <- err
-					}(inFlight)
-				}
-				return wait()
+				})
 			},
 			apply: func(m model) model {
 				for _, recs := range all {
@@ -195,6 +172,68 @@ func crashWorkload() []step {
 		truncateHead(func(m model) uint64 { return (m.first + m.next()) / 2 }),
 		compact(), appendStep(3), compact(), reopen, appendStep(1))
 	return steps
+}
+
+// writeCommittingBeside runs write(0), ..., write(n-1) on l, each
+// followed by a commit that runs beside the next write, as a bucket's
+// committer does: a write that rolls waits for the commit in flight, so
+// one goroutine cannot do both.
+func writeCommittingBeside(l *wal.Log, n int, write func(i int) error) error {
+	var inFlight chan error
+	wait := func() error {
+		if inFlight == nil {
+			return nil
+		}
+		err := <-inFlight
+		inFlight = nil
+		return err
+	}
+	for i := range n {
+		if err := write(i); err != nil {
+			_ = wait()
+			return err
+		}
+		if err := wait(); err != nil {
+			return err
+		}
+		inFlight = make(chan error, 1)
+		go func(done chan<- error) {
+			_, err := l.StartCommit().Wait()
+			done <- err
+		}(inFlight)
+	}
+	return wait()
+}
+
+// crashEachOperation runs workload on a crash file system once to count
+// its changing operations, checks the log it leaves, then runs it again
+// dying before each of them, checking what recovers (check gets what was
+// acknowledged and what the step in flight would have made). It returns
+// the operations and the crash points by step.
+func crashEachOperation(t *testing.T, opts wal.Options, workload func() []step, check func(mem *crashfs.Mem, acked, attempted model)) (int, map[string]int) {
+	t.Helper()
+	mem := crashfs.NewMem()
+	opts.FS = mem
+	acked, _, failed := runSteps(t, opts, workload())
+	if failed != "" {
+		t.Fatalf("the workload failed without a crash at %s", failed)
+	}
+	total := mem.Ops()
+	check(mem, acked, acked)
+	steps := map[string]int{}
+	for k := range total {
+		mem := crashfs.NewMem()
+		opts.FS = mem
+		mem.DieAfter(k)
+		acked, attempted, failed := runSteps(t, opts, workload())
+		mem.Crash()
+		steps[failed]++
+		check(mem, acked, attempted)
+		if t.Failed() {
+			t.Fatalf("crash before operation %d of %d, in %q", k, total, failed)
+		}
+	}
+	return total, steps
 }
 
 // runWorkload runs the workload on mem until a step fails; it returns the

@@ -69,31 +69,10 @@ func entryWorkload() []step {
 		return step{
 			name: fmt.Sprintf("follower writes %d at term %d", count, term),
 			do: func(l **wal.Log, _ wal.Options) error {
-				var inFlight chan error
-				wait := func() error {
-					if inFlight == nil {
-						return nil
-					}
-					err := <-inFlight
-					inFlight = nil
+				return writeCommittingBeside(*l, len(ids), func(i int) error {
+					_, err := (*l).WriteEntryData(ids[i], wal.EncodeEntryData(nil, recs[i]))
 					return err
-				}
-				for i := range ids {
-					data := wal.EncodeEntryData(nil, recs[i])
-					if _, err := (*l).WriteEntryData(ids[i], data); err != nil {
-						_ = wait()
-						return err
-					}
-					if err := wait(); err != nil {
-						return err
-					}
-					inFlight = make(chan error, 1)
-					go func(done chan<- error) {
-						_, err := (*l).StartCommit().Wait()
-						done <- err
-					}(inFlight)
-				}
-				return wait()
+				})
 			},
 			apply: func(m model) model { return applyEntries(m, ids, recs) },
 		}
@@ -220,31 +199,14 @@ func checkEntries(t *testing.T, opts wal.Options, acked, attempted model) {
 func TestCrashEntriesAtEveryOperation(t *testing.T) {
 	for _, pre := range []int{0, -1} {
 		opts := wal.Options{Durability: wal.DurabilityAlways, SegmentBytes: 1500, Preallocate: pre}
-		mem := crashfs.NewMem()
-		opts.FS = mem
-		acked, _, failed := runSteps(t, opts, entryWorkload())
-		if failed != "" {
-			t.Fatalf("the workload failed without a crash at %s", failed)
-		}
-		total := mem.Ops()
-		if total < 100 {
-			t.Fatalf("the workload has %d operations; too few to mean much", total)
-		}
-		checkEntries(t, opts, acked, acked)
-		checkRecovered(t, mem, opts, acked, acked)
-		steps := map[string]int{}
-		for k := range total {
-			mem := crashfs.NewMem()
+		total, steps := crashEachOperation(t, opts, entryWorkload, func(mem *crashfs.Mem, acked, attempted model) {
+			opts := opts
 			opts.FS = mem
-			mem.DieAfter(k)
-			acked, attempted, failed := runSteps(t, opts, entryWorkload())
-			mem.Crash()
-			steps[failed]++
 			checkEntries(t, opts, acked, attempted)
 			checkRecovered(t, mem, opts, acked, attempted)
-			if t.Failed() {
-				t.Fatalf("preallocate %d: crash before operation %d of %d, in %q", pre, k, total, failed)
-			}
+		})
+		if total < 100 {
+			t.Fatalf("the workload has %d operations; too few to mean much", total)
 		}
 		t.Logf("preallocate %d: %d crash points, by step: %v", pre, total, steps)
 	}

@@ -54,30 +54,16 @@ func trimWorkload() []step {
 // the old start or the new one, every record kept whole, and no hole.
 func TestCrashAtEveryOperationOfAHeadTrim(t *testing.T) {
 	opts := wal.Options{Durability: wal.DurabilityAlways, SegmentBytes: wal.Unlimited}
-	mem := crashfs.NewMem()
-	opts.FS = mem
-	acked, _, failed := runSteps(t, opts, trimWorkload())
-	if failed != "" {
-		t.Fatalf("the workload failed without a crash at %s", failed)
-	}
-	if acked.first != 12 {
-		t.Fatalf("the workload ends at first offset %d", acked.first)
-	}
-	total := mem.Ops()
-	checkRecovered(t, mem, opts, acked, acked)
-	steps := map[string]int{}
-	for k := range total {
-		mem := crashfs.NewMem()
-		opts.FS = mem
-		mem.DieAfter(k)
-		acked, attempted, failed := runSteps(t, opts, trimWorkload())
-		mem.Crash()
-		steps[failed]++
-		checkRecovered(t, mem, opts, acked, attempted)
-		if t.Failed() {
-			t.Fatalf("crash before operation %d of %d, in %q", k, total, failed)
+	first := true
+	total, steps := crashEachOperation(t, opts, trimWorkload, func(mem *crashfs.Mem, acked, attempted model) {
+		if first && acked.first != 12 {
+			t.Fatalf("the workload ends at first offset %d", acked.first)
 		}
-	}
+		first = false
+		opts := opts
+		opts.FS = mem
+		checkRecovered(t, mem, opts, acked, attempted)
+	})
 	t.Logf("%d crash points, by step: %v", total, steps)
 	if steps["trim head"] == 0 || steps["drop the trimmed file"] == 0 {
 		t.Fatalf("no crash inside a trim: %v", steps)
