@@ -17,7 +17,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
-	"github.com/braidmq/braid/replica"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/scaling"
 	"github.com/braidmq/braid/topology"
@@ -55,10 +54,9 @@ type Manager struct {
 	// topics (hosted.go).
 	hostedMu sync.Mutex
 	hosted   map[UnitKey]*hostedUnit
-	// groups holds this node's replicas of replicated units by group name
-	// (replicated.go).
+	// groupsMu serializes the starts of this node's replicas (their
+	// registry is Config.Replicas': replicated.go).
 	groupsMu sync.Mutex
-	groups   map[string]*replica.Group
 	// afterStep, when set (by tests, before any topic starts), is called
 	// by a topic's controller after each step k of a layout change's
 	// plan, in the controller: a panic there crashes the controller right

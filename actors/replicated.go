@@ -88,7 +88,7 @@ func (m *Manager) withReplicas(topic string, l topology.Layout, ids []topology.S
 		if !slices.Contains(ids, s.ID) || s.Owner != owner {
 			continue
 		}
-		reps := m.cfg.PlaceReplicas(topic+"#"+strconv.FormatUint(uint64(s.ID), 10), owner, n)
+		reps := m.placeReplicas(topic, s.ID, owner, n)
 		if len(reps) < n {
 			m.log.Error("fewer live nodes than the replication factor: the segment gets fewer copies",
 				"topic", topic, "segment", s.ID, "replicas", len(reps), "replication_factor", n)
@@ -177,44 +177,31 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 	if err != nil {
 		return nil, err
 	}
-	if m.groups == nil {
-		m.groups = map[string]*replica.Group{}
-	}
-	m.groups[name] = g
 	return g, nil
 }
 
 // stopGroups stops this node's replicas of the topic's units (the topic
 // stops here, or is dropped); with seg >= 0, only that segment's.
 func (m *Manager) stopGroups(name routing.TopicName, seg int64) {
-	prefix := name.String() + "#"
-	m.groupsMu.Lock()
-	var stop []*replica.Group
-	for gname, g := range m.groups {
-		if !strings.HasPrefix(gname, prefix) {
-			continue
-		}
+	if m.cfg.Replicas == nil {
+		return
+	}
+	for _, g := range m.cfg.Replicas.Groups(name.String() + "#") {
 		if seg >= 0 {
-			if key, _, err := parseGroupName(gname); err != nil || int64(key.Segment) != seg {
+			if key, _, err := parseGroupName(g.Name()); err != nil || int64(key.Segment) != seg {
 				continue
 			}
 		}
-		stop = append(stop, g)
-		delete(m.groups, gname)
-	}
-	m.groupsMu.Unlock()
-	for _, g := range stop {
 		g.Stop()
 	}
 }
 
 // stopAllGroups stops every replica of this node (it closes).
 func (m *Manager) stopAllGroups() {
-	m.groupsMu.Lock()
-	groups := m.groups
-	m.groups = nil
-	m.groupsMu.Unlock()
-	for _, g := range groups {
+	if m.cfg.Replicas == nil {
+		return
+	}
+	for _, g := range m.cfg.Replicas.Groups("") {
 		g.Stop()
 	}
 }
@@ -277,38 +264,29 @@ func (m *Manager) replicaLog(key UnitKey, incarnation string, s topology.Segment
 	if s.State == topology.StateActive {
 		return l, nil
 	}
-	if _, ok := g.Sealed(); ok {
-		return l, nil
-	}
+	self := s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation)
 	deadline := time.Now().Add(replicaSealWait)
 	for {
 		if _, ok := g.Sealed(); ok {
 			return l, nil
 		}
-		if time.Now().After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return nil, api.Errorf(api.CodeUnavailable, "segment %d of %s: its replicas have not agreed where it ends yet; retry", key.Segment, key.Topic)
 		}
-		if lead, _, _ := g.Status(); lead == 0 || lead == s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) || !m.peerLive(s, lead) {
-			// No leader, this one, or one whose node is gone: seal from
-			// here.
-			if err := g.Lead(time.Until(deadline)); err == nil {
-				p := g.Seal()
+		// Seal from here when there is no leader, this one leads, the
+		// leader's node is gone, or the leader has not sealed in half the
+		// wait; else the live leader may seal first.
+		if lead, _, _ := g.Status(); lead == 0 || lead == self || !m.peerLive(s, lead) || left < replicaSealWait/2 {
+			if err := g.Lead(left); err == nil {
 				select {
-				case <-p.Done():
+				case <-g.Seal().Done():
 				case <-time.After(time.Until(deadline)):
 				}
 			}
-		} else {
-			// Another live replica leads: it seals when a read reaches
-			// it, or this one takes the lead after a while.
-			select {
-			case <-time.After(200 * time.Millisecond):
-			case <-time.After(time.Until(deadline)):
-			}
-			if time.Until(deadline) < replicaSealWait/2 {
-				_ = g.Lead(time.Second)
-			}
+			continue
 		}
+		time.Sleep(min(200*time.Millisecond, left))
 	}
 }
 
@@ -498,4 +476,10 @@ func (m *Manager) namespacePolicies(ctx context.Context, name routing.TopicName)
 		return nil
 	}
 	return ns.Policies
+}
+
+// placeReplicas names up to n replicas of segment seg of topic, owned by
+// owner (Config.PlaceReplicas, keyed by topic and segment).
+func (m *Manager) placeReplicas(topic string, seg topology.SegmentID, owner string, n int) []topology.Replica {
+	return m.cfg.PlaceReplicas(topic+"#"+strconv.FormatUint(uint64(seg), 10), owner, n)
 }

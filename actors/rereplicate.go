@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -59,7 +58,7 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 			if factor <= max(len(s.Replicas), 1) || live <= max(len(s.Replicas), 1) {
 				return false
 			}
-			return len(m.cfg.PlaceReplicas(c.t.uri+"#"+strconv.FormatUint(uint64(s.ID), 10), m.cfg.NodeID, factor)) > max(len(s.Replicas), 1)
+			return len(m.placeReplicas(c.t.uri, s.ID, m.cfg.NodeID, factor)) > max(len(s.Replicas), 1)
 		}
 		if !replicated(s) {
 			if more() {
@@ -166,7 +165,7 @@ func (c *controller) repairSealed(ctx actor.Context) {
 			continue
 		}
 		var target topology.Replica
-		for _, r := range m.cfg.PlaceReplicas(c.t.uri+"#"+strconv.FormatUint(uint64(s.ID), 10), m.cfg.NodeID, len(s.Replicas)+1) {
+		for _, r := range m.placeReplicas(c.t.uri, s.ID, m.cfg.NodeID, len(s.Replicas)+1) {
 			if !slices.Contains(sources, r.Node) {
 				target = r
 				break

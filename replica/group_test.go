@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,17 +33,50 @@ type cluster struct {
 	groups map[uint64]*replica.Group
 	logs   map[uint64]*wal.Log
 	cut    map[uint64]bool
+	// ticks is each host's clock, which a goroutine ticks every 2 ms
+	// unless paused (then the test ticks them itself).
+	ticks  map[uint64]chan time.Time
+	paused atomic.Bool
 }
 
 const groupName = "topic://t/n/x/1/0"
 
 func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{}}
+	c := &cluster{t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{},
+		ticks: map[uint64]chan time.Time{}}
 	for i := range n {
 		id := uint64(i + 1)
 		c.ids = append(c.ids, id)
 		c.peers[id] = replica.Peer{Node: fmt.Sprintf("n%d", id), Incarnation: "i1"}
+		c.ticks[id] = make(chan time.Time, 1)
 	}
+	stop := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				if c.paused.Load() {
+					continue
+				}
+				for _, ch := range c.ticks {
+					select {
+					case ch <- now:
+					default: // the host has not taken the last one: it is busy, or stopped
+					}
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-ticked
+	})
 	for _, id := range c.ids {
 		if err := replica.Bootstrap(nil, c.statePath(id), c.ids); err != nil {
 			t.Fatal(err)
@@ -76,7 +110,7 @@ func (c *cluster) start(id uint64) {
 		c.t.Fatal(err)
 	}
 	self := c.peers[id]
-	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Workers: 2,
+	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[id], Workers: 2,
 		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
 	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1})
 	if err != nil {

@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,9 @@ type HostConfig struct {
 	// TickInterval is raft's tick (100 ms if 0): ElectionTick ticks
 	// without a leader start an election.
 	TickInterval time.Duration
+	// Ticks, when set, is the host's clock instead: a tick each time it
+	// receives (tests drive it).
+	Ticks <-chan time.Time
 	// Workers run the groups' raft state machines and their appends
 	// (GOMAXPROCS each if 0).
 	Workers int
@@ -163,6 +167,22 @@ func (h *Host) Group(id string) *Group {
 	defer h.mu.Unlock()
 	return h.groups[id]
 }
+
+// Groups returns the running groups whose names start with prefix.
+func (h *Host) Groups(prefix string) []*Group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*Group
+	for name, g := range h.groups {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Name returns the group's name.
+func (g *Group) Name() string { return g.cfg.Group }
 
 // Len returns how many groups run.
 func (h *Host) Len() int {
@@ -332,13 +352,17 @@ func (h *Host) work(s *scheduler, run func(*Group)) {
 
 func (h *Host) tickLoop() {
 	defer h.done.Done()
-	t := time.NewTicker(h.cfg.TickInterval)
-	defer t.Stop()
+	ticks := h.cfg.Ticks
+	if ticks == nil {
+		t := time.NewTicker(h.cfg.TickInterval)
+		defer t.Stop()
+		ticks = t.C
+	}
 	for {
 		select {
 		case <-h.stop:
 			return
-		case <-t.C:
+		case <-ticks:
 		}
 		now := time.Now()
 		h.mu.Lock()

@@ -34,8 +34,7 @@ type Storage struct {
 	slots []slot // entries (st.snapIndex, last]: slots[i] is index st.snapIndex+1+i
 	// stored is what the state file holds of the hard state, to tell
 	// which changes must reach it before raft may go on.
-	storedTerm, storedVote uint64
-	stored                 struct{ commit uint64 }
+	stored struct{ term, vote, commit uint64 }
 }
 
 // slot is one entry of the log: its term and, for an entry that carries
@@ -85,8 +84,8 @@ func OpenStorage(log *wal.Log, fsys wal.FS, path string) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{log: log, fsys: fsys, path: path, st: st, storedTerm: st.term, storedVote: st.vote}
-	s.stored.commit = st.commit
+	s := &Storage{log: log, fsys: fsys, path: path, st: st}
+	s.stored.term, s.stored.vote, s.stored.commit = st.term, st.vote, st.commit
 	// Merge the frames and the marks by index, from the compaction point.
 	index, term := st.snapIndex, st.snapTerm
 	r, m := 0, 0
@@ -383,7 +382,7 @@ func (s *Storage) SetHardState(hs *pb.HardState) error {
 	defer s.mu.Unlock()
 	s.st.term, s.st.vote = hs.GetTerm(), hs.GetVote()
 	s.st.commit = max(s.st.commit, hs.GetCommit())
-	if s.st.term == s.storedTerm && s.st.vote == s.storedVote {
+	if s.st.term == s.stored.term && s.st.vote == s.stored.vote {
 		return nil
 	}
 	return s.writeStateLocked()
@@ -413,7 +412,6 @@ func (s *Storage) writeStateLocked() error {
 	if err := wal.ReplaceFile(s.fsys, s.path, s.st.encode()); err != nil {
 		return fmt.Errorf("braid/replica: writing %s: %w", s.path, err)
 	}
-	s.storedTerm, s.storedVote = s.st.term, s.st.vote
-	s.stored.commit = s.st.commit
+	s.stored.term, s.stored.vote, s.stored.commit = s.st.term, s.st.vote, s.st.commit
 	return nil
 }
