@@ -348,6 +348,18 @@ func (g *Group) tick() {
 // wake makes a quiet group tick again.
 func (g *Group) wake() { g.post(true, func() {}) }
 
+// forgetLeaderOn wakes the group and, if its leader is the replica on
+// node (taken for down), forgets that leader, so that the group can elect
+// another without waiting out the leader's lease (Host.PeerDown).
+func (g *Group) forgetLeaderOn(node string) {
+	g.post(true, func() {
+		lead := g.rn.BasicStatus().Lead
+		if p, ok := g.cfg.Peers[lead]; ok && lead != g.cfg.ID && p.Node == node {
+			_ = g.rn.ForgetLeader()
+		}
+	})
+}
+
 // quiet takes a leader's notice that the group is idle: a follower that
 // holds everything the leader committed, at the leader's term, stops
 // ticking until a message comes. It is checked once the messages taken

@@ -285,7 +285,11 @@ func (h *Host) callUnknown(group string, from Peer) {
 }
 
 // PeerDown wakes every quiet group that has a replica on node: if it led
-// them, its followers must tick to elect another leader.
+// them, its followers must tick to elect another leader. A follower whose
+// leader is on node forgets it (raft's ForgetLeader): with CheckQuorum and
+// PreVote on, a follower grants no vote for an election timeout after it
+// last heard from a leader, so that the replicas that took the node for
+// down can elect another at once instead of waiting that out.
 func (h *Host) PeerDown(node string) {
 	h.mu.Lock()
 	var wake []*Group
@@ -299,8 +303,17 @@ func (h *Host) PeerDown(node string) {
 	}
 	h.mu.Unlock()
 	for _, g := range wake {
-		g.wake()
+		g.forgetLeaderOn(node)
 	}
+}
+
+// Down says whether node is taken for down: none of its batches came for
+// PeerTimeout, and none since. (A node this host shares no group with is
+// not watched: never down.)
+func (h *Host) Down(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down[node]
 }
 
 // send queues envelopes for a peer; they go out at the end of the round

@@ -242,3 +242,48 @@ func TestHostCallsOnUnknownOncePerGroup(t *testing.T) {
 		t.Fatalf("OnUnknown called %d more times within a second", len(calls))
 	}
 }
+
+// When a leader's node is taken for down, its followers forget it, so
+// that one of them takes the lead at once: with CheckQuorum and PreVote a
+// follower otherwise grants no vote for an election timeout after it last
+// heard from its leader. Here no tick is given after the one that finds
+// the node silent, so the followers' election timers do not run: the lead
+// is taken on the word of the failure detector alone.
+func TestHostPeerDownForgetsItsLeader(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	lead := c.leader()
+	c.propose(lead, 0, 5, got)
+	c.agree(got)
+	c.paused.Store(true)
+	c.halt(lead)
+	var followers []uint64
+	for _, id := range c.ids {
+		if id != lead {
+			followers = append(followers, id)
+		}
+	}
+	// Past the peer timeout (10 ticks of 2 ms), one tick each: the hosts
+	// find the leader's node silent.
+	node := c.peers[lead].Node
+	poll.EventuallyNil(t, 10*time.Second, "the followers taking the leader's node for down", func() error {
+		for _, id := range followers {
+			select {
+			case c.ticks[id] <- time.Now():
+			default:
+			}
+			if !c.hosts[id].Down(node) {
+				return fmt.Errorf("host %d does not take %s for down", id, node)
+			}
+		}
+		return nil
+	})
+	if err := c.group(followers[0]).Lead(2 * time.Second); err != nil {
+		t.Fatalf("a follower could not take the lead with the leader's node down and no election timeout run: %v", err)
+	}
+	if lost := c.propose(followers[0], 100, 5, got); lost != 0 {
+		t.Fatalf("%d proposals lost", lost)
+	}
+	c.paused.Store(false)
+	c.agree(got)
+}
