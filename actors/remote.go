@@ -31,6 +31,9 @@ type UnitRead struct {
 	Max         int
 	MaxBytes    int
 	BoundsOnly  bool
+	// ChecksumTo > 0 asks for a checksum of the records [From,
+	// ChecksumTo) instead of the records (VerifyReplicas).
+	ChecksumTo uint64
 }
 
 // UnitData answers a UnitRead.
@@ -38,6 +41,8 @@ type UnitData struct {
 	First, Next uint64
 	Bytes       int64 // the log's size on disk
 	Records     []wal.Record
+	// Checksum answers a ChecksumTo.
+	Checksum []byte
 }
 
 // RemoteUnits reads and writes bucket logs on the node that owns their

@@ -28,6 +28,10 @@ func (m *Manager) readLocal(open func() (*wal.Log, error), req UnitRead) (UnitDa
 	}
 	tr := m.store.Tier()
 	d := UnitData{First: m.store.FirstOffset(l), Next: l.NextOffset(), Bytes: l.SizeBytes()}
+	if req.ChecksumTo > 0 {
+		d.Checksum, err = checksumRecords(l, req.From, req.ChecksumTo)
+		return d, err
+	}
 	if req.BoundsOnly || req.From >= d.Next {
 		return d, nil
 	}

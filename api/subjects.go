@@ -58,6 +58,9 @@ const (
 	AdminTopicRebucket   = "topic.rebucket"
 	AdminTopicDelete     = "topic.delete"
 	AdminTopicStats      = "topic.stats"
+	// AdminTopicVerify compares the replicas of a replicated topic's
+	// bucket logs (TopicRequest -> TopicVerification).
+	AdminTopicVerify = "topic.verify"
 	// AdminTopicCompact starts a compaction (TopicRequest ->
 	// CompactionStatus); AdminTopicCompaction reports it.
 	AdminTopicCompact    = "topic.compact"

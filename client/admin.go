@@ -186,6 +186,14 @@ func (a *Admin) Stats(ctx context.Context, uri string) (api.TopicStats, error) {
 	return s, err
 }
 
+// VerifyReplicas compares the replicas of every bucket log of a
+// replicated topic: whether each holds the same committed records.
+func (a *Admin) VerifyReplicas(ctx context.Context, uri string) (api.TopicVerification, error) {
+	var v api.TopicVerification
+	err := a.call(ctx, api.AdminTopicVerify, api.TopicRequest{Topic: uri}, &v)
+	return v, err
+}
+
 // Compact starts a compaction of the topic (one already running is not
 // started again) and returns its status.
 func (a *Admin) Compact(ctx context.Context, uri string) (api.CompactionStatus, error) {

@@ -168,11 +168,11 @@ func (n *Member) serveUnitRead(req *clusterpb.UnitRead) *clusterpb.UnitReadReply
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	d, err := n.topics.ServeUnitRead(ctx, actors.UnitRead{Topic: name, Incarnation: req.Incarnation, Segment: topology.SegmentID(req.Segment),
-		Bucket: int(req.Bucket), From: req.From, Max: int(req.Max), MaxBytes: int(req.MaxBytes), BoundsOnly: req.BoundsOnly})
+		Bucket: int(req.Bucket), From: req.From, Max: int(req.Max), MaxBytes: int(req.MaxBytes), BoundsOnly: req.BoundsOnly, ChecksumTo: req.ChecksumTo})
 	if err != nil {
 		return unitReadError(err)
 	}
-	return &clusterpb.UnitReadReply{First: d.First, Next: d.Next, Bytes: d.Bytes, Records: toProtoRecords(d.Records)}
+	return &clusterpb.UnitReadReply{First: d.First, Next: d.Next, Bytes: d.Bytes, Records: toProtoRecords(d.Records), Checksum: d.Checksum}
 }
 
 func unitReadError(err error) *clusterpb.UnitReadReply {
@@ -205,7 +205,8 @@ func (r remoteUnits) ReadUnit(ctx context.Context, owner string, req actors.Unit
 		timeout = min(timeout, time.Until(dl))
 	}
 	msg := &clusterpb.UnitRead{Topic: req.Topic.String(), Incarnation: req.Incarnation, Segment: uint64(req.Segment), Bucket: uint32(req.Bucket),
-		From: req.From, Max: uint32(max(req.Max, 0)), MaxBytes: uint32(max(req.MaxBytes, 0)), BoundsOnly: req.BoundsOnly}
+		From: req.From, Max: uint32(max(req.Max, 0)), MaxBytes: uint32(max(req.MaxBytes, 0)), BoundsOnly: req.BoundsOnly,
+		ChecksumTo: req.ChecksumTo}
 	res, err := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), msg, timeout).Result()
 	if err != nil {
 		if errors.Is(err, actor.ErrTimeout) {
@@ -220,7 +221,7 @@ func (r remoteUnits) ReadUnit(ctx context.Context, owner string, req actors.Unit
 	if reply.ErrorCode != 0 {
 		return actors.UnitData{}, remoteError(owner, reply.ErrorCode, reply.Error)
 	}
-	return actors.UnitData{First: reply.First, Next: reply.Next, Bytes: reply.Bytes, Records: fromProtoRecords(reply.Records)}, nil
+	return actors.UnitData{First: reply.First, Next: reply.Next, Bytes: reply.Bytes, Records: fromProtoRecords(reply.Records), Checksum: reply.Checksum}, nil
 }
 
 // remoteReadTimeout bounds a read on another node.

@@ -59,6 +59,7 @@ var _ = Describe("Replication", func() {
 		}
 		produceGo(conns[other], uri, 450, 500, 8)
 		readAll(conns[home], uri, "after", 500)
+		waitReplicasAgree(conns[other], uri, 500)
 		fmt.Fprintf(GinkgoWriter, "layout after: %+v\n", describe(conns[other], uri).Segments)
 	})
 })
@@ -107,6 +108,7 @@ var _ = Describe("Replication under repeated loss", func() {
 			waitAllLive(conns[a])
 			readAll(conns[victim], uri, fmt.Sprintf("back-%d", round), seq)
 			waitFullyReplicated(conns[a], uri)
+			waitReplicasAgree(conns[a], uri, seq)
 			victim = rng.IntN(3)
 		}
 	})
@@ -135,4 +137,32 @@ func waitFullyReplicated(nc *nats.Conn, uri string) {
 			}
 		}
 	}).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+}
+
+// waitReplicasAgree waits until topic.verify finds every replica of every
+// unit of uri answering with the same committed records, at least
+// messages of them compared in all, and the copies of each sealed unit
+// ending at the same record.
+func waitReplicasAgree(nc *nats.Conn, uri string, messages int) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		v, err := client.NewAdmin(nc).VerifyReplicas(ctx, uri)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(v.Disagree).To(BeZero(), "replicas disagree: %+v", v.Checks)
+		g.Expect(v.Unanswered).To(BeZero(), "a replica did not answer: %+v", v.Checks)
+		compared := uint64(0)
+		for _, c := range v.Checks {
+			g.Expect(c.Replicas).To(HaveLen(3), "unit %d/%d", c.Segment, c.Bucket)
+			compared += c.To - c.From
+			if c.State == "sealed" {
+				for _, r := range c.Replicas {
+					g.Expect(r.Next).To(Equal(c.To), "sealed unit %d/%d: the copy on %s ends elsewhere: %+v", c.Segment, c.Bucket, r.Node, c.Replicas)
+				}
+			}
+		}
+		g.Expect(compared).To(BeNumerically(">=", messages), "records compared on every replica")
+		fmt.Fprintf(GinkgoWriter, "replicas agree: %d units, %d records compared on each of their copies\n", v.Units, compared)
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 }

@@ -34,6 +34,7 @@ func (n *Frontend) adminOps() map[string]adminOp {
 		api.AdminTopicRebucket:   n.topicRebucket,
 		api.AdminTopicDelete:     n.topicDelete,
 		api.AdminTopicStats:      n.topicStats,
+		api.AdminTopicVerify:     n.topicVerify,
 		api.AdminTopicCompact:    n.topicCompact,
 		api.AdminTopicCompaction: n.topicCompaction,
 		api.AdminTopicPartitions: n.topicPartitions,
@@ -333,6 +334,20 @@ func (n *Frontend) topicStats(_ context.Context, body []byte) (any, error) {
 	st := t.Stats()
 	st.Subscriptions = n.subscriptionStats(t)
 	return st, nil
+}
+
+// topicVerify compares a replicated topic's replicas; any node serves it
+// (it asks each replica).
+func (n *Frontend) topicVerify(ctx context.Context, body []byte) (any, error) {
+	var req api.TopicRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	name, err := routing.ParseTopic(req.Topic)
+	if err != nil {
+		return nil, api.Errorf(api.CodeInvalidName, "%v", err)
+	}
+	return n.topics.VerifyReplicas(ctx, name)
 }
 
 func (n *Frontend) topicCompact(ctx context.Context, body []byte) (any, error) {

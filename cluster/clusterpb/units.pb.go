@@ -27,15 +27,18 @@ const (
 // UnitRead asks the node that owns a segment for records of one of its
 // bucket logs, or (bounds_only) for the log's bounds.
 type UnitRead struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`             // the topic's URI
-	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // the topic's incarnation, as its record has it
-	Segment       uint64                 `protobuf:"varint,3,opt,name=segment,proto3" json:"segment,omitempty"`
-	Bucket        uint32                 `protobuf:"varint,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	From          uint64                 `protobuf:"varint,5,opt,name=from,proto3" json:"from,omitempty"`
-	Max           uint32                 `protobuf:"varint,6,opt,name=max,proto3" json:"max,omitempty"`
-	MaxBytes      uint32                 `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	BoundsOnly    bool                   `protobuf:"varint,8,opt,name=bounds_only,json=boundsOnly,proto3" json:"bounds_only,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`             // the topic's URI
+	Incarnation string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // the topic's incarnation, as its record has it
+	Segment     uint64                 `protobuf:"varint,3,opt,name=segment,proto3" json:"segment,omitempty"`
+	Bucket      uint32                 `protobuf:"varint,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	From        uint64                 `protobuf:"varint,5,opt,name=from,proto3" json:"from,omitempty"`
+	Max         uint32                 `protobuf:"varint,6,opt,name=max,proto3" json:"max,omitempty"`
+	MaxBytes    uint32                 `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	BoundsOnly  bool                   `protobuf:"varint,8,opt,name=bounds_only,json=boundsOnly,proto3" json:"bounds_only,omitempty"`
+	// checksum_to > 0 asks for a checksum of the committed records
+	// [from, checksum_to) instead of the records (topic.verify).
+	ChecksumTo    uint64 `protobuf:"varint,9,opt,name=checksum_to,json=checksumTo,proto3" json:"checksum_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -124,6 +127,13 @@ func (x *UnitRead) GetBoundsOnly() bool {
 		return x.BoundsOnly
 	}
 	return false
+}
+
+func (x *UnitRead) GetChecksumTo() uint64 {
+	if x != nil {
+		return x.ChecksumTo
+	}
+	return 0
 }
 
 type Header struct {
@@ -255,7 +265,8 @@ type UnitReadReply struct {
 	Records       []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	ErrorCode     int32                  `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"` // 0: no error
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	Bytes         int64                  `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"` // the log's size on disk
+	Bytes         int64                  `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`      // the log's size on disk
+	Checksum      []byte                 `protobuf:"bytes,7,opt,name=checksum,proto3" json:"checksum,omitempty"` // SHA-256 of the records asked for (checksum_to)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,6 +341,13 @@ func (x *UnitReadReply) GetBytes() int64 {
 		return x.Bytes
 	}
 	return 0
+}
+
+func (x *UnitReadReply) GetChecksum() []byte {
+	if x != nil {
+		return x.Checksum
+	}
+	return nil
 }
 
 // GroupFiles asks the node that holds a consumer group's log (its home)
@@ -1643,7 +1661,7 @@ var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\n" +
-	"\x1cbraid/cluster/v1/units.proto\x12\x10braid.cluster.v1\"\xd8\x01\n" +
+	"\x1cbraid/cluster/v1/units.proto\x12\x10braid.cluster.v1\"\xf9\x01\n" +
 	"\bUnitRead\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
@@ -1653,7 +1671,9 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\x03max\x18\x06 \x01(\rR\x03max\x12\x1b\n" +
 	"\tmax_bytes\x18\a \x01(\rR\bmaxBytes\x12\x1f\n" +
 	"\vbounds_only\x18\b \x01(\bR\n" +
-	"boundsOnly\"0\n" +
+	"boundsOnly\x12\x1f\n" +
+	"\vchecksum_to\x18\t \x01(\x04R\n" +
+	"checksumTo\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x86\x01\n" +
@@ -1661,7 +1681,7 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x122\n" +
 	"\aheaders\x18\x03 \x03(\v2\x18.braid.cluster.v1.HeaderR\aheaders\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\"\xb8\x01\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\"\xd4\x01\n" +
 	"\rUnitReadReply\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\x04R\x04next\x122\n" +
@@ -1669,7 +1689,8 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x05R\terrorCode\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"Z\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\x12\x1a\n" +
+	"\bchecksum\x18\a \x01(\fR\bchecksum\"Z\n" +
 	"\n" +
 	"GroupFiles\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +

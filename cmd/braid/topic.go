@@ -229,6 +229,23 @@ func topicCommand() *cobra.Command {
 			return nil
 		})
 
+	verify := e.verb("verify URI", "compare the replicas of a replicated topic: a checksum of each bucket log's committed records on every copy (exit status 1 when they differ or one does not answer)", cobra.ExactArgs(1),
+		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
+			v, err := adm.VerifyReplicas(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if e.out.json() {
+				err = printJSON(out(c), v)
+			} else {
+				printVerification(out(c), v)
+			}
+			if err == nil && !v.Agree {
+				err = fmt.Errorf("the replicas of %s do not all agree: %d units disagree, %d with a replica not answering", v.Topic, v.Disagree, v.Unanswered)
+			}
+			return err
+		})
+
 	compact := e.verb("compact URI", "compact the topic now (the latest value of each key), with a progress bar", cobra.ExactArgs(1),
 		func(c *cobra.Command, ctx context.Context, adm *client.Admin, args []string) error {
 			return compactCmd(ctx, adm, args[0], e.out.json(), out(c), c.ErrOrStderr())
@@ -267,7 +284,7 @@ func topicCommand() *cobra.Command {
 		})
 	}
 
-	cmd.AddCommand(create, describe, list, split, merge, rebucket, del, stats, policiesCommand(e, false), compact, compaction, parts, migrate, watchCommand(e))
+	cmd.AddCommand(create, describe, list, split, merge, rebucket, del, stats, verify, policiesCommand(e, false), compact, compaction, parts, migrate, watchCommand(e))
 	return cmd
 }
 
