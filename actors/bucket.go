@@ -362,7 +362,7 @@ func (b *bucketActor) startReplicated(s topology.Segment, l *wal.Log) error {
 	b.rc = &replicaCommitter{key: b.key, g: g, fence: b.store.AckFence(), onAck: func(reqs []appendReq) {
 		b.account(reqs)
 		b.store.Signal(b.key.Topic.String())
-	}}
+	}, onSealed: func() { m.checkMovedAway(b.topic) }}
 	// The lead comes to the owner in a few round trips; appends proposed
 	// before then take it (replicaCommitter.submit).
 	go func() { _ = g.Lead(replicaLeadTimeout) }()

@@ -477,8 +477,8 @@ func (m *Manager) holdLogs(name routing.TopicName, incarnation string, opts wal.
 	var holds []hold
 	for _, id := range segs {
 		s, ok := l.Segment(id)
-		if !ok || s.Owner == "" || s.Owner == m.cfg.NodeID {
-			continue
+		if !ok || s.Owner == "" || s.Owner == m.cfg.NodeID || replicated(s) {
+			continue // a replicated unit's log is made by its group, on every replica
 		}
 		if skipGone && m.cfg.Evict != nil {
 			if _, gone := m.cfg.Evict(s.Owner); gone {

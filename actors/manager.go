@@ -57,6 +57,9 @@ type Manager struct {
 	// groupsMu serializes the starts of this node's replicas (their
 	// registry is Config.Replicas': replicated.go).
 	groupsMu sync.Mutex
+	// ownerChecks holds the topics whose ownership is being checked after
+	// one of their groups was sealed by another node (checkMovedAway).
+	ownerChecks sync.Map
 	// afterStep, when set (by tests, before any topic starts), is called
 	// by a topic's controller after each step k of a layout change's
 	// plan, in the controller: a panic there crashes the controller right

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"time"
 
@@ -164,4 +165,132 @@ func (m *Manager) ReleaseAll() []string {
 		}
 	}
 	return stopped
+}
+
+// ErrNotReplicatedHere: a segment SealSilentOwner was to seal has no
+// replica on this node (or is not replicated at all).
+var ErrNotReplicatedHere = errors.New("not replicated on this node: it moves when its owner's lease lapses")
+
+// SealSilentOwner seals, from this node's replicas, the raft groups of
+// every active segment of topic name that node lost owns: the fence that
+// lets another node relocate them before lost's lease lapses, once its
+// raft peers take it for down. Once a seal is committed on a majority,
+// lost can acknowledge nothing more in that unit, even if it is alive
+// and cut off; what it committed before is the unit's end, which every
+// replica agrees on. Every such segment must be replicated with a copy
+// on this node (under its incarnation), and a majority of each unit's
+// replicas must answer; else nothing is relocated early (the lease
+// decides). It returns once every unit is sealed, or fails.
+func (m *Manager) SealSilentOwner(ctx context.Context, name routing.TopicName, lost string) error {
+	rec, _, err := m.meta.Topic(ctx, name)
+	if err != nil {
+		return api.Errorf(api.CodeUnavailable, "topic %s: its record could not be read: %v", name, err)
+	}
+	var segs []topology.Segment
+	for _, id := range rec.Layout.OwnedActive(lost) {
+		s, _ := rec.Layout.Segment(id)
+		if !replicated(s) || s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) == 0 {
+			return fmt.Errorf("segment %d of %s: %w", id, name, ErrNotReplicatedHere)
+		}
+		segs = append(segs, s)
+	}
+	errs := make(chan error)
+	units := 0
+	for _, s := range segs {
+		for b := range s.Buckets {
+			units++
+			go func() {
+				key := UnitKey{Topic: name, Segment: s.ID, Bucket: b}
+				errs <- m.sealUnit(ctx, key, rec.Incarnation, s)
+			}()
+		}
+	}
+	var first error
+	for range units {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// sealUnit takes the lead of unit key's group on this node's replica and
+// seals it.
+func (m *Manager) sealUnit(ctx context.Context, key UnitKey, incarnation string, s topology.Segment) error {
+	m.store.SetIncarnation(key.Topic, incarnation)
+	if s.Owner != m.cfg.NodeID {
+		if err := markHosted(m.store.NameDir(key.Topic)); err != nil {
+			return api.Errorf(api.CodeInternal, "%s: %v", key, err)
+		}
+	}
+	l, err := m.replicaLog(key, incarnation, s, m.cfg.Defaults.logOptions())
+	if err != nil {
+		return err
+	}
+	g, err := m.startGroup(key, incarnation, s, l)
+	if err != nil {
+		return err
+	}
+	if _, ok := g.Sealed(); ok {
+		return nil
+	}
+	wait := replicaLeadTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	if err := g.Lead(wait); err != nil {
+		return api.Errorf(api.CodeUnavailable, "%s: no majority of its replicas answers: %v", key, err)
+	}
+	select {
+	case <-g.Seal().Done():
+	case <-ctx.Done():
+		return api.Errorf(api.CodeUnavailable, "%s: its seal was not committed in time", key)
+	}
+	if _, ok := g.Sealed(); !ok {
+		return api.Errorf(api.CodeUnavailable, "%s: its seal was not committed (another replica took the lead?)", key)
+	}
+	return nil
+}
+
+// SilentHomeTopics lists the replicated topics this node should move off
+// node, which its raft peers take for down (silent: it says so for any
+// node): topics with a replica here that share a group with node, whose
+// record names node their home, and whose home segment's first replica
+// after node that is not silent is this node's (one node moves each
+// topic; the others wait for it, or for a request).
+func (m *Manager) SilentHomeTopics(ctx context.Context, node string, silent func(string) bool) []routing.TopicName {
+	if m.cfg.Replicas == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []routing.TopicName
+	for _, g := range m.cfg.Replicas.Groups("") {
+		if !g.HasPeerOn(node) {
+			continue
+		}
+		key, _, err := parseGroupName(g.Name())
+		if err != nil || seen[key.Topic.String()] {
+			continue
+		}
+		seen[key.Topic.String()] = true
+		rec, _, err := m.meta.Topic(ctx, key.Topic)
+		if err != nil || LayoutOwner(rec.Layout) != node {
+			continue
+		}
+		for _, s := range rec.Layout.Segments {
+			if s.State != topology.StateActive || s.Range.Lo != 0 {
+				continue
+			}
+			for _, r := range s.Replicas {
+				if r.Node == node || silent(r.Node) {
+					continue
+				}
+				if r.Node == m.cfg.NodeID && r.Incarnation == m.cfg.Incarnation {
+					out = append(out, key.Topic)
+				}
+				break
+			}
+		}
+	}
+	return out
 }

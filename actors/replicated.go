@@ -173,7 +173,15 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 		return nil, err
 	}
 	g, err := host.Start(replica.Config{Group: name, ID: id, Peers: peersOf(s), Storage: st,
-		OnCommitted: func(uint64) { m.store.Signal(key.Topic.String()) }})
+		OnCommitted: func(uint64) { m.store.Signal(key.Topic.String()) },
+		OnSealed: func() {
+			// Sealed while the topic is active here: by this node's own
+			// layout change, or by a node that took this one for down and
+			// moved the topic (checkMovedAway tells which).
+			if t, ok := m.Active(key.Topic.String()); ok && t.incarnation == incarnation {
+				m.checkMovedAway(t)
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -358,6 +366,9 @@ type replicaCommitter struct {
 	fence func() error
 	// onAck counts and signals what was acknowledged.
 	onAck func([]appendReq)
+	// onSealed is called when a proposal finds the group sealed: another
+	// node may have moved the topic (checkMovedAway).
+	onSealed func()
 
 	mu       sync.Mutex
 	waiting  [][]appendReq // batches not proposed yet, in order
@@ -433,6 +444,9 @@ func (c *replicaCommitter) await(p *replica.Proposal, reqs []appendReq) {
 	case err == nil:
 	case errors.Is(err, replica.ErrSealed):
 		aerr = api.Errorf(api.CodeSegmentSealed, "%s is sealed; resend", c.key)
+		if c.onSealed != nil {
+			c.onSealed()
+		}
 	default:
 		aerr = api.Errorf(api.CodeUnavailable, "%s: not committed on a majority of its replicas: %v; resend", c.key, err)
 	}
@@ -466,6 +480,33 @@ func (c *replicaCommitter) seal() (uint64, error) {
 	}
 	end, _ := c.g.Sealed()
 	return end, nil
+}
+
+// checkMovedAway stops topic t if its record names another home: a node
+// that took this one for down sealed its groups and moved the topic
+// (SealSilentOwner) while it was alive (paused, or cut off from its
+// peers but not from the store). Its producers were answered
+// SEGMENT_SEALED and look the topic up again; the topic stopped here, its
+// next request here reads the record. One check per topic at a time.
+func (m *Manager) checkMovedAway(t *Topic) {
+	if _, busy := m.ownerChecks.LoadOrStore(t.uri, true); busy {
+		return
+	}
+	go func() {
+		defer m.ownerChecks.Delete(t.uri)
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+		defer cancel()
+		rec, _, err := m.meta.Topic(ctx, t.name)
+		if err != nil || rec.Incarnation != t.incarnation {
+			return // deleted (its delete stops it), or not known now: the next seal asks again
+		}
+		if owner := LayoutOwner(rec.Layout); owner != "" && owner != m.cfg.NodeID {
+			if m.stopTopic(t, 0, true) {
+				m.log.Warn("topic moved away while active here (another node sealed its groups and took it): stopped here",
+					"topic", t.uri, "home", owner, "epoch", rec.Layout.Epoch)
+			}
+		}
+	}()
 }
 
 // namespacePolicies reads the policies of name's namespace (nil when they

@@ -119,6 +119,7 @@ type Member struct {
 	replicas      *replica.Host
 	replicaOpener atomic.Pointer[func(group string, from replica.Peer)]
 	raftCounters  raftCounters
+	raftPeersDown prometheus.Counter
 }
 
 // New makes the Member of node cfg.NodeID, talking to the other nodes
@@ -133,9 +134,11 @@ func New(cfg Config, nc *nats.Conn, store *meta.Store, system *actor.ActorSystem
 	n := &Member{cfg: cfg, nodeID: cfg.NodeID, log: cfg.Logger, nc: nc, meta: store, system: system, registry: cfg.Registry,
 		attached: make(chan struct{}), clock: clock.Or(cfg.Clock)}
 	n.takeoverTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_topic_takeovers_total",
-		Help: "Topics whose owner's lease ran out that this node moved: their lost node's active segments sealed in metadata, successors placed on a live node."})
+		Help: "Topics whose owner's lease ran out, or whose replicated segments' owner its raft peers took for down, that this node moved: their lost node's active segments sealed, successors placed on a live node."})
 	n.takeoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "braid_topic_takeover_seconds",
 		Help: "Time to move one topic off a lost node (read its record, compare-and-swap the new layout).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})
+	n.raftPeersDown = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_replica_peers_down_total",
+		Help: "Times this node's replicas took another node for down: no raft message from it for ten raft ticks."})
 	n.groupMovesTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_consumer_group_moves_total",
 		Help: "Consumer groups whose state this node took over from their former home (their topic moved here)."})
 	n.rebalanced = prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_rebalanced_topics_total",

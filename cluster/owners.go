@@ -84,7 +84,7 @@ type ownerEntry struct {
 func (n *Member) TopicByName(name routing.TopicName) (*actors.Topic, error) {
 	uri := name.String()
 	if e, ok := n.cachedOwner(uri); ok {
-		if !n.ownerGone(e.owner) {
+		if !n.ownerGone(e.owner) && !n.ownerSilent(e.owner) {
 			return nil, &actors.NotOwnerError{Topic: uri, Owner: e.owner, Epoch: e.epoch}
 		}
 		n.forgetOwner(uri)
@@ -92,7 +92,7 @@ func (n *Member) TopicByName(name routing.TopicName) (*actors.Topic, error) {
 	t, err := n.topics.TopicByName(name)
 	var other *actors.NotOwnerError
 	if errors.As(err, &other) {
-		if n.ownerGone(other.Owner) && n.takeOver(name, n.OwnerNode(other.Owner)) {
+		if n.moveOffLost(name, other.Owner) {
 			t, err = n.topics.TopicByName(name)
 		}
 		if errors.As(err, &other) {
@@ -141,14 +141,14 @@ func (n *Member) RemoteOwner(name routing.TopicName) (string, bool) {
 	if _, active := n.topics.Active(uri); active {
 		return "", false
 	}
-	if e, ok := n.cachedOwner(uri); ok && !n.ownerGone(e.owner) {
+	if e, ok := n.cachedOwner(uri); ok && !n.ownerGone(e.owner) && !n.ownerSilent(e.owner) {
 		return e.owner, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	rec, _, err := n.meta.Topic(ctx, name)
 	owner := actors.LayoutOwner(rec.Layout)
-	if err == nil && !n.Owns(owner) && n.ownerGone(owner) && n.takeOver(name, n.OwnerNode(owner)) {
+	if err == nil && !n.Owns(owner) && n.moveOffLost(name, owner) {
 		rec, _, err = n.meta.Topic(ctx, name)
 		owner = actors.LayoutOwner(rec.Layout)
 	}

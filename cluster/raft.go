@@ -48,6 +48,12 @@ func (n *Member) startReplicas() error {
 			if open := n.replicaOpener.Load(); open != nil {
 				(*open)(group, from)
 			}
+		},
+		OnPeerDown: func(node string, since time.Time) {
+			n.raftPeersDown.Inc()
+			n.log.Warn("a node sent no raft message for a while: taken for down by this node's replicas (its groups here elect without it; its replicated topics move before its lease lapses)",
+				"node", node, "silent_for", time.Since(since).Round(time.Millisecond))
+			go n.moveOffSilent(node)
 		}})
 	props := actor.PropsFromFunc(n.receiveRaft, actor.WithDispatcher(labels.Dispatcher("braid_actor", raftActorName)))
 	if _, err := n.system.Root.SpawnNamed(props, raftActorName); err != nil {
@@ -137,6 +143,7 @@ func (n *Member) registerReplicaMetrics() {
 		counter("braid_replica_stale_incarnation_dropped_total", "Raft batches dropped because they were for another incarnation of this node (its data directory before it was replaced).", c.StaleIncarnation.Load),
 		counter("braid_replica_unknown_group_dropped_total", "Raft messages dropped for a group this node does not run (it may open it: a replica whose node restarted).", c.UnknownGroup.Load),
 		counter("braid_replica_not_member_dropped_total", "Raft messages dropped because their sender is not the member the group knows (another incarnation of its node, or another node).", c.NotMember.Load),
+		n.raftPeersDown,
 		counter("braid_replica_quiesced_total", "Times a raft group went quiet here (an idle group stops ticking).", c.Quiesced.Load),
 		counter("braid_replica_batches_sent_total", "Raft batches this node sent (one per peer per round, beacons included).", c.Batches.Load),
 		counter("braid_replica_batches_unsent_total", "Raft batches dropped because their node was not live at the last count, or a message could not be encoded.", n.raftCounters.unsent.Load),
@@ -154,15 +161,26 @@ func (n *Member) PlaceReplicas(key, owner string, count int) []topology.Replica 
 	if n.members == nil {
 		return nil
 	}
-	recs := n.members.liveNodes(placementViewAge)
+	// The leases as the last renewal counted them (every third of a
+	// lease), not read again: listing them can take a third of a lease
+	// while a node is being lost (JetStream makes the listing's
+	// consumer), which is when copies are placed for a takeover. The
+	// nodes taken for down are passed over below.
+	var recs []meta.NodeRecord
+	for _, r := range n.members.liveView() {
+		recs = append(recs, r)
+	}
+	if len(recs) == 0 {
+		recs = n.members.liveNodes(0)
+	}
 	if owner != n.nodeID && !slices.ContainsFunc(recs, func(r meta.NodeRecord) bool { return r.ID == owner }) {
 		recs = n.members.liveNodes(0) // the owner joined since the view was read
 	}
 	inc := map[string]string{n.nodeID: n.cfg.Incarnation}
 	var nodes []meta.NodeRecord
 	for _, r := range recs {
-		if r.Incarnation == "" || r.ActorAddr == "" {
-			continue
+		if r.Incarnation == "" || r.ActorAddr == "" || r.ID != owner && n.raftSilent(r.ID) {
+			continue // no copy goes to a node taken for down (the owner is the caller's choice)
 		}
 		if r.ID != n.nodeID {
 			inc[r.ID] = r.Incarnation

@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
+	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/routing"
 )
 
@@ -51,6 +54,104 @@ func (n *Member) ownerGone(owner string) bool {
 	return !cur.Live(now)
 }
 
+// ownerSilent says whether the node named by a layout's owner, live by
+// its lease or not, is taken for down by this node's replica host: none
+// of its raft batches came for --raft-tick x 10 (replica.Host.Down). A
+// replicated topic it owns can move before its lease lapses, fenced by
+// sealing its groups (takeOver, silent).
+func (n *Member) ownerSilent(owner string) bool {
+	return n.raftSilent(n.OwnerNode(owner))
+}
+
+// raftSilent says whether this node's replica host takes node for down,
+// and its lease, as last read, does not say otherwise: a process started
+// after it went silent is another (its raft batches have not come yet),
+// and one that renewed its lease since is alive, cut off from its raft
+// peers only (the lease decides then).
+func (n *Member) raftSilent(node string) bool {
+	if n.replicas == nil || node == "" || node == n.nodeID {
+		return false
+	}
+	since, down := n.replicas.Silent(node)
+	if !down {
+		return false
+	}
+	if n.members != nil {
+		if r, ok := n.members.liveView()[node]; ok && aliveSince(r, since) {
+			return false
+		}
+	}
+	return true
+}
+
+// aliveSince says whether lease r shows its node alive after since: a
+// process started after it, or a renewal written after it (less a slack).
+func aliveSince(r meta.NodeRecord, since time.Time) bool {
+	return r.Started > since.UnixMilli() || r.Renewed > since.Add(silentRenewalSlack).UnixMilli()
+}
+
+// confirmSilent reads node's lease again before its topic is moved for
+// its silence: the view raftSilent used may be older than its restart.
+// A lease that cannot be read does not confirm it.
+func (n *Member) confirmSilent(ctx context.Context, node string) bool {
+	since, down := n.replicas.Silent(node)
+	if !down {
+		return false
+	}
+	r, _, err := n.meta.NodeLease(ctx, node)
+	return err == nil && !aliveSince(r, since)
+}
+
+// silentRenewalSlack is how long after a node's last raft batch a renewal
+// of its lease may have been written before it: a renewal later than that
+// says it is alive.
+const silentRenewalSlack = 500 * time.Millisecond
+
+// moveOffLost moves topic name off owner, if owner is gone (its lease
+// lapsed) or silent (a replicated topic, by its raft peers' word),
+// reporting whether the caller should look the topic up again.
+func (n *Member) moveOffLost(name routing.TopicName, owner string) bool {
+	switch {
+	case n.ownerGone(owner):
+		return n.takeOver(name, n.OwnerNode(owner), false)
+	case n.ownerSilent(owner):
+		return n.takeOver(name, n.OwnerNode(owner), true)
+	}
+	return false
+}
+
+// moveOffSilent moves, without waiting for requests to need them, the
+// replicated topics homed on node, which this node's replicas took for
+// down, that this node is to move (actors.Manager.SilentHomeTopics):
+// their writes resume once the move is committed, before node's lease
+// lapses. At most 8 at a time; it stops if node speaks again.
+func (n *Member) moveOffSilent(node string) {
+	if n.topics == nil || !n.raftSilent(node) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	topics := n.topics.SilentHomeTopics(ctx, node, n.raftSilent)
+	ok := len(topics) > 0 && n.confirmSilent(ctx, node)
+	cancel()
+	if !ok {
+		return
+	}
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, name := range topics {
+		if !n.raftSilent(node) {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			n.takeOver(name, node, true)
+		}()
+	}
+	wg.Wait()
+}
+
 // takeovers serializes the moves of each topic on this node.
 type takeovers struct {
 	mu    sync.Mutex
@@ -59,8 +160,13 @@ type takeovers struct {
 
 // takeOver moves the active segments of topic name that the lost node
 // owns to a live node. It reports whether the caller should look the
-// topic up again (it moved, here or by another node).
-func (n *Member) takeOver(name routing.TopicName, lost string) bool {
+// topic up again (it moved, here or by another node). silent: the lost
+// node's lease has not lapsed, but its raft peers take it for down; its
+// segments' groups are sealed from this node's replicas first (which
+// fences it: it can commit nothing more in them), and the topic moves
+// here. A topic whose segments are not all replicated here waits for the
+// lease.
+func (n *Member) takeOver(name routing.TopicName, lost string, silent bool) bool {
 	uri := name.String()
 	tk := &n.takeovers
 	tk.mu.Lock()
@@ -81,13 +187,29 @@ func (n *Member) takeOver(name routing.TopicName, lost string) bool {
 		tk.mu.Unlock()
 		close(ch)
 	}()
-	to := n.PlaceTopic(uri)
-	if to == lost {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	begin := n.clock.Now()
+	var to string
+	if silent {
+		if !n.confirmSilent(ctx, lost) {
+			return false
+		}
+		err := n.topics.SealSilentOwner(ctx, name, lost)
+		if errors.Is(err, actors.ErrNotReplicatedHere) {
+			return false
+		} else if err != nil {
+			n.log.Warn("a topic's home is silent to its raft peers, but its segments could not be sealed from here: it moves when the home's lease lapses",
+				"topic", uri, "home", lost, "err", err)
+			return false
+		}
+		to = n.nodeID
+	} else {
+		to = n.PlaceTopic(uri)
+	}
+	if to == lost {
+		return false
+	}
 	epoch, moved, err := n.topics.Relocate(ctx, name, lost, to)
 	if err != nil {
 		n.log.Error("moving the segments of a lost node failed; requests for the topic are refused until it succeeds", "topic", uri,
@@ -97,7 +219,8 @@ func (n *Member) takeOver(name routing.TopicName, lost string) bool {
 	if len(moved) > 0 {
 		n.takeoverTotal.Inc()
 		n.takeoverSeconds.Observe(time.Since(begin).Seconds())
-		n.log.Warn("topic moved off a lost node", "topic", uri, "lost", lost, "to", to, "epoch", epoch, "successors", moved)
+		n.log.Warn("topic moved off a lost node", "topic", uri, "lost", lost, "to", to, "epoch", epoch, "successors", moved,
+			"before_its_lease_lapsed", silent, "took", time.Since(begin).Round(time.Millisecond))
 	}
 	n.forgetOwner(uri)
 	return true

@@ -143,13 +143,27 @@ func produceRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 // after a node's loss, before its key ranges have a live owner.
 func producePlainRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 	GinkgoHelper()
+	producePlainResending(nc, uri, from, to, keys, false)
+}
+
+// producePlainResending is producePlainRetrying; with paused, it also
+// resends a message whose request timed out or was answered
+// SEGMENT_SEALED: a paused node's forwarded requests go unanswered, and
+// once continued it refuses them (its groups were sealed by the others),
+// so nothing timed out was stored (the reads after check it: once each).
+func producePlainResending(nc *nats.Conn, uri string, from, to, keys int, paused bool) {
+	GinkgoHelper()
 	subject := produceSubject(uri)
 	for seq := from; seq < to; seq++ {
 		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{"k" + strconv.Itoa(seq%keys)}},
 			Data: []byte(strconv.Itoa(seq))}
 		Eventually(func() error {
-			reply, err := nc.RequestMsg(m, 10*time.Second)
-			if errors.Is(err, nats.ErrNoResponders) {
+			timeout := 10 * time.Second
+			if paused {
+				timeout = time.Second
+			}
+			reply, err := nc.RequestMsg(m, timeout)
+			if errors.Is(err, nats.ErrNoResponders) || paused && errors.Is(err, nats.ErrTimeout) {
 				// No node takes clients' requests for a moment (the entry
 				// role is moving): nothing was stored.
 				return fmt.Errorf("produce %d: %w", seq, err)
@@ -157,10 +171,10 @@ func producePlainRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 			if err != nil {
 				StopTrying(fmt.Sprintf("seq %d", seq)).Wrap(err).Now()
 			}
-			switch code := reply.Header.Get(micro.ErrorCodeHeader); code {
-			case "":
+			switch code := reply.Header.Get(micro.ErrorCodeHeader); {
+			case code == "":
 				return nil
-			case strconv.Itoa(api.CodeUnavailable.Number):
+			case code == strconv.Itoa(api.CodeUnavailable.Number) || paused && code == strconv.Itoa(api.CodeSegmentSealed.Number):
 				return fmt.Errorf("produce %d still refused: %s", seq, reply.Header.Get(micro.ErrorHeader))
 			default:
 				StopTrying(fmt.Sprintf("produce %d: code %s: %s", seq, code, reply.Header.Get(micro.ErrorHeader))).Now()

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/braidmq/braid/client"
 	. "github.com/onsi/ginkgo/v2"
@@ -63,6 +66,67 @@ var _ = Describe("Replication", func() {
 		fmt.Fprintf(GinkgoWriter, "layout after: %+v\n", describe(conns[other], uri).Segments)
 	})
 })
+
+var _ = Describe("A replicated topic's home that stops answering", func() {
+	It("loses the topic before its lease lapses (its groups sealed from the other copies), and, continued, serves it no more: every message once, in key order", func() {
+		nodes, conns, _ := startCluster("--replication-factor", "3")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// A home that does not lead the metadata stream: while that one
+		// elects a leader (4-9 s), nothing can move (the lease decides).
+		leader := metaStreamLeader(conns[0])
+		var uri string
+		home := -1
+		for i := 0; home < 0 || nodes[home].id == leader; i++ {
+			Expect(i).To(BeNumerically("<", 30), "no topic placed off the metadata leader %s", leader)
+			uri = fmt.Sprintf("topic://public/default/paused%d", i)
+			d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 2)
+			Expect(err).NotTo(HaveOccurred())
+			home = int(d.Segments[0].Owner[1] - '1')
+		}
+		other, third := (home+1)%3, (home+2)%3
+		produceGo(conns[other], uri, 0, 200, 8)
+
+		nodes[home].signal(syscall.SIGSTOP)
+		stopped := true
+		defer func() {
+			if stopped {
+				nodes[home].signal(syscall.SIGCONT)
+			}
+		}()
+		// Writes go on through the others: the topic moved while the
+		// home's lease (10 s here) still held.
+		producePlainResending(conns[third], uri, 200, 300, 8, true)
+		Eventually(func() string { return nodes[other].logTail(400) + nodes[third].logTail(400) }).WithTimeout(10 * time.Second).
+			WithPolling(200 * time.Millisecond).Should(MatchRegexp(`topic moved off a lost node.*` + regexp.QuoteMeta(uri) + `.*before_its_lease_lapsed=true`))
+
+		// Continued, the old home finds its groups sealed by the others
+		// and stops the topic; what it is asked goes to the new home.
+		nodes[home].signal(syscall.SIGCONT)
+		stopped = false
+		producePlainResending(conns[home], uri, 300, 400, 8, true)
+		Eventually(func() string { return nodes[home].logTail(400) }).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).
+			Should(MatchRegexp(`topic moved away while active here.*` + regexp.QuoteMeta(uri)))
+		readAll(conns[home], uri, "after", 400)
+		readAll(conns[other], uri, "after-other", 400)
+		waitReplicasAgree(conns[other], uri, 400)
+	})
+})
+
+// metaStreamLeader names the server leading the metadata bucket's stream.
+func metaStreamLeader(nc *nats.Conn) string {
+	GinkgoHelper()
+	js, err := jetstream.New(nc)
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "KV_braid-meta")
+	Expect(err).NotTo(HaveOccurred())
+	info, err := st.Info(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(info.Cluster).NotTo(BeNil())
+	return info.Cluster.Leader
+}
 
 // replicationRounds is how many kills the kill-and-wipe spec makes: a few
 // in make test, BRAID_REPLICATION_ROUNDS (make replication-spec: 20) in

@@ -34,6 +34,9 @@ type Config struct {
 	// (the group sets it as its log's read limit). Called from a host
 	// worker.
 	OnCommitted func(next uint64)
+	// OnSealed hears, once, that the group's seal is committed (this
+	// replica's proposal or another's). Called from a host worker.
+	OnSealed func()
 }
 
 // Group is one replica of a raft group on a host: etcd raft's RawNode with
@@ -540,6 +543,7 @@ func (g *Group) apply(ents []*pb.Entry) {
 	}
 	last := ents[len(ents)-1].GetIndex()
 	seal := g.sealIdx.Load()
+	wasSealed := seal != 0
 	type outcome struct {
 		p   *Proposal
 		err error
@@ -586,6 +590,9 @@ func (g *Group) apply(ents []*pb.Entry) {
 	g.commitIdx.Store(last)
 	if moved && g.cfg.OnCommitted != nil {
 		g.cfg.OnCommitted(next)
+	}
+	if seal != 0 && !wasSealed && g.cfg.OnSealed != nil {
+		g.cfg.OnSealed()
 	}
 	for _, o := range done {
 		g.finish(o.p, o.err)

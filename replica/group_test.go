@@ -37,6 +37,8 @@ type cluster struct {
 	// unless paused (then the test ticks them itself).
 	ticks  map[uint64]chan time.Time
 	paused atomic.Bool
+	// sealed counts the OnSealed calls of each replica's groups.
+	sealed [8]atomic.Int32
 }
 
 const groupName = "topic://t/n/x/1/0"
@@ -112,7 +114,8 @@ func (c *cluster) start(id uint64) {
 	self := c.peers[id]
 	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[id], Workers: 2,
 		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
-	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1})
+	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1,
+		OnSealed: func() { c.sealed[id].Add(1) }})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -219,6 +222,17 @@ func (c *cluster) leader(except ...uint64) uint64 {
 		return nil
 	})
 	return lead
+}
+
+// followers lists the replicas but lead, in order.
+func (c *cluster) followers(lead uint64) []uint64 {
+	var out []uint64
+	for _, id := range c.ids {
+		if id != lead {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func contains(ids []uint64, id uint64) bool {
@@ -465,7 +479,17 @@ func TestGroupSeal(t *testing.T) {
 			return nil
 		})
 	}
-	// After the leader's loss and a restart of all, the seal holds.
+	// Every replica hears of the seal once.
+	for _, id := range c.ids {
+		poll.EventuallyNil(t, 10*time.Second, "every replica hearing of the seal", func() error {
+			if n := c.sealed[id].Load(); n != 1 {
+				return fmt.Errorf("replica %d heard of the seal %d times", id, n)
+			}
+			return nil
+		})
+	}
+	// After the leader's loss and a restart of all, the seal holds (and is
+	// not heard of again: it was known at the start).
 	c.halt(lead)
 	next := c.leader(lead)
 	if err := c.group(next).Propose([]wal.Record{rec(300)}).Wait(); !errors.Is(err, replica.ErrSealed) {
@@ -479,6 +503,12 @@ func TestGroupSeal(t *testing.T) {
 		c.start(id)
 		if e, ok := c.group(id).Sealed(); !ok || e != end {
 			t.Fatalf("replica %d after a restart: sealed %v at %d, want %d", id, ok, e, end)
+		}
+	}
+	c.agree(got)
+	for _, id := range c.ids {
+		if n := c.sealed[id].Load(); n != 1 {
+			t.Fatalf("replica %d heard of the seal %d times after restarts", id, n)
 		}
 	}
 }

@@ -69,6 +69,9 @@ type HostConfig struct {
 	// time per group and at most once a second per group; messages that
 	// come meanwhile are dropped (raft sends again).
 	OnUnknown func(group string, from Peer)
+	// OnPeerDown, when set, hears that a peer node was taken for down
+	// (silent for PeerTimeout), with when it last sent anything.
+	OnPeerDown func(node string, since time.Time)
 	// Logger is raft's logger; none if nil.
 	Logger raft.Logger
 }
@@ -184,6 +187,16 @@ func (h *Host) Groups(prefix string) []*Group {
 // Name returns the group's name.
 func (g *Group) Name() string { return g.cfg.Group }
 
+// HasPeerOn says whether one of the group's other replicas is on node.
+func (g *Group) HasPeerOn(node string) bool {
+	for id, p := range g.cfg.Peers {
+		if id != g.cfg.ID && p.Node == node {
+			return true
+		}
+	}
+	return false
+}
+
 // Len returns how many groups run.
 func (h *Host) Len() int {
 	h.mu.Lock()
@@ -222,7 +235,15 @@ func (h *Host) Deliver(from, to Peer, batch []Envelope) {
 	h.mu.Lock()
 	h.heard[from.Node] = time.Now()
 	delete(h.down, from.Node)
+	_, watched := h.peers[from]
 	h.mu.Unlock()
+	if !watched && len(batch) == 0 {
+		// A beacon from a node this one shares no group with (it
+		// restarted, and opens its replicas as messages come): answer it
+		// with one of its own at the next round, so that the sender knows
+		// this node is up without waiting for a group to speak.
+		h.send(from)
+	}
 	for _, e := range batch {
 		g := h.Group(e.Group)
 		if g == nil {
@@ -307,13 +328,23 @@ func (h *Host) PeerDown(node string) {
 	}
 }
 
-// Down says whether node is taken for down: none of its batches came for
-// PeerTimeout, and none since. (A node this host shares no group with is
-// not watched: never down.)
-func (h *Host) Down(node string) bool {
+// Silent says whether node is taken for down: none of its batches came
+// for PeerTimeout, and none since; since is when the last came. (A node
+// this host shares no group with is not watched: never down. A node that
+// restarted is down here until it sends a batch again: callers that know
+// it restarted overrule this.)
+func (h *Host) Silent(node string) (since time.Time, down bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.down[node]
+	if !h.down[node] {
+		return time.Time{}, false
+	}
+	for p := range h.peers {
+		if p.Node == node {
+			return h.heard[node], true
+		}
+	}
+	return time.Time{}, false // not watched any more: no word either way
 }
 
 // send queues envelopes for a peer; they go out at the end of the round
@@ -401,6 +432,12 @@ func (h *Host) tickLoop() {
 		}
 		for _, node := range silent {
 			h.PeerDown(node)
+			if h.cfg.OnPeerDown != nil {
+				h.mu.Lock()
+				since := h.heard[node]
+				h.mu.Unlock()
+				h.cfg.OnPeerDown(node, since)
+			}
 		}
 		for _, p := range beacons {
 			h.send(p)

@@ -72,12 +72,7 @@ func TestHostQuiescesIdleGroups(t *testing.T) {
 func TestHostDropsStrangers(t *testing.T) {
 	c := newCluster(t, 3)
 	lead := c.leader()
-	var follower uint64
-	for _, id := range c.ids {
-		if id != lead {
-			follower = id
-		}
-	}
+	follower := c.followers(lead)[1]
 	h := c.hosts[follower]
 	_, term, _ := c.group(follower).Status()
 	// A vote request at a far higher term, from the leader's node under a
@@ -257,12 +252,7 @@ func TestHostPeerDownForgetsItsLeader(t *testing.T) {
 	c.agree(got)
 	c.paused.Store(true)
 	c.halt(lead)
-	var followers []uint64
-	for _, id := range c.ids {
-		if id != lead {
-			followers = append(followers, id)
-		}
-	}
+	followers := c.followers(lead)
 	// Past the peer timeout (10 ticks of 2 ms), one tick each: the hosts
 	// find the leader's node silent.
 	node := c.peers[lead].Node
@@ -272,7 +262,7 @@ func TestHostPeerDownForgetsItsLeader(t *testing.T) {
 			case c.ticks[id] <- time.Now():
 			default:
 			}
-			if !c.hosts[id].Down(node) {
+			if _, down := c.hosts[id].Silent(node); !down {
 				return fmt.Errorf("host %d does not take %s for down", id, node)
 			}
 		}
@@ -286,4 +276,42 @@ func TestHostPeerDownForgetsItsLeader(t *testing.T) {
 	}
 	c.paused.Store(false)
 	c.agree(got)
+}
+
+// A node taken for down that comes back with no group open yet (it opens
+// its replicas as messages come) answers the beacons of the nodes that
+// took it for down, so that they know it is up before any group speaks.
+func TestHostBeaconAnsweredByRestartedNode(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader()
+	follower := c.followers(lead)[0]
+	c.halt(follower)
+	node := c.peers[follower].Node
+	down := func() bool { _, d := c.hosts[lead].Silent(node); return d }
+	poll.EventuallyNil(t, 10*time.Second, "the follower's node taken for down", func() error {
+		if !down() {
+			return fmt.Errorf("%s not taken for down", node)
+		}
+		return nil
+	})
+	// Back, as a host with no group.
+	self := c.peers[follower]
+	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[follower], Workers: 1,
+		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
+	t.Cleanup(h.Close)
+	c.mu.Lock()
+	c.hosts[follower] = h
+	c.mu.Unlock()
+	poll.EventuallyNil(t, 10*time.Second, "the restarted node taken for up", func() error {
+		if down() {
+			return fmt.Errorf("%s still taken for down", node)
+		}
+		return nil
+	})
+	if h.Len() != 0 {
+		t.Fatalf("the restarted node runs %d groups", h.Len())
+	}
+	c.mu.Lock()
+	delete(c.hosts, follower) // a host without a group: not the cluster's to halt
+	c.mu.Unlock()
 }

@@ -239,7 +239,12 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 		t0 := time.Now()
 		_ = nodes[victim].cmd.Process.Kill()
 		_ = nodes[victim].cmd.Wait()
-		waitAcked(nodes[via].nc, &nats.Msg{Subject: subject, Data: []byte("x")}, t0, fmt.Sprintf("kill %d", k))
+		if err := tryAcked(nodes[via].nc, &nats.Msg{Subject: subject, Data: []byte("x")}, t0, fmt.Sprintf("kill %d", k)); err != nil {
+			if *verbose {
+				printTopicLines(nodes, d.Topic)
+			}
+			check(err)
+		}
 		dt := time.Since(t0)
 		took = append(took, dt)
 		note := ""
@@ -247,8 +252,11 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 			tookLed = append(tookLed, dt)
 			note = ", which led the metadata stream"
 		}
-		fmt.Printf("kill %d of %s (%s%s): a write acknowledged again after %s\n", k, what, nodes[victim].id, note,
-			dt.Round(time.Millisecond))
+		fmt.Printf("kill %d of %s (%s%s, at %s): a write acknowledged again after %s\n", k, what, nodes[victim].id, note,
+			t0.UTC().Format("15:04:05.000"), dt.Round(time.Millisecond))
+		if *verbose {
+			printTopicLines(nodes, d.Topic)
+		}
 		restart(nodes, victim)
 	}
 	slices.Sort(took)
@@ -285,13 +293,24 @@ func metaLeader(nc *nats.Conn) string {
 // waitAcked sends m again and again (each request waiting 500 ms for its
 // reply) until one is acknowledged, for up to 2 minutes after since.
 func waitAcked(nc *nats.Conn, m *nats.Msg, since time.Time, what string) {
+	check(tryAcked(nc, m, since, what))
+}
+
+// tryAcked is waitAcked, failing with an error.
+func tryAcked(nc *nats.Conn, m *nats.Msg, since time.Time, what string) error {
+	var last string
 	for {
 		reply, err := nc.RequestMsg(m, 500*time.Millisecond)
-		if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
-			return
+		switch {
+		case err != nil:
+			last = err.Error()
+		case reply.Header.Get(micro.ErrorCodeHeader) == "":
+			return nil
+		default:
+			last = reply.Header.Get(micro.ErrorHeader)
 		}
 		if time.Since(since) > 2*time.Minute {
-			check(fmt.Errorf("%s: no write acknowledged in 2 minutes", what))
+			return fmt.Errorf("%s: no write acknowledged in 2 minutes (the last answer: %s)", what, last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -370,14 +389,7 @@ func goOwnerLoss(nodes []*node, kills int) {
 		}
 		mu.Unlock()
 		if *verbose {
-			for _, nd := range nodes {
-				b, _ := os.ReadFile(nd.log)
-				for _, line := range strings.Split(string(b), "\n") {
-					if strings.Contains(line, d.Topic) || strings.Contains(line, "lease") || strings.Contains(line, "entry") {
-						fmt.Printf("  %s: %s\n", nd.id, line)
-					}
-				}
-			}
+			printTopicLines(nodes, d.Topic)
 		}
 		restart(nodes, victim)
 	}
@@ -484,6 +496,7 @@ func entryIndex(nodes []*node) int {
 // node lists it live and serving (no longer starting).
 func restart(nodes []*node, i int) {
 	nd := nodes[i]
+	begin := time.Now()
 	cmd := exec.Command(nd.cmd.Path, nd.cmd.Args[1:]...)
 	cmd.Stdout, cmd.Stderr = nd.cmd.Stdout, nd.cmd.Stderr
 	check(workload.StartChild(cmd))
@@ -495,7 +508,10 @@ func restart(nodes []*node, i int) {
 		cancel()
 		live := 0
 		for _, x := range r.Nodes {
-			if x.Live && !x.Starting {
+			// The restarted node counts once its new process holds the
+			// lease (the killed one's may not have lapsed yet).
+			started, _ := time.Parse(time.RFC3339Nano, x.Started)
+			if x.Live && !x.Starting && (x.ID != nd.id || started.After(begin.Add(-time.Second))) {
 				live++
 			}
 		}
@@ -506,6 +522,19 @@ func restart(nodes []*node, i int) {
 			check(fmt.Errorf("node %s not back after 2 minutes", nd.id))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// printTopicLines prints the nodes' log lines about topic, leases and the
+// entry role.
+func printTopicLines(nodes []*node, topic string) {
+	for _, nd := range nodes {
+		b, _ := os.ReadFile(nd.log)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, topic) || strings.Contains(line, "lease") || strings.Contains(line, "entry") {
+				fmt.Printf("  %s: %s\n", nd.id, line)
+			}
+		}
 	}
 }
 
