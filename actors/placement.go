@@ -107,6 +107,7 @@ func (c *controller) checkOwners(ctx actor.Context) {
 				"topic", c.t.uri, "node", owner, "err", err)
 		}
 	}
+	c.countUnderReplicated()
 	c.checkReplicas(ctx)
 	c.repairSealed(ctx)
 }

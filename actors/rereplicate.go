@@ -90,6 +90,48 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 	}
 }
 
+// countUnderReplicated counts the topic's segments (active and sealed)
+// with fewer copies on live nodes, under their current incarnations, than
+// its replication factor: while a node is down, after a loss until the
+// copies are made again, and while fewer nodes live than the factor.
+func (c *controller) countUnderReplicated() {
+	m := c.t.mgr
+	factor := c.t.replicationFactor()
+	if factor <= 1 || m.cfg.ReplicaLost == nil {
+		c.t.underReplicated.Store(0)
+		return
+	}
+	under := 0
+	for _, s := range c.rec.Layout.Segments {
+		if s.State == topology.StateDeleted {
+			continue
+		}
+		copies := 0
+		for i, r := range s.Replicas {
+			if !m.cfg.ReplicaLost(r.Node, r.Incarnation) && m.peerLive(s, uint64(i+1)) {
+				copies++
+			}
+		}
+		if !replicated(s) {
+			copies = 1 // placed when too few nodes were live
+		}
+		if copies < factor {
+			under++
+		}
+	}
+	c.t.underReplicated.Store(int64(under))
+}
+
+// UnderReplicated counts the segments of the topics active here, as their
+// home, with fewer live copies than their replication factor.
+func (m *Manager) UnderReplicated() int {
+	n := int64(0)
+	for _, t := range m.activeTopics() {
+		n += t.underReplicated.Load()
+	}
+	return int(n)
+}
+
 // sealAfterRelocation seals the raft groups of the replicated segments a
 // relocation sealed in metadata (their owner is gone) that this node holds
 // a copy of, at once: while a majority of each group lives, rather than at

@@ -59,6 +59,10 @@ type Topic struct {
 	readyOnce sync.Once
 	// maxPayload is the resolved max_payload_bytes policy.
 	maxPayload atomic.Int64
+	// underReplicated counts the topic's segments with fewer live copies
+	// than its replication factor, at its home's last check
+	// (countUnderReplicated).
+	underReplicated atomic.Int64
 	// policies is the topic's own policies (the topic record's), nsPolicies
 	// its namespace's, policy the resolved scaling policy. The controller
 	// and the policy endpoints store them; the scaler reads them.

@@ -30,6 +30,12 @@ type NodeInfo struct {
 	// BytesPerSec the bytes/s it made durable, at its last renewal.
 	Segments    int     `json:"segments"`
 	BytesPerSec float64 `json:"bytes_per_sec"`
+	// UnderReplicated counts the segments of the topics it is the home of
+	// (active there) with fewer live copies than their replication factor,
+	// and CopyBytesLeft the bytes left of the copies of sealed units it is
+	// making again, at its last renewal (docs/replication.md).
+	UnderReplicated int   `json:"under_replicated"`
+	CopyBytesLeft   int64 `json:"copy_bytes_left"`
 	// Draining says the node is being drained (node.drain): it takes no
 	// new topics.
 	Draining bool `json:"draining,omitempty"`

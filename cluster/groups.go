@@ -123,7 +123,7 @@ func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, su
 		if !filepath.IsLocal(f.Name) {
 			return api.Errorf(api.CodeInternal, "subscription %q: node %s named a file outside the group's directory: %q", sub, from, f.Name)
 		}
-		err := n.fetchFile(pid, filepath.Join(incoming, f.Name), f.Size, fmt.Sprintf("subscription %q", sub), func(off int64) proto.Message {
+		err := n.fetchFile(pid, filepath.Join(incoming, f.Name), f.Size, f.Sha256, false, fmt.Sprintf("subscription %q", sub), func(off int64) proto.Message {
 			return &clusterpb.GroupFileChunk{Kind: kind, Topic: name.String(), Subscription: sub, Name: f.Name, Offset: off, Max: groupChunk}
 		})
 		if err != nil {
@@ -217,7 +217,11 @@ func (n *Member) serveGroupFiles(req *clusterpb.GroupFiles) *clusterpb.GroupFile
 		if err != nil {
 			return err
 		}
-		reply.Files = append(reply.Files, &clusterpb.GroupFile{Name: rel, Size: info.Size()})
+		sum, err := fileSHA256(path)
+		if err != nil {
+			return err
+		}
+		reply.Files = append(reply.Files, &clusterpb.GroupFile{Name: rel, Size: info.Size(), Sha256: sum})
 		return nil
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

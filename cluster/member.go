@@ -71,6 +71,9 @@ type Config struct {
 	// it holds count as lost and are made again elsewhere
 	// (DefaultDeadAfter if 0).
 	DeadAfter time.Duration
+	// ReplicaCopyRate bounds the bytes a second copies of sealed units
+	// fetch (replicacopy.go; 0 or negative: unbounded).
+	ReplicaCopyRate int64
 }
 
 // Member is the node as a member of its cluster. Its methods are safe for
@@ -120,6 +123,8 @@ type Member struct {
 	replicaOpener atomic.Pointer[func(group string, from replica.Peer)]
 	raftCounters  raftCounters
 	raftPeersDown prometheus.Counter
+	// copies paces and counts the files this node copies from others.
+	copies copyMeter
 }
 
 // New makes the Member of node cfg.NodeID, talking to the other nodes

@@ -144,6 +144,19 @@ func (n *Member) registerReplicaMetrics() {
 		counter("braid_replica_unknown_group_dropped_total", "Raft messages dropped for a group this node does not run (it may open it: a replica whose node restarted).", c.UnknownGroup.Load),
 		counter("braid_replica_not_member_dropped_total", "Raft messages dropped because their sender is not the member the group knows (another incarnation of its node, or another node).", c.NotMember.Load),
 		n.raftPeersDown,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_replica_under_replicated_segments", Help: "Segments of the topics active here as their home with fewer live copies than their replication factor (sealed and active)."},
+			func() float64 {
+				if n.topics == nil {
+					return 0
+				}
+				return float64(n.topics.UnderReplicated())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_replica_copy_bytes_left", Help: "Bytes left to copy of the sealed units' copies this node is making again (from other nodes' replicas)."},
+			func() float64 { return float64(n.copies.left.Load()) }),
+		counter("braid_replica_copied_bytes_total", "Bytes this node copied from other nodes' replicas to make lost copies of sealed units again (paced by --replica-copy-rate).",
+			func() uint64 { return uint64(n.copies.copied.Load()) }),
+		counter("braid_replica_copy_mismatches_total", "Copied files (sealed units, consumer group state) that did not match their source's SHA-256: removed and copied again.",
+			func() uint64 { return uint64(n.copies.mismatched.Load()) }),
 		counter("braid_replica_quiesced_total", "Times a raft group went quiet here (an idle group stops ticking).", c.Quiesced.Load),
 		counter("braid_replica_batches_sent_total", "Raft batches this node sent (one per peer per round, beacons included).", c.Batches.Load),
 		counter("braid_replica_batches_unsent_total", "Raft batches dropped because their node was not live at the last count, or a message could not be encoded.", n.raftCounters.unsent.Load),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,18 +111,15 @@ func (n *Member) copyUnitFrom(src, incarnation string, key actors.UnitKey, dir s
 		return 0, api.Errorf(api.CodeUnavailable, "%s: node %s did not list its copy: %v", key, src, replyError(res))
 	}
 	incoming := dir + ".incoming"
-	if err := os.RemoveAll(incoming); err != nil {
-		return 0, api.Errorf(api.CodeInternal, "%s: %v", key, err)
-	}
-	if err := os.MkdirAll(incoming, 0o750); err != nil {
+	if err := resumeIncoming(incoming, src+" "+n.members.liveView()[src].Incarnation, list.Files); err != nil {
 		return 0, api.Errorf(api.CodeInternal, "%s: %v", key, err)
 	}
 	var bytes int64
 	for _, f := range list.Files {
-		if !filepath.IsLocal(f.Name) || strings.ContainsRune(f.Name, filepath.Separator) {
+		if !filepath.IsLocal(f.Name) || strings.ContainsRune(f.Name, filepath.Separator) || f.Name == copySourceFile {
 			return 0, api.Errorf(api.CodeInternal, "%s: node %s named a file outside the unit's directory: %q", key, src, f.Name)
 		}
-		err := n.fetchFile(pid, filepath.Join(incoming, f.Name), f.Size, key.String(), func(off int64) proto.Message {
+		err := n.fetchFile(pid, filepath.Join(incoming, f.Name), f.Size, f.Sha256, true, key.String(), func(off int64) proto.Message {
 			return &clusterpb.UnitFileChunk{Topic: key.Topic.String(), Incarnation: incarnation, Segment: uint64(key.Segment),
 				Bucket: uint32(key.Bucket), Name: f.Name, Offset: off, Max: groupChunk}
 		})
@@ -130,10 +128,47 @@ func (n *Member) copyUnitFrom(src, incarnation string, key actors.UnitKey, dir s
 		}
 		bytes += f.Size
 	}
+	if err := os.Remove(filepath.Join(incoming, copySourceFile)); err != nil {
+		return 0, api.Errorf(api.CodeInternal, "%s: %v", key, err)
+	}
 	if err := installDir(incoming, dir); err != nil {
 		return 0, api.Errorf(api.CodeInternal, "%s: %v", key, err)
 	}
 	return bytes, nil
+}
+
+// copySourceFile, in a copy's ".incoming" directory, names the node (and
+// its incarnation) the files come from: a copy cut short is taken up
+// where it ended only from the same source (another replica's files may
+// differ byte for byte: their raft state, where their log files roll).
+const copySourceFile = ".copy-source"
+
+// resumeIncoming readies incoming for a copy from source of files: what a
+// copy cut short left there is kept if it came from source (files not in
+// the list removed), else the directory starts empty.
+func resumeIncoming(incoming, source string, files []*clusterpb.GroupFile) error {
+	marker := filepath.Join(incoming, copySourceFile)
+	if b, err := os.ReadFile(marker); err != nil || string(b) != source {
+		if err := os.RemoveAll(incoming); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(incoming, 0o750); err != nil {
+			return err
+		}
+		return os.WriteFile(marker, []byte(source), 0o640)
+	}
+	entries, err := os.ReadDir(incoming)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != copySourceFile && !slices.ContainsFunc(files, func(f *clusterpb.GroupFile) bool { return f.Name == e.Name() }) {
+			if err := os.RemoveAll(filepath.Join(incoming, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // unitDirOf returns this node's sealed copy's directory of req's unit.
@@ -167,7 +202,11 @@ func (n *Member) serveUnitFiles(req *clusterpb.UnitFiles) *clusterpb.GroupFilesR
 		if err != nil {
 			continue
 		}
-		reply.Files = append(reply.Files, &clusterpb.GroupFile{Name: e.Name(), Size: info.Size()})
+		sum, err := fileSHA256(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return &clusterpb.GroupFilesReply{ErrorCode: int32(api.CodeInternal.Number), Error: err.Error()}
+		}
+		reply.Files = append(reply.Files, &clusterpb.GroupFile{Name: e.Name(), Size: info.Size(), Sha256: sum})
 	}
 	return reply
 }

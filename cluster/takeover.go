@@ -102,6 +102,10 @@ func (n *Member) confirmSilent(ctx context.Context, node string) bool {
 	return err == nil && !aliveSince(r, since)
 }
 
+// silentMoveTimeout bounds confirming a silent home's silence and sealing
+// its groups.
+const silentMoveTimeout = 3 * time.Second
+
 // silentRenewalSlack is how long after a node's last raft batch a renewal
 // of its lease may have been written before it: a renewal later than that
 // says it is alive.
@@ -192,10 +196,15 @@ func (n *Member) takeOver(name routing.TopicName, lost string, silent bool) bool
 	begin := n.clock.Now()
 	var to string
 	if silent {
-		if !n.confirmSilent(ctx, lost) {
+		// Briefly: while the metadata store does not answer (it lost its
+		// leader with the node), nothing can move, and the lease path
+		// must not wait behind this one.
+		sctx, scancel := context.WithTimeout(ctx, silentMoveTimeout)
+		defer scancel()
+		if !n.confirmSilent(sctx, lost) {
 			return false
 		}
-		err := n.topics.SealSilentOwner(ctx, name, lost)
+		err := n.topics.SealSilentOwner(sctx, name, lost)
 		if errors.Is(err, actors.ErrNotReplicatedHere) {
 			return false
 		} else if err != nil {

@@ -225,7 +225,7 @@ func (r remoteUnits) ReadUnit(ctx context.Context, owner string, req actors.Unit
 }
 
 // remoteReadTimeout bounds a read on another node.
-const remoteReadTimeout = 5 * time.Second
+var remoteReadTimeout = 5 * time.Second
 
 // AppendUnit sends an append to the owner's units actor (see
 // actors.UnitAppend); done runs on a goroutine of its own. The request is

@@ -165,6 +165,9 @@ var _ = Describe("Replication under repeated loss", func() {
 			// Every acknowledged message, once, per key in order, while
 			// the node is down; writes go on.
 			readAll(conns[a], uri, fmt.Sprintf("down-%d", round), seq)
+			// node.list shows segments short of a copy.
+			Eventually(func() int { return underReplicated(conns[a]) }).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).
+				Should(BeNumerically(">", 0), "under-replicated segments while %s is down", nodes[victim].id)
 			producePlainRetrying(conns[b], uri, seq, seq+30, 8)
 			seq += 30
 			fmt.Fprintf(GinkgoWriter, "round %d: killed %s (wiped); %d messages read back and written on in %s\n", round, nodes[victim].id, seq, time.Since(killed))
@@ -172,11 +175,29 @@ var _ = Describe("Replication under repeated loss", func() {
 			waitAllLive(conns[a])
 			readAll(conns[victim], uri, fmt.Sprintf("back-%d", round), seq)
 			waitFullyReplicated(conns[a], uri)
+			Eventually(func() int { return underReplicated(conns[a]) }).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).
+				Should(BeZero(), "under-replicated segments once every copy is made again")
 			waitReplicasAgree(conns[a], uri, seq)
 			victim = rng.IntN(3)
 		}
 	})
 })
+
+// underReplicated sums what node.list says of the nodes' under-replicated
+// segments (-1 when it does not answer).
+func underReplicated(nc *nats.Conn) int {
+	r, err := nodeList(nc)
+	if err != nil {
+		return -1
+	}
+	sum := 0
+	for _, n := range r.Nodes {
+		if n.Live {
+			sum += n.UnderReplicated
+		}
+	}
+	return sum
+}
 
 // waitFullyReplicated waits until every segment of uri has three copies,
 // each on a live node under its current incarnation.

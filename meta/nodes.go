@@ -35,6 +35,11 @@ type NodeRecord struct {
 	// the renewal before.
 	Segments    int     `json:"segments"`
 	BytesPerSec float64 `json:"bytes_per_sec"`
+	// UnderReplicated counts the segments of the topics it is the home of
+	// with fewer live copies than their replication factor; CopyBytesLeft
+	// the bytes left of the copies of sealed units it is making again.
+	UnderReplicated int   `json:"under_replicated,omitempty"`
+	CopyBytesLeft   int64 `json:"copy_bytes_left,omitempty"`
 	// Draining says the node is being drained: placement passes it by.
 	Draining bool `json:"draining,omitempty"`
 	// Starting says the node took its lease but does not serve yet (it is

@@ -144,7 +144,16 @@ type Config struct {
 	// copies it holds count as lost and the active segments that had one
 	// get a full set of replicas again (default 30 s).
 	DeadAfter time.Duration
+	// ReplicaCopyRate bounds the bytes a second this node copies from
+	// others to make lost copies of sealed units again (default
+	// DefaultReplicaCopyRate; negative: unbounded).
+	ReplicaCopyRate int64
 }
+
+// DefaultReplicaCopyRate is the default ReplicaCopyRate: 64 MiB a second,
+// a fraction of a disk's sequential rate, so that a node making copies
+// again still serves its writes and reads.
+const DefaultReplicaCopyRate = 64 << 20
 
 // CommitJournal is the CommitSync that commits every round through the
 // node's journal; CommitAuto (the default) only the rounds of many logs
@@ -273,6 +282,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RaftTick < 10*time.Millisecond {
 		return c, fmt.Errorf("raft tick %s is under 10ms", c.RaftTick)
+	}
+	if c.ReplicaCopyRate == 0 {
+		c.ReplicaCopyRate = DefaultReplicaCopyRate
+	}
+	if c.ReplicaCopyRate > 0 && c.ReplicaCopyRate < 1<<20 {
+		return c, fmt.Errorf("replica copy rate %d bytes a second is under 1 MiB (a copy moves 1 MiB chunks); negative for no bound", c.ReplicaCopyRate)
 	}
 	return c, nil
 }

@@ -241,7 +241,8 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		// the front-end is made before the role can be taken (TryEntry in
 		// step 8, the renewals in step 10).
 		Clients: func() (bool, error) { return n.front.StartClients() }, Unclients: func() { n.front.StopClients() },
-		StopTaking: n.stopTaking, RaftTick: n.cfg.RaftTick, DeadAfter: n.cfg.DeadAfter},
+		StopTaking: n.stopTaking, RaftTick: n.cfg.RaftTick, DeadAfter: n.cfg.DeadAfter,
+		ReplicaCopyRate: n.cfg.ReplicaCopyRate},
 		n.nc, n.meta, n.system)
 	if err := n.member.StartRemote(); err != nil {
 		return err

@@ -55,6 +55,7 @@ func main() {
 	childKills := flag.Int("child-kills", 0, "then kill the node holding a split's child (the topic's home is another) this many times: time from the kill to the first acknowledged write of the child's keys")
 	splitSegments := flag.Int("split-segments", 4, "active segments of the topic split over the nodes")
 	replication := flag.Bool("replication", false, "instead: two clusters of three, --replication-factor 1 and 3, compared round by round (plain produce at 64 and 512 in flight, Go producer, replay) with the CPU each node spent a message")
+	ownerLeadsMeta = flag.Bool("owner-leads-meta", false, "with -owner-kills: kill only topics' owners that lead the metadata stream (the entry node, too, if it does)")
 	factor := flag.Int("factor", 0, "the cluster of three's --replication-factor (0: its default); the single node keeps 1")
 	ownerKills := flag.Int("owner-kills", 0, "then kill a topic's owner (not the entry node) this many times: time from the kill to the first acknowledged write of the topic's keys (moved to a live node)")
 	flag.Parse()
@@ -221,7 +222,10 @@ func nodeLoss(nodes []*node, kills int, entry bool) {
 			if entry && owner != ent {
 				break
 			}
-			if !entry && owner != ent && owner >= 0 {
+			if !entry && *ownerLeadsMeta && owner >= 0 && i < 60 && nodes[owner].id != metaLeader(nodes[via].nc) {
+				continue // a topic whose owner leads the metadata stream
+			}
+			if !entry && (owner != ent || *ownerLeadsMeta) && owner >= 0 {
 				victim = owner
 				break
 			}
@@ -537,6 +541,9 @@ func printTopicLines(nodes []*node, topic string) {
 		}
 	}
 }
+
+// ownerLeadsMeta: owner kills take the metadata stream's leader.
+var ownerLeadsMeta *bool
 
 // verbose prints the nodes' log lines about kills.
 var verbose *bool

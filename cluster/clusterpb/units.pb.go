@@ -414,9 +414,12 @@ func (x *GroupFiles) GetSubscription() string {
 }
 
 type GroupFile struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // relative to the group's directory
-	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // relative to the group's directory
+	Size  int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// sha256 of the file's bytes, when the sender computed it (a sealed
+	// unit's files): the receiver checks its copy against it.
+	Sha256        []byte `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -463,6 +466,13 @@ func (x *GroupFile) GetSize() int64 {
 		return x.Size
 	}
 	return 0
+}
+
+func (x *GroupFile) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
 }
 
 type GroupFilesReply struct {
@@ -1695,10 +1705,11 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"GroupFiles\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\"\n" +
-	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"3\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"K\n" +
 	"\tGroupFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"y\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\fR\x06sha256\"y\n" +
 	"\x0fGroupFilesReply\x121\n" +
 	"\x05files\x18\x01 \x03(\v2\x1b.braid.cluster.v1.GroupFileR\x05files\x12\x1d\n" +
 	"\n" +

@@ -21,14 +21,14 @@ func nodeCommand() *cobra.Command {
 				return printJSON(c.OutOrStdout(), reply)
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE\tINCARNATION\tNATS\tLIVE\tENTRY\tDRAINING\tSEGMENTS\tBYTES/S\tSTARTED\tEXPIRES")
+			fmt.Fprintln(w, "NODE\tINCARNATION\tNATS\tLIVE\tENTRY\tDRAINING\tSEGMENTS\tBYTES/S\tUNDER-REPLICATED\tCOPY BYTES LEFT\tSTARTED\tEXPIRES")
 			for _, nd := range reply.Nodes {
 				inc := nd.Incarnation
 				if len(inc) > 8 {
 					inc = inc[:8]
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%v\t%d\t%.0f\t%s\t%s\n", nd.ID, inc, nd.NATSURL, nd.Live, nd.Entry, nd.Draining, nd.Segments, nd.BytesPerSec,
-					nd.Started, nd.Expires)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%v\t%d\t%.0f\t%d\t%d\t%s\t%s\n", nd.ID, inc, nd.NATSURL, nd.Live, nd.Entry, nd.Draining, nd.Segments, nd.BytesPerSec,
+					nd.UnderReplicated, nd.CopyBytesLeft, nd.Started, nd.Expires)
 			}
 			return w.Flush()
 		})

@@ -113,6 +113,7 @@ func serveCommand() *cobra.Command {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", node.DefaultLeaseTTL, "how long the node's membership lease holds unrenewed (renewed every third of it)")
 	fs.IntVar(&cfg.ReplicationFactor, "replication-factor", 1, "copies of each bucket log the segments of new layouts get, on as many nodes, replicated by raft: a produce is answered once durable on a majority of them (1: one copy; at most 7)")
 	fs.DurationVar(&cfg.DeadAfter, "dead-after", 30*time.Second, "how long a node may be gone before the copies it holds count as lost: the active segments that had one are sealed and given successors with a full set of replicas (a node back with an empty data directory counts at once)")
+	fs.Int64Var(&cfg.ReplicaCopyRate, "replica-copy-rate", node.DefaultReplicaCopyRate, "bytes a second this node copies from others to make lost copies of sealed replicated segments again (-1: no bound)")
 	fs.DurationVar(&cfg.RaftTick, "raft-tick", 100*time.Millisecond, "the tick of the node's raft groups: a group whose leader is gone elects another in 10 to 20 ticks")
 	heapFloor := fs.Uint64("gc-heap-floor", defaultHeapFloor, "bytes the Go heap may grow to before it is collected while the live heap is under half of it (GOGC raised for a small heap: fewer collections under load for some memory; 0, or GOGC in the environment: Go's default)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
