@@ -84,7 +84,8 @@ type ownerEntry struct {
 func (n *Member) TopicByName(name routing.TopicName) (*actors.Topic, error) {
 	uri := name.String()
 	if e, ok := n.cachedOwner(uri); ok {
-		if !n.ownerGone(e.owner) && !n.ownerSilent(e.owner) {
+		if !n.ownerGone(e.owner) {
+			n.moveOffSilentSoon(name, e.owner)
 			return nil, &actors.NotOwnerError{Topic: uri, Owner: e.owner, Epoch: e.epoch}
 		}
 		n.forgetOwner(uri)
@@ -141,7 +142,8 @@ func (n *Member) RemoteOwner(name routing.TopicName) (string, bool) {
 	if _, active := n.topics.Active(uri); active {
 		return "", false
 	}
-	if e, ok := n.cachedOwner(uri); ok && !n.ownerGone(e.owner) && !n.ownerSilent(e.owner) {
+	if e, ok := n.cachedOwner(uri); ok && !n.ownerGone(e.owner) {
+		n.moveOffSilentSoon(name, e.owner)
 		return e.owner, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)

@@ -111,17 +111,34 @@ const silentMoveTimeout = 3 * time.Second
 // says it is alive.
 const silentRenewalSlack = 500 * time.Millisecond
 
-// moveOffLost moves topic name off owner, if owner is gone (its lease
-// lapsed) or silent (a replicated topic, by its raft peers' word),
-// reporting whether the caller should look the topic up again.
+// moveOffLost moves topic name off owner if owner is gone (its lease
+// lapsed), reporting whether the caller should look the topic up again;
+// if owner is only silent (a replicated topic, by its raft peers' word),
+// it starts the move in the background (moveOffSilentSoon).
 func (n *Member) moveOffLost(name routing.TopicName, owner string) bool {
-	switch {
-	case n.ownerGone(owner):
+	if n.ownerGone(owner) {
 		return n.takeOver(name, n.OwnerNode(owner), false)
-	case n.ownerSilent(owner):
-		return n.takeOver(name, n.OwnerNode(owner), true)
 	}
+	n.moveOffSilentSoon(name, owner)
 	return false
+}
+
+// moveOffSilentSoon starts moving topic name off owner in the background
+// if owner is silent and no move of the topic is under way here: the
+// request that noticed is answered as before (its sender tries again),
+// rather than waiting on a metadata store that may have lost its leader
+// with the node. The move forgets the cached owner when it is done.
+func (n *Member) moveOffSilentSoon(name routing.TopicName, owner string) {
+	if !n.ownerSilent(owner) {
+		return
+	}
+	tk := &n.takeovers
+	tk.mu.Lock()
+	_, busy := tk.doing[name.String()]
+	tk.mu.Unlock()
+	if !busy {
+		go n.takeOver(name, n.OwnerNode(owner), true)
+	}
 }
 
 // moveOffSilent moves, without waiting for requests to need them, the

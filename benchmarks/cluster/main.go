@@ -54,6 +54,7 @@ func main() {
 	drainSegments := flag.Int("drain-segments", 16, "segments of the drained topic")
 	childKills := flag.Int("child-kills", 0, "then kill the node holding a split's child (the topic's home is another) this many times: time from the kill to the first acknowledged write of the child's keys")
 	splitSegments := flag.Int("split-segments", 4, "active segments of the topic split over the nodes")
+	jsR3 := flag.Bool("jetstream-r3", false, "instead: Braid at --replication-factor 3 against JetStream R3 clusters (its default, and sync_interval: always), each three processes, plain single-message produce at 64 and 512 in flight")
 	replication := flag.Bool("replication", false, "instead: two clusters of three, --replication-factor 1 and 3, compared round by round (plain produce at 64 and 512 in flight, Go producer, replay) with the CPU each node spent a message")
 	ownerLeadsMeta = flag.Bool("owner-leads-meta", false, "with -owner-kills: kill only topics' owners that lead the metadata stream (the entry node, too, if it does)")
 	factor := flag.Int("factor", 0, "the cluster of three's --replication-factor (0: its default); the single node keeps 1")
@@ -71,6 +72,10 @@ func main() {
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), *messages, *size, *conc, *rounds)
 	if *replication {
 		replicationRuns(*bin, dir, *rounds, *messages, *size)
+		return
+	}
+	if *jsR3 {
+		jetstreamRuns(*bin, dir, *rounds, *messages, *size)
 		return
 	}
 
