@@ -359,7 +359,10 @@ func (m *Manager) serveReplicaRead(req UnitRead, s topology.Segment) (UnitData, 
 // node leads, and answers each once committed. Batches are proposed in
 // order, only while this replica leads (a batch that comes while it does
 // not waits, behind the others, until it takes the lead), and committed in
-// order; several may be in flight.
+// order. At most replicaMaxProposals proposals are in flight: the batches
+// that come meanwhile wait and go together as the next proposal (one raft
+// entry), as a log's group commit gathers appends while it syncs, so that
+// a raft round carries many small requests rather than one each.
 type replicaCommitter struct {
 	key   UnitKey
 	g     *replica.Group
@@ -370,13 +373,22 @@ type replicaCommitter struct {
 	// node may have moved the topic (checkMovedAway).
 	onSealed func()
 
-	mu       sync.Mutex
-	waiting  [][]appendReq // batches not proposed yet, in order
-	leading  bool          // a goroutine is taking the lead
-	inflight sync.WaitGroup
+	mu        sync.Mutex
+	waiting   [][]appendReq // batches not proposed yet, in order
+	leading   bool          // a goroutine is taking the lead
+	proposing int           // proposals in flight
+	inflight  sync.WaitGroup
 }
 
-// submit proposes reqs as one entry, after the batches waiting.
+// replicaMaxProposals bounds a unit's proposals in flight, and
+// replicaMaxEntryBytes the records' bytes one proposal gathers (a batch
+// larger alone is proposed alone).
+const (
+	replicaMaxProposals  = 2
+	replicaMaxEntryBytes = 1 << 20
+)
+
+// submit proposes reqs, after the batches waiting.
 func (c *replicaCommitter) submit(reqs []appendReq) {
 	if len(reqs) == 0 {
 		return
@@ -388,8 +400,9 @@ func (c *replicaCommitter) submit(reqs []appendReq) {
 	c.proposeLocked()
 }
 
-// proposeLocked proposes the waiting batches if this replica leads, or
-// starts taking the lead.
+// proposeLocked proposes the waiting batches if this replica leads, as
+// few proposals as the bound on those in flight allows, or starts taking
+// the lead.
 func (c *replicaCommitter) proposeLocked() {
 	if len(c.waiting) == 0 {
 		return
@@ -415,19 +428,45 @@ func (c *replicaCommitter) proposeLocked() {
 		}
 		return
 	}
-	for _, reqs := range c.waiting {
+	for len(c.waiting) > 0 && c.proposing < replicaMaxProposals {
+		var batches [][]appendReq
 		var recs []wal.Record
-		for i := range reqs {
-			recs = append(recs, reqs[i].records...)
+		size := 0
+		for len(c.waiting) > 0 {
+			b := c.waiting[0]
+			bytes := batchBytes(b)
+			if len(batches) > 0 && size+bytes > replicaMaxEntryBytes {
+				break
+			}
+			batches = append(batches, b)
+			c.waiting = c.waiting[1:]
+			for i := range b {
+				recs = append(recs, b[i].records...)
+			}
+			size += bytes
 		}
-		p := c.g.Propose(recs)
-		go c.await(p, reqs)
+		c.proposing++
+		go c.await(c.g.Propose(recs), batches)
 	}
-	c.waiting = nil
 }
 
-// await answers reqs once their proposal is committed or lost.
-func (c *replicaCommitter) await(p *replica.Proposal, reqs []appendReq) {
+// batchBytes is about what a batch's records take in a raft entry.
+func batchBytes(reqs []appendReq) int {
+	n := 0
+	for i := range reqs {
+		for _, r := range reqs[i].records {
+			n += len(r.Key) + len(r.Payload) + 16
+			for _, h := range r.Headers {
+				n += len(h.Key) + len(h.Value)
+			}
+		}
+	}
+	return n
+}
+
+// await answers the batches of a proposal once it is committed or lost,
+// and proposes what waits.
+func (c *replicaCommitter) await(p *replica.Proposal, batches [][]appendReq) {
 	err := p.Wait()
 	if err != nil && !errors.Is(err, replica.ErrSealed) && !errors.Is(err, replica.ErrStopped) {
 		// Another replica leads now, or the entry lost to another
@@ -450,7 +489,17 @@ func (c *replicaCommitter) await(p *replica.Proposal, reqs []appendReq) {
 	default:
 		aerr = api.Errorf(api.CodeUnavailable, "%s: not committed on a majority of its replicas: %v; resend", c.key, err)
 	}
-	c.answer(reqs, p.First, aerr)
+	off := p.First
+	for _, reqs := range batches {
+		c.answer(reqs, off, aerr)
+		for i := range reqs {
+			off += uint64(len(reqs[i].records))
+		}
+	}
+	c.mu.Lock()
+	c.proposing--
+	c.proposeLocked()
+	c.mu.Unlock()
 }
 
 // answer settles a batch and marks it done.

@@ -3,10 +3,16 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/replica"
+	"github.com/braidmq/braid/wal"
 )
 
 // A replication_factor the node cannot honour is refused INVALID_POLICY,
@@ -49,4 +55,91 @@ func TestReplicationFactorRefused(t *testing.T) {
 			t.Fatalf("%s: namespace.policies replication_factor 3: %v, want INVALID_POLICY", c.name, err)
 		}
 	}
+}
+
+// landings records where the appends of a test landed; landing is one
+// append's sink.
+type landings struct {
+	mu  sync.Mutex
+	err error
+	wg  sync.WaitGroup
+}
+
+type landing struct {
+	all *landings
+	at  uint64 // the offset it must land at
+}
+
+func (l landing) landed(_ unitRef, _ []int, first uint64, err error) {
+	l.all.mu.Lock()
+	if err == nil && first != l.at {
+		err = fmt.Errorf("the append of offset %d landed at %d", l.at, first)
+	}
+	if err != nil && l.all.err == nil {
+		l.all.err = err
+	}
+	l.all.mu.Unlock()
+	l.all.wg.Done()
+}
+
+func (landing) splitInto(int) {}
+
+// A unit's committer keeps few proposals in flight and gathers the
+// batches that come meanwhile into the next one (one raft entry): many
+// small appends take far fewer raft entries than appends, and each lands
+// at its offset, in the order submitted.
+func TestReplicaCommitterGathersBatches(t *testing.T) {
+	dir := t.TempDir()
+	l, err := wal.Open(filepath.Join(dir, "log"), wal.Options{Durability: wal.DurabilityAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	state := filepath.Join(dir, "raft-state")
+	if err := replica.Bootstrap(nil, state, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := replica.OpenStorage(l, nil, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := replica.Peer{Node: "n1", Incarnation: "a"}
+	host := replica.NewHost(replica.HostConfig{Self: self, Send: func(replica.Peer, []replica.Envelope) {}})
+	defer host.Close()
+	g, err := host.Start(replica.Config{Group: "topic://t/n/c#i#0#0", ID: 1, Peers: map[uint64]replica.Peer{1: self}, Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lead(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := &replicaCommitter{g: g}
+	const appends = 400
+	all := &landings{}
+	all.wg.Add(appends)
+	for i := range appends {
+		c.submit([]appendReq{{records: []wal.Record{{Payload: []byte(strconv.Itoa(i))}}, sink: landing{all, uint64(i)}}})
+	}
+	all.wg.Wait()
+	c.drain()
+	if all.err != nil {
+		t.Fatal(all.err)
+	}
+	recs, err := l.ReadRange(0, appends+1, 0)
+	if err != nil || len(recs) != appends {
+		t.Fatalf("the log holds %d records (%v), want %d", len(recs), err, appends)
+	}
+	for i, r := range recs {
+		if string(r.Payload) != strconv.Itoa(i) {
+			t.Fatalf("record %d is %q: appends out of order", i, r.Payload)
+		}
+	}
+	entries, err := l.Entries(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) > appends/4 {
+		t.Fatalf("%d appends took %d raft entries: not gathered", appends, len(entries))
+	}
+	t.Logf("%d appends in %d raft entries", appends, len(entries))
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,12 +63,16 @@ func startNATSCluster(bin, dir, name string, syncAlways bool) *natsCluster {
 		check(err)
 		c.procs = append(c.procs, p)
 	}
+	deadline := time.Now().Add(2 * time.Minute)
 	nc, err := nats.Connect("nats://"+client[0], nats.MaxReconnects(-1))
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // the server is starting
+		nc, err = nats.Connect("nats://"+client[0], nats.MaxReconnects(-1))
+	}
 	check(err)
 	c.nc = nc
 	js, err := jetstream.New(nc)
 	check(err)
-	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: workload.StreamName, Subjects: []string{"bench.>"},
@@ -149,6 +155,9 @@ func jetstreamRuns(bin, dir string, rounds, messages, size int) {
 			rates := map[string]float64{}
 			for _, s := range order {
 				before := cpu(s.pids)
+				if r == 1 && *pprofDir != "" && s.name == systems[0].name {
+					profileNodes(braid, fmt.Sprintf("r3-%d", window))
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				res, err := workload.PlainProduce(ctx, s.nc, s.target, spec, window, time.Minute)
 				cancel()
@@ -166,5 +175,27 @@ func jetstreamRuns(bin, dir string, rounds, messages, size int) {
 			slices.Sort(v)
 			fmt.Printf("%d in flight: Braid R3 / %s median %.2fx [%.2f, %.2f] over %d rounds\n", window, s.name, v[len(v)/2], v[0], v[len(v)-1], len(v))
 		}
+	}
+}
+
+// profileNodes starts a 5 s CPU profile of each node, written to
+// -pprof's directory as <name>-<node>.pprof when done.
+func profileNodes(nodes []*node, name string) {
+	check(os.MkdirAll(*pprofDir, 0o755))
+	for _, nd := range nodes {
+		go func() {
+			resp, err := http.Get("http://" + nd.metrics + "/debug/pprof/profile?seconds=5")
+			if err != nil {
+				fmt.Println("profile:", err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(*pprofDir, name+"-"+nd.id+".pprof"))
+			if err != nil {
+				return
+			}
+			defer f.Close()
+			_, _ = io.Copy(f, resp.Body)
+		}()
 	}
 }

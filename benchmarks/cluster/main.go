@@ -561,11 +561,16 @@ var leaseTTL time.Duration
 
 // node is one braid serve child and a client connection to it.
 type node struct {
-	id  string
-	cmd *exec.Cmd
-	nc  *nats.Conn
-	log string // its log file
+	id      string
+	cmd     *exec.Cmd
+	nc      *nats.Conn
+	log     string // its log file
+	metrics string // its metrics listener with /debug/pprof (-pprof), or ""
 }
+
+// pprofDir, when set (-pprof), has the nodes serve their profiles, and
+// the -jetstream-r3 run write CPU profiles of Braid's nodes there.
+var pprofDir = flag.String("pprof", "", "a directory: the nodes serve Go's profiles, and -jetstream-r3 writes a 5 s CPU profile of each Braid node during its first run there")
 
 func freeAddr() string {
 	addr, err := workload.FreeAddr()
@@ -583,8 +588,15 @@ func startNodes(bin, dir string, n int, extra ...string) []*node {
 	nodes := make([]*node, n)
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
+		metrics := "off"
+		if *pprofDir != "" {
+			metrics = freeAddr()
+		}
 		args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--nats-listen", natsAddrs[i],
-			"--metrics-listen", "off", "--log-level", *logLevel}
+			"--metrics-listen", metrics, "--log-level", *logLevel}
+		if *pprofDir != "" {
+			args = append(args, "--pprof")
+		}
 		if leaseTTL > 0 {
 			args = append(args, "--lease-ttl", leaseTTL.String())
 		}
@@ -604,6 +616,9 @@ func startNodes(bin, dir string, n int, extra ...string) []*node {
 		cmd.Stdout, cmd.Stderr = logf, logf
 		check(workload.StartChild(cmd))
 		nodes[i] = &node{id: id, cmd: cmd, log: logPath}
+		if *pprofDir != "" {
+			nodes[i].metrics = metrics
+		}
 	}
 	for i, nd := range nodes {
 		deadline := time.Now().Add(2 * time.Minute)
