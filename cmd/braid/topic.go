@@ -303,6 +303,22 @@ func confirm(r io.Reader, w io.Writer, question, skip string) error {
 	return nil
 }
 
+// replicaList names a segment's copies, the leader (its owner, first)
+// starred: "n2*,n3,n1"; "-" for a segment of one copy.
+func replicaList(rs []api.ReplicaInfo) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.Node
+		if i == 0 {
+			names[i] += "*"
+		}
+	}
+	return strings.Join(names, ",")
+}
+
 // printLayout prints the DAG as a table, one segment a row, as a tree:
 // each segment under the parent it descends from (a merge's child after
 // the last of its parents), indented by its depth.
@@ -317,6 +333,10 @@ func printLayout(w io.Writer, d api.TopicDescription) {
 	partitions := slices.ContainsFunc(d.Segments, func(s api.SegmentInfo) bool { return s.Partition != nil })
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	head := "SEGMENT\tSTATE\tRANGE\tBUCKETS\tPARENTS\tCHILDREN\tOWNER"
+	replicated := slices.ContainsFunc(d.Segments, func(s api.SegmentInfo) bool { return len(s.Replicas) > 0 })
+	if replicated {
+		head += "\tREPLICAS" // the leader (the owner) first, starred
+	}
 	if partitions {
 		head += "\tPARTITION" // a fixed topic's, or a migrated one's sealed parents
 	}
@@ -329,6 +349,9 @@ func printLayout(w io.Writer, d api.TopicDescription) {
 		}
 		fmt.Fprintf(tw, "%s%d\t%s\t[%s, %s]\t%d\t%s\t%s\t%s", strings.Repeat("  ", depths[s.ID]), s.ID, s.State,
 			s.Range[0], s.Range[1], s.Buckets, list(s.Parents), list(s.Children), owner)
+		if replicated {
+			fmt.Fprintf(tw, "\t%s", replicaList(s.Replicas))
+		}
 		switch {
 		case s.Partition != nil:
 			fmt.Fprintf(tw, "\t%d", *s.Partition)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/braidmq/braid/actors"
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
 )
 
@@ -42,5 +43,27 @@ func TestPrintLayoutPartitions(t *testing.T) {
 	printLayout(&out, actors.Describe("topic://t/ns/orders", scalable))
 	if strings.Contains(out.String(), "PARTITION") {
 		t.Fatalf("scalable topic's table:\n%s", out.String())
+	}
+}
+
+// A replicated topic's table names each segment's copies, its leader (the
+// owner) first and starred; a topic of one copy has no such column.
+func TestPrintLayoutReplicas(t *testing.T) {
+	l, err := topology.New(1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = l.WithOwner("n2")
+	d := actors.Describe("topic://t/ns/r3", l)
+	var out bytes.Buffer
+	printLayout(&out, d)
+	if strings.Contains(out.String(), "REPLICAS") {
+		t.Fatalf("a topic of one copy:\n%s", out.String())
+	}
+	d.Segments[0].Replicas = []api.ReplicaInfo{{Node: "n2", Incarnation: "a"}, {Node: "n3", Incarnation: "b"}, {Node: "n1", Incarnation: "c"}}
+	out.Reset()
+	printLayout(&out, d)
+	if !strings.Contains(out.String(), "REPLICAS") || !strings.Contains(out.String(), "n2*,n3,n1") {
+		t.Fatalf("a replicated topic:\n%s", out.String())
 	}
 }

@@ -79,10 +79,13 @@ function drawLayout(l) {
     const rate = rates.get(s.id);
     const ld = loads.get(s.id), hot = ld && ld.hot_key_share >= 0.5;
     if (hot) g.classList.add("hot");
-    const label = `#${s.id}` + (s.partition !== undefined && s.partition !== null ? ` p${s.partition}` : "") + ` ${s.owner || ""}` + (rate ? ` ${Math.round(rate)} msg/s` : "") +
+    const reps = s.replicas || [];
+    const label = `#${s.id}` + (s.partition !== undefined && s.partition !== null ? ` p${s.partition}` : "") + ` ${s.owner || ""}` + (reps.length > 1 ? ` x${reps.length}` : "") + (rate ? ` ${Math.round(rate)} msg/s` : "") +
       (hot ? ` hot key ${ld.hot_key || ld.hot_key_hash} ${Math.round(ld.hot_key_share * 100)}%` : "");
     g.appendChild(el("text", { x: b.x + 4, y: b.y + Math.min(14, b.h - 2) }, label));
-    g.appendChild(el("title", {}, `segment ${s.id}: ${s.state}, range [${s.range[0]}, ${s.range[1]}], ${s.buckets} buckets, owner ${s.owner || "-"}`));
+    const copies = reps.length ? `, replicas ${reps.map((r, i) => r.node + (i === 0 ? " (leader)" : "")).join(", ")}` : "";
+    g.appendChild(el("title", {}, `segment ${s.id}: ${s.state}, range [${s.range[0]}, ${s.range[1]}], ${s.buckets} buckets, owner ${s.owner || "-"}${copies}`));
+    if (reps.length) g.setAttribute("data-replicas", reps.map((r) => r.node).join(","));
     nodes.push(g);
   }
   svg.replaceChildren(...edges, ...nodes);
