@@ -66,6 +66,8 @@ type Group struct {
 	sealIdx   atomic.Uint64 // the index of the seal entry, once committed
 	leader    atomic.Uint64
 	term      atomic.Uint64
+	// leadAsked is when Lead last asked raft for the lead (unix ns).
+	leadAsked atomic.Int64
 	failed    atomic.Pointer[error]
 
 	// Owned by the worker that runs the group.
@@ -218,6 +220,12 @@ func (g *Group) Seal() *Proposal {
 // leadership over (MsgTransferLeader, forwarded to the leader) once this
 // replica holds the leader's log. Done is closed once this replica leads,
 // or after timeout.
+//
+// It asks raft (a campaign, or a transfer) at most once an election
+// timeout for the group, however many callers wait: a campaign begun
+// again before the last one could finish would only raise the term (a
+// durable write on every replica) and start over, which under load (many
+// groups starting at once) kept groups from ever electing.
 func (g *Group) Lead(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -225,7 +233,10 @@ func (g *Group) Lead(timeout time.Duration) error {
 		if lead == g.cfg.ID {
 			return nil
 		}
-		if !g.post(true, func() {
+		now := time.Now().UnixNano()
+		last := g.leadAsked.Load()
+		if now-last >= int64(g.electionTimeout()) && g.leadAsked.CompareAndSwap(last, now) && !g.post(true, func() {
+			g.host.counters.LeadAsks.Add(1)
 			st := g.rn.BasicStatus()
 			switch {
 			case st.Lead == g.cfg.ID:
@@ -237,12 +248,28 @@ func (g *Group) Lead(timeout time.Duration) error {
 		}) {
 			return ErrStopped
 		}
+		if g.isStopped() {
+			return ErrStopped
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("braid/replica: replica %d of %s could not take the lead (leader %d) within %v", g.cfg.ID, g.cfg.Group, lead, timeout)
 		}
 		// The lead moves in a few round trips: look again shortly.
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// electionTimeout is the group's election timeout: ElectionTick host
+// ticks.
+func (g *Group) electionTimeout() time.Duration {
+	return time.Duration(g.cfg.ElectionTick) * g.host.cfg.TickInterval
+}
+
+// isStopped says whether the group was stopped.
+func (g *Group) isStopped() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stopped
 }
 
 // Sealed returns the end of the group's records once its seal is

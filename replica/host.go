@@ -125,6 +125,9 @@ type HostCounters struct {
 	Ticks, Quiesced atomic.Uint64
 	// Batches and Messages count what Send was given.
 	Batches, Messages atomic.Uint64
+	// LeadAsks counts the campaigns and leadership transfers Lead asked
+	// raft for.
+	LeadAsks atomic.Uint64
 }
 
 // NewHost starts a host.

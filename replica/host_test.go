@@ -315,3 +315,34 @@ func TestHostBeaconAnsweredByRestartedNode(t *testing.T) {
 	delete(c.hosts, follower) // a host without a group: not the cluster's to halt
 	c.mu.Unlock()
 }
+
+// Many callers waiting for a replica to lead ask raft for it at most once
+// an election timeout between them: a campaign begun again before the
+// last could finish only raises the term and starts over (many groups
+// starting at once under load never elected that way). Here no majority
+// answers, so every caller waits out its timeout.
+func TestLeadAsksOncePerElectionTimeout(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader()
+	followers := c.followers(lead)
+	c.halt(lead)
+	c.halt(followers[1])
+	g := c.group(followers[0])
+	before := c.hosts[followers[0]].Counters().LeadAsks.Load()
+	const wait = 300 * time.Millisecond
+	done := make(chan error, 10)
+	for range 10 {
+		go func() { done <- g.Lead(wait) }()
+	}
+	for range 10 {
+		if err := <-done; err == nil {
+			t.Fatal("a replica of three took the lead with the two others down")
+		}
+	}
+	// The test's election timeout is 10 ticks of 2 ms: 300 ms allow 16
+	// asks at most (one at once, then one each 20 ms), not one per
+	// caller per look (10 callers every 20 ms: about 150).
+	if asks := c.hosts[followers[0]].Counters().LeadAsks.Load() - before; asks > 20 {
+		t.Fatalf("10 callers waiting %v asked raft for the lead %d times", wait, asks)
+	}
+}

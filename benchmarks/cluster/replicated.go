@@ -1,15 +1,22 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braidmq/braid/benchmarks/workload"
 	"github.com/nats-io/nats.go"
 )
+
+// manyTopics is how many topics the many-topics run of -replication
+// writes to.
+var manyTopics = flag.Int("replication-topics", 0, "with -replication: also a run over this many topics (0: none; at 1,000 the R3 cluster fails it: docs/replication.md)")
 
 // replicationRuns compares a cluster of three at --replication-factor 3
 // with one at 1, both running at once on this machine, round by round:
@@ -38,6 +45,29 @@ func replicationRuns(bin, dir string, rounds, messages, size int) {
 		return cluster{name, nodes, nodes[home].nc, d.Topic}
 	}
 	clusters := []cluster{setup("R1", r1), setup("R3", r3)}
+	// Many topics on each cluster, their homes spread by placement.
+	many := map[string][]string{}
+	for _, c := range clusters {
+		if *manyTopics <= 0 {
+			break
+		}
+		begin := time.Now()
+		names := make([]string, *manyTopics)
+		var wg sync.WaitGroup
+		next := atomic.Int64{}
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)) - 1; i < len(names); i = int(next.Add(1)) - 1 {
+					names[i] = createTopic(c.nodes[(w+i)%3].nc, fmt.Sprintf("topic://public/default/many%d", i)).Topic
+				}
+			}()
+		}
+		wg.Wait()
+		many[c.name] = names
+		fmt.Printf("%s: %d topics created in %s\n", c.name, len(names), time.Since(begin).Round(time.Millisecond))
+	}
 	cpu := func(nodes []*node) []time.Duration {
 		out := make([]time.Duration, len(nodes))
 		for i, nd := range nodes {
@@ -65,6 +95,11 @@ func replicationRuns(bin, dir string, rounds, messages, size int) {
 		}},
 		{"Go producer", func(c cluster, _ int) float64 { return produceGoRate(c.nc, c.topic, messages, payload, true) }},
 		{"replay", func(c cluster, r int) float64 { return readBack(c.nc, c.topic, fmt.Sprintf("replay-%d", r), messages) }},
+	}
+	if *manyTopics > 0 {
+		runs = append(runs, run{fmt.Sprintf("plain, %d topics, 512 in flight, a client on every node", *manyTopics), func(c cluster, _ int) float64 {
+			return produce([]*nats.Conn{c.nodes[0].nc, c.nodes[1].nc, c.nodes[2].nc}, many[c.name], messages, 512, payload)
+		}})
 	}
 	ratios := make([][]float64, len(runs))
 	for r := 1; r <= rounds; r++ {
