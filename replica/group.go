@@ -71,10 +71,12 @@ type Group struct {
 	failed    atomic.Pointer[error]
 
 	// Owned by the worker that runs the group.
-	checkQuiet bool                 // a tick ran: see whether the group may go quiet
-	notice     *Quiet               // a leader's notice to go quiet, to check
-	unindexed  []*Proposal          // proposed since the last Ready, in order
-	byIndex    map[uint64]*Proposal // appended, by raft index
+	checkQuiet   bool                 // a tick ran: see whether the group may go quiet
+	campaignedAt time.Time            // when Lead last began a campaign
+	campaignWait int                  // ticks Lead lets a campaign under way run
+	notice       *Quiet               // a leader's notice to go quiet, to check
+	unindexed    []*Proposal          // proposed since the last Ready, in order
+	byIndex      map[uint64]*Proposal // appended, by raft index
 }
 
 // Proposal is a batch of records proposed to a group: answered once it is
@@ -221,11 +223,12 @@ func (g *Group) Seal() *Proposal {
 // replica holds the leader's log. Done is closed once this replica leads,
 // or after timeout.
 //
-// It asks raft (a campaign, or a transfer) at most once an election
-// timeout for the group, however many callers wait: a campaign begun
-// again before the last one could finish would only raise the term (a
-// durable write on every replica) and start over, which under load (many
-// groups starting at once) kept groups from ever electing.
+// However many callers wait, it asks raft at most once a tick, and begins
+// a campaign while one is under way only after campaignRetryTicks, then
+// twice as long each time, up to an election timeout:
+// a campaign begun again before the last could finish only raises the
+// term (a durable write on every replica) and starts over, which under
+// load (many groups starting at once) kept groups from ever electing.
 func (g *Group) Lead(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -233,16 +236,40 @@ func (g *Group) Lead(timeout time.Duration) error {
 		if lead == g.cfg.ID {
 			return nil
 		}
+		// Raft is asked once a tick at most: a leader elsewhere to hand
+		// over (it ignores a transfer to the replica it is handing over
+		// to already); without a leader, to begin a campaign, never while
+		// one is under way.
+		gap := g.host.cfg.TickInterval
 		now := time.Now().UnixNano()
 		last := g.leadAsked.Load()
-		if now-last >= int64(g.electionTimeout()) && g.leadAsked.CompareAndSwap(last, now) && !g.post(true, func() {
-			g.host.counters.LeadAsks.Add(1)
+		if now-last >= int64(gap) && g.leadAsked.CompareAndSwap(last, now) && !g.post(true, func() {
 			st := g.rn.BasicStatus()
 			switch {
 			case st.Lead == g.cfg.ID:
 			case st.Lead == 0:
+				// A campaign under way is given campaignRetryTicks to
+				// finish, then twice as long each time it is begun again
+				// (a new group's first one fails while its followers open
+				// their replicas: it is begun again soon, not after raft's
+				// own timer of 10 to 20 ticks; many groups starting at
+				// once back off).
+				campaigning := st.RaftState == raft.StatePreCandidate || st.RaftState == raft.StateCandidate
+				switch {
+				case !campaigning:
+					g.campaignWait = campaignRetryTicks
+				case time.Since(g.campaignedAt) < time.Duration(g.campaignWait)*g.host.cfg.TickInterval:
+					return
+				default:
+					// Begun again: the next one waits twice as long, up to
+					// an election timeout.
+					g.campaignWait = min(2*g.campaignWait, g.cfg.ElectionTick)
+				}
+				g.host.counters.LeadAsks.Add(1)
+				g.campaignedAt = time.Now()
 				_ = g.rn.Campaign()
 			default:
+				g.host.counters.LeadAsks.Add(1)
 				g.rn.TransferLeader(g.cfg.ID)
 			}
 		}) {
@@ -259,18 +286,18 @@ func (g *Group) Lead(timeout time.Duration) error {
 	}
 }
 
-// electionTimeout is the group's election timeout: ElectionTick host
-// ticks.
-func (g *Group) electionTimeout() time.Duration {
-	return time.Duration(g.cfg.ElectionTick) * g.host.cfg.TickInterval
-}
-
 // isStopped says whether the group was stopped.
 func (g *Group) isStopped() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.stopped
 }
+
+// campaignRetryTicks is how long Lead first lets a campaign under way run
+// before it begins another, in ticks: rounds between replicas take
+// milliseconds, but a loaded node (many groups starting) takes longer, so
+// the wait doubles each time, up to an election timeout.
+const campaignRetryTicks = 2
 
 // Sealed returns the end of the group's records once its seal is
 // committed: the offset after the last record it will ever hold.
