@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
+	"slices"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
@@ -46,7 +47,7 @@ func (m *Manager) VerifyReplicas(ctx context.Context, name routing.TopicName) (a
 			switch {
 			case !c.Agree:
 				v.Disagree++
-			case slicesAnyError(c.Replicas):
+			case slices.ContainsFunc(c.Replicas, func(r api.ReplicaCheck) bool { return r.Error != "" }):
 				v.Unanswered++
 			}
 			v.Checks = append(v.Checks, c)
@@ -54,15 +55,6 @@ func (m *Manager) VerifyReplicas(ctx context.Context, name routing.TopicName) (a
 	}
 	v.Agree = v.Disagree == 0 && v.Unanswered == 0
 	return v, nil
-}
-
-func slicesAnyError(rs []api.ReplicaCheck) bool {
-	for _, r := range rs {
-		if r.Error != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // verifyUnit compares the replicas of bucket b of segment s. Agree is

@@ -205,7 +205,9 @@ func TestCrashEntriesAtEveryOperation(t *testing.T) {
 			checkEntries(t, opts, acked, attempted)
 			checkRecovered(t, mem, opts, acked, attempted)
 		})
-		if total < 100 {
+		// Without preallocation the workload counts 99 or 100 operations
+		// from run to run (131 with it): the floor is below both.
+		if total < 90 {
 			t.Fatalf("the workload has %d operations; too few to mean much", total)
 		}
 		t.Logf("preallocate %d: %d crash points, by step: %v", pre, total, steps)

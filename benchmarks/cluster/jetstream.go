@@ -116,10 +116,7 @@ func jetstreamRuns(bin, dir string, rounds, messages, size int) {
 		target workload.PlainTarget
 		pids   []int
 	}
-	var braidPids, defPids, alwaysPids []int
-	for _, nd := range braid {
-		braidPids = append(braidPids, nd.cmd.Process.Pid)
-	}
+	var defPids, alwaysPids []int
 	for _, p := range jsDefault.procs {
 		defPids = append(defPids, p.Pid())
 	}
@@ -127,23 +124,9 @@ func jetstreamRuns(bin, dir string, rounds, messages, size int) {
 		alwaysPids = append(alwaysPids, p.Pid())
 	}
 	systems := []system{
-		{"Braid R3", braid[home].nc, workload.BraidTarget("public", "default", "replicated", spec), braidPids},
+		{"Braid R3", braid[home].nc, workload.BraidTarget("public", "default", "replicated", spec), nodePids(braid)},
 		{"JetStream R3 (default: acknowledged before its sync)", jsDefault.nc, workload.JetStreamTarget(spec), defPids},
 		{"JetStream R3 (sync_interval: always)", jsAlways.nc, workload.JetStreamTarget(spec), alwaysPids},
-	}
-	cpu := func(pids []int) []time.Duration {
-		out := make([]time.Duration, len(pids))
-		for i, pid := range pids {
-			out[i], _ = workload.ProcessCPU(pid)
-		}
-		return out
-	}
-	perMsg := func(before, after []time.Duration, n int) string {
-		var parts []string
-		for i := range before {
-			parts = append(parts, fmt.Sprintf("%.1f", float64((after[i]-before[i]).Microseconds())/float64(n)))
-		}
-		return strings.Join(parts, "/")
 	}
 	for _, window := range []int{64, 512} {
 		ratios := make([][]float64, len(systems)) // against Braid R3
@@ -154,7 +137,7 @@ func jetstreamRuns(bin, dir string, rounds, messages, size int) {
 			}
 			rates := map[string]float64{}
 			for _, s := range order {
-				before := cpu(s.pids)
+				before := processesCPU(s.pids)
 				if r == 1 && *pprofDir != "" && s.name == systems[0].name {
 					profileNodes(braid, fmt.Sprintf("r3-%d", window))
 				}
@@ -164,7 +147,7 @@ func jetstreamRuns(bin, dir string, rounds, messages, size int) {
 				check(err)
 				rates[s.name] = res.Rate()
 				fmt.Printf("round %d, %d in flight, %s: %.0f msg/s, p50 %s, p99 %s, errors %d, CPU µs/msg by node %s\n", r, window, s.name,
-					res.Rate(), res.P50, res.P99, res.Errors, perMsg(before, cpu(s.pids), messages))
+					res.Rate(), res.P50, res.P99, res.Errors, perMessage(before, processesCPU(s.pids), messages))
 			}
 			for i, s := range systems {
 				ratios[i] = append(ratios[i], rates[systems[0].name]/rates[s.name])

@@ -68,20 +68,7 @@ func replicationRuns(bin, dir string, rounds, messages, size int) {
 		many[c.name] = names
 		fmt.Printf("%s: %d topics created in %s\n", c.name, len(names), time.Since(begin).Round(time.Millisecond))
 	}
-	cpu := func(nodes []*node) []time.Duration {
-		out := make([]time.Duration, len(nodes))
-		for i, nd := range nodes {
-			out[i], _ = workload.ProcessCPU(nd.cmd.Process.Pid)
-		}
-		return out
-	}
-	perMsg := func(before, after []time.Duration, n int) string {
-		var parts []string
-		for i := range before {
-			parts = append(parts, fmt.Sprintf("%.1f", float64((after[i]-before[i]).Microseconds())/float64(n)))
-		}
-		return strings.Join(parts, "/")
-	}
+	cpu := func(nodes []*node) []time.Duration { return processesCPU(nodePids(nodes)) }
 	type run struct {
 		name string
 		do   func(c cluster, r int) float64
@@ -113,7 +100,7 @@ func replicationRuns(bin, dir string, rounds, messages, size int) {
 			for _, c := range order {
 				before := cpu(c.nodes)
 				rate := w.do(c, r)
-				line += fmt.Sprintf(" %s %.0f msg/s (CPU µs/msg by node %s)", c.name, rate, perMsg(before, cpu(c.nodes), messages))
+				line += fmt.Sprintf(" %s %.0f msg/s (CPU µs/msg by node %s)", c.name, rate, perMessage(before, cpu(c.nodes), messages))
 				rates[c.name] = rate
 			}
 			ratios[k] = append(ratios[k], rates["R3"]/rates["R1"])
@@ -125,4 +112,32 @@ func replicationRuns(bin, dir string, rounds, messages, size int) {
 		slices.Sort(v)
 		fmt.Printf("%s: R3/R1 median %.2fx [%.2f, %.2f] over %d rounds\n", w.name, v[len(v)/2], v[0], v[len(v)-1], len(v))
 	}
+}
+
+// nodePids lists the nodes' process ids.
+func nodePids(nodes []*node) []int {
+	out := make([]int, len(nodes))
+	for i, nd := range nodes {
+		out[i] = nd.cmd.Process.Pid
+	}
+	return out
+}
+
+// processesCPU is the CPU each process has used so far.
+func processesCPU(pids []int) []time.Duration {
+	out := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		out[i], _ = workload.ProcessCPU(pid)
+	}
+	return out
+}
+
+// perMessage prints the CPU each process spent between before and after
+// per message of n, in µs: "a/b/c".
+func perMessage(before, after []time.Duration, n int) string {
+	var parts []string
+	for i := range before {
+		parts = append(parts, fmt.Sprintf("%.1f", float64((after[i]-before[i]).Microseconds())/float64(n)))
+	}
+	return strings.Join(parts, "/")
 }
