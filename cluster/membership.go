@@ -445,8 +445,19 @@ func (m *membership) liveNodes(maxAge time.Duration) []meta.NodeRecord {
 	if live == nil {
 		return nil
 	}
+	// The view may be older than the leases it holds when reading them
+	// again failed (the metadata store electing a leader): a node whose
+	// recorded lease has run out since is left out, so that nothing is
+	// placed on a node the same view takes for gone (Evict).
+	var now time.Time
+	if m.n != nil {
+		now = m.n.clock.Now()
+	}
 	out := make([]meta.NodeRecord, 0, len(*live))
 	for _, r := range *live {
+		if m.n != nil && r.ID != m.n.nodeID && !r.Live(now) {
+			continue
+		}
 		out = append(out, r)
 	}
 	return out

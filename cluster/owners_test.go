@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/topology"
 )
@@ -83,5 +84,34 @@ func TestSegmentPlacement(t *testing.T) {
 		meta.NodeRecord{ID: "c", BytesPerSec: 5 << 20, Draining: true})
 	if got := loadedHome.PlaceSegment("topic://t/n/hot", 7); got != "a" {
 		t.Fatalf("placed on %s, want a: the others are busier or draining", got)
+	}
+}
+
+// TestPlacementLeavesOutLapsedLeases: when the view of the leases could
+// not be read again (the metadata store electing a leader), a node whose
+// recorded lease has run out since gets no new segment, though it is the
+// least loaded in the view: Evict takes it for gone by the same record,
+// and a segment relocated off it must not be placed back on it.
+func TestPlacementLeavesOutLapsedLeases(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	n := &Member{nodeID: "a", clock: clk}
+	m := &membership{n: n}
+	n.members = m
+	until := clk.Now().Add(10 * time.Second).UnixMilli()
+	set := map[string]meta.NodeRecord{
+		"a": {ID: "a", Segments: 5, Expires: until},
+		"b": {ID: "b", Segments: 5, Expires: until},
+		"c": {ID: "c", Expires: clk.Now().Add(time.Second).UnixMilli()},
+	}
+	m.live.Store(&set)
+	m.countedAt.Store(clk.Now().Add(time.Hour).UnixNano()) // not read again
+	if got := n.PlaceSegment("topic://t/n/hot", 1); got != "c" {
+		t.Fatalf("placed on %s, want c (the least loaded, its lease current)", got)
+	}
+	clk.Advance(2 * time.Second)
+	for i := range 50 {
+		if got := n.PlaceSegment("topic://t/n/hot", topology.SegmentID(i)); got == "c" {
+			t.Fatalf("segment %d placed on c, whose lease had run out", i)
+		}
 	}
 }

@@ -218,12 +218,13 @@ func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 	GinkgoHelper()
 	// The metadata store may elect a leader (4-9 s) while the nodes'
 	// leases are 4 s: a topic's owner may look lapsed for a moment, and
-	// its topic answers UNAVAILABLE meanwhile. That is waited out here.
+	// its topic answers UNAVAILABLE meanwhile, or the join waits on the
+	// store past the client's timeout. That is waited out here.
 	var c *client.StreamConsumer
 	Eventually(func() error {
 		var err error
 		c, err = client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
-		if err != nil && !errors.Is(err, api.ErrUnavailable) {
+		if err != nil && !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, client.ErrTimeout) {
 			StopTrying("join").Wrap(err).Now()
 		}
 		return err
