@@ -3,9 +3,7 @@ package consumers
 import (
 	"errors"
 	"github.com/braidmq/braid/internal/labels"
-	"io/fs"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +22,8 @@ type groupConfig struct {
 	Source       Source
 	Logger       *slog.Logger
 	Durability   wal.Durability
+	// Logs opens the group's state log (nil: LocalLogs).
+	Logs LogOpener
 	// CompactAfter is the number of records past which the log is
 	// rewritten as one snapshot.
 	CompactAfter          int
@@ -221,13 +221,13 @@ func (g *group) load() {
 	g.dirty = true
 	g.broken = nil
 
-	if _, err := os.Stat(g.cfg.Dir); errors.Is(err, fs.ErrNotExist) {
-		return // created by the first join
-	}
 	if err := g.openLog(); err != nil {
 		g.broken, g.brokenAt = err, g.clock.Now()
 		g.logger.Error("consumer group cannot load its state", "dir", g.cfg.Dir, "err", err)
 		return
+	}
+	if g.log == nil {
+		return // created by the first join
 	}
 	g.restoreAwaited(g.clock.Now())
 }
@@ -235,14 +235,14 @@ func (g *group) load() {
 // openLog opens the log, replays it into g.state and compacts it when it
 // has grown past CompactAfter records.
 func (g *group) openLog() error {
-	err := g.replayLog(func(payload []byte) error {
+	err := g.openStateLog(false, func(payload []byte) error {
 		r, err := decodeRecord(payload)
 		if err != nil {
 			return err
 		}
 		return g.state.apply(r)
 	})
-	if err != nil {
+	if err != nil || g.log == nil {
 		return err
 	}
 	g.logger.Debug("consumer group replayed", "records", g.records,
@@ -381,11 +381,9 @@ func (g *group) create(start string, compacted bool) error {
 	}
 	rec.normalize()
 	if g.log == nil {
-		l, err := wal.Open(g.cfg.Dir, wal.Options{Durability: g.cfg.Durability})
-		if err != nil {
-			return api.Errorf(api.CodeInternal, "subscription %q: opening its log: %v", g.cfg.Subscription, err)
+		if err := g.openStateLog(true, func([]byte) error { return errors.New("the log of a subscription being made holds records") }); err != nil {
+			return api.Errorf(api.CodeUnavailable, "subscription %q: opening its log: %v", g.cfg.Subscription, err)
 		}
-		g.log = l
 	}
 	if _, err := g.appendRecord(rec); err != nil {
 		replyJoin(g.current.(*Join), api.JoinReply{}, api.Errorf(api.CodeInternal, "subscription %q: writing its creation: %v", g.cfg.Subscription, err))

@@ -37,7 +37,7 @@ type groupBase struct {
 	// every request is refused with it until the group stops.
 	retired *api.Error
 
-	log *wal.Log
+	log StateLog
 	// records counts the records in the log (since the last snapshot).
 	records int
 

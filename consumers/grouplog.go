@@ -64,7 +64,12 @@ func appendPayload(l *wal.Log, now time.Time, payload []byte) (uint64, error) {
 // crash in between leaves a log that still replays to the same state. It
 // returns the number of records left. now stamps the snapshot.
 func compactLog(l *wal.Log, now time.Time, snapshot []byte) (int, error) {
-	off, err := appendPayload(l, now, snapshot)
+	return compactRecord(l, wal.Record{Timestamp: now.UnixMilli(), Payload: snapshot})
+}
+
+// compactRecord is compactLog of a stamped record.
+func compactRecord(l *wal.Log, snapshot wal.Record) (int, error) {
+	off, err := l.Append(snapshot)
 	if err != nil {
 		return 0, err
 	}
@@ -74,25 +79,44 @@ func compactLog(l *wal.Log, now time.Time, snapshot []byte) (int, error) {
 	return int(l.NextOffset() - l.FirstOffset()), nil
 }
 
-// The same, as methods of either group on its own log.
+// The same, as methods of either group on its state log.
 
-// replayLog opens the group's log and hands every record payload to apply,
-// in order, counting the records.
-func (b *groupBase) replayLog(apply func([]byte) error) error {
-	l, records, err := openAndReplay(b.cfg.Dir, b.cfg.Durability, nil, b.logger, apply)
-	b.log, b.records = l, records
+// openStateLog opens the group's state log through the configured opener
+// (the local WAL without one) and hands every record payload to apply, in
+// order, counting the records. Without create, a group that has no state
+// yet gets no log (b.log stays nil: the first join creates it).
+func (b *groupBase) openStateLog(create bool, apply func([]byte) error) error {
+	open := b.cfg.Logs
+	if open == nil {
+		open = LocalLogs{}
+	}
+	l, records, err := open.Open(LogRequest{Topic: b.cfg.Source.Topic(), Subscription: b.cfg.Subscription, Dir: b.cfg.Dir,
+		Create: create, Durability: b.cfg.Durability, Logger: b.logger}, apply)
+	if l != nil {
+		b.log, b.records = l, records
+	}
 	return err
 }
 
-// appendCounted writes payload durably (per the configured durability) and
-// counts it.
+// appendCounted writes payload durably (per the configured durability, or
+// committed on a majority of the group's replicas) and counts it.
 func (b *groupBase) appendCounted(payload []byte) (uint64, error) {
-	off, err := appendPayload(b.log, b.clock.Now(), payload)
+	off, err := b.log.Append(wal.Record{Timestamp: b.clock.Now().UnixMilli(), Payload: payload})
 	if err != nil {
 		return 0, err
 	}
 	b.records++
 	return off, nil
+}
+
+// compactTo rewrites the log as the one snapshot record.
+func (b *groupBase) compactTo(snapshot []byte) error {
+	records, err := b.log.Compact(wal.Record{Timestamp: b.clock.Now().UnixMilli(), Payload: snapshot})
+	if err != nil {
+		return err
+	}
+	b.records = records
+	return nil
 }
 
 // compactIfDue rewrites the log as one snapshot once the subscription is
@@ -101,12 +125,7 @@ func (b *groupBase) compactIfDue(created bool, snapshot func() []byte) error {
 	if !created || b.records <= b.cfg.CompactAfter {
 		return nil
 	}
-	records, err := compactLog(b.log, b.clock.Now(), snapshot())
-	if err != nil {
-		return err
-	}
-	b.records = records
-	return nil
+	return b.compactTo(snapshot())
 }
 
 // failLog ends the incarnation after a write failed: the wal must be

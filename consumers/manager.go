@@ -62,6 +62,8 @@ type managerOptions struct {
 	clock clock.Clock
 	// prepare, when set, runs before a group is spawned (move.go).
 	prepare func(topic, subscription, dir string) error
+	// logs opens the groups' state logs (statelog.go); nil: LocalLogs.
+	logs LogOpener
 }
 
 // WithCompactAfter sets how many records a group's log holds before it is
@@ -216,6 +218,7 @@ func (m *Manager) Group(src Source, subscription string) (*actor.PID, error) {
 		Source:                src,
 		Logger:                m.logger.With("topic", key.topic),
 		Durability:            m.opts.durability,
+		Logs:                  m.opts.logs,
 		CompactAfter:          m.opts.compactAfter,
 		DefaultSessionTimeout: m.opts.sessionTimeout,
 		OnStopped:             func(pid *actor.PID) { m.forget(key, pid) },

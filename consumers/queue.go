@@ -3,15 +3,12 @@ package consumers
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
-	"github.com/braidmq/braid/wal"
 )
 
 // This file is the queue group actor: one per queue subscription, sharing
@@ -234,9 +231,6 @@ func (q *queueGroup) load() {
 	q.consumers = make(map[string]*consumerState)
 	q.epoch = 0
 	q.broken = nil
-	if _, err := os.Stat(q.cfg.Dir); errors.Is(err, fs.ErrNotExist) {
-		return // created by the first join
-	}
 	if err := q.openLog(); err != nil {
 		q.broken, q.brokenAt = err, q.clock.Now()
 		q.logger.Error("queue subscription cannot load its state", "dir", q.cfg.Dir, "err", err)
@@ -244,15 +238,15 @@ func (q *queueGroup) load() {
 }
 
 func (q *queueGroup) openLog() error {
-	err := q.replayLog(func(payload []byte) error {
+	err := q.openStateLog(false, func(payload []byte) error {
 		r, err := decodeQueueRecord(payload)
 		if err != nil {
 			return err
 		}
 		return q.state.apply(&r)
 	})
-	if err != nil {
-		return err
+	if err != nil || q.log == nil {
+		return err // without a log: created by the first join
 	}
 	return q.maybeCompact()
 }
@@ -344,11 +338,9 @@ func (q *queueGroup) create(m *queueJoin) error {
 	}
 	rec.normalize()
 	if q.log == nil {
-		l, err := wal.Open(q.cfg.Dir, wal.Options{Durability: q.cfg.Durability})
-		if err != nil {
-			return api.Errorf(api.CodeInternal, "subscription %q: opening its log: %v", q.cfg.Subscription, err)
+		if err := q.openStateLog(true, func([]byte) error { return errors.New("the log of a subscription being made holds records") }); err != nil {
+			return api.Errorf(api.CodeUnavailable, "subscription %q: opening its log: %v", q.cfg.Subscription, err)
 		}
-		q.log = l
 	}
 	if _, err := q.appendRecord(rec); err != nil {
 		m.Reply(api.JoinReply{}, api.Errorf(api.CodeInternal, "subscription %q: writing its creation: %v", q.cfg.Subscription, err))

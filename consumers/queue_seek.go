@@ -122,12 +122,10 @@ func (q *queueGroup) onSeek(m *seekSub) {
 		return
 	}
 	next := plan.applyToQueue(q.state)
-	records, err := compactLog(q.log, q.clock.Now(), encodeQueueRecord(nil, next.snapshot()))
-	if err != nil {
+	if err := q.compactTo(encodeQueueRecord(nil, next.snapshot())); err != nil {
 		fail(api.Errorf(api.CodeInternal, "subscription %q: writing its new positions: %v", q.cfg.Subscription, err))
 		q.failLog(err)
 	}
-	q.records = records
 	q.state = next
 	q.logger.Info("queue subscription moved by an admin", "target", m.Target.String(), "consumers", len(q.consumers))
 	m.Reply(api.SubscriptionSeekReply{SubscriptionInfo: q.info(), Detached: []string{}}, nil)

@@ -347,12 +347,10 @@ func (g *group) onSeek(m *seekSub) {
 		return
 	}
 	next := plan.applyTo(g.state)
-	records, err := compactLog(g.log, g.clock.Now(), encodeRecord(nil, next.snapshot()))
-	if err != nil {
+	if err := g.compactTo(encodeRecord(nil, next.snapshot())); err != nil {
 		fail(api.Errorf(api.CodeInternal, "subscription %q: writing its new positions: %v", g.cfg.Subscription, err))
 		g.failLog(err)
 	}
-	g.records = records
 	g.state = next
 	g.detach(attached, g.seekNotice())
 	clear(g.units)
