@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/braidmq/braid/topology"
 )
@@ -34,4 +35,22 @@ func LayoutOwner(l topology.Layout) string {
 		}
 	}
 	return ""
+}
+
+// HomeReplicas returns the replicas of the active segment covering hash 0
+// of topic uri, when it is active here and that segment is replicated
+// (nil otherwise): the nodes its consumer groups' state is replicated on
+// (package cluster), so that a node that takes the topic over holds a
+// copy of its groups' state too.
+func (m *Manager) HomeReplicas(uri string) []topology.Replica {
+	t, ok := m.Active(uri)
+	if !ok {
+		return nil
+	}
+	for _, s := range t.Layout().Segments {
+		if s.State == topology.StateActive && s.Range.Lo == 0 {
+			return slices.Clone(s.Replicas)
+		}
+	}
+	return nil
 }

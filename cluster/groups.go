@@ -91,6 +91,9 @@ func (n *Member) PrepareGroup(kind string) func(topic, sub, dir string) error {
 			if rec.Home == n.nodeID {
 				return nil
 			}
+			if rec.Generation > 0 {
+				return n.takeReplicatedGroup(ctx, name, kind, sub, rec, rev)
+			}
 			return n.takeGroup(ctx, name, kind, sub, dir, rec, rev)
 		}
 	}
@@ -145,6 +148,35 @@ func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, su
 	// The old home drops its copy; if it does not hear, its copy is stale
 	// by the record and never used.
 	n.system.Root.Send(pid, &clusterpb.GroupRelease{Kind: kind, Topic: name.String(), Subscription: sub})
+	return nil
+}
+
+// takeReplicatedGroup makes this node the home of a group whose state is
+// replicated (grouplog.go): a replica of it, which takes the lead when
+// the group opens its log here. The old home, if it answers, stops the
+// group first; if it does not, it cannot commit anything more once this
+// node leads (a higher raft term), and it finds the record naming
+// another home when it opens the log again.
+func (n *Member) takeReplicatedGroup(ctx context.Context, name routing.TopicName, kind, sub string, rec meta.SubscriptionRecord, rev uint64) error {
+	if replicaIndex(rec.Replicas, n.nodeID, n.cfg.Incarnation) == 0 {
+		nodes := make([]string, len(rec.Replicas))
+		for i, r := range rec.Replicas {
+			nodes[i] = r.Node
+		}
+		return api.Errorf(api.CodeUnavailable, "subscription %q of %s keeps its state on nodes %v, and this node (incarnation %s) holds no copy of it",
+			sub, name, nodes, n.cfg.Incarnation)
+	}
+	// A home silent on raft (paused, cut off) would not answer either.
+	if addr, err := n.members.actorAddrOf(rec.Home); err == nil && !n.raftSilent(rec.Home) {
+		pid := actor.NewPID(addr, unitsActorName)
+		_, _ = n.system.Root.RequestFuture(pid, &clusterpb.GroupFiles{Kind: kind, Topic: name.String(), Subscription: sub}, remoteReadTimeout).Result()
+	}
+	if _, err := n.meta.MoveGroupHome(ctx, name, rec, n.nodeID, rev); err != nil {
+		return api.Errorf(api.CodeUnavailable, "subscription %q of %s moved elsewhere meanwhile; retry: %v", sub, name, err)
+	}
+	n.groupMovesTotal.Inc()
+	n.log.Warn("consumer group taken over from its former home: its state is replicated here", "topic", name.String(), "subscription", sub,
+		"kind", kind, "from", rec.Home, "generation", rec.Generation)
 	return nil
 }
 

@@ -123,6 +123,9 @@ type Member struct {
 	replicaOpener atomic.Pointer[func(group string, from replica.Peer)]
 	raftCounters  raftCounters
 	raftPeersDown prometheus.Counter
+	// groupReplicas are the raft groups of consumer groups' state this
+	// node runs (grouplog.go).
+	groupReplicas groupReplicaSet
 	// copies paces and counts the files this node copies from others.
 	copies copyMeter
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,10 @@ func (n *Member) startReplicas() error {
 	self := replica.Peer{Node: n.nodeID, Incarnation: n.cfg.Incarnation}
 	n.replicas = replica.NewHost(replica.HostConfig{Self: self, Send: n.sendRaft, TickInterval: n.cfg.RaftTick,
 		OnUnknown: func(group string, from replica.Peer) {
+			if strings.HasPrefix(group, groupRaftPrefix) {
+				n.openGroupFollower(group, from)
+				return
+			}
 			if open := n.replicaOpener.Load(); open != nil {
 				(*open)(group, from)
 			}

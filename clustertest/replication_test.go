@@ -48,6 +48,10 @@ var _ = Describe("Replication", func() {
 		readAll(conns[other], uri, "while-down", 400)
 		producePlainRetrying(conns[other], uri, 400, 450, 8)
 		readAll(conns[third], uri, "while-down-2", 450)
+		// The subscription that read and acknowledged the first 400 on
+		// the home carries on from there: its acks were committed on
+		// the other two as well.
+		readSeqs(conns[third], uri, "before", 400, 450)
 
 		// It returns under its id with an empty directory: a new member,
 		// which holds none of the copies it held.
@@ -62,6 +66,7 @@ var _ = Describe("Replication", func() {
 		}
 		produceGo(conns[other], uri, 450, 500, 8)
 		readAll(conns[home], uri, "after", 500)
+		readSeqs(conns[home], uri, "before", 450, 500)
 		waitReplicasAgree(conns[other], uri, 500)
 		fmt.Fprintf(GinkgoWriter, "layout after: %+v\n", describe(conns[other], uri).Segments)
 	})
@@ -141,7 +146,7 @@ func replicationRounds() int {
 }
 
 var _ = Describe("Replication under repeated loss", func() {
-	It("loses no acknowledged message over kills of a random node with its data directory, and gets the replication factor back by itself", func() {
+	It("loses no acknowledged message or ack over kills of a random node with its data directory, and gets the replication factor back by itself", func() {
 		nodes, conns, _ := startCluster("--replication-factor", "3", "--dead-after", "5s")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -149,7 +154,7 @@ var _ = Describe("Replication under repeated loss", func() {
 		d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 2)
 		Expect(err).NotTo(HaveOccurred())
 		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 29))
-		seq := 0
+		seq, acked := 0, 0
 		victim := int(d.Segments[0].Owner[1] - '1') // the topic's home first
 		for round := range replicationRounds() {
 			a, b := (victim+1)%3, (victim+2)%3
@@ -172,6 +177,10 @@ var _ = Describe("Replication under repeated loss", func() {
 				Should(BeNumerically(">", 0), "under-replicated segments while %s is down", nodes[victim].id)
 			producePlainRetrying(conns[b], uri, seq, seq+30, 8)
 			seq += 30
+			// One subscription reads on from round to round: what it
+			// acknowledged before the kill is never read again.
+			readSeqs(conns[b], uri, "acked", acked, seq)
+			acked = seq
 			fmt.Fprintf(GinkgoWriter, "round %d: killed %s (wiped); %d messages read back and written on in %s\n", round, nodes[victim].id, seq, time.Since(killed))
 			nodes[victim].start("--replication-factor", "3", "--dead-after", "5s")
 			waitAllLive(conns[a])

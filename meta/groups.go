@@ -42,6 +42,12 @@ func (s *Store) MoveGroupHome(ctx context.Context, name routing.TopicName, r Sub
 	return s.update(ctx, groupSubKey(name, r.Kind, r.Subscription), r, rev)
 }
 
+// UpdateGroupRecord writes r if the group's record is still at rev
+// (ErrConflict otherwise).
+func (s *Store) UpdateGroupRecord(ctx context.Context, name routing.TopicName, r SubscriptionRecord, rev uint64) (uint64, error) {
+	return s.update(ctx, groupSubKey(name, r.Kind, r.Subscription), r, rev)
+}
+
 // DeleteGroupHome removes the record of a deleted group (none is not an
 // error): a group made again under its name starts on the node that
 // serves it, with nothing to take over.

@@ -159,8 +159,23 @@ type SubscriptionRecord struct {
 	Kind         string    `json:"kind"`
 	Created      time.Time `json:"created"`
 	// Home is the node whose disk holds the group's log, in a cluster
-	// (see GroupHome).
+	// (see GroupHome); with Replicas, the node that leads it.
 	Home string `json:"home,omitempty"`
+	// GroupGeneration, when its Generation is above 0, names the raft
+	// group that replicates the group's log on Replicas (package
+	// cluster); 0 is a log on Home's disk alone.
+	GroupGeneration
+	// Next, while set, is the generation being made: its replicas take
+	// its raft messages before it is the record's.
+	Next *GroupGeneration `json:"next,omitempty"`
+}
+
+// GroupGeneration is one raft group of a consumer group's state log: a
+// new one, with the state as its first records, replaces the last at
+// each compaction, and when its replicas should change.
+type GroupGeneration struct {
+	Generation uint64             `json:"generation,omitempty"`
+	Replicas   []topology.Replica `json:"replicas,omitempty"`
 }
 
 // Store is the metadata store. It is safe for concurrent use.

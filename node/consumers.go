@@ -25,7 +25,8 @@ import (
 func (n *Node) startConsumers(context.Context) error {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
-		consumers.WithDurability(durability), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)))
+		consumers.WithDurability(durability), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)),
+		consumers.WithLogs(n.member.GroupLogs(cluster.GroupStream)))
 	n.startQueues()
 	n.member.Attach(n.topics, n.subs, n.queues)
 	n.subsView.subs.Store(n.subs)
@@ -41,7 +42,8 @@ func (n *Node) startConsumers(context.Context) error {
 func (n *Node) startQueues() {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.queues = consumers.NewQueueManager(n.system, filepath.Join(n.cfg.DataDir, "queues"), n.log,
-		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupQueue)))
+		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupQueue)),
+		consumers.WithLogs(n.member.GroupLogs(cluster.GroupQueue)))
 }
 
 // deadLetter appends a dead letter to its topic, creating the topic (one

@@ -286,6 +286,34 @@ func (g *Group) Lead(timeout time.Duration) error {
 	}
 }
 
+// LeadCommitted is Lead, then waits until the entries this replica held
+// when it took the lead are committed (they are once an entry of its own
+// term is): what it reads then is everything the group ever committed.
+// It fails if the lead moves away meanwhile, or after timeout.
+func (g *Group) LeadCommitted(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	if err := g.Lead(timeout); err != nil {
+		return err
+	}
+	last, err := g.cfg.Storage.LastIndex()
+	if err != nil {
+		return err
+	}
+	for g.commitIdx.Load() < last {
+		if lead, _, _ := g.Status(); lead != g.cfg.ID {
+			return fmt.Errorf("braid/replica: replica %d of %s lost the lead (to %d) before its log was committed", g.cfg.ID, g.cfg.Group, lead)
+		}
+		if g.isStopped() {
+			return ErrStopped
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("braid/replica: replica %d of %s led, but its log was not committed to index %d within %v", g.cfg.ID, g.cfg.Group, last, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
 // isStopped says whether the group was stopped.
 func (g *Group) isStopped() bool {
 	g.mu.Lock()

@@ -539,3 +539,37 @@ func TestGroupReadersSeeCommittedOnly(t *testing.T) {
 		t.Fatalf("a reader read %d uncommitted records", len(recs))
 	}
 }
+
+// TestGroupLeadCommitted: a follower that takes the lead with
+// LeadCommitted (a consumer group's new home, before it replays its state)
+// sees, once it returns, every record the old leader had acknowledged
+// (one follower was cut off while they were written). The window it
+// closes (a follower that holds entries but has not heard they were
+// committed) is seldom open here: etcd raft tells the followers of a
+// commit at once; this checks the outcome, not the window.
+func TestGroupLeadCommitted(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	lead := c.leader()
+	fs := c.followers(lead)
+	c.setCut(fs[1], true)
+	c.propose(lead, 0, 40, got)
+	c.halt(lead)
+	c.setCut(fs[1], false)
+	next := fs[0]
+	if err := c.group(next).LeadCommitted(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if lead, _, _ := c.group(next).Status(); lead != next {
+		t.Fatalf("replica %d returned from LeadCommitted, and %d leads", next, lead)
+	}
+	if got, want := c.group(next).Committed(), uint64(len(got)); got != want {
+		t.Fatalf("replica %d leads with %d records committed, want the %d acknowledged", next, got, want)
+	}
+	// A stopped replica does not take the lead.
+	g := c.group(fs[1])
+	c.halt(fs[1])
+	if err := g.LeadCommitted(time.Second); err == nil {
+		t.Fatal("a stopped replica took the lead")
+	}
+}
