@@ -105,6 +105,10 @@ func newCluster(n int) []*node {
 
 func (nd *node) url() string { return "nats://" + nd.natsAddr }
 
+// defaultFactor is the flags of a node at the default replication factor
+// (0: 3 in a cluster of three nodes).
+var defaultFactor = []string{"--replication-factor", "0"}
+
 // args are the serve flags of the node; with an external NATS (a
 // --nats-url in extra) it runs no server of its own.
 func (nd *node) args(extra []string) []string {
@@ -113,6 +117,12 @@ func (nd *node) args(extra []string) []string {
 	if !slices.Contains(extra, "--rebalance-interval") {
 		// Topics stay where the specs put them, but in the rebalancing spec.
 		args = append(args, "--rebalance-interval", "-1s")
+	}
+	if !slices.Contains(extra, "--replication-factor") {
+		// The specs of placement, moves and takeovers are of one copy
+		// per segment (replicated segments stay on their home); the
+		// replication specs give a factor, or defaultFactor.
+		args = append(args, "--replication-factor", "1")
 	}
 	if !slices.Contains(extra, "--nats-url") {
 		args = append(args, "--nats-listen", nd.natsAddr, "--cluster-listen", nd.clusterAddr, "--routes", strings.Join(nd.routes, ","))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"regexp"
 	"strconv"
 	"syscall"
@@ -19,8 +20,11 @@ import (
 )
 
 var _ = Describe("Replication", func() {
-	It("keeps every acknowledged message when a node is killed and its data directory lost (replication factor 3)", func() {
-		nodes, conns, _ := startCluster("--replication-factor", "3")
+	It("keeps every acknowledged message when a node is killed and its data directory lost (replication factor 3, the default of three nodes)", func() {
+		// The default factor, and consumer groups' state compacted into a
+		// new generation every few acks.
+		args := append(slices.Clone(defaultFactor), "--group-compact-after", "8")
+		nodes, conns, _ := startCluster(args...)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		uri := "topic://public/default/replicated"
@@ -55,7 +59,7 @@ var _ = Describe("Replication", func() {
 
 		// It returns under its id with an empty directory: a new member,
 		// which holds none of the copies it held.
-		nodes[home].start("--replication-factor", "3")
+		nodes[home].start(args...)
 		waitAllLive(conns[other])
 		r, err := nodeList(conns[other])
 		Expect(err).NotTo(HaveOccurred())

@@ -1,19 +1,18 @@
 package node
 
 import (
-	"github.com/braidmq/braid/topology"
-	"net/http"
-
-	"github.com/braidmq/braid/frontend"
-
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/braidmq/braid/consumers"
+	"github.com/braidmq/braid/frontend"
+	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
 
@@ -135,8 +134,14 @@ type Config struct {
 	LeaseTTL time.Duration
 	// ReplicationFactor is how many copies of each bucket log the segments
 	// of new layouts get, on as many nodes (raft groups, package
-	// replica); 1 (the default) keeps one copy, as before replication.
+	// replica), and of their consumer groups' state; 1 keeps one copy, as
+	// before replication. 0 is 3 in a cluster of three or more nodes
+	// (this one and its routes), else 1.
 	ReplicationFactor int
+	// GroupCompactAfter is how many records a consumer group's state log
+	// holds before it is rewritten as one snapshot (0:
+	// consumers.DefaultCompactAfter).
+	GroupCompactAfter int
 	// RaftTick is the tick of the node's raft groups (default 100 ms): a
 	// group whose leader is gone elects another in 10 to 20 ticks.
 	RaftTick time.Duration
@@ -154,6 +159,9 @@ type Config struct {
 // a fraction of a disk's sequential rate, so that a node making copies
 // again still serves its writes and reads.
 const DefaultReplicaCopyRate = 64 << 20
+
+// DefaultGroupCompactAfter is the default GroupCompactAfter.
+const DefaultGroupCompactAfter = consumers.DefaultCompactAfter
 
 // CommitJournal is the CommitSync that commits every round through the
 // node's journal; CommitAuto (the default) only the rounds of many logs
@@ -264,6 +272,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = 1
+		if c.ClusterListen != "" && 1+len(c.Routes) >= 3 {
+			c.ReplicationFactor = 3
+		}
+	}
+	if c.GroupCompactAfter < 0 {
+		return c, fmt.Errorf("group compact-after %d must be 0 (the default) or more", c.GroupCompactAfter)
 	}
 	if c.ReplicationFactor < 1 || c.ReplicationFactor > topology.MaxReplicas {
 		return c, fmt.Errorf("replication factor %d must be in [1, %d]", c.ReplicationFactor, topology.MaxReplicas)

@@ -25,7 +25,7 @@ import (
 func (n *Node) startConsumers(context.Context) error {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.subs = consumers.NewManager(n.system, filepath.Join(n.cfg.DataDir, "subscriptions"), n.log,
-		consumers.WithDurability(durability), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)),
+		consumers.WithDurability(durability), n.groupCompactAfter(), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupStream)),
 		consumers.WithLogs(n.member.GroupLogs(cluster.GroupStream)))
 	n.startQueues()
 	n.member.Attach(n.topics, n.subs, n.queues)
@@ -42,7 +42,7 @@ func (n *Node) startConsumers(context.Context) error {
 func (n *Node) startQueues() {
 	durability, _ := wal.ParseDurability(n.cfg.Durability)
 	n.queues = consumers.NewQueueManager(n.system, filepath.Join(n.cfg.DataDir, "queues"), n.log,
-		consumers.WithDurability(durability), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupQueue)),
+		consumers.WithDurability(durability), n.groupCompactAfter(), consumers.WithDeadLetter(n.deadLetter), consumers.WithPrepare(n.member.PrepareGroup(cluster.GroupQueue)),
 		consumers.WithLogs(n.member.GroupLogs(cluster.GroupQueue)))
 }
 
@@ -135,3 +135,11 @@ func (n *Node) registerConsumerMetrics() {
 
 // deadLetterCreateTimeout bounds the creation of a dead-letter topic.
 const deadLetterCreateTimeout = 30 * time.Second
+
+// groupCompactAfter is the groups' compaction option (--group-compact-after).
+func (n *Node) groupCompactAfter() consumers.Option {
+	if n.cfg.GroupCompactAfter <= 0 {
+		return consumers.WithCompactAfter(DefaultGroupCompactAfter)
+	}
+	return consumers.WithCompactAfter(n.cfg.GroupCompactAfter)
+}
