@@ -311,7 +311,12 @@ func (o groupLogs) Open(req consumers.LogRequest, apply func([]byte) error) (con
 		}
 		return l, 0, nil
 	}
-	records, err := l.open(rec, apply)
+	var records int
+	if replicaIndex(rec.Replicas, n.nodeID, n.cfg.Incarnation) == 0 {
+		records, err = l.adopt(rec, apply)
+	} else {
+		records, err = l.open(rec, apply)
+	}
 	if err != nil {
 		l.Close()
 		return nil, 0, err

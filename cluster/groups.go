@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/cluster/clusterpb"
@@ -92,7 +91,7 @@ func (n *Member) PrepareGroup(kind string) func(topic, sub, dir string) error {
 				return nil
 			}
 			if rec.Generation > 0 {
-				return n.takeReplicatedGroup(ctx, name, kind, sub, rec, rev)
+				return n.takeReplicatedGroup(ctx, name, kind, sub, dir, rec, rev)
 			}
 			return n.takeGroup(ctx, name, kind, sub, dir, rec, rev)
 		}
@@ -117,25 +116,12 @@ func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, su
 	if !ok || list.ErrorCode != 0 {
 		return api.Errorf(api.CodeUnavailable, "subscription %q of %s: node %s did not send its state: %v", sub, name, from, replyError(res))
 	}
-	incoming := dir + ".incoming"
-	if err := os.RemoveAll(incoming); err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
+	if err := n.fetchGroupFiles(pid, name, kind, sub, dir, list.Files); err != nil {
+		return err
 	}
 	var bytes int64
 	for _, f := range list.Files {
-		if !filepath.IsLocal(f.Name) {
-			return api.Errorf(api.CodeInternal, "subscription %q: node %s named a file outside the group's directory: %q", sub, from, f.Name)
-		}
-		err := n.fetchFile(pid, filepath.Join(incoming, f.Name), f.Size, f.Sha256, false, fmt.Sprintf("subscription %q", sub), func(off int64) proto.Message {
-			return &clusterpb.GroupFileChunk{Kind: kind, Topic: name.String(), Subscription: sub, Name: f.Name, Offset: off, Max: groupChunk}
-		})
-		if err != nil {
-			return err
-		}
 		bytes += f.Size
-	}
-	if err := installDir(incoming, dir); err != nil {
-		return api.Errorf(api.CodeInternal, "subscription %q: %v", sub, err)
 	}
 	if _, err := n.meta.MoveGroupHome(ctx, name, rec, n.nodeID, rev); err != nil {
 		// Another node took it meanwhile: this copy is not the group's.
@@ -153,18 +139,18 @@ func (n *Member) takeGroup(ctx context.Context, name routing.TopicName, kind, su
 
 // takeReplicatedGroup makes this node the home of a group whose state is
 // replicated (grouplog.go): a replica of it, which takes the lead when
-// the group opens its log here. The old home, if it answers, stops the
+// the group opens its log here; or, holding no copy, a node that fetches
+// the committed log from one of them first (copyGeneration). The old home, if it answers, stops the
 // group first; if it does not, it cannot commit anything more once this
 // node leads (a higher raft term), and it finds the record naming
 // another home when it opens the log again.
-func (n *Member) takeReplicatedGroup(ctx context.Context, name routing.TopicName, kind, sub string, rec meta.SubscriptionRecord, rev uint64) error {
+func (n *Member) takeReplicatedGroup(ctx context.Context, name routing.TopicName, kind, sub, dir string, rec meta.SubscriptionRecord, rev uint64) error {
 	if replicaIndex(rec.Replicas, n.nodeID, n.cfg.Incarnation) == 0 {
-		nodes := make([]string, len(rec.Replicas))
-		for i, r := range rec.Replicas {
-			nodes[i] = r.Node
+		// No copy here: one of its replicas hands its committed log
+		// over; the group opens it here into a new generation.
+		if err := n.copyGeneration(ctx, name, kind, sub, dir, rec); err != nil {
+			return err
 		}
-		return api.Errorf(api.CodeUnavailable, "subscription %q of %s keeps its state on nodes %v, and this node (incarnation %s) holds no copy of it",
-			sub, name, nodes, n.cfg.Incarnation)
 	}
 	// A home silent on raft (paused, cut off) would not answer either.
 	if addr, err := n.members.actorAddrOf(rec.Home); err == nil && !n.raftSilent(rec.Home) {
@@ -236,8 +222,15 @@ func (n *Member) serveGroupFiles(req *clusterpb.GroupFiles) *clusterpb.GroupFile
 	if err != nil {
 		return fail(err)
 	}
+	root := dir
+	if req.Generation > 0 {
+		// A replicated generation's files, committed to their end.
+		if root, err = n.leadAndStopGeneration(req, dir); err != nil {
+			return fail(err)
+		}
+	}
 	reply := &clusterpb.GroupFilesReply{}
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

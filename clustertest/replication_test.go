@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -73,6 +75,66 @@ var _ = Describe("Replication", func() {
 		readSeqs(conns[home], uri, "before", 450, 500)
 		waitReplicasAgree(conns[other], uri, 500)
 		fmt.Fprintf(GinkgoWriter, "layout after: %+v\n", describe(conns[other], uri).Segments)
+	})
+})
+
+var _ = Describe("A replicated topic left alone while its home is lost", func() {
+	It("serves again when the home returns with an empty disk: nothing acknowledged lost, its subscription carries on from its acks", func() {
+		nodes, conns, _ := startCluster(defaultFactor...)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		uri := "topic://public/default/idlehome"
+		d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 2)
+		Expect(err).NotTo(HaveOccurred())
+		home := int(d.Segments[0].Owner[1] - '1')
+		other := (home + 1) % 3
+		produceGo(conns[other], uri, 0, 200, 8)
+		readSeqs(conns[other], uri, "acked", 0, 200)
+		// The home dies with its disk, and nothing asks for the topic
+		// until it is back, empty, under its id.
+		nodes[home].kill()
+		Expect(os.RemoveAll(nodes[home].dataDir)).To(Succeed())
+		waitNodeGone(conns[other], nodes[home].id)
+		nodes[home].start(defaultFactor...)
+		waitAllLive(conns[other])
+		producePlainRetrying(conns[other], uri, 200, 250, 8)
+		readSeqs(conns[home], uri, "acked", 200, 250)
+		readAll(conns[other], uri, "all", 250)
+	})
+})
+
+var _ = Describe("A replicated subscription moved to a node without a copy of its state", func() {
+	It("takes its committed state from one of its replicas: what it acknowledged is not read again", func() {
+		nodes, conns, _ := startCluster(defaultFactor...)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		uri := "topic://public/default/twocopies"
+		two := 2
+		d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 1, client.WithTopicPolicies(&api.Policies{ReplicationFactor: &two}))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(d.Segments[0].Replicas).To(HaveLen(2))
+		home := int(d.Segments[0].Owner[1] - '1')
+		third := -1
+		for i, nd := range nodes {
+			if !slices.ContainsFunc(d.Segments[0].Replicas, func(r api.ReplicaInfo) bool { return r.Node == nd.id }) {
+				third = i
+			}
+		}
+		Expect(third).To(BeNumerically(">=", 0))
+		produceGo(conns[third], uri, 0, 200, 8)
+		readSeqs(conns[third], uri, "acked", 0, 200)
+		// The topic moves to the node that holds no copy (the way the
+		// rebalancer moves topics: the home asked to move them).
+		body, err := json.Marshal(map[string]any{"to": nodes[third].id, "segments": 1})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = conns[third].Request("braid.cluster.move."+nodes[home].id, body, time.Minute)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() string {
+			return describe(conns[third], uri).Segments[len(describe(conns[third], uri).Segments)-1].Owner
+		}).
+			WithTimeout(30 * time.Second).Should(Equal(nodes[third].id))
+		producePlainRetrying(conns[third], uri, 200, 250, 8)
+		readSeqs(conns[home], uri, "acked", 200, 250)
 	})
 })
 

@@ -354,10 +354,15 @@ func (x *UnitReadReply) GetChecksum() []byte {
 // to stop the group and list the files of its directory, for another node
 // to take the group's state over. kind is "stream" or "queue".
 type GroupFiles struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	Subscription  string                 `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Kind         string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Topic        string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscription string                 `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// generation, when above 0, asks a replica of that generation of a
+	// group's replicated state: it takes the lead (its log committed to its
+	// end), stops its replica, and lists that generation's files (names
+	// relative to the group's directory).
+	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -411,6 +416,13 @@ func (x *GroupFiles) GetSubscription() string {
 		return x.Subscription
 	}
 	return ""
+}
+
+func (x *GroupFiles) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 type GroupFile struct {
@@ -1700,12 +1712,15 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"error_code\x18\x04 \x01(\x05R\terrorCode\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\x12\x1a\n" +
-	"\bchecksum\x18\a \x01(\fR\bchecksum\"Z\n" +
+	"\bchecksum\x18\a \x01(\fR\bchecksum\"z\n" +
 	"\n" +
 	"GroupFiles\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\"\n" +
-	"\fsubscription\x18\x03 \x01(\tR\fsubscription\"K\n" +
+	"\fsubscription\x18\x03 \x01(\tR\fsubscription\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\"K\n" +
 	"\tGroupFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
