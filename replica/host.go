@@ -51,9 +51,14 @@ type HostConfig struct {
 	// Ticks, when set, is the host's clock instead: a tick each time it
 	// receives (tests drive it).
 	Ticks <-chan time.Time
-	// Workers run the groups' raft state machines and their appends
-	// (GOMAXPROCS each if 0).
+	// Workers run the groups' raft state machines (GOMAXPROCS if 0).
 	Workers int
+	// AppendWorkers write the groups' appends to their logs, each waiting
+	// for its fdatasync (DefaultAppendWorkers if 0): more than the CPUs,
+	// so that the appends of many groups wait for the disk together (the
+	// file system commits concurrent syncs in one journal commit) rather
+	// than one after another.
+	AppendWorkers int
 	// QuiesceAfter is how many idle ticks a leader waits before it
 	// quiets its group (3 if 0; -1 never).
 	QuiesceAfter int
@@ -151,15 +156,24 @@ func NewHost(cfg HostConfig) *Host {
 		out: map[Peer][]Envelope{}, stop: make(chan struct{})}
 	h.sched.init()
 	h.appends.init()
+	if cfg.AppendWorkers == 0 {
+		cfg.AppendWorkers = DefaultAppendWorkers
+	}
 	for range cfg.Workers {
-		h.done.Add(2)
+		h.done.Add(1)
 		go h.work(&h.sched, (*Group).process)
+	}
+	for range cfg.AppendWorkers {
+		h.done.Add(1)
 		go h.work(&h.appends, (*Group).processAppends)
 	}
 	h.done.Add(1)
 	go h.tickLoop()
 	return h
 }
+
+// DefaultAppendWorkers is the default HostConfig.AppendWorkers.
+const DefaultAppendWorkers = 16
 
 // Counters returns the host's counters.
 func (h *Host) Counters() *HostCounters { return &h.counters }
