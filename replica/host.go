@@ -265,47 +265,75 @@ func (h *Host) Deliver(from, to Peer, batch []Envelope) {
 		g := h.Group(e.Group)
 		if g == nil {
 			h.counters.UnknownGroup.Add(1)
-			h.callUnknown(e.Group, from)
+			h.callUnknown(e, from)
 			continue
 		}
-		sender := uint64(0)
-		switch {
-		case e.Message != nil:
-			sender = e.Message.GetFrom()
-		case e.Quiesce != nil:
-			sender = e.Quiesce.From
-		}
-		if p, ok := g.cfg.Peers[sender]; !ok || p != from {
-			h.counters.NotMember.Add(1)
-			continue
-		}
-		if e.Message != nil {
-			g.Step(e.Message)
-		} else if e.Quiesce != nil {
-			g.quiet(*e.Quiesce)
-		}
+		h.deliverTo(g, e, from)
+	}
+}
+
+// deliverTo hands e from peer from to g, unless from is not the member
+// the group knows by the sender's id.
+func (h *Host) deliverTo(g *Group, e Envelope, from Peer) {
+	sender := uint64(0)
+	switch {
+	case e.Message != nil:
+		sender = e.Message.GetFrom()
+	case e.Quiesce != nil:
+		sender = e.Quiesce.From
+	}
+	if p, ok := g.cfg.Peers[sender]; !ok || p != from {
+		h.counters.NotMember.Add(1)
+		return
+	}
+	if e.Message != nil {
+		g.Step(e.Message)
+	} else if e.Quiesce != nil {
+		g.quiet(*e.Quiesce)
 	}
 }
 
 type unknownCall struct {
 	at      time.Time
 	running bool
+	// held are the messages that came while OnUnknown ran (the first of
+	// them the one that called it), delivered once it has started the
+	// group: a new group's first vote request is answered at once rather
+	// than sent again a campaign later.
+	held []heldEnvelope
 }
 
-// callUnknown calls OnUnknown for group, unless it runs or ran within the
-// last second.
-func (h *Host) callUnknown(group string, from Peer) {
+type heldEnvelope struct {
+	e    Envelope
+	from Peer
+}
+
+// maxHeld bounds the messages held for a group OnUnknown is opening.
+const maxHeld = 16
+
+// callUnknown calls OnUnknown for e's group, unless it runs or ran within
+// the last second; while it runs, e is held for the group.
+func (h *Host) callUnknown(e Envelope, from Peer) {
 	if h.cfg.OnUnknown == nil {
 		return
 	}
+	group := e.Group
 	now := time.Now()
 	h.mu.Lock()
 	c := h.unknown[group]
-	if c.running || now.Sub(c.at) < time.Second {
+	if c.running {
+		if len(c.held) < maxHeld {
+			c.held = append(c.held, heldEnvelope{e: e, from: from})
+			h.unknown[group] = c
+		}
 		h.mu.Unlock()
 		return
 	}
-	h.unknown[group] = unknownCall{at: now, running: true}
+	if now.Sub(c.at) < time.Second {
+		h.mu.Unlock()
+		return
+	}
+	h.unknown[group] = unknownCall{at: now, running: true, held: []heldEnvelope{{e: e, from: from}}}
 	if len(h.unknown) > 4096 {
 		for k, v := range h.unknown {
 			if !v.running && now.Sub(v.at) > time.Second {
@@ -317,8 +345,14 @@ func (h *Host) callUnknown(group string, from Peer) {
 	go func() {
 		h.cfg.OnUnknown(group, from)
 		h.mu.Lock()
+		held := h.unknown[group].held
 		h.unknown[group] = unknownCall{at: time.Now()}
 		h.mu.Unlock()
+		if g := h.Group(group); g != nil {
+			for _, he := range held {
+				h.deliverTo(g, he.e, he.from)
+			}
+		}
 	}()
 }
 

@@ -2,6 +2,8 @@ package replica_test
 
 import (
 	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,4 +349,67 @@ func TestLeadDoesNotRestartElections(t *testing.T) {
 	if asks := c.hosts[followers[0]].Counters().LeadAsks.Load() - before; asks > 30 {
 		t.Fatalf("10 callers waiting %v asked raft for the lead %d times", wait, asks)
 	}
+}
+
+// A message for a group its host does not run yet is held while
+// OnUnknown opens the group, then delivered: a new group's first vote
+// request is answered at once, and the group elects without a tick (so
+// without raft sending it again a campaign later). Without the hold the
+// first campaign is lost and, no tick coming, nobody ever leads.
+func TestHostHoldsMessagesWhileOpeningAGroup(t *testing.T) {
+	root := t.TempDir()
+	peers := map[uint64]replica.Peer{1: {"n1", "a"}, 2: {"n2", "b"}}
+	noTicks := make(chan time.Time) // no tick ever: no election timer runs
+	hosts := map[replica.Peer]*replica.Host{}
+	var logs []*wal.Log
+	var mu sync.Mutex
+	open := func(p replica.Peer, id uint64) *replica.Group {
+		dir := filepath.Join(root, p.Node)
+		if err := replica.Bootstrap(nil, dir+".state", []uint64{1, 2}); err != nil {
+			t.Error(err)
+			return nil
+		}
+		l, err := wal.Open(dir, wal.Options{Durability: wal.DurabilityNone})
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		mu.Lock()
+		logs = append(logs, l)
+		mu.Unlock()
+		st, err := replica.OpenStorage(l, nil, dir+".state")
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		g, err := hosts[p].Start(replica.Config{Group: "fresh", ID: id, Peers: peers, Storage: st})
+		if err != nil {
+			t.Error(err)
+		}
+		return g
+	}
+	for id, p := range peers {
+		cfg := replica.HostConfig{Self: p, Ticks: noTicks, Workers: 2,
+			Send: func(to replica.Peer, batch []replica.Envelope) { hosts[to].Deliver(p, to, batch) }}
+		if id == 2 {
+			cfg.OnUnknown = func(group string, _ replica.Peer) { open(p, 2) }
+		}
+		hosts[p] = replica.NewHost(cfg)
+	}
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			h.Close()
+		}
+		for _, l := range logs {
+			l.Close()
+		}
+	})
+	g := open(peers[1], 1)
+	g.Campaign()
+	poll.EventuallyNil(t, 10*time.Second, "the new group's leader", func() error {
+		if lead, _, _ := g.Status(); lead != 1 {
+			return fmt.Errorf("leader %d", lead)
+		}
+		return nil
+	})
 }
