@@ -352,3 +352,42 @@ func isClosed(ch chan struct{}) bool {
 		return false
 	}
 }
+
+// readQueue reads the topic with a queue subscription sub over nc until
+// it has read seqs [from, to), acknowledging each, and checks that it was
+// handed nothing else (what it acknowledged before is never handed out
+// again).
+func readQueue(nc *nats.Conn, uri, sub string, from, to int) {
+	GinkgoHelper()
+	var c *client.QueueConsumer
+	Eventually(func() error {
+		var err error
+		c, err = client.NewQueueConsumer(nc, uri, sub)
+		if err != nil && !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, client.ErrTimeout) {
+			StopTrying("join").Wrap(err).Now()
+		}
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seen := map[int]bool{}
+	Eventually(func() error {
+		for len(seen) < to-from {
+			m, err := c.Next(ctx)
+			if errors.Is(err, api.ErrUnavailable) && ctx.Err() == nil {
+				return fmt.Errorf("after %d of %d messages: %w", len(seen), to-from, err)
+			}
+			if err != nil {
+				StopTrying(fmt.Sprintf("after %d of %d messages", len(seen), to-from)).Wrap(err).Now()
+			}
+			seq, err := strconv.Atoi(string(m.Payload))
+			if err != nil || seq < from || seq >= to {
+				StopTrying(fmt.Sprintf("queue %s handed out %q, outside [%d, %d)", sub, m.Payload, from, to)).Now()
+			}
+			seen[seq] = true
+			m.Ack()
+		}
+		return nil
+	}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+	Expect(c.Close(ctx)).To(Succeed())
+}

@@ -43,6 +43,7 @@ var _ = Describe("Replication", func() {
 		produceGo(conns[other], uri, 0, 300, 8)
 		producePlain(conns[third], uri, 300, 400, 8)
 		readAll(conns[other], uri, "before", 400)
+		readQueue(conns[third], uri, "work", 0, 400)
 
 		// The home dies and its disk with it.
 		nodes[home].kill()
@@ -58,6 +59,7 @@ var _ = Describe("Replication", func() {
 		// the home carries on from there: its acks were committed on
 		// the other two as well.
 		readSeqs(conns[third], uri, "before", 400, 450)
+		readQueue(conns[other], uri, "work", 400, 450)
 
 		// It returns under its id with an empty directory: a new member,
 		// which holds none of the copies it held.
