@@ -116,6 +116,10 @@ type Config struct {
 	// Incarnation is this node's data directory's incarnation: with
 	// NodeID, what names its replicas.
 	Incarnation string
+	// DataSince is when the data directory got its incarnation (zero:
+	// unknown): a topic made after it whose sealed segment this node
+	// owns but holds no directory of was never written here (remote.go).
+	DataSince time.Time
 	// Replicas, when set, runs this node's replicas of replicated units
 	// (package replica; replicated.go); nil: no segment is replicated.
 	Replicas *replica.Host

@@ -197,8 +197,11 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		return m.serveReplicaRead(req, s)
 	}
 	m.store.SetIncarnation(req.Topic, rec.Incarnation)
-	if _, err := os.Stat(m.store.TopicDir(req.Topic)); err != nil && s.State == topology.StateActive {
-		// An active segment placed here that its home wrote nothing to yet.
+	if _, err := os.Stat(m.store.TopicDir(req.Topic)); err != nil && (s.State == topology.StateActive || m.neverHere(rec)) {
+		// An active segment placed here that its home wrote nothing to
+		// yet; or a sealed one of a topic made after this data directory,
+		// which it never got a byte of (moved off at its first append,
+		// this node down then).
 		return UnitData{}, nil
 	} else if err != nil {
 		m.log.Error("a segment this node owns has no data here (was the data directory replaced?)", "topic", uri, "segment", req.Segment,
@@ -209,6 +212,18 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 	return m.readLocal(func() (*wal.Log, error) {
 		return m.store.Log(UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}, m.cfg.Defaults.logOptions())
 	}, req)
+}
+
+// clockSkew bounds how far the clocks of two nodes may differ (the
+// leases assume less than a sixth of a lease, 0.67 s by default).
+const clockSkew = 2 * time.Second
+
+// neverHere says whether topic rec was made after this node's data
+// directory (by more than the nodes' clocks may differ): its absence from
+// the directory then means nothing of it was written here, not a lost
+// disk.
+func (m *Manager) neverHere(rec meta.TopicRecord) bool {
+	return !m.cfg.DataSince.IsZero() && !rec.Created.IsZero() && rec.Created.After(m.cfg.DataSince.Add(clockSkew))
 }
 
 // servedSegment returns the record of a topic not active here and its

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // incarnationFile holds the data directory's incarnation.
@@ -46,6 +47,17 @@ func ResolveIncarnation(dir string) (string, error) {
 		return "", fmt.Errorf("writing the data directory's incarnation: %w", err)
 	}
 	return inc, nil
+}
+
+// IncarnationSince returns when the data directory dir got its
+// incarnation: its first use (the incarnation file is never written
+// again).
+func IncarnationSince(dir string) (time.Time, error) {
+	info, err := os.Stat(filepath.Join(dir, incarnationFile))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return info.ModTime(), nil
 }
 
 func validIncarnation(s string) bool {

@@ -244,7 +244,10 @@ func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 				return nil
 			}
 			m, err := c.Next(ctx)
-			if errors.Is(err, api.ErrUnavailable) && ctx.Err() == nil {
+			if (errors.Is(err, api.ErrUnavailable) || errors.Is(err, client.ErrTimeout)) && ctx.Err() == nil {
+				// Next again retries: a fetch answered late (a sealed
+				// unit whose replicas are agreeing where it ends) is
+				// asked again.
 				unavailable = err
 				return fmt.Errorf("after %d of %d messages: %w", got, to-from, err)
 			}

@@ -68,10 +68,11 @@ type Node struct {
 	metrics        *http.Server
 	metricsL       net.Listener
 	registry       *prometheus.Registry
-	dirLock        *os.File // the data directory's LOCK, held while the node runs
-	nodeID         string   // the node's id in its cluster
-	incarnation    string   // its data directory's incarnation
-	url            string   // the NATS URL it connected to
+	dirLock        *os.File  // the data directory's LOCK, held while the node runs
+	nodeID         string    // the node's id in its cluster
+	incarnation    string    // its data directory's incarnation
+	dataSince      time.Time // when the data directory got it
+	url            string    // the NATS URL it connected to
 	tier           *tier.Tier
 
 	svcMu   sync.Mutex // guards closing
@@ -152,7 +153,10 @@ func (n *Node) openDataDir(context.Context) (err error) {
 	if n.nodeID, err = cluster.ResolveNodeID(n.cfg.DataDir, n.cfg.NodeID); err != nil {
 		return err
 	}
-	n.incarnation, err = cluster.ResolveIncarnation(n.cfg.DataDir)
+	if n.incarnation, err = cluster.ResolveIncarnation(n.cfg.DataDir); err != nil {
+		return err
+	}
+	n.dataSince, err = cluster.IncarnationSince(n.cfg.DataDir)
 	return err
 }
 
@@ -288,7 +292,7 @@ func (n *Node) startTopics(ctx context.Context) error {
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
 		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, Tier: n.tier, OnStorageTick: n.rearmStorage,
-		Incarnation: n.incarnation, Replicas: n.member.Replicas(), PlaceReplicas: n.member.PlaceReplicas,
+		Incarnation: n.incarnation, DataSince: n.dataSince, Replicas: n.member.Replicas(), PlaceReplicas: n.member.PlaceReplicas,
 		ReplicaLost: n.member.ReplicaLost, LiveNodes: n.member.LiveNodes, CopyReplica: n.member.CopyReplica,
 	})
 	n.member.SetReplicaOpener(n.topics.OpenReplica)
