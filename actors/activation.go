@@ -110,6 +110,14 @@ func (m *Manager) activate(name routing.TopicName) (*Topic, error) {
 	if owner := LayoutOwner(rec.Layout); m.cfg.Owns != nil && !m.cfg.Owns(owner) {
 		return nil, &NotOwnerError{Topic: uri, Owner: owner, Epoch: rec.Layout.Epoch}
 	}
+	if other, replaced := m.replacedHome(rec.Layout); replaced {
+		// This node is the home by name only: its data directory was
+		// replaced since (a new incarnation), and it holds none of the
+		// home segment's copies. A node that holds one takes the topic
+		// over (cluster: takeover.go); requests go there meanwhile.
+		m.log.Warn("a replicated topic homed here, whose copies this data directory does not hold: left to its replicas", "topic", uri, "replica", other)
+		return nil, &NotOwnerError{Topic: uri, Owner: other, Epoch: rec.Layout.Epoch}
+	}
 	ns, err := m.namespace(ctx, name.NamespaceName())
 	if err != nil {
 		m.m.activations.WithLabelValues("failed").Inc()

@@ -37,6 +37,27 @@ func LayoutOwner(l topology.Layout) string {
 	return ""
 }
 
+// replacedHome says whether this node is the home of layout l only by
+// its id: the active segment covering hash 0 is replicated and names this
+// node under another incarnation (its data directory was replaced), and
+// returns the first other node that holds a copy.
+func (m *Manager) replacedHome(l topology.Layout) (string, bool) {
+	for _, s := range l.Segments {
+		if s.State != topology.StateActive || s.Range.Lo != 0 || len(s.Replicas) == 0 {
+			continue
+		}
+		if m.cfg.Incarnation == "" || s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) > 0 {
+			return "", false
+		}
+		for _, r := range s.Replicas {
+			if r.Node != m.cfg.NodeID {
+				return r.Node, true
+			}
+		}
+	}
+	return "", false
+}
+
 // HomeReplicas returns the replicas of the active segment covering hash 0
 // of topic uri, when it is active here and that segment is replicated
 // (nil otherwise): the nodes its consumer groups' state is replicated on

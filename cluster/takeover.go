@@ -102,6 +102,41 @@ func (n *Member) confirmSilent(ctx context.Context, node string) bool {
 	return err == nil && !aliveSince(r, since)
 }
 
+// ownerReplaced says whether the node named by a layout's owner runs
+// under another incarnation (as this node last counted the leases) than
+// the one this node's replicas of topic name know it by: it came back
+// with an empty data directory and holds no copy of the topic; a replica
+// here moves the topic as off a silent home.
+func (n *Member) ownerReplaced(name routing.TopicName, owner string) bool {
+	node := n.OwnerNode(owner)
+	if n.replicas == nil || n.members == nil || node == "" || node == n.nodeID {
+		return false
+	}
+	r, ok := n.members.liveView()[node]
+	return ok && n.replicaKnowsOther(name, node, r.Incarnation)
+}
+
+// replicaKnowsOther says whether one of this node's replicas of topic
+// name's units knows node under another incarnation than inc.
+func (n *Member) replicaKnowsOther(name routing.TopicName, node, inc string) bool {
+	if inc == "" {
+		return false
+	}
+	for _, g := range n.replicas.Groups(name.String() + "#") {
+		if p, ok := g.PeerOn(node); ok && p.Incarnation != inc {
+			return true
+		}
+	}
+	return false
+}
+
+// confirmReplaced reads node's lease again before topic name is moved
+// off it for its replaced directory (ownerReplaced).
+func (n *Member) confirmReplaced(ctx context.Context, name routing.TopicName, node string) bool {
+	r, _, err := n.meta.NodeLease(ctx, node)
+	return err == nil && r.Live(n.clock.Now()) && n.replicaKnowsOther(name, node, r.Incarnation)
+}
+
 // silentMoveTimeout bounds confirming a silent home's silence and sealing
 // its groups.
 const silentMoveTimeout = 3 * time.Second
@@ -129,7 +164,7 @@ func (n *Member) moveOffLost(name routing.TopicName, owner string) bool {
 // rather than waiting on a metadata store that may have lost its leader
 // with the node. The move forgets the cached owner when it is done.
 func (n *Member) moveOffSilentSoon(name routing.TopicName, owner string) {
-	if !n.ownerSilent(owner) {
+	if !n.ownerSilent(owner) && !n.ownerReplaced(name, owner) {
 		return
 	}
 	tk := &n.takeovers
@@ -218,7 +253,7 @@ func (n *Member) takeOver(name routing.TopicName, lost string, silent bool) bool
 		// must not wait behind this one.
 		sctx, scancel := context.WithTimeout(ctx, silentMoveTimeout)
 		defer scancel()
-		if !n.confirmSilent(sctx, lost) {
+		if !n.confirmSilent(sctx, lost) && !n.confirmReplaced(sctx, name, lost) {
 			return false
 		}
 		err := n.topics.SealSilentOwner(sctx, name, lost)

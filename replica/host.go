@@ -205,6 +205,16 @@ func (h *Host) Groups(prefix string) []*Group {
 func (g *Group) Name() string { return g.cfg.Group }
 
 // HasPeerOn says whether one of the group's other replicas is on node.
+// PeerOn returns the group's other replica on node, if it has one.
+func (g *Group) PeerOn(node string) (Peer, bool) {
+	for id, p := range g.cfg.Peers {
+		if id != g.cfg.ID && p.Node == node {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
 func (g *Group) HasPeerOn(node string) bool {
 	for id, p := range g.cfg.Peers {
 		if id != g.cfg.ID && p.Node == node {
