@@ -102,6 +102,19 @@ func (n *Member) confirmSilent(ctx context.Context, node string) bool {
 	return err == nil && !aliveSince(r, since)
 }
 
+// ownerMayBeReplaced says, from this node's replica host's peers alone,
+// whether the node named by a layout's owner may have come back with a
+// new data directory: some replica here knows it under an older
+// incarnation than its lease's.
+func (n *Member) ownerMayBeReplaced(owner string) bool {
+	node := n.OwnerNode(owner)
+	if n.replicas == nil || n.members == nil || node == "" || node == n.nodeID {
+		return false
+	}
+	r, ok := n.members.liveView()[node]
+	return ok && r.Incarnation != "" && n.replicas.KnowsOther(node, r.Incarnation)
+}
+
 // ownerReplaced says whether the node named by a layout's owner runs
 // under another incarnation (as this node last counted the leases) than
 // the one this node's replicas of topic name know it by: it came back
@@ -123,6 +136,9 @@ func (n *Member) replicaKnowsOther(name routing.TopicName, node, inc string) boo
 		return false
 	}
 	for _, g := range n.replicas.Groups(name.String() + "#") {
+		if _, sealed := g.Sealed(); sealed {
+			continue // a sealed unit's copies may name a node as it was
+		}
 		if p, ok := g.PeerOn(node); ok && p.Incarnation != inc {
 			return true
 		}
@@ -134,7 +150,21 @@ func (n *Member) replicaKnowsOther(name routing.TopicName, node, inc string) boo
 // off it for its replaced directory (ownerReplaced).
 func (n *Member) confirmReplaced(ctx context.Context, name routing.TopicName, node string) bool {
 	r, _, err := n.meta.NodeLease(ctx, node)
-	return err == nil && r.Live(n.clock.Now()) && n.replicaKnowsOther(name, node, r.Incarnation)
+	if err != nil || !r.Live(n.clock.Now()) || r.Incarnation == "" {
+		return false
+	}
+	rec, _, err := n.meta.Topic(ctx, name)
+	if err != nil || actors.LayoutOwner(rec.Layout) != node {
+		return false
+	}
+	for _, s := range rec.Layout.Active() {
+		if s.Range.Lo == 0 && len(s.Replicas) > 0 {
+			// The home segment's copies name the home under an older
+			// incarnation, and this node holds one of them.
+			return s.ReplicaID(node, r.Incarnation) == 0 && s.ReplicaID(n.nodeID, n.cfg.Incarnation) > 0
+		}
+	}
+	return false
 }
 
 // silentMoveTimeout bounds confirming a silent home's silence and sealing
@@ -164,13 +194,30 @@ func (n *Member) moveOffLost(name routing.TopicName, owner string) bool {
 // rather than waiting on a metadata store that may have lost its leader
 // with the node. The move forgets the cached owner when it is done.
 func (n *Member) moveOffSilentSoon(name routing.TopicName, owner string) {
-	if !n.ownerSilent(owner) && !n.ownerReplaced(name, owner) {
+	silent := n.ownerSilent(owner)
+	if !silent && !n.ownerMayBeReplaced(owner) {
 		return
 	}
 	tk := &n.takeovers
 	tk.mu.Lock()
 	_, busy := tk.doing[name.String()]
+	if !silent && !busy {
+		// Looked at once every replacedCheckEvery a topic: the replicas
+		// of the topic here are scanned, then its record read.
+		now := n.clock.Now()
+		if now.Sub(tk.replacedAt[name.String()]) < replacedCheckEvery {
+			busy = true
+		} else {
+			if tk.replacedAt == nil || len(tk.replacedAt) > 10_000 {
+				tk.replacedAt = map[string]time.Time{}
+			}
+			tk.replacedAt[name.String()] = now
+		}
+	}
 	tk.mu.Unlock()
+	if !silent && !busy && !n.ownerReplaced(name, owner) {
+		return
+	}
 	if !busy {
 		go n.takeOver(name, n.OwnerNode(owner), true)
 	}
@@ -212,7 +259,15 @@ func (n *Member) moveOffSilent(node string) {
 type takeovers struct {
 	mu    sync.Mutex
 	doing map[string]chan struct{}
+	// replacedAt is when each topic was last checked for a replaced
+	// home (at most every replacedCheckEvery).
+	replacedAt map[string]time.Time
 }
+
+// replacedCheckEvery is how often a topic's home is checked for a
+// replaced data directory (a read of the topic's record and the home's
+// lease each time).
+const replacedCheckEvery = 5 * time.Second
 
 // takeOver moves the active segments of topic name that the lost node
 // owns to a live node. It reports whether the caller should look the

@@ -205,6 +205,20 @@ func (h *Host) Groups(prefix string) []*Group {
 func (g *Group) Name() string { return g.cfg.Group }
 
 // HasPeerOn says whether one of the group's other replicas is on node.
+// KnowsOther says whether a group of the host has a replica on node under
+// another incarnation than inc (a node back with a new data directory).
+// It looks at the host's peers, not its groups.
+func (h *Host) KnowsOther(node, inc string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p := range h.peers {
+		if p.Node == node && p.Incarnation != inc {
+			return true
+		}
+	}
+	return false
+}
+
 // PeerOn returns the group's other replica on node, if it has one.
 func (g *Group) PeerOn(node string) (Peer, bool) {
 	for id, p := range g.cfg.Peers {

@@ -413,3 +413,34 @@ func TestHostHoldsMessagesWhileOpeningAGroup(t *testing.T) {
 		return nil
 	})
 }
+
+// A host knows a node under another incarnation when one of its groups
+// has a replica there under an older one (the node came back with a new
+// data directory); not when every group names it as it is.
+func TestHostKnowsOther(t *testing.T) {
+	dir := t.TempDir()
+	self := replica.Peer{Node: "n1", Incarnation: "a"}
+	h := replica.NewHost(replica.HostConfig{Self: self, Send: func(replica.Peer, []replica.Envelope) {}})
+	defer h.Close()
+	if err := replica.Bootstrap(nil, dir+"/state", []uint64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := wal.Open(dir+"/log", wal.Options{Durability: wal.DurabilityNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, err := replica.OpenStorage(l, nil, dir+"/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Start(replica.Config{Group: "g", ID: 1, Peers: map[uint64]replica.Peer{1: self, 2: {Node: "n2", Incarnation: "old"}}, Storage: st}); err != nil {
+		t.Fatal(err)
+	}
+	if !h.KnowsOther("n2", "new") {
+		t.Fatal("n2 under a new incarnation: not known as other")
+	}
+	if h.KnowsOther("n2", "old") || h.KnowsOther("n3", "x") {
+		t.Fatal("known as other under its own incarnation, or a node of no group")
+	}
+}
