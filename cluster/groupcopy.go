@@ -132,19 +132,11 @@ func (l *groupLog) adopt(rec meta.SubscriptionRecord, apply func([]byte) error) 
 	if err != nil {
 		return 0, err
 	}
-	var recs []wal.Record
-	for from, to := log.FirstOffset(), log.NextOffset(); from < to; {
-		batch, err := log.ReadRange(from, int(min(to-from, 512)), 0)
-		if err != nil || len(batch) == 0 {
-			log.Close()
-			return 0, fmt.Errorf("reading the copy of generation %d of subscription %q at %d: %v", rec.Generation, l.sub, from, err)
-		}
-		for _, r := range batch {
-			recs = append(recs, wal.Record{Timestamp: r.Timestamp, Payload: r.Payload})
-		}
-		from += uint64(len(batch))
-	}
+	recs, err := readStateRecords(log, log.FirstOffset(), log.NextOffset())
 	log.Close()
+	if err != nil {
+		return 0, fmt.Errorf("reading the copy of generation %d of subscription %q: %w", rec.Generation, l.sub, err)
+	}
 	want := l.n.groupReplicasWanted(l.name.String())
 	if want == nil {
 		want = []topology.Replica{{Node: l.n.nodeID, Incarnation: l.n.cfg.Incarnation}}

@@ -400,14 +400,24 @@ func (l *groupLog) open(rec meta.SubscriptionRecord, apply func([]byte) error) (
 // committed reads every committed record of the running generation.
 func (l *groupLog) committed() ([]wal.Record, error) {
 	log := l.cur.storage.Log()
+	recs, err := readStateRecords(log, log.FirstOffset(), l.cur.group.Committed())
+	if err != nil {
+		return nil, fmt.Errorf("reading generation %d of subscription %q: %w", l.gen, l.sub, err)
+	}
+	return recs, nil
+}
+
+// readStateRecords reads the records [from, to) of a state log, their
+// timestamps and payloads.
+func readStateRecords(log *wal.Log, from, to uint64) ([]wal.Record, error) {
 	var out []wal.Record
-	for from, to := log.FirstOffset(), l.cur.group.Committed(); from < to; {
+	for from < to {
 		recs, err := log.ReadRange(from, int(min(to-from, 512)), 0)
-		if err != nil {
-			return nil, fmt.Errorf("reading generation %d of subscription %q at %d: %w", l.gen, l.sub, from, err)
+		if err == nil && len(recs) == 0 {
+			err = errors.New("no record")
 		}
-		if len(recs) == 0 {
-			break
+		if err != nil {
+			return nil, fmt.Errorf("at %d: %w", from, err)
 		}
 		for _, r := range recs {
 			out = append(out, wal.Record{Timestamp: r.Timestamp, Payload: r.Payload})

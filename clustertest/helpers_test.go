@@ -220,15 +220,9 @@ func readSeqs(nc *nats.Conn, uri, sub string, from, to int) *keyed {
 	// leases are 4 s: a topic's owner may look lapsed for a moment, and
 	// its topic answers UNAVAILABLE meanwhile, or the join waits on the
 	// store past the client's timeout. That is waited out here.
-	var c *client.StreamConsumer
-	Eventually(func() error {
-		var err error
-		c, err = client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
-		if err != nil && !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, client.ErrTimeout) {
-			StopTrying("join").Wrap(err).Now()
-		}
-		return err
-	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	c := joinRetrying(func() (*client.StreamConsumer, error) {
+		return client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	k := newKeyed()
@@ -362,15 +356,7 @@ func isClosed(ch chan struct{}) bool {
 // again).
 func readQueue(nc *nats.Conn, uri, sub string, from, to int) {
 	GinkgoHelper()
-	var c *client.QueueConsumer
-	Eventually(func() error {
-		var err error
-		c, err = client.NewQueueConsumer(nc, uri, sub)
-		if err != nil && !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, client.ErrTimeout) {
-			StopTrying("join").Wrap(err).Now()
-		}
-		return err
-	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	c := joinRetrying(func() (*client.QueueConsumer, error) { return client.NewQueueConsumer(nc, uri, sub) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	seen := map[int]bool{}
@@ -393,4 +379,21 @@ func readQueue(nc *nats.Conn, uri, sub string, from, to int) {
 		return nil
 	}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 	Expect(c.Close(ctx)).To(Succeed())
+}
+
+// joinRetrying joins a subscription with join, asking again for 30 s while
+// it is refused UNAVAILABLE or times out (see readSeqs); any other error
+// ends the spec.
+func joinRetrying[C any](join func() (C, error)) C {
+	GinkgoHelper()
+	var c C
+	Eventually(func() error {
+		var err error
+		c, err = join()
+		if err != nil && !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, client.ErrTimeout) {
+			StopTrying("join").Wrap(err).Now()
+		}
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return c
 }
