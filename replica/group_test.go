@@ -355,7 +355,11 @@ func TestGroupReplicates(t *testing.T) {
 		}
 	}
 	c.agree(got)
-	// A follower refuses proposals.
+	// A follower refuses proposals. The clocks stop first: under load an
+	// election can move the lead between the writes above and this check.
+	c.paused.Store(true)
+	defer c.paused.Store(false)
+	lead = c.leader()
 	for _, id := range c.ids {
 		if id != lead {
 			if err := c.group(id).Propose([]wal.Record{rec(1)}).Wait(); err == nil {
