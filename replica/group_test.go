@@ -224,6 +224,25 @@ func (c *cluster) leader(except ...uint64) uint64 {
 	return lead
 }
 
+// stillLeader stops the clocks with every replica agreeing on one
+// leader, which no election can move then, and returns it.
+func (c *cluster) stillLeader() uint64 {
+	c.t.Helper()
+	var lead uint64
+	poll.EventuallyNil(c.t, 10*time.Second, "a leader with the clocks stopped", func() error {
+		c.paused.Store(false)
+		lead = c.leader()
+		c.paused.Store(true)
+		for _, id := range c.ids {
+			if l, _, _ := c.group(id).Status(); l != lead {
+				return fmt.Errorf("replica %d sees leader %d, not %d", id, l, lead)
+			}
+		}
+		return nil
+	})
+	return lead
+}
+
 // followers lists the replicas but lead, in order.
 func (c *cluster) followers(lead uint64) []uint64 {
 	var out []uint64
@@ -357,9 +376,8 @@ func TestGroupReplicates(t *testing.T) {
 	c.agree(got)
 	// A follower refuses proposals. The clocks stop first: under load an
 	// election can move the lead between the writes above and this check.
-	c.paused.Store(true)
+	lead = c.stillLeader()
 	defer c.paused.Store(false)
-	lead = c.leader()
 	for _, id := range c.ids {
 		if id != lead {
 			if err := c.group(id).Propose([]wal.Record{rec(1)}).Wait(); err == nil {
