@@ -303,6 +303,12 @@ func (m *Manager) SealedReplicaDir(ctx context.Context, key UnitKey, incarnation
 	if err != nil {
 		return "", err
 	}
+	// Its files are read as they are on disk: what the log holds in memory
+	// of its tail (its last appends, committed through the node's journal)
+	// is written and synced first (nothing to do the next time).
+	if err := l.Sync(); err != nil {
+		return "", api.Errorf(api.CodeUnavailable, "%s: writing its copy's tail to its file: %v", key, err)
+	}
 	return l.Dir(), nil
 }
 

@@ -53,10 +53,12 @@ type Store struct {
 	// journalView is journal, for the metrics.
 	journalView atomic.Pointer[wal.Journal]
 	commitsOnce sync.Once
-	logger      *slog.Logger
-	holdReplies func() (release func())
-	ackFence    func() error // see Options.AckFence
-	metrics     metrics
+	// commitGroupOnce makes commitGroup (CommitGroup).
+	commitGroupOnce sync.Once
+	logger          *slog.Logger
+	holdReplies     func() (release func())
+	ackFence        func() error // see Options.AckFence
+	metrics         metrics
 
 	mu sync.Mutex
 	// incarnations holds the incarnation of every topic known here, by
@@ -138,6 +140,17 @@ func New(dir string, opts Options) *Store {
 // first use. A store commits requests of one type only.
 func GroupOf[R Request](s *Store) *Group[R] {
 	s.commitsOnce.Do(func() {
+		s.commits = newGroup[R](s.CommitGroup(), s.logger, s.holdReplies, s.ackFence)
+	})
+	return s.commits.(*Group[R])
+}
+
+// CommitGroup returns the wal.CommitGroup the store's rounds sync
+// through, making it on first use: the bucket logs' Group, and the rounds
+// of other logs of the node's (replica logs) that should share its
+// journal.
+func (s *Store) CommitGroup() *wal.CommitGroup {
+	s.commitGroupOnce.Do(func() {
 		mode := s.syncMode
 		if s.fs != nil && s.fs != wal.OSFS {
 			mode = wal.SyncEach // files of other file systems sync one by one anyway
@@ -152,9 +165,8 @@ func GroupOf[R Request](s *Store) *Group[R] {
 			panic(err) // SyncEach opens nothing
 		}
 		s.commitGroup.Store(g)
-		s.commits = newGroup[R](g, s.logger, s.holdReplies, s.ackFence)
 	})
-	return s.commits.(*Group[R])
+	return s.commitGroup.Load()
 }
 
 // AckFence is Options.AckFence (nil: none).

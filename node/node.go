@@ -295,7 +295,6 @@ func (n *Node) startTopics(ctx context.Context) error {
 		Incarnation: n.incarnation, DataSince: n.dataSince, Replicas: n.member.Replicas(), PlaceReplicas: n.member.PlaceReplicas,
 		ReplicaLost: n.member.ReplicaLost, LiveNodes: n.member.LiveNodes, CopyReplica: n.member.CopyReplica,
 	})
-	n.member.SetReplicaOpener(n.topics.OpenReplica)
 	// Made before any topic applies its policies (they activate once the
 	// consumer groups and the front-end are there, steps 7 and 8).
 	n.life = lifecycle.New(lifecycle.Config{Topics: n.topics, Meta: n.meta, System: n.system, StorageTick: cfg.StorageTick,
@@ -303,6 +302,15 @@ func (n *Node) startTopics(ctx context.Context) error {
 	if err := n.topics.Recover(ctx); err != nil {
 		return err
 	}
+	if r := n.member.Replicas(); r != nil {
+		// Raft logs commit in the rounds of the bucket logs' commit group:
+		// one journal write and sync a round covers the node's logs of both
+		// kinds.
+		r.SetCommits(n.topics.Store().CommitGroup())
+	}
+	// Replicas open only now: the journal replayed what a crash left of
+	// their logs (Recover), before any of them opens.
+	n.member.SetReplicaOpener(n.topics.OpenReplica)
 	return n.life.Start()
 }
 

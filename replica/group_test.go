@@ -39,13 +39,20 @@ type cluster struct {
 	paused atomic.Bool
 	// sealed counts the OnSealed calls of each replica's groups.
 	sealed [8]atomic.Int32
+	// journaled replicas journal their logs' writes and commit them in
+	// rounds of a commit group (as a node's do), each replica its own.
+	journaled bool
+	commits   map[uint64]*wal.CommitGroup
+	journals  map[uint64]*wal.Journal
 }
 
 const groupName = "topic://t/n/x/1/0"
 
-func newCluster(t *testing.T, n int) *cluster {
+func newCluster(t *testing.T, n int) *cluster { return newClusterOf(t, n, false) }
+
+func newClusterOf(t *testing.T, n int, journaled bool) *cluster {
 	c := &cluster{t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{},
-		ticks: map[uint64]chan time.Time{}}
+		ticks: map[uint64]chan time.Time{}, journaled: journaled, commits: map[uint64]*wal.CommitGroup{}, journals: map[uint64]*wal.Journal{}}
 	for i := range n {
 		id := uint64(i + 1)
 		c.ids = append(c.ids, id)
@@ -103,7 +110,26 @@ func (c *cluster) logDir(id uint64) string { return filepath.Join(c.root, fmt.Sp
 // its own, ticking every 2 ms.
 func (c *cluster) start(id uint64) {
 	c.t.Helper()
-	l, err := wal.Open(c.logDir(id), wal.Options{Durability: wal.DurabilityAlways})
+	opts := wal.Options{Durability: wal.DurabilityAlways}
+	var commits *wal.CommitGroup
+	if c.journaled {
+		jdir := filepath.Join(c.root, fmt.Sprintf("j%d", id))
+		if _, err := wal.ReplayJournal(jdir, c.root, nil); err != nil {
+			c.t.Fatal(err)
+		}
+		j, err := wal.OpenJournal(jdir, c.root, nil, 1<<20)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if commits, err = wal.NewCommitGroup(c.root, wal.SyncEach, j); err != nil {
+			c.t.Fatal(err)
+		}
+		opts.Journal = j
+		c.mu.Lock()
+		c.commits[id], c.journals[id] = commits, j
+		c.mu.Unlock()
+	}
+	l, err := wal.Open(c.logDir(id), opts)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -114,6 +140,9 @@ func (c *cluster) start(id uint64) {
 	self := c.peers[id]
 	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[id], Workers: 2,
 		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
+	if commits != nil {
+		h.SetCommits(commits)
+	}
 	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1,
 		OnSealed: func() { c.sealed[id].Add(1) }})
 	if err != nil {
@@ -141,6 +170,15 @@ func (c *cluster) halt(id uint64) {
 		c.t.Errorf("replica %d failed: %v", id, err)
 	}
 	l.Close()
+	c.mu.Lock()
+	commits, j := c.commits[id], c.journals[id]
+	delete(c.commits, id)
+	delete(c.journals, id)
+	c.mu.Unlock()
+	if commits != nil {
+		_ = commits.Close()
+		_ = j.Close()
+	}
 	// The others learn of it, as a node's membership lease lapses.
 	c.mu.Lock()
 	for _, other := range c.hosts {

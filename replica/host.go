@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/braidmq/braid/wal"
 )
 
 // Peer names a replica's node: its id and its data directory's
@@ -53,11 +55,10 @@ type HostConfig struct {
 	Ticks <-chan time.Time
 	// Workers run the groups' raft state machines (GOMAXPROCS if 0).
 	Workers int
-	// AppendWorkers write the groups' appends to their logs, each waiting
-	// for its fdatasync (DefaultAppendWorkers if 0): more than the CPUs,
-	// so that the appends of many groups wait for the disk together (the
-	// file system commits concurrent syncs in one journal commit) rather
-	// than one after another.
+	// AppendWorkers write a round's appends to the groups' logs and state
+	// files (DefaultAppendWorkers if 0; rounds.go): more than the CPUs,
+	// so that state files, each written durably, wait for the disk
+	// together rather than one after another.
 	AppendWorkers int
 	// QuiesceAfter is how many idle ticks a leader waits before it
 	// quiets its group (3 if 0; -1 never).
@@ -104,6 +105,9 @@ type Host struct {
 
 	sched   scheduler // groups with work for the raft state machine
 	appends scheduler // groups with appends to write
+	// commits, when set, is the commit group the rounds of appends sync
+	// through (SetCommits).
+	commits atomic.Pointer[wal.CommitGroup]
 
 	outMu sync.Mutex
 	out   map[Peer][]Envelope
@@ -133,6 +137,8 @@ type HostCounters struct {
 	// LeadAsks counts the campaigns and leadership transfers Lead asked
 	// raft for.
 	LeadAsks atomic.Uint64
+	// AppendRounds counts the rounds of appends made durable (rounds.go).
+	AppendRounds atomic.Uint64
 }
 
 // NewHost starts a host.
@@ -163,10 +169,8 @@ func NewHost(cfg HostConfig) *Host {
 		h.done.Add(1)
 		go h.work(&h.sched, (*Group).process)
 	}
-	for range cfg.AppendWorkers {
-		h.done.Add(1)
-		go h.work(&h.appends, (*Group).processAppends)
-	}
+	h.done.Add(1)
+	go h.appendRounds()
 	h.done.Add(1)
 	go h.tickLoop()
 	return h

@@ -139,6 +139,9 @@ func main() {
 		atOwner.a, atOwner.b = append(atOwner.a, a), append(atOwner.b, b)
 		forwarded.a, forwarded.b = append(forwarded.a, a), append(forwarded.b, c)
 		d := produce([]*nats.Conn{single[0].nc}, spreadSingle, *messages, *conc, payload)
+		if r == 1 && *pprofDir != "" {
+			profileNodes(three, "spread")
+		}
 		e := produce([]*nats.Conn{three[0].nc, three[1].nc, three[2].nc}, spreadThree, *messages, *conc, payload)
 		fmt.Printf("round %d %d topics: single node %.0f msg/s, cluster (a client on every node) %.0f\n", r, *spread, d, e)
 		spreadRuns.a, spreadRuns.b = append(spreadRuns.a, d), append(spreadRuns.b, e)
@@ -570,7 +573,7 @@ type node struct {
 
 // pprofDir, when set (-pprof), has the nodes serve their profiles, and
 // the -jetstream-r3 run write CPU profiles of Braid's nodes there.
-var pprofDir = flag.String("pprof", "", "a directory: the nodes serve Go's profiles, and -jetstream-r3 writes a 5 s CPU profile of each Braid node during its first run there")
+var pprofDir = flag.String("pprof", "", "a directory: the nodes serve Go's profiles, and -jetstream-r3 (or the spread run of the default one) writes a 5 s CPU profile of each Braid node during its first run there")
 
 func freeAddr() string {
 	addr, err := workload.FreeAddr()
