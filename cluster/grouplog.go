@@ -482,6 +482,26 @@ func (l *groupLog) followReplicas() error {
 	return l.startGeneration(recs, want)
 }
 
+// groupMaintainEvery is how often a running group whose state is
+// replicated compares its replicas with those wanted when nothing is
+// written (consumers.Maintained): a copy lost with a node is made again
+// within about this long even for a group nobody writes.
+const groupMaintainEvery = 10 * time.Second
+
+var _ consumers.Maintained = (*groupLog)(nil)
+
+// MaintainAt implements consumers.Maintained (zero for a group whose
+// state is in its own WAL).
+func (l *groupLog) MaintainAt() time.Time {
+	if l.local != nil || l.cur.group == nil {
+		return time.Time{}
+	}
+	return l.checked.Add(groupMaintainEvery)
+}
+
+// Maintain implements consumers.Maintained: the replicas followed.
+func (l *groupLog) Maintain(time.Time) error { return l.followReplicas() }
+
 // Compact implements consumers.StateLog: a new generation with the
 // snapshot as its only record, on the replicas wanted now; the group's
 // own log, when no replica is wanted.

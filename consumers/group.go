@@ -409,9 +409,10 @@ func (g *group) onLeave(m *Leave) {
 }
 
 // nextDeadline is the earliest of the consumers' deadlines (sessions,
-// parked fetches) and the ends of the previous owners' graces.
+// parked fetches), the ends of the previous owners' graces and the log's
+// maintenance.
 func (g *group) nextDeadline() time.Time {
-	return earlier(consumersDeadline(g.consumers), graceDeadline(g.awaiting))
+	return earlier(earlier(consumersDeadline(g.consumers), graceDeadline(g.awaiting)), g.logDeadline())
 }
 
 // onDeadline declares dead the previous owners whose grace ended and the
@@ -421,6 +422,7 @@ func (g *group) nextDeadline() time.Time {
 func (g *group) onDeadline(now time.Time) {
 	g.expireConsumers(now)
 	g.releaseParkedOver(g, now)
+	g.maintainLog(now)
 }
 
 // expireConsumers declares dead every consumer silent for longer than its

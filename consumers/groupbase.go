@@ -195,6 +195,28 @@ func (b *groupBase) parkedConsumers() []*consumerState {
 // deadlines it was armed for may have moved later since (a consumer was
 // heard from, a parked fetch answered), so it may fire before anything is
 // due, and then onDeadline finds nothing and it is armed again.
+// logDeadline is when the group's log wants maintenance (zero: never).
+func (b *groupBase) logDeadline() time.Time {
+	if m, ok := b.log.(Maintained); ok {
+		return m.MaintainAt()
+	}
+	return time.Time{}
+}
+
+// maintainLog gives the group's log its maintenance when it is due.
+func (b *groupBase) maintainLog(now time.Time) {
+	m, ok := b.log.(Maintained)
+	if !ok {
+		return
+	}
+	if at := m.MaintainAt(); at.IsZero() || now.Before(at) {
+		return
+	}
+	if err := m.Maintain(now); err != nil {
+		b.logger.Warn("the "+b.kind+"'s state log could not be maintained; tried again later", "err", err)
+	}
+}
+
 func (b *groupBase) armTimer(at time.Time) {
 	if b.done == nil || at.IsZero() || (b.timer != nil && !b.timerAt.After(at)) {
 		return

@@ -423,9 +423,10 @@ func (q *queueGroup) flushOrFail(restart bool) {
 }
 
 // nextDeadline is the earliest of the consumers' deadlines (sessions,
-// parked fetches) and of the entries' (ack deadlines, redeliveries).
+// parked fetches), of the entries' (ack deadlines, redeliveries) and of
+// the log's maintenance.
 func (q *queueGroup) nextDeadline() time.Time {
-	return earlier(consumersDeadline(q.consumers), queueDeadline(q.state.Units))
+	return earlier(earlier(consumersDeadline(q.consumers), queueDeadline(q.state.Units)), q.logDeadline())
 }
 
 // onDeadline declares dead the consumers silent past their session timeout
@@ -437,6 +438,7 @@ func (q *queueGroup) onDeadline(now time.Time) {
 	q.expire(now.UnixMilli())
 	q.serveParked()
 	q.releaseParkedOver(q, now)
+	q.maintainLog(now)
 }
 
 // expireConsumers declares dead every consumer silent for its session

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/braidmq/braid/wal"
 )
@@ -26,6 +27,18 @@ type StateLog interface {
 	Compact(snapshot wal.Record) (records int, err error)
 	// Close closes the log.
 	Close() error
+}
+
+// A Maintained state log has work of its own to do now and then, which
+// the group does from its actor, at its timer: a replicated log follows
+// its topic's replicas (a copy lost with a node is made again) without
+// waiting for the group's next write.
+type Maintained interface {
+	// MaintainAt is when the log next wants Maintain (zero: never).
+	MaintainAt() time.Time
+	// Maintain does that work; an error is logged, and the log asks
+	// again through MaintainAt.
+	Maintain(now time.Time) error
 }
 
 // LogRequest names the state log a group opens.
