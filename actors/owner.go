@@ -59,19 +59,19 @@ func (m *Manager) replacedHome(l topology.Layout) (string, bool) {
 }
 
 // HomeReplicas returns the replicas of the active segment covering hash 0
-// of topic uri, when it is active here and that segment is replicated
-// (nil otherwise): the nodes its consumer groups' state is replicated on
-// (package cluster), so that a node that takes the topic over holds a
-// copy of its groups' state too.
-func (m *Manager) HomeReplicas(uri string) []topology.Replica {
+// of topic uri (nil when it is not replicated), and whether the topic is
+// active here (reps is nil when not: ask its record): the nodes its
+// consumer groups' state is replicated on (package cluster), so that a
+// node that takes the topic over holds a copy of its groups' state too.
+func (m *Manager) HomeReplicas(uri string) (reps []topology.Replica, active bool) {
 	t, ok := m.Active(uri)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	for _, s := range t.Layout().Segments {
 		if s.State == topology.StateActive && s.Range.Lo == 0 {
-			return slices.Clone(s.Replicas)
+			return slices.Clone(s.Replicas), true
 		}
 	}
-	return nil
+	return nil, true
 }

@@ -137,7 +137,10 @@ func (l *groupLog) adopt(rec meta.SubscriptionRecord, apply func([]byte) error) 
 	if err != nil {
 		return 0, fmt.Errorf("reading the copy of generation %d of subscription %q: %w", rec.Generation, l.sub, err)
 	}
-	want := l.n.groupReplicasWanted(l.name.String())
+	want, err := l.n.groupReplicasWanted(l.name.String())
+	if err != nil {
+		return 0, err
+	}
 	if want == nil {
 		want = []topology.Replica{{Node: l.n.nodeID, Incarnation: l.n.cfg.Incarnation}}
 	}

@@ -295,7 +295,10 @@ func (o groupLogs) Open(req consumers.LogRequest, apply func([]byte) error) (con
 	}
 	l := &groupLog{n: n, kind: o.kind, name: name, sub: req.Subscription, dir: req.Dir, logger: logger}
 	if rec.Generation == 0 {
-		want := n.groupReplicasWanted(req.Topic)
+		want, err := n.groupReplicasWanted(req.Topic)
+		if err != nil {
+			return nil, 0, api.Errorf(api.CodeUnavailable, "subscription %q of %s: %v", req.Subscription, req.Topic, err)
+		}
 		if want == nil || !req.Create {
 			// Unreplicated, or state made before: kept in the group's own
 			// WAL until the next compaction moves it into a generation.
@@ -326,11 +329,19 @@ func (o groupLogs) Open(req consumers.LogRequest, apply func([]byte) error) (con
 
 // groupReplicasWanted returns the replicas a group of topic keeps its
 // state on, this node first: its home segment's, nil when that one is not
-// replicated.
-func (n *Member) groupReplicasWanted(topic string) []topology.Replica {
-	reps := n.topics.HomeReplicas(topic)
+// replicated. The topic's layout is the one it runs with here, or, when
+// it is not active on this node, its record's; an error when that one
+// cannot be read (a group is never made with fewer copies for it).
+func (n *Member) groupReplicasWanted(topic string) ([]topology.Replica, error) {
+	reps, active := n.topics.HomeReplicas(topic)
+	if !active {
+		var err error
+		if reps, err = n.recordedHomeReplicas(topic); err != nil {
+			return nil, err
+		}
+	}
 	if len(reps) == 0 {
-		return nil
+		return nil, nil
 	}
 	self := topology.Replica{Node: n.nodeID, Incarnation: n.cfg.Incarnation}
 	out := []topology.Replica{self}
@@ -339,7 +350,28 @@ func (n *Member) groupReplicasWanted(topic string) []topology.Replica {
 			out = append(out, r)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// recordedHomeReplicas returns the replicas of topic's home segment as
+// its record names them.
+func (n *Member) recordedHomeReplicas(topic string) ([]topology.Replica, error) {
+	name, err := routing.ParseTopic(topic)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	rec, _, err := n.meta.Topic(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("the replicas of %s: its record could not be read: %w", topic, err)
+	}
+	for _, s := range rec.Layout.Segments {
+		if s.State == topology.StateActive && s.Range.Lo == 0 {
+			return slices.Clone(s.Replicas), nil
+		}
+	}
+	return nil, nil
 }
 
 // groupLog is a group's state log on its home: its own WAL (local), or
@@ -389,7 +421,7 @@ func (l *groupLog) open(rec meta.SubscriptionRecord, apply func([]byte) error) (
 	// group's own log, older generations) goes.
 	l.n.dropGenerations(l.kind, l.name.String(), l.sub, l.dir, l.gen)
 	l.dropLocalFiles()
-	if want := l.n.groupReplicasWanted(l.name.String()); want != nil && !slices.Equal(want, l.reps) {
+	if want, err := l.n.groupReplicasWanted(l.name.String()); err == nil && want != nil && !slices.Equal(want, l.reps) {
 		if err := l.startGeneration(recs, want); err != nil {
 			return 0, err
 		}
@@ -471,7 +503,11 @@ func (l *groupLog) followReplicas() error {
 		return nil
 	}
 	l.checked = now
-	want := l.n.groupReplicasWanted(l.name.String())
+	want, err := l.n.groupReplicasWanted(l.name.String())
+	if err != nil {
+		l.logger.Warn("a consumer group's state could not compare its replicas with those wanted; looked at again later", "subscription", l.sub, "err", err)
+		return nil
+	}
 	if want == nil || slices.Equal(want, l.reps) {
 		return nil
 	}
@@ -506,7 +542,10 @@ func (l *groupLog) Maintain(time.Time) error { return l.followReplicas() }
 // snapshot as its only record, on the replicas wanted now; the group's
 // own log, when no replica is wanted.
 func (l *groupLog) Compact(snapshot wal.Record) (int, error) {
-	want := l.n.groupReplicasWanted(l.name.String())
+	want, err := l.n.groupReplicasWanted(l.name.String())
+	if err != nil {
+		return 0, api.Errorf(api.CodeUnavailable, "subscription %q of %s: compacting its state: %v", l.sub, l.name, err)
+	}
 	if l.local != nil && want == nil {
 		return l.local.Compact(snapshot)
 	}
@@ -550,6 +589,14 @@ func (l *groupLog) startGeneration(recs []wal.Record, reps []topology.Replica) e
 		return fail(fmt.Errorf("node %s serves it now", rec.Home))
 	}
 	gen := rec.Generation + 1
+	if rec.Generation == 0 {
+		// A subscription's first generation is numbered by the clock (in
+		// µs): one made again under a deleted one's name never takes a
+		// number the deleted one used, so the copies other nodes still keep
+		// of the deleted one's generations (a follower drops them when it
+		// opens a later one) are never taken for the new one's.
+		gen = max(gen, uint64(n.clock.Now().UnixMicro()))
+	}
 	if rec.Next != nil && rec.Next.Generation >= gen {
 		gen = rec.Next.Generation + 1 // one given up: its number is not used again
 	}

@@ -105,6 +105,39 @@ var _ = Describe("A replicated topic left alone while its home is lost", func() 
 	})
 })
 
+var _ = Describe("A replicated subscription deleted and made again under its name", func() {
+	It("starts from nothing: the copies the other nodes kept of the deleted one's state are not taken for its own", func() {
+		nodes, conns, _ := startCluster(defaultFactor...)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		uri := "topic://public/default/remade"
+		d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 1)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(d.Segments[0].Replicas).To(HaveLen(3))
+		produceGo(conns[0], uri, 0, 200, 8)
+		readSeqs(conns[1], uri, "again", 0, 200) // every message acknowledged
+		_, err = client.NewAdmin(conns[2]).DeleteSubscription(ctx, uri, "again", false)
+		Expect(err).NotTo(HaveOccurred())
+		// The same name again: a new subscription, from the earliest; its
+		// first join is answered (no leader of the deleted one's state
+		// stands in its way).
+		c, err := client.NewStreamConsumer(conns[2], uri, "again")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Close(ctx)).To(Succeed())
+		readAll(conns[2], uri, "again", 200)
+		// Its state is a raft group of its own, not the deleted one's
+		// (whose copies the followers keep until they open a later one).
+		first := regexp.MustCompile(`subscription=again generation=(\d+) from=0 `)
+		gens := map[string]bool{}
+		for _, nd := range nodes {
+			for _, m := range first.FindAllStringSubmatch(nd.logTail(400), -1) {
+				gens[m[1]] = true
+			}
+		}
+		Expect(gens).To(HaveLen(2), "the first generations of the two subscriptions: %v", gens)
+	})
+})
+
 var _ = Describe("A replicated subscription moved to a node without a copy of its state", func() {
 	It("takes its committed state from one of its replicas: what it acknowledged is not read again", func() {
 		nodes, conns, _ := startCluster(defaultFactor...)
