@@ -167,18 +167,19 @@ func produceRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 }
 
 // producePlainRetrying is producePlain sending a message again while
-// the cluster answers UNAVAILABLE (which stores nothing): the moments
-// after a node's loss, before its key ranges have a live owner.
+// the cluster answers UNAVAILABLE or SEGMENT_SEALED: the moments after a
+// node's loss, before its key ranges have a live owner, or while its
+// topic moves.
 func producePlainRetrying(nc *nats.Conn, uri string, from, to, keys int) {
 	GinkgoHelper()
 	producePlainResending(nc, uri, from, to, keys, false)
 }
 
 // producePlainResending is producePlainRetrying; with paused, it also
-// resends a message whose request timed out or was answered
-// SEGMENT_SEALED: a paused node's forwarded requests go unanswered, and
-// once continued it refuses them (its groups were sealed by the others),
-// so nothing timed out was stored (the reads after check it: once each).
+// resends a message whose request timed out (a paused node's forwarded
+// requests go unanswered): such a message may be stored twice (resent).
+// Both resend what is refused UNAVAILABLE (outcome unknown: resent) or
+// SEGMENT_SEALED (the topic moved under it: nothing stored).
 func producePlainResending(nc *nats.Conn, uri string, from, to, keys int, paused bool) {
 	GinkgoHelper()
 	subject := produceSubject(uri)
@@ -211,7 +212,9 @@ func producePlainResending(nc *nats.Conn, uri string, from, to, keys int, paused
 			case code == strconv.Itoa(api.CodeUnavailable.Number):
 				markResent(uri, seq) // the outcome is not known
 				return fmt.Errorf("produce %d still refused: %s", seq, reply.Header.Get(micro.ErrorHeader))
-			case paused && code == strconv.Itoa(api.CodeSegmentSealed.Number):
+			case code == strconv.Itoa(api.CodeSegmentSealed.Number):
+				// The topic moved under the request (a seal, a relocation):
+				// nothing was stored, and a plain producer resends as is.
 				return fmt.Errorf("produce %d still refused: %s", seq, reply.Header.Get(micro.ErrorHeader))
 			default:
 				StopTrying(fmt.Sprintf("produce %d: code %s: %s", seq, code, reply.Header.Get(micro.ErrorHeader))).Now()
