@@ -36,6 +36,11 @@ type NodeInfo struct {
 	// making again, at its last renewal (docs/replication.md).
 	UnderReplicated int   `json:"under_replicated"`
 	CopyBytesLeft   int64 `json:"copy_bytes_left"`
+	// GroupsShort counts the consumer groups homed on it (running there)
+	// whose replicated state is not on the replicas of their topic's home
+	// segment at their last look (every 10 s): a lost copy not made again
+	// yet.
+	GroupsShort int `json:"groups_short"`
 	// Draining says the node is being drained (node.drain): it takes no
 	// new topics.
 	Draining bool `json:"draining,omitempty"`

@@ -388,8 +388,25 @@ type groupLog struct {
 	gen   uint64
 	reps  []topology.Replica
 	cur   openGroupReplica
-	// checked is when Append last compared the replicas with those wanted.
+	// checked is when Append last compared the replicas with those wanted;
+	// short says they differed and no new generation could be made
+	// (counted in Member.groupsShort).
 	checked time.Time
+	short   bool
+}
+
+// setShort records whether the group's state is short of the replicas
+// wanted (node.list, braid_replica_under_replicated_groups).
+func (l *groupLog) setShort(short bool) {
+	if short == l.short {
+		return
+	}
+	l.short = short
+	if short {
+		l.n.groupsShort.Add(1)
+	} else {
+		l.n.groupsShort.Add(-1)
+	}
 }
 
 func (l *groupLog) raftName(gen uint64) string {
@@ -509,13 +526,15 @@ func (l *groupLog) followReplicas() error {
 		return nil
 	}
 	if want == nil || slices.Equal(want, l.reps) {
+		l.setShort(false)
 		return nil
 	}
 	recs, err := l.committed()
-	if err != nil {
-		return err
+	if err == nil {
+		err = l.startGeneration(recs, want)
 	}
-	return l.startGeneration(recs, want)
+	l.setShort(err != nil)
+	return err
 }
 
 // groupMaintainEvery is how often a running group whose state is
@@ -562,6 +581,7 @@ func (l *groupLog) Compact(snapshot wal.Record) (int, error) {
 // followers elect another leader if they need one; the group's next start
 // here takes the lead back).
 func (l *groupLog) Close() error {
+	l.setShort(false)
 	if l.local != nil {
 		return l.local.Close()
 	}

@@ -43,3 +43,26 @@ func TestReplicaIndex(t *testing.T) {
 		t.Fatalf("peers: %+v", got)
 	}
 }
+
+// TestGroupsShortCounted: a group counts once while its state is short of
+// the replicas wanted, and no more once it is not or it closes.
+func TestGroupsShortCounted(t *testing.T) {
+	n := &Member{}
+	a, b := &groupLog{n: n}, &groupLog{n: n}
+	a.setShort(true)
+	a.setShort(true)
+	b.setShort(true)
+	if got := n.groupsShort.Load(); got != 2 {
+		t.Fatalf("two groups short: counted %d", got)
+	}
+	a.setShort(false)
+	if got := n.groupsShort.Load(); got != 1 {
+		t.Fatalf("one group short: counted %d", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.groupsShort.Load(); got != 0 {
+		t.Fatalf("the short group closed: counted %d", got)
+	}
+}

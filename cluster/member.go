@@ -126,6 +126,9 @@ type Member struct {
 	// groupReplicas are the raft groups of consumer groups' state this
 	// node runs (grouplog.go).
 	groupReplicas groupReplicaSet
+	// groupsShort counts the consumer groups homed here whose state is
+	// not on the replicas wanted at their last look (groupLog.short).
+	groupsShort atomic.Int64
 	// copies paces and counts the files this node copies from others.
 	copies copyMeter
 }

@@ -256,6 +256,7 @@ func (m *membership) renew() bool {
 	}
 	rec.Segments = m.n.topics.OwnedSegments(rec.ID)
 	rec.UnderReplicated = m.n.topics.UnderReplicated()
+	rec.GroupsShort = int(m.n.groupsShort.Load())
 	rec.CopyBytesLeft = m.n.copies.left.Load()
 	rec.Draining = m.n.draining.Load()
 	rec.Starting = false
@@ -665,7 +666,7 @@ func (n *Member) NodeList(ctx context.Context, _ []byte) (any, error) {
 	for _, r := range nodes {
 		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, Incarnation: r.Incarnation, NATSURL: r.NATSURL, Live: r.Live(now),
 			Serving: r.ID == serving.Node, Entry: r.ID == entry.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
-			Segments: r.Segments, BytesPerSec: r.BytesPerSec, UnderReplicated: r.UnderReplicated, CopyBytesLeft: r.CopyBytesLeft,
+			Segments: r.Segments, BytesPerSec: r.BytesPerSec, UnderReplicated: r.UnderReplicated, CopyBytesLeft: r.CopyBytesLeft, GroupsShort: r.GroupsShort,
 			Draining: r.Draining, Starting: r.Starting})
 	}
 	slices.SortFunc(reply.Nodes, func(a, b api.NodeInfo) int { return strings.Compare(a.ID, b.ID) })

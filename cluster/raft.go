@@ -156,6 +156,8 @@ func (n *Member) registerReplicaMetrics() {
 				}
 				return float64(n.topics.UnderReplicated())
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_replica_under_replicated_groups", Help: "Consumer groups running here as their home whose replicated state is not on the replicas of their topic's home segment at their last look (every 10 s): a lost copy not made again yet."},
+			func() float64 { return float64(n.groupsShort.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_replica_copy_bytes_left", Help: "Bytes left to copy of the sealed units' copies this node is making again (from other nodes' replicas)."},
 			func() float64 { return float64(n.copies.left.Load()) }),
 		counter("braid_replica_copied_bytes_total", "Bytes this node copied from other nodes' replicas to make lost copies of sealed units again (paced by --replica-copy-rate).",

@@ -296,7 +296,8 @@ var _ = Describe("Replication under repeated loss", func() {
 })
 
 // underReplicated sums what node.list says of the nodes' under-replicated
-// segments (-1 when it does not answer).
+// segments and consumer groups short of a copy (-1 when it does not
+// answer).
 func underReplicated(nc *nats.Conn) int {
 	r, err := nodeList(nc)
 	if err != nil {
@@ -305,7 +306,7 @@ func underReplicated(nc *nats.Conn) int {
 	sum := 0
 	for _, n := range r.Nodes {
 		if n.Live {
-			sum += n.UnderReplicated
+			sum += n.UnderReplicated + n.GroupsShort
 		}
 	}
 	return sum

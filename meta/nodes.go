@@ -40,6 +40,10 @@ type NodeRecord struct {
 	// the bytes left of the copies of sealed units it is making again.
 	UnderReplicated int   `json:"under_replicated,omitempty"`
 	CopyBytesLeft   int64 `json:"copy_bytes_left,omitempty"`
+	// GroupsShort counts the consumer groups homed on it whose state is
+	// not on the replicas their topic's home segment has (a lost copy not
+	// made again yet).
+	GroupsShort int `json:"groups_short,omitempty"`
 	// Draining says the node is being drained: placement passes it by.
 	Draining bool `json:"draining,omitempty"`
 	// Starting says the node took its lease but does not serve yet (it is

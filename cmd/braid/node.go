@@ -11,7 +11,7 @@ import (
 
 func nodeCommand() *cobra.Command {
 	cmd, e := newGroup("node", "list the cluster's nodes, drain one")
-	list := e.verb("list", "the cluster's nodes: id, data directory incarnation (its first 8 digits), NATS URL, live, entry, draining, segments owned, bytes/s, lease times", cobra.NoArgs,
+	list := e.verb("list", "the cluster's nodes: id, data directory incarnation (its first 8 digits), NATS URL, live, entry, draining, segments owned, bytes/s, segments short of a copy, consumer groups short of a copy, bytes left to copy, lease times", cobra.NoArgs,
 		func(c *cobra.Command, ctx context.Context, adm *client.Admin, _ []string) error {
 			reply, err := adm.ListNodes(ctx)
 			if err != nil {
@@ -21,14 +21,14 @@ func nodeCommand() *cobra.Command {
 				return printJSON(c.OutOrStdout(), reply)
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE\tINCARNATION\tNATS\tLIVE\tENTRY\tDRAINING\tSEGMENTS\tBYTES/S\tUNDER-REPLICATED\tCOPY BYTES LEFT\tSTARTED\tEXPIRES")
+			fmt.Fprintln(w, "NODE\tINCARNATION\tNATS\tLIVE\tENTRY\tDRAINING\tSEGMENTS\tBYTES/S\tUNDER-REPLICATED\tGROUPS SHORT\tCOPY BYTES LEFT\tSTARTED\tEXPIRES")
 			for _, nd := range reply.Nodes {
 				inc := nd.Incarnation
 				if len(inc) > 8 {
 					inc = inc[:8]
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%v\t%d\t%.0f\t%d\t%d\t%s\t%s\n", nd.ID, inc, nd.NATSURL, nd.Live, nd.Entry, nd.Draining, nd.Segments, nd.BytesPerSec,
-					nd.UnderReplicated, nd.CopyBytesLeft, nd.Started, nd.Expires)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%v\t%d\t%.0f\t%d\t%d\t%d\t%s\t%s\n", nd.ID, inc, nd.NATSURL, nd.Live, nd.Entry, nd.Draining, nd.Segments, nd.BytesPerSec,
+					nd.UnderReplicated, nd.GroupsShort, nd.CopyBytesLeft, nd.Started, nd.Expires)
 			}
 			return w.Flush()
 		})
