@@ -111,6 +111,7 @@ func peersOfReplicas(reps []topology.Replica) map[uint64]replica.Peer {
 type openGroupReplica struct {
 	group   *replica.Group
 	storage *replica.Storage
+	dir     string
 }
 
 // groupReplicaSet is the state logs' raft groups this node runs, by name.
@@ -168,7 +169,7 @@ func (n *Member) startGroupReplica(name, dir string, reps []topology.Replica) (o
 	if set.open == nil {
 		set.open = map[string]openGroupReplica{}
 	}
-	r := openGroupReplica{group: g, storage: st}
+	r := openGroupReplica{group: g, storage: st, dir: dir}
 	set.open[name] = r
 	return r, nil
 }

@@ -126,6 +126,11 @@ type Member struct {
 	// groupReplicas are the raft groups of consumer groups' state this
 	// node runs (grouplog.go).
 	groupReplicas groupReplicaSet
+	// groupSweep paces the sweeps of group state replicas (groupsweep.go).
+	groupSweep struct {
+		last    atomic.Int64 // unix ns of the last sweep's start
+		running atomic.Bool
+	}
 	// groupsShort counts the consumer groups homed here whose state is
 	// not on the replicas wanted at their last look (groupLog.short).
 	groupsShort atomic.Int64

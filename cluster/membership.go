@@ -257,6 +257,7 @@ func (m *membership) renew() bool {
 	rec.Segments = m.n.topics.OwnedSegments(rec.ID)
 	rec.UnderReplicated = m.n.topics.UnderReplicated()
 	rec.GroupsShort = int(m.n.groupsShort.Load())
+	m.n.maybeSweepGroupReplicas(now)
 	rec.CopyBytesLeft = m.n.copies.left.Load()
 	rec.Draining = m.n.draining.Load()
 	rec.Starting = false

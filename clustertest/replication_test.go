@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -135,6 +137,24 @@ var _ = Describe("A replicated subscription deleted and made again under its nam
 			}
 		}
 		Expect(gens).To(HaveLen(2), "the first generations of the two subscriptions: %v", gens)
+		// The copies the followers kept of the deleted one's state go (the
+		// nodes sweep them every 30 s): only the new one's stay.
+		newest := ""
+		for g := range gens {
+			if len(g) > len(newest) || len(g) == len(newest) && g > newest {
+				newest = g
+			}
+		}
+		Eventually(func() []string {
+			left := map[string]bool{}
+			for _, nd := range nodes {
+				dirs, _ := filepath.Glob(filepath.Join(nd.dataDir, "subscriptions", "*", "again", "r*"))
+				for _, d := range dirs {
+					left[filepath.Base(d)] = true
+				}
+			}
+			return slices.Sorted(maps.Keys(left))
+		}).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Equal([]string{"r" + newest}))
 	})
 })
 
