@@ -168,11 +168,13 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 			return nil, err
 		}
 	}
-	st, err := replica.OpenStorage(l, m.cfg.FS, state)
+	st, err := replica.OpenStorageIn(host.StateJournal(), l, m.cfg.FS, state)
 	if err != nil {
 		return nil, err
 	}
-	g, err := host.Start(replica.Config{Group: name, ID: id, Peers: peersOf(s), Storage: st,
+	// The owner (the first replica) leads a new group first: its bucket
+	// takes the lead; the others wait for it rather than campaign.
+	g, err := host.Start(replica.Config{Group: name, ID: id, Peers: peersOf(s), Storage: st, FirstLeader: 1,
 		OnCommitted: func(uint64) { m.store.Signal(key.Topic.String()) },
 		OnSealed: func() {
 			// Sealed while the topic is active here: by this node's own

@@ -156,12 +156,14 @@ func (n *Member) startGroupReplica(name, dir string, reps []topology.Replica) (o
 			return openGroupReplica{}, err
 		}
 	}
-	st, err := replica.OpenStorage(l, nil, state)
+	st, err := replica.OpenStorageIn(n.replicas.StateJournal(), l, nil, state)
 	if err != nil {
 		l.Close()
 		return openGroupReplica{}, err
 	}
-	g, err := n.replicas.Start(replica.Config{Group: name, ID: id, Peers: peersOfReplicas(reps), Storage: st})
+	// The first replica (the topic's home's) is meant to lead first; the
+	// group's home, wherever it is, takes the lead (LeadCommitted).
+	g, err := n.replicas.Start(replica.Config{Group: name, ID: id, Peers: peersOfReplicas(reps), Storage: st, FirstLeader: 1})
 	if err != nil {
 		l.Close()
 		return openGroupReplica{}, err

@@ -67,6 +67,9 @@ type Config struct {
 	// RaftTick is the tick of the node's raft groups (replica.Host; 100
 	// ms if 0): a group without a leader elects one in 10 to 20 ticks.
 	RaftTick time.Duration
+	// StateJournal takes the state changes of the node's raft groups
+	// (replica.StateJournal); the replica host closes it. None if nil.
+	StateJournal *replica.StateJournal
 	// DeadAfter is how long a node's lease may be lapsed before the copies
 	// it holds count as lost and are made again elsewhere
 	// (DefaultDeadAfter if 0).

@@ -45,6 +45,7 @@ type raftCounters struct {
 func (n *Member) startReplicas() error {
 	self := replica.Peer{Node: n.nodeID, Incarnation: n.cfg.Incarnation}
 	n.replicas = replica.NewHost(replica.HostConfig{Self: self, Send: n.sendRaft, TickInterval: n.cfg.RaftTick,
+		Logger: replica.NewLogger(n.log), StateJournal: n.cfg.StateJournal,
 		OnUnknown: func(group string, from replica.Peer) {
 			if strings.HasPrefix(group, groupRaftPrefix) {
 				n.openGroupFollower(group, from)

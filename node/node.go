@@ -38,6 +38,7 @@ import (
 	"github.com/braidmq/braid/authz"
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/replica"
 	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -238,6 +239,20 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return n.log.With("lib", "protoactor")
 	}))
+	// The raft groups' state changes go to one journal of the node, synced
+	// once a round for all of them (replica.StateJournal); only a node in
+	// a cluster runs raft groups.
+	var states *replica.StateJournal
+	if n.cfg.ActorListen != "" || n.cfg.ClusterListen != "" {
+		j, err := replica.OpenStateJournal(filepath.Join(n.cfg.DataDir, "raft-state"), n.cfg.DataDir, n.cfg.LogFS, 0)
+		if err != nil {
+			return fmt.Errorf("opening the raft state journal: %w", err)
+		}
+		j.OnError(func(err error) {
+			n.log.Error("checkpointing the raft state journal failed: its files are kept", "err", err)
+		})
+		states = j
+	}
 	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, Incarnation: n.incarnation, ClientURL: n.ClientURL(), LeaseTTL: n.cfg.LeaseTTL,
 		RebalanceInterval: n.cfg.RebalanceInterval, Routes: n.cfg.Routes, ClusterListen: n.cfg.ClusterListen, ActorListen: n.cfg.ActorListen,
 		Logger: n.log, Registry: n.registry,
@@ -245,7 +260,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		// the front-end is made before the role can be taken (TryEntry in
 		// step 8, the renewals in step 10).
 		Clients: func() (bool, error) { return n.front.StartClients() }, Unclients: func() { n.front.StopClients() },
-		StopTaking: n.stopTaking, RaftTick: n.cfg.RaftTick, DeadAfter: n.cfg.DeadAfter,
+		StopTaking: n.stopTaking, RaftTick: n.cfg.RaftTick, DeadAfter: n.cfg.DeadAfter, StateJournal: states,
 		ReplicaCopyRate: n.cfg.ReplicaCopyRate},
 		n.nc, n.meta, n.system)
 	if err := n.member.StartRemote(); err != nil {

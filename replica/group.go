@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +35,13 @@ type Config struct {
 	// OnSealed hears, once, that the group's seal is committed (this
 	// replica's proposal or another's). Called from a host worker.
 	OnSealed func()
+	// FirstLeader is the replica meant to lead a new group first (0: any).
+	// Until it knows a leader, another replica whose log is empty runs no
+	// election timer: it votes, and campaigns only when asked (Lead).
+	// Many groups starting at once then elect their first leaders without
+	// their followers' campaigns competing (each one a durable write on
+	// every replica), which under load kept thousands from ever electing.
+	FirstLeader uint64
 }
 
 // Group is one replica of a raft group on a host: etcd raft's RawNode with
@@ -66,6 +71,9 @@ type Group struct {
 	sealIdx   atomic.Uint64 // the index of the seal entry, once committed
 	leader    atomic.Uint64
 	term      atomic.Uint64
+	// awaitsLeader holds while the replica waits for its group's first
+	// leader (Config.FirstLeader): it does not tick.
+	awaitsLeader atomic.Bool
 	// leadAsked is when Lead last asked raft for the lead (unix ns).
 	leadAsked atomic.Int64
 	failed    atomic.Pointer[error]
@@ -122,8 +130,6 @@ var ErrLost = errors.New("braid/replica: the proposal was lost to a change of le
 // ErrStopped answers what a stopped group did not finish.
 var ErrStopped = errors.New("braid/replica: the group stopped")
 
-var discardLogger = &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)}
-
 // Start starts a replica of a group on the host.
 func (h *Host) Start(cfg Config) (*Group, error) {
 	if cfg.ElectionTick == 0 {
@@ -157,6 +163,9 @@ func (h *Host) Start(cfg Config) (*Group, error) {
 	}
 	g := &Group{cfg: cfg, host: h, rn: rn, byIndex: map[uint64]*Proposal{}, open: map[*Proposal]struct{}{}}
 	g.commitIdx.Store(hs.GetCommit())
+	if last, err := cfg.Storage.LastIndex(); err == nil && last == 0 && cfg.FirstLeader != 0 && cfg.FirstLeader != cfg.ID {
+		g.awaitsLeader.Store(true)
+	}
 	commit := hs.GetCommit()
 	if idx := cfg.Storage.SealIndex(); idx > 0 && idx <= commit {
 		g.sealIdx.Store(idx)
@@ -245,6 +254,7 @@ func (g *Group) Lead(timeout time.Duration) error {
 		last := g.leadAsked.Load()
 		if now-last >= int64(gap) && g.leadAsked.CompareAndSwap(last, now) && !g.post(true, func() {
 			st := g.rn.BasicStatus()
+			g.awaitsLeader.Store(false)
 			switch {
 			case st.Lead == g.cfg.ID:
 			case st.Lead == 0:
@@ -420,7 +430,7 @@ func (g *Group) tick() {
 	quiet := g.quiesced
 	g.idleTicks++
 	g.mu.Unlock()
-	if quiet {
+	if quiet || g.awaitsLeader.Load() {
 		return
 	}
 	g.host.counters.Ticks.Add(1)
@@ -569,6 +579,9 @@ func (g *Group) process() {
 func (g *Group) handleReady(rd raft.Ready) {
 	if rd.SoftState != nil {
 		g.leader.Store(rd.SoftState.Lead)
+		if rd.SoftState.Lead != 0 {
+			g.awaitsLeader.Store(false)
+		}
 	}
 	if rd.HardState != nil && rd.HardState.GetTerm() > 0 {
 		g.term.Store(rd.HardState.GetTerm())

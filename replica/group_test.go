@@ -42,8 +42,10 @@ type cluster struct {
 	// journaled replicas journal their logs' writes and commit them in
 	// rounds of a commit group (as a node's do), each replica its own.
 	journaled bool
-	commits   map[uint64]*wal.CommitGroup
-	journals  map[uint64]*wal.Journal
+	// firstLeader is the groups' Config.FirstLeader.
+	firstLeader uint64
+	commits     map[uint64]*wal.CommitGroup
+	journals    map[uint64]*wal.Journal
 }
 
 const groupName = "topic://t/n/x/1/0"
@@ -51,7 +53,20 @@ const groupName = "topic://t/n/x/1/0"
 func newCluster(t *testing.T, n int) *cluster { return newClusterOf(t, n, false) }
 
 func newClusterOf(t *testing.T, n int, journaled bool) *cluster {
-	c := &cluster{t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{},
+	return newClusterWith(t, n, clusterOptions{journaled: journaled})
+}
+
+// clusterOptions are a test cluster's: journaled replicas, the groups'
+// first leader, replicas not started at first.
+type clusterOptions struct {
+	journaled   bool
+	firstLeader uint64
+	down        []uint64
+}
+
+func newClusterWith(t *testing.T, n int, o clusterOptions) *cluster {
+	journaled := o.journaled
+	c := &cluster{firstLeader: o.firstLeader, t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{},
 		ticks: map[uint64]chan time.Time{}, journaled: journaled, commits: map[uint64]*wal.CommitGroup{}, journals: map[uint64]*wal.Journal{}}
 	for i := range n {
 		id := uint64(i + 1)
@@ -90,7 +105,9 @@ func newClusterOf(t *testing.T, n int, journaled bool) *cluster {
 		if err := replica.Bootstrap(nil, c.statePath(id), c.ids); err != nil {
 			t.Fatal(err)
 		}
-		c.start(id)
+		if !contains(o.down, id) {
+			c.start(id)
+		}
 	}
 	t.Cleanup(func() {
 		for _, id := range c.ids {
@@ -133,17 +150,26 @@ func (c *cluster) start(id uint64) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	st, err := replica.OpenStorage(l, nil, c.statePath(id))
+	// Journaled replicas keep their state changes in a state journal of
+	// their own too (as nodes do); the host closes it.
+	var states *replica.StateJournal
+	if c.journaled {
+		var err error
+		if states, err = replica.OpenStateJournal(filepath.Join(c.root, fmt.Sprintf("s%d", id)), c.root, nil, 0); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	st, err := replica.OpenStorageIn(states, l, nil, c.statePath(id))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	self := c.peers[id]
-	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[id], Workers: 2,
+	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[id], Workers: 2, StateJournal: states,
 		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
 	if commits != nil {
 		h.SetCommits(commits)
 	}
-	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1,
+	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1, FirstLeader: c.firstLeader,
 		OnSealed: func() { c.sealed[id].Add(1) }})
 	if err != nil {
 		c.t.Fatal(err)

@@ -78,8 +78,13 @@ type HostConfig struct {
 	// OnPeerDown, when set, hears that a peer node was taken for down
 	// (silent for PeerTimeout), with when it last sent anything.
 	OnPeerDown func(node string, since time.Time)
-	// Logger is raft's logger; none if nil.
+	// Logger is raft's logger (NewLogger); if nil, raft's lines are
+	// dropped.
 	Logger raft.Logger
+	// StateJournal, when set, takes the groups' state changes (their
+	// storages opened with OpenStorageIn over it), synced in the host's
+	// rounds; the host closes it.
+	StateJournal *StateJournal
 }
 
 // Host runs a node's replicas of many raft groups on a few goroutines: a
@@ -156,7 +161,7 @@ func NewHost(cfg HostConfig) *Host {
 		cfg.PeerTimeout = 10 * cfg.TickInterval
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger
+		cfg.Logger = NewLogger(nil)
 	}
 	h := &Host{cfg: cfg, groups: map[string]*Group{}, peers: map[Peer]int{}, heard: map[string]time.Time{}, down: map[string]bool{}, unknown: map[string]unknownCall{},
 		out: map[Peer][]Envelope{}, stop: make(chan struct{})}
@@ -266,7 +271,16 @@ func (h *Host) Close() {
 		h.appends.close()
 	})
 	h.done.Wait()
+	if j := h.cfg.StateJournal; j != nil {
+		if err := j.Close(); err != nil {
+			h.cfg.Logger.Errorf("braid/replica: closing the state journal: %v", err)
+		}
+	}
 }
+
+// StateJournal returns the host's state journal (nil if none): storages of
+// its groups open over it (OpenStorageIn).
+func (h *Host) StateJournal() *StateJournal { return h.cfg.StateJournal }
 
 // Deliver hands the host a batch a peer sent to to. A batch for another
 // incarnation of this node, a message for a group it does not run, and one

@@ -444,3 +444,35 @@ func TestHostKnowsOther(t *testing.T) {
 		t.Fatal("known as other under its own incarnation, or a node of no group")
 	}
 }
+
+// A new group's replicas but its first leader do not campaign on their
+// own: with the first leader down, the two others elect nobody over 50
+// election timeouts (they would: two of three are a quorum). Asked to
+// lead, one does; the first leader, started then, follows it.
+func TestNewGroupAwaitsItsFirstLeader(t *testing.T) {
+	c := newClusterWith(t, 3, clusterOptions{firstLeader: 1, down: []uint64{1}})
+	c.paused.Store(true)
+	for range 50 * 10 {
+		for _, id := range []uint64{2, 3} {
+			c.ticks[id] <- time.Now()
+		}
+	}
+	for _, id := range []uint64{2, 3} {
+		if lead, term, _ := c.group(id).Status(); lead != 0 || term != 0 {
+			t.Fatalf("replica %d campaigned on its own, waiting for the first leader: leader %d at term %d", id, lead, term)
+		}
+	}
+	c.paused.Store(false)
+	if err := c.group(2).Lead(10 * time.Second); err != nil {
+		t.Fatalf("asked to lead without the first leader: %v", err)
+	}
+	c.start(1)
+	if lead := c.leader(); lead != 2 {
+		t.Fatalf("the replicas agree on leader %d, not 2", lead)
+	}
+	got := acked{}
+	if lost := c.propose(2, 0, 5, got); lost != 0 {
+		t.Fatalf("%d proposals lost", lost)
+	}
+	c.agree(got)
+}

@@ -12,14 +12,16 @@ import (
 
 // The appends raft asks groups to store are made durable in rounds, one
 // at a time: the host takes every group with appends waiting, writes each
-// one's entries and hard state to its log and state file (from up to
-// AppendWorkers goroutines, so that state files, written durably one by
-// one, wait for the disk together), then commits all their logs at once
+// one's entries and hard state to its log and state journal (from up to
+// AppendWorkers goroutines: without a journal, state files are written
+// durably one by one, and wait for the disk together), then commits all
+// their logs at once
 // — in one round of the node's wal.CommitGroup when it has one
 // (SetCommits: one write and one fdatasync of the node's journal for the
 // logs it journals, the others' fdatasyncs submitted together), else each
 // log's own fdatasync, all submitted before any is waited for — and only
-// then lets each group's responses out. What groups ask meanwhile is the
+// then lets each group's responses out; the state journal's one write and
+// sync runs beside the commit. What groups ask meanwhile is the
 // next round. So a node pays about one sync a round for all its raft logs,
 // leaders' and followers' alike, however many groups write at once.
 
@@ -100,6 +102,17 @@ func (h *Host) appendRound(work []roundWork) {
 		}
 		wg.Wait()
 	}
+	// The state journal's sync (the groups' hard states and marks written
+	// above) runs beside the logs' commit.
+	var stateErr error
+	var stateDone chan struct{}
+	if j := h.cfg.StateJournal; j != nil {
+		stateDone = make(chan struct{})
+		go func() {
+			defer close(stateDone)
+			stateErr = j.Sync()
+		}()
+	}
 	// Commit: all the logs written, in one round or their syncs submitted
 	// together, then waited for.
 	var round *wal.Round
@@ -123,6 +136,14 @@ func (h *Host) appendRound(work []roundWork) {
 		if w := &work[i]; w.pending != nil {
 			_, w.err = w.pending.Wait()
 			w.pending = nil
+		}
+	}
+	if stateDone != nil {
+		<-stateDone
+		for i := range work {
+			if stateErr != nil && work[i].err == nil {
+				work[i].err = stateErr
+			}
 		}
 	}
 	// Answer: each group's responses out, and on to its next batch.

@@ -17,16 +17,26 @@ import (
 // entry before the log's first (the compaction point), and the entries
 // that carry no record (a new leader's empty entry, a configuration
 // change), which take no offset in the log. It changes at elections, not
-// per append, and is replaced whole and durably (wal.ReplaceFile).
+// per append. On a node, a change goes to the host's state journal
+// (StateJournal: one fdatasync a round for every group), and reaches the
+// file at the journal's checkpoint; without one the file is replaced
+// whole and durably (wal.ReplaceFile) at each change.
 //
-//	magic "BRRS" | version 1 (1B) | CRC32C of the body (4B, LE) | body
+//	magic "BRRS" | version 2 (1B) | CRC32C of the body (4B, LE) | body
 //	body: term, vote, commit, snapIndex, snapTerm (uvarints),
 //	      voter count, voters, learner count, learners (uvarints),
-//	      mark count, marks: index, term, type, data length (uvarints), data
+//	      mark count, marks: index, term, type, data length (uvarints), data,
+//	      instance, seq (uvarints)
+//
+// instance names the group's state on this node (random, made by
+// Bootstrap): a journal record of another instance (a group deleted, its
+// path used again) is not this one's. seq counts the changes: of the file
+// and the journal's records, the highest seq is the state. Version 1
+// (without them) still reads, as instance 0, seq 0.
 
 const (
 	stateMagic   = "BRRS"
-	stateVersion = 1
+	stateVersion = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -44,6 +54,7 @@ type state struct {
 	snapIndex, snapTerm uint64
 	voters, learners    []uint64
 	marks               []mark // by index
+	instance, seq       uint64
 }
 
 func (s *state) encode() []byte {
@@ -68,6 +79,8 @@ func (s *state) encode() []byte {
 		u(uint64(len(m.data)))
 		body = append(body, m.data...)
 	}
+	u(s.instance)
+	u(s.seq)
 	out := make([]byte, 0, len(stateMagic)+5+len(body))
 	out = append(out, stateMagic...)
 	out = append(out, stateVersion)
@@ -84,8 +97,9 @@ func decodeState(b []byte) (state, error) {
 	if len(b) < head || string(b[:len(stateMagic)]) != stateMagic {
 		return s, fmt.Errorf("%w: no magic", errBadState)
 	}
-	if b[len(stateMagic)] != stateVersion {
-		return s, fmt.Errorf("%w: version %d", errBadState, b[len(stateMagic)])
+	version := b[len(stateMagic)]
+	if version != 1 && version != stateVersion {
+		return s, fmt.Errorf("%w: version %d", errBadState, version)
 	}
 	body := b[head:]
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(stateMagic)+1:]) {
@@ -129,6 +143,9 @@ func decodeState(b []byte) (state, error) {
 		m.data = append([]byte(nil), body[:size]...)
 		body = body[size:]
 		s.marks = append(s.marks, m)
+	}
+	if version >= 2 {
+		s.instance, s.seq = u(), u()
 	}
 	if err == nil && len(body) != 0 {
 		err = fmt.Errorf("%w: %d bytes after the marks", errBadState, len(body))

@@ -35,6 +35,14 @@ type Storage struct {
 	// stored is what the state file holds of the hard state, to tell
 	// which changes must reach it before raft may go on.
 	stored struct{ term, vote, commit uint64 }
+	// journal, when set, takes the state's changes (rel names the state
+	// file in it); staged is the position of the last one.
+	journal *StateJournal
+	rel     string
+	staged  uint64
+	// marksAt is the position of marks staged and maybe not durable yet
+	// (0: none).
+	marksAt uint64
 }
 
 // slot is one entry of the log: its term and, for an entry that carries
@@ -63,7 +71,7 @@ func Bootstrap(fsys wal.FS, path string, voters []uint64) error {
 	if err := fsys.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	s := state{voters: slices.Clone(voters)}
+	s := state{voters: slices.Clone(voters), instance: newInstance()}
 	return wal.ReplaceFile(fsys, path, s.encode())
 }
 
@@ -73,6 +81,13 @@ func Bootstrap(fsys wal.FS, path string, voters []uint64) error {
 // crash left after a gap or a fall in term (never a durable entry: raft
 // appends in order).
 func OpenStorage(log *wal.Log, fsys wal.FS, path string) (*Storage, error) {
+	return OpenStorageIn(nil, log, fsys, path)
+}
+
+// OpenStorageIn is OpenStorage with the state's changes going to the
+// host's state journal j (none if nil): the group's state is the journal's
+// latest record of it when that is of the file's instance and newer.
+func OpenStorageIn(j *StateJournal, log *wal.Log, fsys wal.FS, path string) (*Storage, error) {
 	st, found, err := readState(fsys, path)
 	if err != nil {
 		return nil, err
@@ -80,11 +95,30 @@ func OpenStorage(log *wal.Log, fsys wal.FS, path string) (*Storage, error) {
 	if !found {
 		return nil, fmt.Errorf("braid/replica: no state file %s: the group was never made here", path)
 	}
+	var rel string
+	if j != nil {
+		if rel, err = j.rel(path); err != nil {
+			return nil, err
+		}
+		if st.instance == 0 {
+			// A state file of version 1: given an instance (durably) before
+			// any of its changes goes to the journal.
+			st.instance = newInstance()
+			if err := wal.ReplaceFile(fsys, path, st.encode()); err != nil {
+				return nil, fmt.Errorf("braid/replica: writing %s: %w", path, err)
+			}
+		}
+		if rec := j.latest(rel); rec != nil {
+			if js, err := decodeState(rec); err == nil && js.instance == st.instance && js.seq > st.seq {
+				st = js
+			}
+		}
+	}
 	refs, err := log.Entries(0)
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{log: log, fsys: fsys, path: path, st: st}
+	s := &Storage{log: log, fsys: fsys, path: path, st: st, journal: j, rel: rel}
 	s.stored.term, s.stored.vote, s.stored.commit = st.term, st.vote, st.commit
 	// Merge the frames and the marks by index, from the compaction point.
 	index, term := st.snapIndex, st.snapTerm
@@ -128,6 +162,9 @@ merged:
 	if m < len(st.marks) {
 		s.st.marks = keptMarks
 		if err := s.writeStateLocked(); err != nil {
+			return nil, err
+		}
+		if err := s.syncStateLocked(); err != nil {
 			return nil, err
 		}
 	}
@@ -328,6 +365,15 @@ func (s *Storage) Append(ents []*pb.Entry) error {
 		if err := s.writeStateLocked(); err != nil {
 			return err
 		}
+		s.marksAt = s.staged
+	}
+	// Marks staged in the journal (by this call or an earlier one of the
+	// round) are made durable before a frame after them is written.
+	if s.marksAt > 0 && slices.ContainsFunc(ents, carriesRecords) {
+		if err := s.syncStateLocked(); err != nil {
+			return err
+		}
+		s.marksAt = 0
 	}
 	for _, e := range ents {
 		if !carriesRecords(e) {
@@ -398,7 +444,10 @@ func (s *Storage) PersistCommit(i uint64) error {
 		return nil
 	}
 	s.st.commit = max(s.st.commit, min(i, s.lastLocked()))
-	return s.writeStateLocked()
+	if err := s.writeStateLocked(); err != nil {
+		return err
+	}
+	return s.syncStateLocked()
 }
 
 // Commit is the log's Commit: the records Append wrote are durable after
@@ -408,10 +457,25 @@ func (s *Storage) Commit() error {
 	return err
 }
 
+// writeStateLocked writes the state: to the state journal (durable at its
+// next sync: the host's round, or syncStateLocked), else to the state file
+// durably.
 func (s *Storage) writeStateLocked() error {
-	if err := wal.ReplaceFile(s.fsys, s.path, s.st.encode()); err != nil {
+	s.st.seq++
+	if s.journal != nil {
+		s.staged = s.journal.stage(s.rel, s.st.encode())
+	} else if err := wal.ReplaceFile(s.fsys, s.path, s.st.encode()); err != nil {
 		return fmt.Errorf("braid/replica: writing %s: %w", s.path, err)
 	}
 	s.stored.term, s.stored.vote, s.stored.commit = s.st.term, s.st.vote, s.st.commit
 	return nil
+}
+
+// syncStateLocked makes the state written durable now (it is already
+// without a journal).
+func (s *Storage) syncStateLocked() error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.SyncTo(s.staged)
 }

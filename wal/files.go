@@ -253,3 +253,12 @@ func ReadFile(fsys FS, path string) ([]byte, error) {
 	}
 	return readWholeFile(fsys, path)
 }
+
+// MkdirDurable creates dir and its missing parents (through fsys, OSFS if
+// nil) and fsyncs the parent of every directory it created.
+func MkdirDurable(fsys FS, dir string) error {
+	if fsys == nil {
+		fsys = OSFS
+	}
+	return mkdirDurable(fsys, dir)
+}
