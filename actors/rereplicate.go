@@ -309,6 +309,13 @@ func (m *Manager) SealedReplicaDir(ctx context.Context, key UnitKey, incarnation
 	if err := l.Sync(); err != nil {
 		return "", api.Errorf(api.CodeUnavailable, "%s: writing its copy's tail to its file: %v", key, err)
 	}
+	// And its raft state (its marks: the seal among them) reaches its
+	// state file from the node's state journal.
+	if g := m.cfg.Replicas.Group(groupName(key, incarnation)); g != nil {
+		if err := g.Storage().SaveState(); err != nil {
+			return "", api.Errorf(api.CodeUnavailable, "%s: writing its raft state to its file: %v", key, err)
+		}
+	}
 	return l.Dir(), nil
 }
 

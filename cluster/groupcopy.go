@@ -52,6 +52,11 @@ func (n *Member) leadAndStopGeneration(req *clusterpb.GroupFiles, dir string) (s
 		return "", api.Errorf(api.CodeUnavailable, "subscription %q of %s: %v", req.Subscription, req.Topic, err)
 	}
 	err = r.group.LeadCommitted(groupLeadTimeout)
+	if err == nil {
+		// Its raft state reaches its state file from the node's state
+		// journal: the copy carries it.
+		err = r.storage.SaveState()
+	}
 	n.stopGroupReplica(name)
 	if err != nil {
 		return "", api.Errorf(api.CodeUnavailable, "subscription %q of %s: %v", req.Subscription, req.Topic, err)

@@ -172,6 +172,20 @@ func (n *Member) registerReplicaMetrics() {
 	} {
 		_ = n.registry.Register(col)
 	}
+	if j := n.cfg.StateJournal; j != nil {
+		for _, col := range []prometheus.Collector{
+			counter("braid_replica_state_syncs_total", "Writes and fdatasyncs of the node's raft state journal (one a round for every group whose hard state or marks changed).",
+				func() uint64 { return j.Counts().Syncs }),
+			counter("braid_replica_state_records_total", "Raft group states (hard state, marks) made durable in the node's raft state journal.",
+				func() uint64 { return j.Counts().Records }),
+			counter("braid_replica_state_checkpoints_total", "Checkpoints of the node's raft state journal (the groups' latest states written to their state files, older journal files removed).",
+				func() uint64 { return j.Counts().Checkpoints }),
+			counter("braid_replica_state_failures_total", "Failed writes, syncs, rolls or checkpoints of the node's raft state journal (logged at error).",
+				func() uint64 { return j.Counts().Failures }),
+		} {
+			_ = n.registry.Register(col)
+		}
+	}
 }
 
 // PlaceReplicas names the n replicas of a segment owned by owner (key its

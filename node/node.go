@@ -249,7 +249,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 			return fmt.Errorf("opening the raft state journal: %w", err)
 		}
 		j.OnError(func(err error) {
-			n.log.Error("checkpointing the raft state journal failed: its files are kept", "err", err)
+			n.log.Error("the raft state journal failed", "err", err)
 		})
 		states = j
 	}

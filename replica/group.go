@@ -180,6 +180,9 @@ func (h *Host) Start(cfg Config) (*Group, error) {
 	return g, nil
 }
 
+// Storage returns the replica's storage.
+func (g *Group) Storage() *Storage { return g.cfg.Storage }
+
 // ID returns this replica's raft id.
 func (g *Group) ID() uint64 { return g.cfg.ID }
 

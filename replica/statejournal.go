@@ -123,8 +123,9 @@ func OpenStateJournal(dir, root string, fsys wal.FS, maxBytes int64) (*StateJour
 	return j, nil
 }
 
-// OnError sets what hears of a failed checkpoint (its files are kept, and
-// checkpointed again at the next roll).
+// OnError sets what hears of a failed write or sync (the journal takes no
+// more: the groups fail) or a failed roll or checkpoint (its files are
+// kept, and checkpointed at the next roll or start).
 func (j *StateJournal) OnError(f func(error)) { j.onError.Store(&f) }
 
 // StateJournalCounts are what a StateJournal did.
@@ -296,9 +297,9 @@ func (j *StateJournal) SyncTo(pos uint64) error {
 	j.mu.Lock()
 	if err != nil {
 		j.err = fmt.Errorf("braid/replica: the state journal %s: %w", j.dir, err)
-		j.failures.Add(1)
 		err = j.err
 		j.mu.Unlock()
+		j.report(err)
 		return err
 	}
 	j.records.Add(upto - j.written)

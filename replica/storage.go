@@ -450,6 +450,21 @@ func (s *Storage) PersistCommit(i uint64) error {
 	return s.syncStateLocked()
 }
 
+// SaveState writes the state to the state file durably now: with a state
+// journal the file otherwise follows at the journal's checkpoint, and a
+// copy of the group's files made for another node must carry it.
+func (s *Storage) SaveState() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.journal == nil {
+		return nil // the file is the state
+	}
+	if err := wal.ReplaceFile(s.fsys, s.path, s.st.encode()); err != nil {
+		return fmt.Errorf("braid/replica: writing %s: %w", s.path, err)
+	}
+	return nil
+}
+
 // Commit is the log's Commit: the records Append wrote are durable after
 // it.
 func (s *Storage) Commit() error {
