@@ -134,7 +134,9 @@ func (n *Member) startGroupReplica(name, dir string, reps []topology.Replica) (o
 	if id == 0 {
 		return openGroupReplica{}, fmt.Errorf("node %s (incarnation %s) is no replica of %s", n.nodeID, n.cfg.Incarnation, name)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Made durably (a directory made without its parent synced would go
+	// with a crash, its acknowledged state with it).
+	if err := wal.MkdirDurable(nil, dir); err != nil {
 		return openGroupReplica{}, err
 	}
 	l, err := wal.Open(dir, wal.Options{Durability: wal.DurabilityAlways})

@@ -69,10 +69,14 @@ type StateJournal struct {
 	syncs, records, checkpoints, failures atomic.Uint64
 }
 
-// stateEntry is a group's latest record, and the journal file it went to.
+// stateEntry is a group's latest record, and the oldest journal file
+// holding a record of it not yet in its state file: a checkpoint of that
+// file writes the latest (durable by then, or soon: a state durable
+// earlier than raft asks is no harm), so that no acknowledged state goes
+// with the file.
 type stateEntry struct {
-	last []byte
-	file uint64
+	last   []byte
+	oldest uint64
 }
 
 const (
@@ -192,7 +196,11 @@ func (j *StateJournal) replay(n uint64) error {
 		if _, err := decodeState(rec); err != nil {
 			break
 		}
-		j.entries[path] = &stateEntry{last: slices.Clone(rec), file: n}
+		if e := j.entries[path]; e != nil {
+			e.last = slices.Clone(rec)
+		} else {
+			j.entries[path] = &stateEntry{last: slices.Clone(rec), oldest: n}
+		}
 		b = b[8+size:]
 	}
 	return nil
@@ -248,7 +256,11 @@ func (j *StateJournal) stage(rel string, rec []byte) uint64 {
 	j.pending = binary.LittleEndian.AppendUint32(j.pending, uint32(len(body)))
 	j.pending = append(j.pending, body...)
 	j.staged++
-	j.entries[rel] = &stateEntry{last: rec, file: j.number}
+	if e := j.entries[rel]; e != nil {
+		e.last = rec
+	} else {
+		j.entries[rel] = &stateEntry{last: rec, oldest: j.number}
+	}
 	return j.staged
 }
 
@@ -374,10 +386,12 @@ func (j *StateJournal) checkpoint(upto uint64) error {
 	var items []item
 	j.mu.Lock()
 	for rel, e := range j.entries {
-		if e.file <= upto {
+		if e.oldest <= upto {
 			items = append(items, item{rel, e.last})
 		}
 	}
+	// Records staged from now on go to this file or later ones.
+	current := j.number
 	j.mu.Unlock()
 	errs := make([]error, len(items))
 	var next atomic.Int64
@@ -397,8 +411,12 @@ func (j *StateJournal) checkpoint(upto uint64) error {
 	}
 	j.mu.Lock()
 	for _, it := range items {
-		if e := j.entries[it.rel]; e != nil && e.file <= upto && &e.last[0] == &it.last[0] {
-			delete(j.entries, it.rel)
+		switch e := j.entries[it.rel]; {
+		case e == nil:
+		case &e.last[0] == &it.last[0]:
+			delete(j.entries, it.rel) // its state file has its latest
+		default:
+			e.oldest = max(e.oldest, current) // changed since: in later files
 		}
 	}
 	j.mu.Unlock()

@@ -68,7 +68,7 @@ func Bootstrap(fsys wal.FS, path string, voters []uint64) error {
 	if fsys == nil {
 		fsys = wal.OSFS
 	}
-	if err := fsys.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+	if err := wal.MkdirDurable(fsys, filepath.Dir(path)); err != nil {
 		return err
 	}
 	s := state{voters: slices.Clone(voters), instance: newInstance()}
@@ -88,6 +88,18 @@ func OpenStorage(log *wal.Log, fsys wal.FS, path string) (*Storage, error) {
 // host's state journal j (none if nil): the group's state is the journal's
 // latest record of it when that is of the file's instance and newer.
 func OpenStorageIn(j *StateJournal, log *wal.Log, fsys wal.FS, path string) (*Storage, error) {
+	// The journal's record is taken before the file is read: a checkpoint
+	// writes the file before it forgets the record, so one of the two has
+	// the latest state.
+	var rel string
+	var rec []byte
+	if j != nil {
+		var err error
+		if rel, err = j.rel(path); err != nil {
+			return nil, err
+		}
+		rec = j.latest(rel)
+	}
 	st, found, err := readState(fsys, path)
 	if err != nil {
 		return nil, err
@@ -95,11 +107,7 @@ func OpenStorageIn(j *StateJournal, log *wal.Log, fsys wal.FS, path string) (*St
 	if !found {
 		return nil, fmt.Errorf("braid/replica: no state file %s: the group was never made here", path)
 	}
-	var rel string
 	if j != nil {
-		if rel, err = j.rel(path); err != nil {
-			return nil, err
-		}
 		if st.instance == 0 {
 			// A state file of version 1: given an instance (durably) before
 			// any of its changes goes to the journal.
@@ -108,7 +116,7 @@ func OpenStorageIn(j *StateJournal, log *wal.Log, fsys wal.FS, path string) (*St
 				return nil, fmt.Errorf("braid/replica: writing %s: %w", path, err)
 			}
 		}
-		if rec := j.latest(rel); rec != nil {
+		if rec != nil {
 			if js, err := decodeState(rec); err == nil && js.instance == st.instance && js.seq > st.seq {
 				st = js
 			}
