@@ -54,9 +54,11 @@ type Manager struct {
 	// topics (hosted.go).
 	hostedMu sync.Mutex
 	hosted   map[UnitKey]*hostedUnit
-	// groupsMu serializes the starts of this node's replicas (their
-	// registry is Config.Replicas': replicated.go).
-	groupsMu sync.Mutex
+	// groupsMu guards groupsOpening, the starts of this node's replicas
+	// under way by group name: one start a group at a time, any number of
+	// groups at once (their registry is Config.Replicas': replicated.go).
+	groupsMu      sync.Mutex
+	groupsOpening map[string]*groupStart
 	// ownerChecks holds the topics whose ownership is being checked after
 	// one of their groups was sealed by another node (checkMovedAway).
 	ownerChecks sync.Map

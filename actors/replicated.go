@@ -147,10 +147,42 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 	}
 	name := groupName(key, incarnation)
 	m.groupsMu.Lock()
-	defer m.groupsMu.Unlock()
 	if g := host.Group(name); g != nil {
+		m.groupsMu.Unlock()
 		return g, nil
 	}
+	if w := m.groupsOpening[name]; w != nil {
+		// Another caller starts it: its outcome is this one's.
+		m.groupsMu.Unlock()
+		<-w.done
+		return w.g, w.err
+	}
+	if m.groupsOpening == nil {
+		m.groupsOpening = map[string]*groupStart{}
+	}
+	w := &groupStart{done: make(chan struct{})}
+	m.groupsOpening[name] = w
+	m.groupsMu.Unlock()
+	w.g, w.err = m.startGroupNamed(name, key, incarnation, s, l)
+	m.groupsMu.Lock()
+	delete(m.groupsOpening, name)
+	m.groupsMu.Unlock()
+	close(w.done)
+	return w.g, w.err
+}
+
+// groupStart is a start of a replica under way (Manager.startGroup).
+type groupStart struct {
+	done chan struct{}
+	g    *replica.Group
+	err  error
+}
+
+// startGroupNamed starts the replica of group name (startGroup: one at a
+// time a group, many groups at once: a node opening thousands of new
+// groups waits for their state files' syncs together, not one by one).
+func (m *Manager) startGroupNamed(name string, key UnitKey, incarnation string, s topology.Segment, l *wal.Log) (*replica.Group, error) {
+	host := m.cfg.Replicas
 	id := s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation)
 	if id == 0 {
 		return nil, api.Errorf(api.CodeUnavailable, "node %s (incarnation %s) holds no replica of segment %d of %s", m.cfg.NodeID, m.cfg.Incarnation, key.Segment, key.Topic)
