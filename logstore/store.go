@@ -68,6 +68,11 @@ type Store struct {
 	// holds the keys of logs by topic.
 	logs    map[UnitKey]*wal.Log
 	byTopic map[routing.TopicName]map[UnitKey]bool
+	// opening holds the logs being opened, outside mu (an open makes
+	// directories and files durably: a node opening thousands of logs at
+	// once waits for their syncs together). Closing a unit's logs waits
+	// for its opens first.
+	opening map[UnitKey]*logOpen
 	// signals holds, per topic URI, the channel closed at the next append.
 	signals map[string]chan struct{}
 	events  LogEvents
@@ -287,12 +292,51 @@ func (s *Store) unitDirLocked(k UnitKey) string {
 // log directory (package replica).
 const RaftStateFile = "raft-state"
 
-// Log returns the open log of a unit, opening (and repairing) it on first use.
+// logOpen is an open of a log under way (Store.Log).
+type logOpen struct {
+	done chan struct{}
+	err  error
+}
+
+// waitOpensLocked waits until no log matching match is being opened; the
+// caller holds mu (released while it waits).
+func (s *Store) waitOpensLocked(match func(UnitKey) bool) {
+	for {
+		var wait chan struct{}
+		for k, o := range s.opening {
+			if match(k) {
+				wait = o.done
+				break
+			}
+		}
+		if wait == nil {
+			return
+		}
+		s.mu.Unlock()
+		<-wait
+		s.mu.Lock()
+	}
+}
+
+// Log returns the open log of a unit, opening (and repairing) it on first
+// use: one open a unit at a time, any number of units at once.
 func (s *Store) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l, ok := s.logs[k]; ok {
-		return l, nil
+	for {
+		if l, ok := s.logs[k]; ok {
+			s.mu.Unlock()
+			return l, nil
+		}
+		o := s.opening[k]
+		if o == nil {
+			break
+		}
+		s.mu.Unlock()
+		<-o.done
+		if o.err != nil {
+			return nil, o.err
+		}
+		s.mu.Lock()
 	}
 	if s.fs != nil {
 		opts.FS = s.fs
@@ -305,6 +349,30 @@ func (s *Store) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 		opts.OnHole = func(h wal.Hole) { hole(k, h) }
 	}
 	dir := s.unitDirLocked(k)
+	if s.opening == nil {
+		s.opening = map[UnitKey]*logOpen{}
+	}
+	o := &logOpen{done: make(chan struct{})}
+	s.opening[k] = o
+	s.mu.Unlock()
+	l, err := s.openLog(k, dir, opts)
+	s.mu.Lock()
+	delete(s.opening, k)
+	if err == nil {
+		s.logs[k] = l
+		if s.byTopic[k.Topic] == nil {
+			s.byTopic[k.Topic] = map[UnitKey]bool{}
+		}
+		s.byTopic[k.Topic][k] = true
+	}
+	o.err = err
+	s.mu.Unlock()
+	close(o.done)
+	return l, err
+}
+
+// openLog opens (and repairs) the log of unit k in dir.
+func (s *Store) openLog(k UnitKey, dir string, opts wal.Options) (*wal.Log, error) {
 	l, err := wal.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", k, err)
@@ -317,11 +385,6 @@ func (s *Store) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	if r := l.Repair(); r != (wal.RepairReport{}) && s.events.Repaired != nil {
 		s.events.Repaired(k, r)
 	}
-	s.logs[k] = l
-	if s.byTopic[k.Topic] == nil {
-		s.byTopic[k.Topic] = map[UnitKey]bool{}
-	}
-	s.byTopic[k.Topic][k] = true
 	return l, nil
 }
 
@@ -329,6 +392,7 @@ func (s *Store) Log(k UnitKey, opts wal.Options) (*wal.Log, error) {
 // restarted bucket actor does.
 func (s *Store) Reopen(k UnitKey, opts wal.Options) (*wal.Log, error) {
 	s.mu.Lock()
+	s.waitOpensLocked(func(o UnitKey) bool { return o == k })
 	if l, ok := s.logs[k]; ok {
 		_ = l.Close()
 		s.forgetLocked(k)
@@ -366,6 +430,7 @@ func (s *Store) Appended(topic string) <-chan struct{} {
 func (s *Store) CloseSegment(t routing.TopicName, seg topology.SegmentID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.waitOpensLocked(func(k UnitKey) bool { return k.Topic == t && k.Segment == seg })
 	for k := range s.byTopic[t] {
 		if k.Segment == seg {
 			_ = s.logs[k].Close()
@@ -415,6 +480,7 @@ func (s *Store) Close() error {
 func (s *Store) closeWhere(match func(UnitKey) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.waitOpensLocked(match)
 	var first error
 	for k, l := range s.logs {
 		if match(k) {
@@ -460,6 +526,7 @@ func (s *Store) OpenLogs() int {
 func (s *Store) CloseTopic(t routing.TopicName) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.waitOpensLocked(func(k UnitKey) bool { return k.Topic == t })
 	var first error
 	for k := range s.byTopic[t] {
 		if err := s.logs[k].Close(); err != nil && first == nil {

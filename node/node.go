@@ -244,7 +244,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	// a cluster runs raft groups.
 	var states *replica.StateJournal
 	if n.cfg.ActorListen != "" || n.cfg.ClusterListen != "" {
-		j, err := replica.OpenStateJournal(filepath.Join(n.cfg.DataDir, "raft-state"), n.cfg.DataDir, n.cfg.LogFS, 0)
+		j, err := replica.OpenStateJournal(filepath.Join(n.cfg.DataDir, "raft-journal"), n.cfg.DataDir, n.cfg.LogFS, 0)
 		if err != nil {
 			return fmt.Errorf("opening the raft state journal: %w", err)
 		}
