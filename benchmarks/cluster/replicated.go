@@ -16,7 +16,7 @@ import (
 
 // manyTopics is how many topics the many-topics run of -replication
 // writes to.
-var manyTopics = flag.Int("replication-topics", 0, "with -replication: also a run over this many topics (0: none; at 1,000 the R3 cluster fails it: docs/replication.md)")
+var manyTopics = flag.Int("replication-topics", 0, "with -replication: also a run over this many topics (0: none; their first round starts every group at once: docs/replication.md)")
 
 // replicationRuns compares a cluster of three at --replication-factor 3
 // with one at 1, both running at once on this machine, round by round:
