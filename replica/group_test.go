@@ -33,6 +33,8 @@ type cluster struct {
 	groups map[uint64]*replica.Group
 	logs   map[uint64]*wal.Log
 	cut    map[uint64]bool
+	// drop, when set, says which messages the network loses.
+	drop func(from, to uint64, m *pb.Message) bool
 	// ticks is each host's clock, which a goroutine ticks every 2 ms
 	// unless paused (then the test ticks them itself).
 	ticks  map[uint64]chan time.Time
@@ -228,13 +230,18 @@ func (c *cluster) send(from, to replica.Peer, batch []replica.Envelope) {
 	c.mu.Lock()
 	h := c.hosts[c.idOf(to)]
 	cut := c.cut[c.idOf(from)] || c.cut[c.idOf(to)]
+	drop := c.drop
 	c.mu.Unlock()
 	if h == nil || cut {
 		return
 	}
-	out := make([]replica.Envelope, len(batch))
-	for i, e := range batch {
-		out[i] = e
+	out := make([]replica.Envelope, 0, len(batch))
+	for _, e := range batch {
+		if e.Message != nil && drop != nil && drop(c.idOf(from), c.idOf(to), e.Message) {
+			continue
+		}
+		out = append(out, e)
+		i := len(out) - 1
 		if e.Message == nil {
 			continue
 		}
@@ -643,7 +650,39 @@ func TestGroupLeadCommitted(t *testing.T) {
 	c.halt(lead)
 	c.setCut(fs[1], false)
 	next := fs[0]
-	if err := c.group(next).LeadCommitted(10 * time.Second); err != nil {
+	// The new leader hears no append acknowledgement until it has led a
+	// while: it leads, and nothing of its term commits. LeadCommitted
+	// returns only once that is let through and its log is committed.
+	var holding atomic.Bool
+	holding.Store(true)
+	c.mu.Lock()
+	c.drop = func(_, to uint64, m *pb.Message) bool {
+		return holding.Load() && to == next && m.GetType() == pb.MsgAppResp
+	}
+	c.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- c.group(next).LeadCommitted(10 * time.Second) }()
+	poll.EventuallyNil(t, 10*time.Second, "the new leader", func() error {
+		if l, _, _ := c.group(next).Status(); l != next {
+			return fmt.Errorf("replica %d sees leader %d", next, l)
+		}
+		return nil
+	})
+	// Leading with nothing of its term committed: many of LeadCommitted's
+	// looks go by (it looks every 5 ms; Lead every 20) without it returning.
+	for range 50 {
+		last, _ := c.group(next).Storage().LastIndex()
+		if _, _, commit := c.group(next).Status(); commit >= last {
+			t.Fatalf("replica %d committed its log to entry %d with no acknowledgement of its term", next, commit)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("LeadCommitted returned (%v) before the leader's log was committed", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	holding.Store(false)
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if lead, _, _ := c.group(next).Status(); lead != next {
