@@ -212,6 +212,9 @@ func (l *Log) preallocateLocked(n int) error {
 		return nil
 	}
 	step := int64(min(max(int(l.written/2), minPreallocate), l.opts.Preallocate))
+	// SizeBytes, read meanwhile, leaves the zeros out before they are in
+	// the file (it may count too little for a moment, never too much).
+	l.preallocated.Store(step)
 	// The zeros go after the bytes about to be written, which reach past
 	// the old end.
 	for at := l.tail.size; at < l.tail.size+step; {

@@ -146,3 +146,37 @@ func TestNoPreallocationForLargeWrites(t *testing.T) {
 		t.Fatalf("SizeBytes %d, want %d", got, l.tail.size)
 	}
 }
+
+// TestSizeBytesWhilePreallocating: SizeBytes read while the log writes
+// zeros ahead of its tail never counts them: it is never more than the
+// records written once the appends are done. (It counted them while they
+// were being written, before the log recorded them, and a topic with
+// compaction_threshold_bytes was compacted under its threshold.)
+func TestSizeBytesWhilePreallocating(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{SegmentBytes: 64 << 20})
+	done := make(chan struct{})
+	most := make(chan int64)
+	go func() {
+		var m int64
+		for {
+			select {
+			case <-done:
+				most <- m
+				return
+			default:
+				m = max(m, l.SizeBytes())
+			}
+		}
+	}()
+	for i := range 2000 {
+		r := Record{Key: []byte("k"), Payload: make([]byte, 1000)}
+		r.Payload[0] = byte(i)
+		mustAppend(t, l, r)
+	}
+	close(done)
+	seen := <-most
+	if final := l.SizeBytes(); seen > final {
+		t.Fatalf("SizeBytes read %d while appending, more than the %d bytes of the records in the end (the zeros ahead of the tail counted)", seen, final)
+	}
+}
