@@ -101,6 +101,29 @@ func (m *Mem) Crash() {
 	m.left = -1
 }
 
+// Durable returns a new file system holding what a crash now would leave
+// of this one (what Crash would keep), this one going on unchanged: a
+// test opens the copy to see what a power loss at this point keeps.
+func (m *Mem) Durable() *Mem {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var copyNode func(n *node) *node
+	copyNode = func(n *node) *node {
+		if !n.dir {
+			d := slices.Clone(n.durable)
+			return &node{data: d, durable: slices.Clone(d), modTime: n.modTime}
+		}
+		c := newDir()
+		c.modTime = n.modTime
+		for name, e := range n.durableEntries {
+			k := copyNode(e)
+			c.entries[name], c.durableEntries[name] = k, k
+		}
+		return c
+	}
+	return &Mem{root: copyNode(m.root), left: -1}
+}
+
 // change accounts for one changing operation; the caller holds mu.
 func (m *Mem) change() error {
 	if m.left == 0 {

@@ -80,6 +80,50 @@ func TestMemCrashKeepsOnlyWhatWasSynced(t *testing.T) {
 	}
 }
 
+// TestMemDurableCopiesWhatACrashKeeps: the copy holds what a crash would
+// keep, and the original goes on with what it had, unsynced writes and
+// all; neither sees the other's later writes.
+func TestMemDurableCopiesWhatACrashKeeps(t *testing.T) {
+	m := NewMem()
+	if err := m.MkdirAll("/d", 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	a := create(t, m, "/d/a", "synced", true)
+	create(t, m, "/d/b", "never synced", false)
+	if err := m.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte(" and more")); err != nil {
+		t.Fatal(err)
+	}
+	create(t, m, "/d/c", "synced, name not", true)
+	c := m.Durable()
+	for name, want := range map[string]string{"/d/a": "synced", "/d/b": ""} {
+		if got, err := readAll(t, c, name); err != nil || got != want {
+			t.Errorf("%s in the copy: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if _, err := c.Stat("/d/c"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("/d/c in the copy: %v", err)
+	}
+	for name, want := range map[string]string{"/d/a": "synced and more", "/d/b": "never synced", "/d/c": "synced, name not"} {
+		if got, err := readAll(t, m, name); err != nil || got != want {
+			t.Errorf("%s in the original: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	create(t, c, "/d/a", "!", true) // writes at 0 of the copy's file
+	if got, _ := readAll(t, m, "/d/a"); got != "synced and more" {
+		t.Errorf("a write to the copy reached the original: %q", got)
+	}
+	m.Crash()
+	if got, _ := readAll(t, c, "/d/a"); got != "!ynced" {
+		t.Errorf("the copy after the original crashed: %q", got)
+	}
+}
+
 // TestMemDieAfter: after the allowed operations, every one fails and
 // changes nothing.
 func TestMemDieAfter(t *testing.T) {
