@@ -51,8 +51,11 @@ type Config struct {
 	// ClusterListen and ActorListen say where the actor listener goes
 	// (units.go); with neither, the node runs alone, without one.
 	ClusterListen, ActorListen string
-	Logger                     *slog.Logger
-	Registry                   prometheus.Registerer
+	// ActorDial maps other nodes' actor addresses to the addresses dialled
+	// for them (node.Config.ActorDial).
+	ActorDial map[string]string
+	Logger    *slog.Logger
+	Registry  prometheus.Registerer
 	// Clients starts (and Unclients stops) the services that take the
 	// clients' requests, as the node takes (loses) the entry role;
 	// started false says it did not (the node closes).

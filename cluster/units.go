@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/braidmq/braid/internal/labels"
 
@@ -62,7 +66,7 @@ func (n *Member) StartRemote() error {
 		}
 		l.Close()
 	}
-	r := remote.NewRemote(n.system, remote.Configure(host, port))
+	r := remote.NewRemote(n.system, remote.Configure(host, port, remote.WithDialOptions(n.dialOptions()...)))
 	r.Start()
 	n.remote = r
 	props := actor.PropsFromFunc(n.receiveUnits, actor.WithDispatcher(labels.Dispatcher("braid_actor", unitsActorName)))
@@ -73,6 +77,23 @@ func (n *Member) StartRemote() error {
 		return fmt.Errorf("spawning the raft actor: %w", err)
 	}
 	return nil
+}
+
+// dialOptions are the actor transport's: plain gRPC, each peer's address
+// dialled as it is or as the configuration maps it (ActorDial).
+func (n *Member) dialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if len(n.cfg.ActorDial) == 0 {
+		return opts
+	}
+	via := maps.Clone(n.cfg.ActorDial)
+	var d net.Dialer
+	return append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		if to, ok := via[addr]; ok {
+			addr = to
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}))
 }
 
 // actorAddr is the address other nodes reach this node's actors at ("":

@@ -109,6 +109,16 @@ type Config struct {
 	// cluster listener's host and any free port (and none without a
 	// cluster).
 	ActorListen string
+	// ActorDial maps other nodes' actor addresses (host:port, as they
+	// advertise them) to the address this node dials for each instead: a
+	// proxy or a NAT between the nodes, or a fault-injecting link in a
+	// test. Addresses not in it are dialled as they are.
+	ActorDial map[string]string
+	// ClusterAdvertise is the route address the embedded NATS server
+	// gives its peers to connect to it by ("": its cluster listener):
+	// the address through a proxy or a NAT. Routes to it given in their
+	// --routes are dialled as given.
+	ClusterAdvertise string
 	// ClusterName is the embedded NATS cluster's name; default "braid".
 	ClusterName string
 	// Routes are the cluster listeners of the other nodes
@@ -242,6 +252,21 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ClusterListen == "" && len(c.Routes) > 0 {
 		return c, fmt.Errorf("routes %v need a cluster listener (--cluster-listen)", c.Routes)
+	}
+	for from, to := range c.ActorDial {
+		for _, a := range []string{from, to} {
+			if _, p, err := net.SplitHostPort(a); err != nil || p == "" {
+				return c, fmt.Errorf("actor dial %s=%s: want host:port=host:port", from, to)
+			}
+		}
+	}
+	if c.ClusterAdvertise != "" {
+		if _, p, err := net.SplitHostPort(c.ClusterAdvertise); err != nil || p == "" {
+			return c, fmt.Errorf("cluster advertise %q: want host:port", c.ClusterAdvertise)
+		}
+		if c.ClusterListen == "" {
+			return c, fmt.Errorf("cluster advertise %s needs a cluster listener (--cluster-listen)", c.ClusterAdvertise)
+		}
 	}
 	if c.ClusterListen != "" && c.NATSURL != "" {
 		return c, fmt.Errorf("cluster listen %s: the embedded NATS cluster is not used with an external NATS (--nats-url)", c.ClusterListen)

@@ -39,3 +39,31 @@ func TestReplicationFactorDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkAddressesChecked: --actor-dial and --cluster-advertise take
+// host:port addresses; anything else refuses the start.
+func TestLinkAddressesChecked(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cfg     Config
+		refused string
+	}{
+		{name: "dial map", cfg: Config{ClusterListen: "127.0.0.1:0", ActorDial: map[string]string{"127.0.0.1:7001": "127.0.0.1:9001"}}},
+		{name: "advertise", cfg: Config{ClusterListen: "127.0.0.1:0", ClusterAdvertise: "127.0.0.1:9002"}},
+		{name: "dial from no port", cfg: Config{ClusterListen: "127.0.0.1:0", ActorDial: map[string]string{"127.0.0.1": "127.0.0.1:9001"}}, refused: "actor dial"},
+		{name: "dial to empty", cfg: Config{ClusterListen: "127.0.0.1:0", ActorDial: map[string]string{"127.0.0.1:7001": ""}}, refused: "actor dial"},
+		{name: "advertise no port", cfg: Config{ClusterListen: "127.0.0.1:0", ClusterAdvertise: "somewhere"}, refused: "cluster advertise"},
+		{name: "advertise alone", cfg: Config{ClusterAdvertise: "127.0.0.1:9002"}, refused: "needs a cluster listener"},
+	} {
+		c.cfg.DataDir = t.TempDir()
+		_, err := c.cfg.withDefaults()
+		switch {
+		case c.refused != "":
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Errorf("%s: %v, want a refusal naming %q", c.name, err, c.refused)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}

@@ -41,6 +41,9 @@ func (n *Node) clusterOptions(opts *server.Options) error {
 	// authorization and TLS) stays.
 	opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = n.cfg.ClusterName, host, port
 	opts.Cluster.PingInterval, opts.Cluster.MaxPingsOut = ping, 3
+	if n.cfg.ClusterAdvertise != "" {
+		opts.Cluster.Advertise = n.cfg.ClusterAdvertise
+	}
 	for _, r := range n.cfg.Routes {
 		urls := server.RoutesFromStr(r)
 		if len(urls) == 0 {

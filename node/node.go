@@ -255,7 +255,8 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	}
 	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, Incarnation: n.incarnation, ClientURL: n.ClientURL(), LeaseTTL: n.cfg.LeaseTTL,
 		RebalanceInterval: n.cfg.RebalanceInterval, Routes: n.cfg.Routes, ClusterListen: n.cfg.ClusterListen, ActorListen: n.cfg.ActorListen,
-		Logger: n.log, Registry: n.registry,
+		ActorDial: n.cfg.ActorDial,
+		Logger:    n.log, Registry: n.registry,
 		// The entry role starts and stops the front-end's client services;
 		// the front-end is made before the role can be taken (TryEntry in
 		// step 8, the renewals in step 10).

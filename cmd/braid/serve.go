@@ -104,6 +104,8 @@ func serveCommand() *cobra.Command {
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id in its cluster (default: the one its data directory holds, or a new one written there)")
 	fs.StringVar(&cfg.ClusterListen, "cluster-listen", "", "host:port of the embedded NATS server's cluster (route) listener; runs the node in a cluster")
 	fs.StringVar(&cfg.ActorListen, "actor-listen", "", "host:port of the actor listener other nodes read this node's segments through (default: the cluster listener's host, any free port)")
+	fs.StringToStringVar(&cfg.ActorDial, "actor-dial", nil, "other nodes' actor addresses and what to dial for each instead, comma-separated (host:port=host:port,...): a proxy or NAT between the nodes")
+	fs.StringVar(&cfg.ClusterAdvertise, "cluster-advertise", "", "the route address the embedded NATS server gives its peers (default: its cluster listener): the address through a proxy or NAT")
 	fs.StringVar(&cfg.ClusterName, "cluster-name", node.DefaultClusterName, "the NATS cluster's name")
 	routes := fs.String("routes", "", "the other nodes' cluster listeners, comma-separated (nats://host:port,...)")
 	fs.IntVar(&cfg.MetaReplicas, "meta-replicas", 0, "replicas of the metadata store (0: 3 when the cluster has three or more servers, else 1)")
