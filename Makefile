@@ -3,7 +3,7 @@ GO        ?= go
 DATA_DIR  ?= $(CURDIR)/data
 PKGS      := ./...
 
-.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec replication-spec proto secure-example cli-docs chromium test-ui
+.PHONY: all build run test lint bench fmt clean crash-test many-topics-spec cluster cluster-spec replication-spec proto secure-example cli-docs chromium test-ui chaos
 
 all: build
 
@@ -50,6 +50,10 @@ cluster-spec:
 ## replication-spec: the kill-and-wipe spec at full size (20 kills of a random node of three, its data directory deleted each time)
 replication-spec:
 	BRAID_REPLICATION_ROUNDS=20 $(GO) test -count=1 -v -timeout 60m ./clustertest/ -ginkgo.focus "repeated loss"
+
+## chaos: the fault suite in full (every fault, BRAID_CHAOS_ROUNDS runs each, 5 by default), then its table
+chaos:
+	BRAID_CHAOS_ROUNDS=$${BRAID_CHAOS_ROUNDS:-5} BRAID_CHAOS_TABLE=$(CURDIR)/chaos-table.md $(GO) test -count=1 -v -timeout 90m ./clustertest/ -ginkgo.focus "Faults" ; status=$$?; cat $(CURDIR)/chaos-table.md 2>/dev/null; exit $$status
 
 ## test: lint, then every test and spec with the race detector
 test: lint chromium

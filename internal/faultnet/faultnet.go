@@ -122,28 +122,44 @@ func (n *Net) serve(p *proxy, in net.Conn) {
 }
 
 // copy forwards src to dst across direction d: each chunk read waits
-// while d is cut, and for d's latency, before it is written.
+// while d is cut, and until d's latency has passed since it was read,
+// before it is written. Reading goes on meanwhile (up to a bound), so a
+// latency delays the bytes without slowing the link down.
 func (n *Net) copy(d dir, dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		k, err := src.Read(buf)
-		if k > 0 {
-			if !n.pass(d) {
-				return
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	chunks := make(chan chunk, 64)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			k, err := src.Read(buf)
+			if k > 0 {
+				chunks <- chunk{buf[:k], time.Now()}
 			}
-			if _, werr := dst.Write(buf[:k]); werr != nil {
+			if err != nil {
 				return
 			}
 		}
-		if err != nil {
-			return
+	}()
+	for c := range chunks {
+		if !n.pass(d, c.at) {
+			break
 		}
+		if _, err := dst.Write(c.b); err != nil {
+			break
+		}
+	}
+	for range chunks {
+		// Drained until the reader stops (its connection closes).
 	}
 }
 
-// pass waits until direction d lets bytes through and for its latency;
-// false when the network closed.
-func (n *Net) pass(d dir) bool {
+// pass waits until direction d lets bytes through and until its latency
+// has passed since at; false when the network closed.
+func (n *Net) pass(d dir, at time.Time) bool {
 	n.mu.Lock()
 	for !n.closed && n.stateLocked(d).cut {
 		n.changed.Wait()
@@ -153,8 +169,8 @@ func (n *Net) pass(d dir) bool {
 	if closed {
 		return false
 	}
-	if latency > 0 {
-		t := time.NewTimer(latency)
+	if wait := time.Until(at.Add(latency)); latency > 0 && wait > 0 {
+		t := time.NewTimer(wait)
 		<-t.C
 	}
 	return true

@@ -1,0 +1,583 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/client"
+	"github.com/braidmq/braid/internal/faultnet"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// The fault suite's cluster: three `braid serve` processes whose every
+// node-to-node connection — NATS routes and the actor transport — goes
+// through a faultnet proxy of its own (node a dials node b through the
+// proxy a → b), so that a spec can cut, slow or break any link. Clients
+// connect to the nodes directly: a client of a cut-off node still
+// reaches it, as an application beside it would.
+
+// chaosCluster is the nodes and their links.
+type chaosCluster struct {
+	nodes []*node
+	conns []*nats.Conn
+	net   *faultnet.Net
+	// flags are each node's link flags (its proxies), by index.
+	flags [][]string
+}
+
+// startChaosCluster starts three nodes linked through proxies, with the
+// given flags, and waits until each lists the three live.
+func startChaosCluster(extra ...string) *chaosCluster {
+	GinkgoHelper()
+	nodes := newCluster(3)
+	fn := faultnet.New()
+	DeferCleanup(fn.Close)
+	actor := make([]string, len(nodes))
+	for i := range nodes {
+		actor[i] = freeAddr()
+	}
+	c := &chaosCluster{nodes: nodes, net: fn, flags: make([][]string, len(nodes))}
+	for i, a := range nodes {
+		a.routes = nil
+		var dial []string
+		for j, b := range nodes {
+			if i == j {
+				continue
+			}
+			route, err := fn.Proxy(a.id, b.id, b.clusterAddr)
+			Expect(err).NotTo(HaveOccurred())
+			a.routes = append(a.routes, "nats://"+route)
+			via, err := fn.Proxy(a.id, b.id, actor[j])
+			Expect(err).NotTo(HaveOccurred())
+			dial = append(dial, actor[j]+"="+via)
+		}
+		// The route address a node gives its peers leads nowhere: the
+		// peers reach it only by their --routes, through the proxies (an
+		// implicit route to its own listener would go round them).
+		c.flags[i] = []string{"--actor-listen", actor[i], "--actor-dial", strings.Join(dial, ","), "--cluster-advertise", "127.0.0.1:1"}
+	}
+	for i := range nodes {
+		c.start(i, extra...)
+	}
+	c.conns = make([]*nats.Conn, len(nodes))
+	for i, nd := range nodes {
+		c.conns[i] = connect(nd)
+	}
+	for _, nc := range c.conns {
+		Eventually(func(g Gomega) {
+			for _, nd := range nodes {
+				if !nd.running() {
+					StopTrying(fmt.Sprintf("%s exited (%v) while the cluster formed; its log:\n%s", nd.id, nd.waitErr, nd.logTail(30))).Now()
+				}
+			}
+			r, err := nodeList(nc)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(servingNodes(r)).To(ConsistOf("n1", "n2", "n3"))
+		}).WithTimeout(90 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	}
+	return c
+}
+
+func (c *chaosCluster) start(i int, extra ...string) {
+	GinkgoHelper()
+	c.nodes[i].start(append(slices.Clone(c.flags[i]), extra...)...)
+}
+
+// others are the ids of every node but i.
+func (c *chaosCluster) others(i int) []string {
+	var out []string
+	for j, nd := range c.nodes {
+		if j != i {
+			out = append(out, nd.id)
+		}
+	}
+	return out
+}
+
+// replicatedTopicAt creates replicated topics until one's home is not the
+// metadata stream's leader (nodeLeads false) or is (true), and returns it
+// and its home's index.
+func (c *chaosCluster) replicatedTopicAt(prefix string, leadsMeta bool) (string, int) {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := metaStreamLeader(c.conns[0])
+	for i := 0; i < 30; i++ {
+		uri := fmt.Sprintf("topic://public/default/%s%d", prefix, i)
+		d, err := client.NewAdmin(c.conns[0]).CreateTopic(ctx, uri, 2)
+		Expect(err).NotTo(HaveOccurred())
+		home := int(d.Segments[0].Owner[1] - '1')
+		if (c.nodes[home].id == leader) == leadsMeta {
+			return uri, home
+		}
+	}
+	Fail(fmt.Sprintf("no topic placed so that its home leads the metadata stream: %v (leader %s)", leadsMeta, leader))
+	return "", 0
+}
+
+// ledger is what the producers of a run were told: the seqs
+// acknowledged, and those whose outcome they could not know (no answer
+// in time, UNAVAILABLE: stored or not, maybe twice, next to itself).
+type ledger struct {
+	mu      sync.Mutex
+	acked   map[int]bool
+	unknown map[int]bool
+	// tried counts the requests of each seq sent.
+	tried map[int]int
+	// firstAck is when each producer's first acknowledgement after a
+	// mark came (see since).
+	marks map[string]time.Time
+	waits map[string]time.Duration
+	// times are when each producer's acknowledgements came.
+	times map[string][]time.Time
+}
+
+func newLedger() *ledger {
+	return &ledger{acked: map[int]bool{}, unknown: map[int]bool{}, tried: map[int]int{}, marks: map[string]time.Time{}, waits: map[string]time.Duration{}, times: map[string][]time.Time{}}
+}
+
+// mark starts timing name: the time to the next acknowledgement of a
+// producer that reports under name.
+func (l *ledger) mark(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks[name] = time.Now()
+	delete(l.waits, name)
+}
+
+func (l *ledger) ack(name string, seq int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.acked[seq] = true
+	l.times[name] = append(l.times[name], time.Now())
+	if t, ok := l.marks[name]; ok {
+		if _, done := l.waits[name]; !done {
+			l.waits[name] = time.Since(t)
+		}
+	}
+}
+
+func (l *ledger) try(seq int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tried[seq]++
+}
+
+// acks counts the seqs acknowledged.
+func (l *ledger) acks() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+func (l *ledger) maybe(seq int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unknown[seq] = true
+}
+
+// acksBetween counts name's acknowledgements that came in [from, to).
+func (l *ledger) acksBetween(name string, from, to time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := 0
+	for _, t := range l.times[name] {
+		if !t.Before(from) && t.Before(to) {
+			k++
+		}
+	}
+	return k
+}
+
+// longestGap is the longest time name's producer went without an
+// acknowledgement from its last one before from on: how long its writes
+// were unavailable across a fault that began at from.
+func (l *ledger) longestGap(name string, from time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	times := l.times[name]
+	k, _ := slices.BinarySearchFunc(times, from, func(t, from time.Time) int { return t.Compare(from) })
+	k = max(k-1, 0)
+	var gap time.Duration
+	for ; k+1 < len(times); k++ {
+		gap = max(gap, times[k+1].Sub(times[k]))
+	}
+	return gap
+}
+
+// wait is how long name's producer waited for its first acknowledgement
+// after its mark (false: none yet).
+func (l *ledger) wait(name string) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.waits[name]
+	return d, ok
+}
+
+// plainWriter sends seqs [from, to) one at a time as single-message
+// requests of a plain NATS client through nc, keyed prefix0..prefix7,
+// each request waiting up to timeout for its answer, resending a seq
+// whose outcome it could not know until it is acknowledged or stop
+// closes, and records every outcome in l under name.
+func plainWriter(nc *nats.Conn, uri, name, prefix string, from, to int, timeout time.Duration, l *ledger, stop <-chan struct{}) {
+	subject := produceSubject(uri)
+	for seq := from; seq < to; seq++ {
+		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{prefix + strconv.Itoa(seq%8)}}, Data: []byte(strconv.Itoa(seq))}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l.try(seq)
+			reply, err := nc.RequestMsg(m, timeout)
+			if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
+				l.ack(name, seq)
+				break
+			}
+			switch code := ""; {
+			case errors.Is(err, nats.ErrNoResponders):
+				// Nothing took it: not stored.
+			case err != nil:
+				l.maybe(seq)
+			default:
+				code = reply.Header.Get(micro.ErrorCodeHeader)
+				if code == strconv.Itoa(api.CodeUnavailable.Number) {
+					l.maybe(seq)
+				}
+				// SEGMENT_SEALED and the like: nothing stored.
+			}
+			// Polled: a refused request is sent again at once but for a
+			// breath, so a cut-off node's refusals do not spin.
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// verdict is what a fresh reader found of a run's acknowledged messages.
+type verdict struct {
+	acked, lost, duplicated, reordered, unexpected int
+	// resentTwice counts the seqs a plain producer resent after an
+	// outcome it could not know that were stored more than once, each
+	// copy next to the other (what its contract allows: docs/wire.md).
+	resentTwice int
+	lostSeqs    []int
+	// examples of what went wrong (a few of each).
+	examples []string
+}
+
+func (v *verdict) example(format string, args ...any) {
+	if len(v.examples) < 12 {
+		v.examples = append(v.examples, fmt.Sprintf(format, args...))
+	}
+}
+
+// check reads topic uri from the earliest with a fresh stream
+// subscription through nc until every acknowledged seq of l came or a
+// minute passed, and says what was lost (acknowledged, never read),
+// duplicated (read twice, but a seq of unknown outcome twice in a row),
+// reordered (a key's seqs read out of order) or unexpected (never sent).
+func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
+	GinkgoHelper()
+	l.mu.Lock()
+	acked, unknown, tried := maps.Clone(l.acked), maps.Clone(l.unknown), maps.Clone(l.tried)
+	l.mu.Unlock()
+	c := joinRetrying(func() (*client.StreamConsumer, error) {
+		return client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seen := map[int]int{}
+	last := map[string]int{}
+	v := verdict{acked: len(acked)}
+	missing := func() int {
+		k := 0
+		for seq := range acked {
+			if seen[seq] == 0 {
+				k++
+			}
+		}
+		return k
+	}
+	for missing() > 0 && ctx.Err() == nil {
+		m, err := c.Next(ctx)
+		if err != nil {
+			if (errors.Is(err, api.ErrUnavailable) || errors.Is(err, client.ErrTimeout)) && ctx.Err() == nil {
+				continue
+			}
+			break
+		}
+		seq, err := strconv.Atoi(string(m.Payload))
+		if err != nil || tried[seq] == 0 {
+			v.unexpected++
+			m.Ack()
+			continue
+		}
+		seen[seq]++
+		key := string(m.Key)
+		if prev, ok := last[key]; ok && prev >= seq && !(prev == seq && unknown[seq] && seen[seq] <= tried[seq]) {
+			v.reordered++
+			v.example("key %s: %d (read %d times, outcome unknown %v) after %d (outcome unknown %v)", key, seq, seen[seq], unknown[seq], prev, unknown[prev])
+		}
+		last[key] = seq
+		m.Ack()
+	}
+	_ = c.Close(context.Background())
+	for seq, n := range seen {
+		switch {
+		case n > 1 && unknown[seq] && n <= tried[seq]:
+			v.resentTwice++
+		case n > 1:
+			v.duplicated++
+			v.example("seq %d read %d times, sent %d times (outcome unknown %v)", seq, n, tried[seq], unknown[seq])
+		}
+	}
+	for seq := range acked {
+		if seen[seq] == 0 {
+			v.lost++
+			v.lostSeqs = append(v.lostSeqs, seq)
+		}
+	}
+	sort.Ints(v.lostSeqs)
+	return v
+}
+
+// chaosRow is one fault's line of make chaos's table.
+type chaosRow struct {
+	fault                                          string
+	runs                                           int
+	acked, lost, duplicated, reordered, unexpected int
+	resentTwice                                    int
+	unavailable                                    []time.Duration
+	replicasAgreed                                 bool
+}
+
+var chaosTable = struct {
+	sync.Mutex
+	rows map[string]*chaosRow
+	keys []string
+}{rows: map[string]*chaosRow{}}
+
+// record adds a run's verdict to fault's row.
+func record(fault string, v verdict, unavailable []time.Duration, agreed bool) {
+	chaosTable.Lock()
+	defer chaosTable.Unlock()
+	r, ok := chaosTable.rows[fault]
+	if !ok {
+		r = &chaosRow{fault: fault, replicasAgreed: true}
+		chaosTable.rows[fault] = r
+		chaosTable.keys = append(chaosTable.keys, fault)
+	}
+	r.runs++
+	r.acked += v.acked
+	r.lost += v.lost
+	r.duplicated += v.duplicated
+	r.reordered += v.reordered
+	r.unexpected += v.unexpected
+	r.resentTwice += v.resentTwice
+	r.unavailable = append(r.unavailable, unavailable...)
+	r.replicasAgreed = r.replicasAgreed && agreed
+}
+
+// chaosRounds is how many runs each fault gets: one in make test,
+// BRAID_CHAOS_ROUNDS (make chaos) in full.
+func chaosRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("BRAID_CHAOS_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// chaosFull says whether the full suite runs (make chaos): every fault,
+// not only the small set make test runs.
+func chaosFull() bool { return os.Getenv("BRAID_CHAOS_ROUNDS") != "" }
+
+// writeChaosTable writes the table to BRAID_CHAOS_TABLE (make chaos
+// prints it), if set.
+func writeChaosTable() {
+	path := os.Getenv("BRAID_CHAOS_TABLE")
+	if path == "" {
+		return
+	}
+	chaosTable.Lock()
+	defer chaosTable.Unlock()
+	var b strings.Builder
+	fmt.Fprintln(&b, "| fault | runs | acknowledged | lost | duplicated | reordered | unexpected | resent, stored again | unavailable p50 / max | replicas agreed |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, k := range chaosTable.keys {
+		r := chaosTable.rows[k]
+		un := "-"
+		if len(r.unavailable) > 0 {
+			d := slices.Clone(r.unavailable)
+			slices.Sort(d)
+			un = fmt.Sprintf("%.1f s / %.1f s", d[len(d)/2].Seconds(), d[len(d)-1].Seconds())
+		}
+		agreed := "yes"
+		if !r.replicasAgreed {
+			agreed = "NO"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n", r.fault, r.runs, r.acked, r.lost, r.duplicated, r.reordered, r.unexpected, r.resentTwice, un, agreed)
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+var _ = AfterSuite(writeChaosTable)
+
+// homeCut runs one fault on a replicated topic's home: writers through
+// a node that keeps its links (its keys k0..k7) and through the home
+// (m0..m7) write while cut() holds for hold, then heal(); writes through
+// the others must resume, the home must acknowledge only what is kept,
+// and once healed a fresh reader must read every acknowledged message
+// once and in its key's order, and the replicas of every unit agree.
+//
+// With silenced, the home cannot reach a majority while cut: it must
+// acknowledge nothing from a second after the cut (a request's timeout:
+// what it answered then was committed before) to the heal — which also
+// shows that every link of the home goes through the proxies.
+func homeCut(c *chaosCluster, fault, prefix string, leadsMeta, silenced bool, hold time.Duration, cut, heal func(home int)) {
+	GinkgoHelper()
+	uri, home := c.replicatedTopicAt(prefix, leadsMeta)
+	other, third := (home+1)%3, (home+2)%3
+	l := newLedger()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		plainWriter(c.conns[other], uri, "others", "k", 0, 1_000_000, time.Second, l, stop)
+	}()
+	go func() {
+		defer wg.Done()
+		plainWriter(c.conns[home], uri, "home", "m", 1_000_000, 2_000_000, time.Second, l, stop)
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 100), "acknowledged before the fault")
+
+	l.mark("others")
+	cutAt := time.Now()
+	cut(home)
+	fmt.Fprintf(GinkgoWriter, "%s: %s (home of %s) cut for %s\n", fault, c.nodes[home].id, uri, hold)
+	Eventually(func() bool { _, ok := l.wait("others"); return ok }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).
+		Should(BeTrue(), "writes through %s never resumed", c.nodes[other].id)
+	// Held past the raft election timeout, the beacons' and the lease's.
+	held := time.Now()
+	Eventually(func() bool { return time.Since(held) >= hold }).WithTimeout(hold + time.Minute).WithPolling(100 * time.Millisecond).Should(BeTrue())
+	healAt := time.Now()
+	heal(home)
+	l.mark("home")
+	Eventually(func() bool { _, ok := l.wait("home"); return ok }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).
+		Should(BeTrue(), "writes through the old home %s never resumed after the heal", c.nodes[home].id)
+	close(stop)
+	wg.Wait()
+
+	v := check(c.conns[third], uri, "chaos-check", l)
+	gap := l.longestGap("others", cutAt)
+	back, _ := l.wait("home")
+	fmt.Fprintf(GinkgoWriter, "%s: %+v; writes through the others unavailable for %s at most, through the old home for %s after the heal\n", fault, v, gap, back)
+	agreed := false
+	defer func() { record(fault, v, []time.Duration{gap}, agreed) }()
+	waitReplicasAgree(c.conns[other], uri, v.acked-v.lost)
+	agreed = true
+	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
+	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
+	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
+	Expect(v.unexpected).To(BeZero(), "read what was never sent")
+	if silenced {
+		Expect(l.acksBetween("home", cutAt.Add(time.Second), healAt)).To(BeZero(), "writes the cut-off home acknowledged")
+	}
+}
+
+// homeFault is a fault of a replicated topic's home: what cuts it and
+// what heals it.
+type homeFault struct {
+	name      string
+	leadsMeta bool // the home leads the metadata stream
+	// silenced: the home reaches no majority while cut (homeCut).
+	silenced  bool
+	cut, heal func(c *chaosCluster, home int)
+	// small: run in make test too (the others in make chaos only).
+	small bool
+}
+
+func isolate(c *chaosCluster, home int) {
+	c.net.Partition([]string{c.nodes[home].id}, c.others(home))
+}
+
+func healAll(c *chaosCluster, _ int) { c.net.HealAll() }
+
+// strobes are the strobes running, stopped by the heal.
+var strobes []func()
+
+var homeFaults = []homeFault{
+	{name: "partition: the home isolated", silenced: true, cut: isolate, heal: healAll, small: true},
+	{name: "partition: the home isolated, leading the metadata stream", leadsMeta: true, silenced: true, cut: isolate, heal: healAll},
+	{name: "one-way cut: the home's bytes to the others", cut: func(c *chaosCluster, home int) {
+		for _, o := range c.others(home) {
+			c.net.Cut(c.nodes[home].id, o)
+		}
+	}, heal: healAll},
+	{name: "one-way cut: the others' bytes to the home", cut: func(c *chaosCluster, home int) {
+		for _, o := range c.others(home) {
+			c.net.Cut(o, c.nodes[home].id)
+		}
+	}, heal: healAll},
+	{name: "strobe: the home's links cut and healed every 300 ms", cut: func(c *chaosCluster, home int) {
+		for _, o := range c.others(home) {
+			strobes = append(strobes, c.net.Strobe(c.nodes[home].id, o, 300*time.Millisecond))
+		}
+	}, heal: func(c *chaosCluster, _ int) {
+		for _, stop := range strobes {
+			stop()
+		}
+		strobes = nil
+	}},
+	{name: "latency: 200 ms each way on the home's links", cut: func(c *chaosCluster, home int) {
+		for _, o := range c.others(home) {
+			c.net.Latency(c.nodes[home].id, o, 200*time.Millisecond)
+			c.net.Latency(o, c.nodes[home].id, 200*time.Millisecond)
+		}
+	}, heal: healAll},
+	{name: "pause: the home stopped (SIGSTOP) past every timeout", silenced: true, cut: func(c *chaosCluster, home int) {
+		c.nodes[home].signal(syscall.SIGSTOP)
+	}, heal: func(c *chaosCluster, home int) { c.nodes[home].signal(syscall.SIGCONT) }},
+}
+
+var _ = Describe("Faults", func() {
+	for _, f := range homeFaults {
+		It(f.name+", then healed: no acknowledged message lost, duplicated or reordered, and the replicas agree", func() {
+			if !f.small && !chaosFull() {
+				Skip("make chaos runs it (BRAID_CHAOS_ROUNDS)")
+			}
+			c := startChaosCluster("--replication-factor", "3")
+			for round := range chaosRounds() {
+				homeCut(c, f.name, fmt.Sprintf("fault%d-", round), f.leadsMeta, f.silenced, 8*time.Second,
+					func(home int) { f.cut(c, home) }, func(home int) { f.heal(c, home) })
+			}
+		})
+	}
+})
