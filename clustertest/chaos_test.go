@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -498,7 +499,8 @@ func homeCut(c *chaosCluster, fault, prefix string, leadsMeta, silenced bool, ho
 	v := check(c.conns[third], uri, "chaos-check", l)
 	gap := l.longestGap("others", cutAt)
 	back, _ := l.wait("home")
-	fmt.Fprintf(GinkgoWriter, "%s: %+v; writes through the others unavailable for %s at most, through the old home for %s after the heal\n", fault, v, gap, back)
+	fmt.Fprintf(GinkgoWriter, "%s: %+v; writes through the others unavailable for %s at most, through the old home for %s after the heal; the home acknowledged %d while cut (%d in its first second)\n",
+		fault, v, gap, back, l.acksBetween("home", cutAt.Add(time.Second), healAt), l.acksBetween("home", cutAt, cutAt.Add(time.Second)))
 	agreed := false
 	defer func() { record(fault, v, []time.Duration{gap}, agreed) }()
 	waitReplicasAgree(c.conns[other], uri, v.acked-v.lost)
@@ -509,6 +511,10 @@ func homeCut(c *chaosCluster, fault, prefix string, leadsMeta, silenced bool, ho
 	Expect(v.unexpected).To(BeZero(), "read what was never sent")
 	if silenced {
 		Expect(l.acksBetween("home", cutAt.Add(time.Second), healAt)).To(BeZero(), "writes the cut-off home acknowledged")
+		// The others took the home for down by its raft peers' silence,
+		// before its lease lapsed: its actor links were cut too.
+		Expect(c.nodes[other].logTail(2000)+c.nodes[third].logTail(2000)).To(MatchRegexp(`topic moved off a lost node.*`+regexp.QuoteMeta(uri)+`.*before_its_lease_lapsed=true`),
+			"the topic did not move off its silent home before its lease lapsed")
 	}
 }
 
