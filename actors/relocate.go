@@ -9,6 +9,7 @@ import (
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/replica"
 	"github.com/braidmq/braid/routing"
 	"github.com/braidmq/braid/topology"
 )
@@ -201,7 +202,7 @@ func (m *Manager) SealSilentOwner(ctx context.Context, name routing.TopicName, l
 			units++
 			go func() {
 				key := UnitKey{Topic: name, Segment: s.ID, Bucket: b}
-				errs <- m.sealUnit(ctx, key, rec.Incarnation, s)
+				errs <- m.sealUnit(ctx, key, rec.Incarnation, s, lost)
 			}()
 		}
 	}
@@ -214,9 +215,14 @@ func (m *Manager) SealSilentOwner(ctx context.Context, name routing.TopicName, l
 	return first
 }
 
-// sealUnit takes the lead of unit key's group on this node's replica and
-// seals it.
-func (m *Manager) sealUnit(ctx context.Context, key UnitKey, incarnation string, s topology.Segment) error {
+// sealUnit takes the lead of unit key's group on this node's replica
+// instead of node lost's, and seals it. The lead is never handed over by
+// lost's replica: if it leads the group as this replica knows it, lost
+// spoke since this node took it for down, and nothing is sealed (a node
+// whose raft messages were late here, or did not come for a while across
+// a partition that healed, is not robbed of its topic: with its peers
+// that hear it, raft keeps it leading).
+func (m *Manager) sealUnit(ctx context.Context, key UnitKey, incarnation string, s topology.Segment, lost string) error {
 	m.store.SetIncarnation(key.Topic, incarnation)
 	if s.Owner != m.cfg.NodeID {
 		if err := markHosted(m.store.NameDir(key.Topic)); err != nil {
@@ -238,7 +244,15 @@ func (m *Manager) sealUnit(ctx context.Context, key UnitKey, incarnation string,
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl))
 	}
-	if err := g.Lead(wait); err != nil {
+	var lostID uint64
+	for i, r := range s.Replicas {
+		if r.Node == lost {
+			lostID = uint64(i + 1)
+		}
+	}
+	if err := g.LeadInstead(wait, lostID); errors.Is(err, replica.ErrLeaderAlive) {
+		return api.Errorf(api.CodeUnavailable, "%s: node %s leads its group again: not lost", key, lost)
+	} else if err != nil {
 		return api.Errorf(api.CodeUnavailable, "%s: no majority of its replicas answers: %v", key, err)
 	}
 	select {

@@ -242,12 +242,45 @@ func (g *Group) Seal() *Proposal {
 // a campaign begun again before the last could finish only raises the
 // term (a durable write on every replica) and starts over, which under
 // load (many groups starting at once) kept groups from ever electing.
-func (g *Group) Lead(timeout time.Duration) error {
+func (g *Group) Lead(timeout time.Duration) error { return g.LeadInstead(timeout, 0) }
+
+// ErrLeaderAlive is returned by LeadInstead when the replica it is to
+// take the lead from leads the group: it spoke since it was taken for
+// down.
+var ErrLeaderAlive = errors.New("braid/replica: the replica taken for down leads the group")
+
+// LeadInstead is Lead instead of replica lost (a raft id; 0: none), which
+// this node took for down: the lead is never handed over from lost, and
+// if lost leads the group as this replica knows it (a message of its
+// came since it was forgotten: it is not down), LeadInstead fails with
+// ErrLeaderAlive. A campaign cannot take the lead from a live lost
+// either: with CheckQuorum and PreVote, a follower that hears from its
+// leader grants no vote.
+func (g *Group) LeadInstead(timeout time.Duration, lost uint64) error {
 	deadline := time.Now().Add(timeout)
+	// forgot: lost was found leading and forgotten; alive: found leading
+	// again after that (it spoke since).
+	var forgot, alive atomic.Bool
 	for {
 		lead, _, _ := g.Status()
 		if lead == g.cfg.ID {
 			return nil
+		}
+		if alive.Load() {
+			return fmt.Errorf("%w: replica %d of %s", ErrLeaderAlive, lost, g.cfg.Group)
+		}
+		if lost != 0 && !g.post(true, func() {
+			if g.rn.BasicStatus().Lead != lost {
+				return
+			}
+			if forgot.Load() {
+				alive.Store(true)
+				return
+			}
+			_ = g.rn.ForgetLeader()
+			forgot.Store(true)
+		}) {
+			return ErrStopped
 		}
 		// Raft is asked once a tick at most: a leader elsewhere to hand
 		// over (it ignores a transfer to the replica it is handing over
@@ -282,6 +315,9 @@ func (g *Group) Lead(timeout time.Duration) error {
 				g.host.counters.LeadAsks.Add(1)
 				g.campaignedAt = time.Now()
 				_ = g.rn.Campaign()
+			case st.Lead == lost:
+				// Never handed over by a replica taken for down: it is
+				// forgotten above, and alive if it speaks again.
 			default:
 				g.host.counters.LeadAsks.Add(1)
 				g.rn.TransferLeader(g.cfg.ID)

@@ -698,3 +698,37 @@ func TestGroupLeadCommitted(t *testing.T) {
 		t.Fatal("a stopped replica took the lead")
 	}
 }
+
+// A replica told to take the lead instead of one taken for down does
+// not take it while that one leads and speaks: it is not handed over (a
+// leader hands the lead to whoever asks), and LeadInstead fails with
+// ErrLeaderAlive, the lead where it was. A node with a stale view of
+// another (it missed its messages across a partition that healed) took
+// the topics of a live home this way. Once the leader is gone, it takes
+// the lead.
+func TestLeadInsteadOfALiveLeader(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader()
+	f := c.followers(lead)[0]
+	if err := c.group(f).LeadInstead(5*time.Second, lead); !errors.Is(err, replica.ErrLeaderAlive) {
+		t.Fatalf("LeadInstead of the live leader %d: %v, want ErrLeaderAlive", lead, err)
+	}
+	if now := c.leader(); now != lead {
+		t.Fatalf("the lead moved from the live %d to %d", lead, now)
+	}
+	// Lead, which hands over from whoever leads, takes it.
+	if err := c.group(f).Lead(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if now := c.leader(); now != f {
+		t.Fatalf("Lead: the leader is %d, want %d", now, f)
+	}
+	c.halt(f)
+	o := c.followers(f)[0]
+	if o == lead {
+		o = c.followers(f)[1]
+	}
+	if err := c.group(o).LeadInstead(10*time.Second, f); err != nil {
+		t.Fatalf("LeadInstead of the stopped %d: %v", f, err)
+	}
+}
