@@ -186,6 +186,11 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		return UnitData{}, err
 	}
 	switch {
+	case s.State == topology.StateActive && LayoutOwner(rec.Layout) == m.cfg.NodeID && replicated(s) && s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) > 0:
+		// This node is the home of a replicated topic not active here
+		// (nothing asked for it since it moved here, or it stopped): its
+		// copy serves what its group committed, as any other copy does.
+		return m.serveReplicaRead(req, s)
 	case s.State == topology.StateActive && LayoutOwner(rec.Layout) == m.cfg.NodeID:
 		// This node is the topic's home, but the topic is not active
 		// here: it is about to be (or the asker's layout is stale).

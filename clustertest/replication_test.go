@@ -384,3 +384,22 @@ func waitReplicasAgree(nc *nats.Conn, uri string, messages int) {
 		fmt.Fprintf(GinkgoWriter, "replicas agree: %d units, %d records compared on each of their copies\n", v.Units, compared)
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 }
+
+var _ = Describe("A replicated topic stopped for idleness at its home", func() {
+	It("is verified from every copy, the home's included: its copy answers what its group committed", func() {
+		nodes, conns, _ := startCluster("--replication-factor", "3", "--topic-idle-timeout", "1s", "--log-level", "debug")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		uri := "topic://public/default/idle-verified"
+		d, err := client.NewAdmin(conns[0]).CreateTopic(ctx, uri, 2)
+		Expect(err).NotTo(HaveOccurred())
+		home := int(d.Segments[0].Owner[1] - '1')
+		produceGo(conns[home], uri, 0, 100, 4)
+		// Stopped at its home: nothing asks for it there any more. (A
+		// read of its copy at the home answered UNAVAILABLE, "not being
+		// served here yet", until something activated it.)
+		Eventually(func() string { return nodes[home].logTail(400) }).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).
+			Should(ContainSubstring("idle topics passivated"))
+		waitReplicasAgree(conns[(home+1)%3], uri, 100)
+	})
+})
