@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -44,7 +46,17 @@ type chaosCluster struct {
 // given flags, and waits until each lists the three live.
 func startChaosCluster(extra ...string) *chaosCluster {
 	GinkgoHelper()
+	return startChaosClusterOf("", extra...)
+}
+
+// startChaosClusterOf is startChaosCluster running binary bin ("": the
+// suite's).
+func startChaosClusterOf(bin string, extra ...string) *chaosCluster {
+	GinkgoHelper()
 	nodes := newCluster(3)
+	for _, nd := range nodes {
+		nd.bin = bin
+	}
 	fn := faultnet.New()
 	DeferCleanup(fn.Close)
 	actor := make([]string, len(nodes))
@@ -78,6 +90,14 @@ func startChaosCluster(extra ...string) *chaosCluster {
 	for i, nd := range nodes {
 		c.conns[i] = connect(nd)
 	}
+	c.waitLive()
+	return c
+}
+
+// waitLive waits until every node lists the three live.
+func (c *chaosCluster) waitLive() {
+	GinkgoHelper()
+	nodes := c.nodes
 	for _, nc := range c.conns {
 		Eventually(func(g Gomega) {
 			for _, nd := range nodes {
@@ -90,7 +110,6 @@ func startChaosCluster(extra ...string) *chaosCluster {
 			g.Expect(servingNodes(r)).To(ConsistOf("n1", "n2", "n3"))
 		}).WithTimeout(90 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 	}
-	return c
 }
 
 func (c *chaosCluster) start(i int, extra ...string) {
@@ -109,25 +128,67 @@ func (c *chaosCluster) others(i int) []string {
 	return out
 }
 
-// replicatedTopicAt creates replicated topics until one's home is not the
-// metadata stream's leader (nodeLeads false) or is (true), and returns it
-// and its home's index.
-func (c *chaosCluster) replicatedTopicAt(prefix string, leadsMeta bool) (string, int) {
+// victim names the node a fault strikes, in relation to a topic.
+type victim int
+
+const (
+	theHome     victim = iota // the topic's home, not leading the metadata stream
+	theMetaHome               // the topic's home, leading the metadata stream
+	theEntry                  // the entry node (clients' requests), not the home
+	theFollower               // a node holding copies only: neither home, entry nor metadata leader
+	theMeta                   // the metadata stream's leader, not the home
+)
+
+// topicFor creates replicated topics until one stands to the nodes as v
+// wants, and returns it, its home's index and the victim's.
+func (c *chaosCluster) topicFor(prefix string, v victim) (uri string, home, target int) {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	leader := metaStreamLeader(c.conns[0])
-	for i := 0; i < 30; i++ {
-		uri := fmt.Sprintf("topic://public/default/%s%d", prefix, i)
+	index := func(id string) int {
+		for i, nd := range c.nodes {
+			if nd.id == id {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := 0; i < 40; i++ {
+		leader := index(metaStreamLeader(c.conns[0]))
+		r, err := nodeList(c.conns[0])
+		Expect(err).NotTo(HaveOccurred())
+		entry := index(r.Entry)
+		uri = fmt.Sprintf("topic://public/default/%s%d", prefix, i)
 		d, err := client.NewAdmin(c.conns[0]).CreateTopic(ctx, uri, 2)
 		Expect(err).NotTo(HaveOccurred())
-		home := int(d.Segments[0].Owner[1] - '1')
-		if (c.nodes[home].id == leader) == leadsMeta {
-			return uri, home
+		home = index(d.Segments[0].Owner)
+		switch v {
+		case theHome:
+			if home != leader {
+				return uri, home, home
+			}
+		case theMetaHome:
+			if home == leader {
+				return uri, home, home
+			}
+		case theEntry:
+			if entry >= 0 && home != entry {
+				return uri, home, entry
+			}
+		case theFollower:
+			for j := range c.nodes {
+				if j != home && j != entry && j != leader && entry >= 0 {
+					return uri, home, j
+				}
+			}
+		case theMeta:
+			if leader >= 0 && home != leader {
+				return uri, home, leader
+			}
 		}
 	}
-	Fail(fmt.Sprintf("no topic placed so that its home leads the metadata stream: %v (leader %s)", leadsMeta, leader))
-	return "", 0
+	Fail(fmt.Sprintf("no topic placed for victim %d", v))
+	return "", 0, 0
 }
 
 // ledger is what the producers of a run were told: the seqs
@@ -442,32 +503,37 @@ func writeChaosTable() {
 
 var _ = AfterSuite(writeChaosTable)
 
-// homeCut runs one fault on a replicated topic's home: writers through
-// a node that keeps its links (its keys k0..k7) and through the home
-// (m0..m7) write while cut() holds for hold, then heal(); writes through
-// the others must resume, the home must acknowledge only what is kept,
-// and once healed a fresh reader must read every acknowledged message
-// once and in its key's order, and the replicas of every unit agree.
+// homeCut runs fault f once on a new replicated topic: writers through
+// a node the fault spares (keys k0..k7) and through the victim (m0..m7)
+// write while the fault holds for hold, then it heals; writes through
+// the spared node must resume, and once healed through the victim too,
+// and a fresh reader must read every acknowledged message once and in
+// its key's order, and the replicas of every unit agree.
 //
-// With silenced, the home cannot reach a majority while cut: it must
+// A silenced victim reaches no other node while cut: it must
 // acknowledge nothing from a second after the cut (a request's timeout:
-// what it answered then was committed before) to the heal — which also
-// shows that every link of the home goes through the proxies.
-func homeCut(c *chaosCluster, fault, prefix string, leadsMeta, silenced bool, hold time.Duration, cut, heal func(home int)) {
+// what it answered then was committed before) to the heal; a silenced
+// home must be taken for down by its raft peers' silence, before its
+// lease lapses — which shows that every link of the victim goes
+// through the proxies.
+func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	GinkgoHelper()
-	uri, home := c.replicatedTopicAt(prefix, leadsMeta)
-	other, third := (home+1)%3, (home+2)%3
+	uri, home, target := c.topicFor(prefix, f.victim)
+	spared := (target + 1) % 3
+	if spared == home && f.victim != theHome && f.victim != theMetaHome {
+		spared = (target + 2) % 3 // writes through a node other than the home, when the home is spared
+	}
 	l := newLedger()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		plainWriter(c.conns[other], uri, "others", "k", 0, 1_000_000, time.Second, l, stop)
+		plainWriter(c.conns[spared], uri, "spared", "k", 0, 1_000_000, time.Second, l, stop)
 	}()
 	go func() {
 		defer wg.Done()
-		plainWriter(c.conns[home], uri, "home", "m", 1_000_000, 2_000_000, time.Second, l, stop)
+		plainWriter(c.conns[target], uri, "victim", "m", 1_000_000, 2_000_000, time.Second, l, stop)
 	}()
 	defer func() {
 		select {
@@ -479,53 +545,62 @@ func homeCut(c *chaosCluster, fault, prefix string, leadsMeta, silenced bool, ho
 	}()
 	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 100), "acknowledged before the fault")
 
-	l.mark("others")
+	l.mark("spared")
 	cutAt := time.Now()
-	cut(home)
-	fmt.Fprintf(GinkgoWriter, "%s: %s (home of %s) cut for %s\n", fault, c.nodes[home].id, uri, hold)
-	Eventually(func() bool { _, ok := l.wait("others"); return ok }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).
-		Should(BeTrue(), "writes through %s never resumed", c.nodes[other].id)
+	f.cut(c, target)
+	fmt.Fprintf(GinkgoWriter, "%s: %s cut for %s (home of %s: %s)\n", f.name, c.nodes[target].id, hold, uri, c.nodes[home].id)
+	Eventually(func() bool { _, ok := l.wait("spared"); return ok }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).
+		Should(BeTrue(), "writes through %s never resumed", c.nodes[spared].id)
 	// Held past the raft election timeout, the beacons' and the lease's.
 	held := time.Now()
 	Eventually(func() bool { return time.Since(held) >= hold }).WithTimeout(hold + time.Minute).WithPolling(100 * time.Millisecond).Should(BeTrue())
 	healAt := time.Now()
-	heal(home)
-	l.mark("home")
-	Eventually(func() bool { _, ok := l.wait("home"); return ok }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).
-		Should(BeTrue(), "writes through the old home %s never resumed after the heal", c.nodes[home].id)
+	f.heal(c, target)
+	l.mark("victim")
+	Eventually(func() bool { _, ok := l.wait("victim"); return ok }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).
+		Should(BeTrue(), "writes through %s never resumed after the heal", c.nodes[target].id)
 	close(stop)
 	wg.Wait()
 
-	v := check(c.conns[third], uri, "chaos-check", l)
-	gap := l.longestGap("others", cutAt)
-	back, _ := l.wait("home")
-	fmt.Fprintf(GinkgoWriter, "%s: %+v; writes through the others unavailable for %s at most, through the old home for %s after the heal; the home acknowledged %d while cut (%d in its first second)\n",
-		fault, v, gap, back, l.acksBetween("home", cutAt.Add(time.Second), healAt), l.acksBetween("home", cutAt, cutAt.Add(time.Second)))
+	reader := (target + 2) % 3
+	v := check(c.conns[reader], uri, "chaos-check", l)
+	gap := l.longestGap("spared", cutAt)
+	back, _ := l.wait("victim")
+	fmt.Fprintf(GinkgoWriter, "%s: %+v; writes through %s unavailable for %s at most, through %s for %s after the heal; %s acknowledged %d while cut (%d in its first second)\n",
+		f.name, v, c.nodes[spared].id, gap, c.nodes[target].id, back, c.nodes[target].id,
+		l.acksBetween("victim", cutAt.Add(time.Second), healAt), l.acksBetween("victim", cutAt, cutAt.Add(time.Second)))
 	agreed := false
-	defer func() { record(fault, v, []time.Duration{gap}, agreed) }()
-	waitReplicasAgree(c.conns[other], uri, v.acked-v.lost)
+	defer func() { record(f.name, v, []time.Duration{gap}, agreed) }()
+	waitReplicasAgree(c.conns[spared], uri, v.acked-v.lost)
 	agreed = true
 	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
 	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
 	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
 	Expect(v.unexpected).To(BeZero(), "read what was never sent")
-	if silenced {
-		Expect(l.acksBetween("home", cutAt.Add(time.Second), healAt)).To(BeZero(), "writes the cut-off home acknowledged")
-		// The others took the home for down by its raft peers' silence,
-		// before its lease lapsed: its actor links were cut too.
-		Expect(c.nodes[other].logTail(2000)+c.nodes[third].logTail(2000)).To(MatchRegexp(`topic moved off a lost node.*`+regexp.QuoteMeta(uri)+`.*before_its_lease_lapsed=true`),
+	if !f.silenced {
+		return
+	}
+	Expect(l.acksBetween("victim", cutAt.Add(time.Second), healAt)).To(BeZero(), "writes the cut-off %s acknowledged", c.nodes[target].id)
+	if f.victim == theHome {
+		logs := ""
+		for i, nd := range c.nodes {
+			if i != target {
+				logs += nd.logTail(2000)
+			}
+		}
+		Expect(logs).To(MatchRegexp(`topic moved off a lost node.*`+regexp.QuoteMeta(uri)+`.*before_its_lease_lapsed=true`),
 			"the topic did not move off its silent home before its lease lapsed")
 	}
 }
 
-// homeFault is a fault of a replicated topic's home: what cuts it and
-// what heals it.
+// homeFault is a fault of one node (the victim, by its relation to a
+// replicated topic): what cuts it and what heals it.
 type homeFault struct {
-	name      string
-	leadsMeta bool // the home leads the metadata stream
-	// silenced: the home reaches no majority while cut (homeCut).
+	name   string
+	victim victim
+	// silenced: the victim reaches no other node while cut (homeCut).
 	silenced  bool
-	cut, heal func(c *chaosCluster, home int)
+	cut, heal func(c *chaosCluster, victim int)
 	// small: run in make test too (the others in make chaos only).
 	small bool
 }
@@ -541,7 +616,13 @@ var strobes []func()
 
 var homeFaults = []homeFault{
 	{name: "partition: the home isolated", silenced: true, cut: isolate, heal: healAll, small: true},
-	{name: "partition: the home isolated, leading the metadata stream", leadsMeta: true, silenced: true, cut: isolate, heal: healAll},
+	{name: "partition: the home isolated, leading the metadata stream", victim: theMetaHome, silenced: true, cut: isolate, heal: healAll},
+	{name: "partition: the entry node isolated (not the home)", victim: theEntry, silenced: true, cut: isolate, heal: healAll},
+	{name: "partition: a follower isolated", victim: theFollower, silenced: true, cut: isolate, heal: healAll},
+	{name: "partition: the metadata leader isolated (not the home)", victim: theMeta, silenced: true, cut: isolate, heal: healAll},
+	{name: "pause: the metadata leader stopped (not the home)", victim: theMeta, silenced: true, cut: func(c *chaosCluster, v int) {
+		c.nodes[v].signal(syscall.SIGSTOP)
+	}, heal: func(c *chaosCluster, v int) { c.nodes[v].signal(syscall.SIGCONT) }},
 	{name: "one-way cut: the home's bytes to the others", cut: func(c *chaosCluster, home int) {
 		for _, o := range c.others(home) {
 			c.net.Cut(c.nodes[home].id, o)
@@ -581,8 +662,102 @@ var _ = Describe("Faults", func() {
 			}
 			c := startChaosCluster("--replication-factor", "3")
 			for round := range chaosRounds() {
-				homeCut(c, f.name, fmt.Sprintf("fault%d-", round), f.leadsMeta, f.silenced, 8*time.Second,
-					func(home int) { f.cut(c, home) }, func(home int) { f.heal(c, home) })
+				homeCut(c, f, fmt.Sprintf("fault%d-", round), 8*time.Second)
+			}
+		})
+	}
+})
+
+// powerLossBin is cmd/braid built with the braidpowerloss tag (its logs'
+// writes kept in memory until synced: kill -9 loses what a power cut
+// would), built once.
+var powerLossBin = sync.OnceValue(func() string {
+	bin := filepath.Join(filepath.Dir(braidBin), "braid-powerloss") // beside braidBin, for the suite
+	out, err := exec.Command("go", "build", "-tags", "braidpowerloss", "-o", bin, "github.com/braidmq/braid/cmd/braid").CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build -tags braidpowerloss ./cmd/braid: %s", out)
+	return bin
+})
+
+// powerLoss runs one power cut on the power-loss build: writers through
+// two nodes (keys k*, m*) until enough is acknowledged, then kill -9 of
+// the nodes in cut (all at once), which lose what they had not synced;
+// started again, the writers go on until both have been acknowledged
+// again, and a fresh reader must read every acknowledged message once,
+// in its key's order, and the replicas agree.
+func powerLoss(c *chaosCluster, fault, prefix string, cut func(home int) []int) {
+	GinkgoHelper()
+	uri, home, _ := c.topicFor(prefix, theHome)
+	other := (home + 1) % 3
+	l := newLedger()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		plainWriter(c.conns[other], uri, "spared", "k", 0, 1_000_000, time.Second, l, stop)
+	}()
+	go func() {
+		defer wg.Done()
+		plainWriter(c.conns[home], uri, "victim", "m", 1_000_000, 2_000_000, time.Second, l, stop)
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 300), "acknowledged before the power cut")
+	killed := cut(home)
+	for _, i := range killed {
+		_ = c.nodes[i].cmd.Process.Kill() // all at once, then reaped
+	}
+	for _, i := range killed {
+		c.nodes[i].kill()
+	}
+	before := l.acks()
+	fmt.Fprintf(GinkgoWriter, "%s: %d nodes killed on the power-loss build with %d messages acknowledged (home of %s: %s)\n", fault, len(killed), before, uri, c.nodes[home].id)
+	for _, i := range killed {
+		c.start(i, "--replication-factor", "3")
+	}
+	c.waitLive()
+	l.mark("spared")
+	l.mark("victim")
+	Eventually(func() bool {
+		_, a := l.wait("spared")
+		_, b := l.wait("victim")
+		return a && b
+	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), "writes never resumed after the restart")
+	close(stop)
+	wg.Wait()
+	v := check(c.conns[other], uri, "chaos-check", l)
+	fmt.Fprintf(GinkgoWriter, "%s: %+v\n", fault, v)
+	agreed := false
+	defer func() { record(fault, v, nil, agreed) }()
+	waitReplicasAgree(c.conns[other], uri, v.acked-v.lost)
+	agreed = true
+	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
+	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
+	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
+	Expect(v.unexpected).To(BeZero(), "read what was never sent")
+}
+
+var _ = Describe("Faults of power", func() {
+	for _, f := range []struct {
+		name string
+		cut  func(home int) []int
+	}{
+		{"power loss: every node at once", func(int) []int { return []int{0, 1, 2} }},
+		{"power loss: the home alone", func(home int) []int { return []int{home} }},
+	} {
+		It(f.name+", on the power-loss build (writes kept in memory until synced), started again: no acknowledged message lost", func() {
+			if !chaosFull() {
+				Skip("make chaos runs it (BRAID_CHAOS_ROUNDS)")
+			}
+			c := startChaosClusterOf(powerLossBin(), "--replication-factor", "3")
+			for round := range chaosRounds() {
+				powerLoss(c, f.name, fmt.Sprintf("power%d-", round), f.cut)
 			}
 		})
 	}

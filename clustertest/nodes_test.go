@@ -40,6 +40,8 @@ type node struct {
 	cmd                                *exec.Cmd
 	exited                             chan struct{}
 	waitErr                            error
+	// bin is the braid binary it runs ("": braidBin).
+	bin string
 }
 
 // The ports come from below the kernel's ephemeral range (32768 and up
@@ -79,6 +81,13 @@ var (
 func newCluster(n int) []*node {
 	GinkgoHelper()
 	dir := GinkgoT().TempDir()
+	if keep := os.Getenv("BRAID_KEEP_NODES"); keep != "" {
+		// For a look afterwards: the nodes' logs and data directories stay.
+		var err error
+		dir, err = os.MkdirTemp(keep, "cluster-")
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("the nodes' directories: %s\n", dir)
+	}
 	nodes := make([]*node, n)
 	for i := range nodes {
 		id := fmt.Sprintf("n%d", i+1)
@@ -135,7 +144,11 @@ func (nd *node) start(extra ...string) {
 	GinkgoHelper()
 	f, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(braidBin, nd.args(extra)...)
+	bin := braidBin
+	if nd.bin != "" {
+		bin = nd.bin
+	}
+	cmd := exec.Command(bin, nd.args(extra)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	Expect(cmd.Start()).To(Succeed())

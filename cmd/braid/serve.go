@@ -168,6 +168,10 @@ func serve(fs *pflag.FlagSet, cfg *node.Config, routes, level, tenantAccounts, c
 	startHeapFloor(*heapFloor) // after the file: it may set gc_heap_floor
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if powerLossFS != nil {
+		cfg.LogFS = powerLossFS
+		cfg.Logger.Warn("a test build: the logs' writes are kept in memory until synced, so that kill -9 loses what a power cut would (the fault suite's; docs/faults.md)")
+	}
 	n, err := node.Start(ctx, *cfg)
 	if err != nil {
 		return err
