@@ -362,10 +362,24 @@ func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 	l.mu.Lock()
 	acked, unknown, tried := maps.Clone(l.acked), maps.Clone(l.unknown), maps.Clone(l.tried)
 	l.mu.Unlock()
-	c := joinRetrying(func() (*client.StreamConsumer, error) {
-		return client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// After some faults the cluster takes a while to settle (the metadata
+	// store electing again once a node is back, the nodes' leases renewed
+	// late, topics moved): the reader waits for it, up to two minutes,
+	// and says how long it waited. What it reads is what is checked.
+	var c *client.StreamConsumer
+	joining := time.Now()
+	Eventually(func() error {
+		var err error
+		c, err = client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
+		if err != nil && !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, client.ErrTimeout) {
+			StopTrying("join").Wrap(err).Now()
+		}
+		return err
+	}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	if waited := time.Since(joining); waited > 5*time.Second {
+		fmt.Fprintf(GinkgoWriter, "the reader waited %s to join its subscription\n", waited.Round(time.Second))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	seen := map[int]int{}
 	last := map[string]int{}
