@@ -714,6 +714,18 @@ func (g *Group) apply(ents []*pb.Entry) {
 			done = append(done, outcome{p, nil})
 		}
 	}
+	if seal != 0 {
+		// Proposals appended after the seal (a leader cut off while the
+		// others sealed the group) can never be committed as records:
+		// answered now, not left waiting for an entry at their index
+		// that a sealed group never commits.
+		for idx, p := range g.byIndex {
+			if idx > seal {
+				delete(g.byIndex, idx)
+				done = append(done, outcome{p, ErrSealed})
+			}
+		}
+	}
 	visible := last
 	if seal != 0 {
 		visible = min(last, seal)

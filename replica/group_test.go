@@ -732,3 +732,60 @@ func TestLeadInsteadOfALiveLeader(t *testing.T) {
 		t.Fatalf("LeadInstead of the stopped %d: %v", f, err)
 	}
 }
+
+// A leader whose messages stop reaching the others (one way: it still
+// hears them) while it goes on proposing: the others take the lead
+// instead of it and seal the group. Once its messages flow again, every
+// replica's sealed end is the same and holds every acknowledged record —
+// the old leader's too, whatever it had appended that never committed.
+func TestSealedByTheOthersUnderAOneWayCut(t *testing.T) {
+	c := newCluster(t, 3)
+	got := acked{}
+	lead := c.leader()
+	c.propose(lead, 0, 30, got)
+	var cut atomic.Bool
+	cut.Store(true)
+	c.mu.Lock()
+	c.drop = func(from, _ uint64, _ *pb.Message) bool { return cut.Load() && from == lead }
+	c.mu.Unlock()
+	// Proposals the cut-off leader takes: they never commit.
+	var stray []*replica.Proposal
+	for i := range 20 {
+		stray = append(stray, c.group(lead).Propose([]wal.Record{rec(10_000 + i)}))
+	}
+	next := c.followers(lead)[0]
+	poll.EventuallyNil(t, 20*time.Second, "the others taking the lead", func() error {
+		return c.group(next).LeadInstead(time.Second, lead)
+	})
+	seal := c.group(next).Seal()
+	select {
+	case <-seal.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the seal was not committed")
+	}
+	if seal.Err != nil {
+		t.Fatal(seal.Err)
+	}
+	cut.Store(false)
+	want := uint64(len(got))
+	poll.EventuallyNil(t, 20*time.Second, "every replica sealed at the same end", func() error {
+		for _, id := range c.ids {
+			end, ok := c.group(id).Sealed()
+			if !ok || end != want {
+				return fmt.Errorf("replica %d: sealed %v at %d, want %d", id, ok, end, want)
+			}
+		}
+		return nil
+	})
+	for i, p := range stray {
+		select {
+		case <-p.Done():
+			if p.Err == nil {
+				t.Fatalf("a proposal of the cut-off leader was answered committed at [%d, %d)", p.First, p.Next)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the cut-off leader's proposal %d was never answered", i)
+		}
+	}
+	c.agree(got)
+}
