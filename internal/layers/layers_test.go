@@ -23,7 +23,7 @@ var floors = []struct {
 	{"pure core", []string{"routing", "topology", "scaling", "placement", "authz"}},
 	{"storage", []string{"wal", "wal/crashfs", "wal/tier", "compaction", "meta", "logstore", "replica"}},
 	{"runtime", []string{"internal/labels", "actors", "lifecycle", "consumers"}},
-	{"node edge", []string{"cluster/natsio", "frontend/natsio", "cluster", "frontend", "node"}},
+	{"node edge", []string{"internal/faultnet", "cluster/natsio", "frontend/natsio", "cluster", "frontend", "node"}},
 	{"client", []string{"client"}},
 }
 
