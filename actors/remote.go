@@ -34,6 +34,11 @@ type UnitRead struct {
 	// ChecksumTo > 0 asks for a checksum of the records [From,
 	// ChecksumTo) instead of the records (VerifyReplicas).
 	ChecksumTo uint64
+	// Sealed says the asker's layout has the segment sealed: a replica
+	// that takes it for active (its layout is stale) refuses the read
+	// UNAVAILABLE rather than answer a committed prefix that the asker
+	// would take for the sealed unit's end.
+	Sealed bool
 }
 
 // UnitData answers a UnitRead.
@@ -102,7 +107,7 @@ func (t *Topic) readRemote(owner string, s topology.Segment, bucket int, from ui
 		maxBytes = remoteMaxBytes // one reply stays well under the transport's message limit
 	}
 	req := UnitRead{Topic: t.name, Incarnation: t.incarnation, Segment: s.ID, Bucket: bucket,
-		From: from, Max: max, MaxBytes: maxBytes, BoundsOnly: boundsOnly}
+		From: from, Max: max, MaxBytes: maxBytes, BoundsOnly: boundsOnly, Sealed: s.State != topology.StateActive}
 	var d UnitData
 	var err error
 	if replicated(s) {
@@ -172,6 +177,13 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		s, err := t.unitSegment(req.Segment, req.Bucket)
 		if err != nil {
 			return UnitData{}, err
+		}
+		if req.Sealed && s.State == topology.StateActive && replicated(s) {
+			// The asker knows the segment sealed and this node does not:
+			// its layout is stale (an old home not yet told its topic
+			// moved), and what its copy has committed may end before the
+			// seal. Another replica answers.
+			return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is sealed, but active in node %s's layout of the topic (not up to date); read another replica", req.Segment, uri, m.cfg.NodeID)
 		}
 		if _, remote := t.remoteOwner(s); remote {
 			if replicated(s) && s.ReplicaID(m.cfg.NodeID, m.cfg.Incarnation) > 0 {

@@ -62,7 +62,7 @@ func (m *Manager) VerifyReplicas(ctx context.Context, name routing.TopicName) (a
 // record in common while one holds any.
 func (m *Manager) verifyUnit(ctx context.Context, name routing.TopicName, rec meta.TopicRecord, s topology.Segment, b int) api.UnitCheck {
 	c := api.UnitCheck{Segment: uint64(s.ID), Bucket: b, State: string(s.State), Agree: true}
-	req := UnitRead{Topic: name, Incarnation: rec.Incarnation, Segment: s.ID, Bucket: b, BoundsOnly: true}
+	req := UnitRead{Topic: name, Incarnation: rec.Incarnation, Segment: s.ID, Bucket: b, BoundsOnly: true, Sealed: s.State != topology.StateActive}
 	answered := 0
 	for _, r := range s.Replicas {
 		rc := api.ReplicaCheck{Node: r.Node, Incarnation: r.Incarnation}

@@ -189,7 +189,8 @@ func (n *Member) serveUnitRead(req *clusterpb.UnitRead) *clusterpb.UnitReadReply
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	d, err := n.topics.ServeUnitRead(ctx, actors.UnitRead{Topic: name, Incarnation: req.Incarnation, Segment: topology.SegmentID(req.Segment),
-		Bucket: int(req.Bucket), From: req.From, Max: int(req.Max), MaxBytes: int(req.MaxBytes), BoundsOnly: req.BoundsOnly, ChecksumTo: req.ChecksumTo})
+		Bucket: int(req.Bucket), From: req.From, Max: int(req.Max), MaxBytes: int(req.MaxBytes), BoundsOnly: req.BoundsOnly, ChecksumTo: req.ChecksumTo,
+		Sealed: req.Sealed})
 	if err != nil {
 		return unitReadError(err)
 	}
@@ -227,7 +228,7 @@ func (r remoteUnits) ReadUnit(ctx context.Context, owner string, req actors.Unit
 	}
 	msg := &clusterpb.UnitRead{Topic: req.Topic.String(), Incarnation: req.Incarnation, Segment: uint64(req.Segment), Bucket: uint32(req.Bucket),
 		From: req.From, Max: uint32(max(req.Max, 0)), MaxBytes: uint32(max(req.MaxBytes, 0)), BoundsOnly: req.BoundsOnly,
-		ChecksumTo: req.ChecksumTo}
+		ChecksumTo: req.ChecksumTo, Sealed: req.Sealed}
 	res, err := n.system.Root.RequestFuture(actor.NewPID(addr, unitsActorName), msg, timeout).Result()
 	if err != nil {
 		if errors.Is(err, actor.ErrTimeout) {

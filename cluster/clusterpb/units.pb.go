@@ -38,7 +38,13 @@ type UnitRead struct {
 	BoundsOnly  bool                   `protobuf:"varint,8,opt,name=bounds_only,json=boundsOnly,proto3" json:"bounds_only,omitempty"`
 	// checksum_to > 0 asks for a checksum of the committed records
 	// [from, checksum_to) instead of the records (topic.verify).
-	ChecksumTo    uint64 `protobuf:"varint,9,opt,name=checksum_to,json=checksumTo,proto3" json:"checksum_to,omitempty"`
+	ChecksumTo uint64 `protobuf:"varint,9,opt,name=checksum_to,json=checksumTo,proto3" json:"checksum_to,omitempty"`
+	// sealed: the asker's layout has the segment sealed. A replica whose
+	// view has it active (its layout is stale: an old home not yet told
+	// its topic moved) answers UNAVAILABLE rather than its committed
+	// prefix, which may end before the seal, so that the asker reads
+	// another replica.
+	Sealed        bool `protobuf:"varint,10,opt,name=sealed,proto3" json:"sealed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,6 +140,13 @@ func (x *UnitRead) GetChecksumTo() uint64 {
 		return x.ChecksumTo
 	}
 	return 0
+}
+
+func (x *UnitRead) GetSealed() bool {
+	if x != nil {
+		return x.Sealed
+	}
+	return false
 }
 
 type Header struct {
@@ -1683,7 +1696,7 @@ var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\n" +
-	"\x1cbraid/cluster/v1/units.proto\x12\x10braid.cluster.v1\"\xf9\x01\n" +
+	"\x1cbraid/cluster/v1/units.proto\x12\x10braid.cluster.v1\"\x91\x02\n" +
 	"\bUnitRead\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
@@ -1695,7 +1708,9 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\vbounds_only\x18\b \x01(\bR\n" +
 	"boundsOnly\x12\x1f\n" +
 	"\vchecksum_to\x18\t \x01(\x04R\n" +
-	"checksumTo\"0\n" +
+	"checksumTo\x12\x16\n" +
+	"\x06sealed\x18\n" +
+	" \x01(\bR\x06sealed\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x86\x01\n" +
