@@ -1,10 +1,7 @@
 package consumers
 
 import (
-	"errors"
-	"io/fs"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/braidmq/braid/wal"
@@ -74,8 +71,12 @@ type LocalLogs struct{}
 // Open implements LogOpener.
 func (LocalLogs) Open(req LogRequest, apply func([]byte) error) (StateLog, int, error) {
 	if !req.Create {
-		if _, err := os.Stat(req.Dir); errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, nil
+		// No state yet: no log in the group's directory. (The directory
+		// may exist, holding only the replicated generations a deleted
+		// subscription of the same name left on this node: a log opened
+		// there would keep a new subscription's state on this node alone.)
+		if has, err := wal.HasLog(nil, req.Dir); err != nil || !has {
+			return nil, 0, err
 		}
 	}
 	l, records, err := openAndReplay(req.Dir, req.Durability, nil, req.Logger, apply)

@@ -75,6 +75,19 @@ func parseSegmentName(name string) (segmentFile, bool) {
 // listSegmentFiles returns the data files of dir that are part of the log,
 // in name order: by first offset, a plain file before its ".END" and
 // ".START".
+// HasLog says whether dir holds a log's files (a directory that does not
+// exist, or holds only other directories, holds none).
+func HasLog(fsys FS, dir string) (bool, error) {
+	if fsys == nil {
+		fsys = OSFS
+	}
+	files, err := listSegmentFiles(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return len(files) > 0, err
+}
+
 func listSegmentFiles(fsys FS, dir string) ([]segmentFile, error) {
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
