@@ -86,6 +86,7 @@ type Group struct {
 	notice       *Quiet               // a leader's notice to go quiet, to check
 	unindexed    []*Proposal          // proposed since the last Ready, in order
 	byIndex      map[uint64]*Proposal // appended, by raft index
+	topIndex     uint64               // the highest index a proposal was given
 }
 
 // Proposal is a batch of records proposed to a group: answered once it is
@@ -391,17 +392,30 @@ func (g *Group) Campaign() { g.post(true, func() { _ = g.rn.Campaign() }) }
 
 // Step hands the group a message from another replica.
 func (g *Group) Step(m *pb.Message) {
-	active := !isHeartbeat(m)
-	g.post(active, func() {
+	answer := isAnswer(m)
+	g.post(!answer, func() {
 		if err := g.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			g.host.cfg.Logger.Warningf("replica %d of %s: step %s from %d: %v", g.cfg.ID, g.cfg.Group, m.GetType(), m.GetFrom(), err)
+		}
+		if answer && g.rn.HasReady() {
+			g.mu.Lock()
+			g.quiesced = false
+			g.idleTicks = 0
+			g.mu.Unlock()
 		}
 	})
 }
 
-// isHeartbeat says whether m leaves a quiet replica quiet: an answer to a
-// heartbeat (a heartbeat itself wakes a follower: its leader ticks).
-func isHeartbeat(m *pb.Message) bool { return m.GetType() == pb.MsgHeartbeatResp }
+// isAnswer says whether m wakes a quiet replica only if it gives raft
+// something to do: an answer to an append or a heartbeat. One that comes
+// after its leader went quiet (a follower's answer to the last append,
+// slower than the leader's idle ticks) changes nothing, and must not wake
+// the group it finds quiet. Anything else wakes it at once (a heartbeat
+// wakes a follower: its leader ticks).
+func isAnswer(m *pb.Message) bool {
+	t := m.GetType()
+	return t == pb.MsgHeartbeatResp || t == pb.MsgAppResp
+}
 
 // Propose proposes recs (at least one) as one entry. The proposal is
 // answered once they are committed, with their offsets, or with an error
@@ -657,13 +671,21 @@ func (g *Group) sendTo(m *pb.Message) {
 // noteIndexes gives this replica's own proposals their entries as raft
 // appends them (raft copies the data, so they are matched by term and
 // content, in order); a proposal whose index another entry takes was
-// lost.
+// lost, and so was every proposal past it: an append cuts the log from
+// its first entry (a new leader's log may end well before a deposed
+// one's proposals, which would otherwise wait for entries at their
+// indexes that an idle group never writes).
 func (g *Group) noteIndexes(ents []*pb.Entry) {
-	for _, e := range ents {
-		if old, ok := g.byIndex[e.GetIndex()]; ok {
-			delete(g.byIndex, e.GetIndex())
-			g.finish(old, ErrLost)
+	if len(ents) > 0 && ents[0].GetIndex() <= g.topIndex {
+		cut := ents[0].GetIndex()
+		for idx, p := range g.byIndex {
+			if idx >= cut {
+				delete(g.byIndex, idx)
+				g.finish(p, ErrLost)
+			}
 		}
+	}
+	for _, e := range ents {
 		if len(g.unindexed) == 0 || len(e.Data) == 0 {
 			continue
 		}
@@ -671,6 +693,7 @@ func (g *Group) noteIndexes(ents []*pb.Entry) {
 			g.unindexed = g.unindexed[1:]
 			p.id.Index = e.GetIndex()
 			g.byIndex[p.id.Index] = p
+			g.topIndex = max(g.topIndex, p.id.Index)
 		}
 	}
 }

@@ -58,6 +58,13 @@ func newClusterOf(t *testing.T, n int, journaled bool) *cluster {
 	return newClusterWith(t, n, clusterOptions{journaled: journaled})
 }
 
+// testPeerTimeout is the test hosts' failure detector: far longer than
+// their 2 ms ticks (10 ticks, the default, took a node for down under a
+// loaded machine's pauses and woke every quiet group, which
+// TestHostQuiescesIdleGroups reads as a group waking with nothing to do),
+// far shorter than the tests' deadlines.
+const testPeerTimeout = 500 * time.Millisecond
+
 // clusterOptions are a test cluster's: journaled replicas, the groups'
 // first leader, replicas not started at first.
 type clusterOptions struct {
@@ -166,7 +173,7 @@ func (c *cluster) start(id uint64) {
 		c.t.Fatal(err)
 	}
 	self := c.peers[id]
-	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[id], Workers: 2, StateJournal: states,
+	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[id], PeerTimeout: testPeerTimeout, Workers: 2, StateJournal: states,
 		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
 	if commits != nil {
 		h.SetCommits(commits)

@@ -115,7 +115,9 @@ type Host struct {
 	commits atomic.Pointer[wal.CommitGroup]
 
 	outMu sync.Mutex
-	out   map[Peer][]Envelope
+	// flushMu orders flushes (flush).
+	flushMu sync.Mutex
+	out     map[Peer][]Envelope
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -454,8 +456,13 @@ func (h *Host) send(to Peer, envs ...Envelope) {
 	h.outMu.Unlock()
 }
 
-// flush sends what is queued, one batch per peer.
+// flush sends what is queued, one batch per peer. Flushes go one at a
+// time (the workers and the tick loop all flush), so that a peer gets
+// batches in the order they were made: a follower told to go quiet has
+// had every append its leader sent before.
 func (h *Host) flush() {
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
 	h.outMu.Lock()
 	if len(h.out) == 0 {
 		h.outMu.Unlock()

@@ -255,8 +255,8 @@ func TestHostPeerDownForgetsItsLeader(t *testing.T) {
 	c.paused.Store(true)
 	c.halt(lead)
 	followers := c.followers(lead)
-	// Past the peer timeout (10 ticks of 2 ms), one tick each: the hosts
-	// find the leader's node silent.
+	// Past the peer timeout, one tick each: the hosts find the leader's
+	// node silent.
 	node := c.peers[lead].Node
 	poll.EventuallyNil(t, 10*time.Second, "the followers taking the leader's node for down", func() error {
 		for _, id := range followers {
@@ -298,7 +298,7 @@ func TestHostBeaconAnsweredByRestartedNode(t *testing.T) {
 	})
 	// Back, as a host with no group.
 	self := c.peers[follower]
-	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[follower], Workers: 1,
+	h := replica.NewHost(replica.HostConfig{Self: self, TickInterval: 2 * time.Millisecond, Ticks: c.ticks[follower], PeerTimeout: testPeerTimeout, Workers: 1,
 		Send: func(to replica.Peer, batch []replica.Envelope) { c.send(self, to, batch) }})
 	t.Cleanup(h.Close)
 	c.mu.Lock()
