@@ -148,6 +148,7 @@ func (n *Member) registerReplicaMetrics() {
 			func() float64 { return float64(n.replicas.Len()) }),
 		counter("braid_replica_stale_incarnation_dropped_total", "Raft batches dropped because they were for another incarnation of this node (its data directory before it was replaced).", c.StaleIncarnation.Load),
 		counter("braid_replica_unknown_group_dropped_total", "Raft messages dropped for a group this node does not run (it may open it: a replica whose node restarted).", c.UnknownGroup.Load),
+		counter("braid_replica_failed_total", "Replicas that failed: their log or state could not be written, or raft stopped on an entry their log could not give (a damaged frame). The error log names the group.", c.Failed.Load),
 		counter("braid_replica_not_member_dropped_total", "Raft messages dropped because their sender is not the member the group knows (another incarnation of its node, or another node).", c.NotMember.Load),
 		n.raftPeersDown,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_replica_under_replicated_segments", Help: "Segments of the topics active here as their home with fewer live copies than their replication factor (sealed and active)."},

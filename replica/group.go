@@ -60,6 +60,7 @@ type Group struct {
 	appendQ         []*pb.Message
 	appendScheduled bool
 	stopped         bool
+	broken          bool                   // raft failed (recoverRaft): the group takes no more work
 	open            map[*Proposal]struct{} // proposals not answered yet
 	quiesced        bool
 	idleTicks       int
@@ -457,7 +458,7 @@ func (g *Group) propose(p *Proposal) *Proposal {
 // if the group stopped.
 func (g *Group) post(active bool, f func()) bool {
 	g.mu.Lock()
-	if g.stopped {
+	if g.stopped || g.broken {
 		g.mu.Unlock()
 		return false
 	}
@@ -596,11 +597,20 @@ func (g *Group) Stop() {
 	for p := range open {
 		p.finish(ErrStopped)
 	}
+	if g.failed.Load() == nil {
+		// A replica started again knows its committed prefix at once,
+		// rather than serving nothing until it hears its leader (raft's
+		// commit index alone is kept in memory: SetHardState).
+		if err := g.cfg.Storage.NoteCommit(g.commitIdx.Load()); err != nil {
+			g.host.cfg.Logger.Warningf("braid/replica: %s: recording its commit index at its stop: %v", g.cfg.Group, err)
+		}
+	}
 }
 
 // process runs what is queued for the group, then its Readys.
 func (g *Group) process() {
 	defer g.running.Done()
+	defer g.recoverRaft()
 	for {
 		g.mu.Lock()
 		fs := g.inbox
@@ -631,6 +641,33 @@ func (g *Group) process() {
 			g.notice = nil
 			g.takeNotice(*q)
 		}
+	}
+}
+
+// recoverRaft turns a panic of raft into the failure of this replica
+// alone. Raft panics when its storage cannot give it an entry: a damaged
+// frame of the log (a flipped bit, a bad sector), which it reads to send
+// to a lagging follower or to apply. The replica takes no more work, says
+// so (an error log, HostCounters.Failed, Err), answers its proposals, and
+// the process and every other group go on; the group's other replicas
+// elect a leader among themselves.
+func (g *Group) recoverRaft() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	err := fmt.Errorf("raft stopped: %v", r)
+	g.failAppends(err)
+	g.leader.Store(0)
+	g.mu.Lock()
+	g.broken = true
+	g.scheduled = false
+	g.inbox = nil
+	open := g.open
+	g.open = map[*Proposal]struct{}{}
+	g.mu.Unlock()
+	for p := range open {
+		p.finish(fmt.Errorf("braid/replica: replica %d of %s failed: %w", g.cfg.ID, g.cfg.Group, err))
 	}
 }
 

@@ -190,7 +190,11 @@ func (c *cluster) start(id uint64) {
 
 // halt stops replica id and closes its log, as a killed process would
 // leave it (everything it acknowledged is durable).
-func (c *cluster) halt(id uint64) {
+func (c *cluster) halt(id uint64) { c.haltExpecting(id, false) }
+
+// haltExpecting is halt of a replica that may have failed (failed: it
+// must have).
+func (c *cluster) haltExpecting(id uint64, failed bool) {
 	c.mu.Lock()
 	h, g, l := c.hosts[id], c.groups[id], c.logs[id]
 	delete(c.hosts, id)
@@ -201,8 +205,10 @@ func (c *cluster) halt(id uint64) {
 		return
 	}
 	h.Close()
-	if err := g.Err(); err != nil {
+	if err := g.Err(); err != nil && !failed {
 		c.t.Errorf("replica %d failed: %v", id, err)
+	} else if err == nil && failed {
+		c.t.Errorf("replica %d did not fail", id)
 	}
 	l.Close()
 	c.mu.Lock()

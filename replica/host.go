@@ -146,6 +146,9 @@ type HostCounters struct {
 	LeadAsks atomic.Uint64
 	// AppendRounds counts the rounds of appends made durable (rounds.go).
 	AppendRounds atomic.Uint64
+	// Failed counts the replicas that failed: their storage could not be
+	// written, or raft stopped on what it read (Group.Err says why).
+	Failed atomic.Uint64
 }
 
 // NewHost starts a host.

@@ -194,7 +194,9 @@ func (g *Group) nextAppends(h *Host) {
 // failAppends records that the group's storage failed: it stops storing.
 func (g *Group) failAppends(err error) {
 	err = fmt.Errorf("replica %d of %s: %w", g.cfg.ID, g.cfg.Group, err)
-	g.failed.Store(&err)
+	if g.failed.CompareAndSwap(nil, &err) {
+		g.host.counters.Failed.Add(1)
+	}
 	g.host.cfg.Logger.Errorf("braid/replica: %v", err)
 }
 

@@ -458,6 +458,20 @@ func (s *Storage) PersistCommit(i uint64) error {
 	return s.syncStateLocked()
 }
 
+// NoteCommit writes the commit index i to the state, to be durable with
+// the next write that is synced (PersistCommit syncs at once): a replica
+// stopped records what it knows was committed, so that its next start
+// serves it without waiting to hear it again.
+func (s *Storage) NoteCommit(i uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i <= s.stored.commit {
+		return nil
+	}
+	s.st.commit = max(s.st.commit, min(i, s.lastLocked()))
+	return s.writeStateLocked()
+}
+
 // SaveState writes the state to the state file durably now: with a state
 // journal the file otherwise follows at the journal's checkpoint, and a
 // copy of the group's files made for another node must carry it.
