@@ -23,6 +23,6 @@ func (m *Manager) repaired(k UnitKey, r wal.RepairReport) {
 func (m *Manager) hole(k UnitKey, h wal.Hole) {
 	m.m.holes.Inc()
 	m.m.lostRecords.Add(float64(h.To - h.From))
-	m.log.Error("bucket log: records lost to damage; readers skip them (OFFSETS_LOST)", "unit", k.String(),
+	m.log.Error("bucket log: records lost to damage; readers skip them (OFFSETS_LOST), or read another copy of a replicated unit", "unit", k.String(),
 		"from", h.From, "to", h.To, "file", h.File, "pos", h.Pos, "bytes", h.Bytes, "reason", h.Reason)
 }

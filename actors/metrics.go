@@ -50,6 +50,9 @@ type metrics struct {
 	// (relocate.go); remoteReads the reads of units owned elsewhere.
 	relocated   prometheus.Counter
 	remoteReads *prometheus.CounterVec
+	// damagedReads counts reads of this node's copy of a replicated unit
+	// that met damage in its log (damaged.go).
+	damagedReads prometheus.Counter
 	// remoteAppends counts the batches written to segments other nodes
 	// own (hosted.go).
 	remoteAppends *prometheus.CounterVec
@@ -132,6 +135,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		remoteReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
 			[]string{"result"}),
+		damagedReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_replica_damaged_reads_total", Help: "Reads of this node's copy of a replicated unit that met damaged records in its log (a hole): refused, so that another replica answers."}),
 		tierReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_tier_reads_total", Help: "Reads of bucket logs served from the remote tier (below the local first offset), by result (ok, error)."},
 			[]string{"result"}),
@@ -182,7 +187,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures, m.replicaCopies,
-			m.tierReads,
+			m.tierReads, m.damagedReads,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

@@ -191,7 +191,11 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 			}
 			return UnitData{}, api.Errorf(api.CodeUnavailable, "segment %d of %s is owned by node %s, not %s; retry", req.Segment, uri, s.Owner, m.cfg.NodeID)
 		}
-		return m.readLocal(t.unitLogFor(s, req.Bucket), req)
+		d, err := m.readLocal(t.unitLogFor(s, req.Bucket), req)
+		if replicated(s) {
+			err = m.damagedCopy(UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}, err)
+		}
+		return d, err
 	}
 	rec, s, err := m.servedSegment(ctx, req)
 	if err != nil {

@@ -350,8 +350,17 @@ func (m *Manager) peerLive(s topology.Segment, id uint64) bool {
 // from its replicas, the owner first: the first that answers (this node
 // itself when it is one) serves it.
 func (m *Manager) readReplicas(ctx context.Context, s topology.Segment, req UnitRead) (UnitData, error) {
-	var lastErr error
+	return m.readReplicasBut(ctx, s, req, "")
+}
+
+// readReplicasBut is readReplicas from every replica but the one on node
+// skip.
+func (m *Manager) readReplicasBut(ctx context.Context, s topology.Segment, req UnitRead, skip string) (UnitData, error) {
+	var lastErr error = api.Errorf(api.CodeUnavailable, "segment %d of %s: no other replica to read", req.Segment, req.Topic)
 	for _, r := range s.Replicas {
+		if r.Node == skip {
+			continue
+		}
 		var d UnitData
 		var err error
 		if r.Node == m.cfg.NodeID {
@@ -386,7 +395,8 @@ func (m *Manager) serveReplicaRead(req UnitRead, s topology.Segment) (UnitData, 
 	if err != nil {
 		return UnitData{}, err
 	}
-	return m.readLocal(func() (*wal.Log, error) { return l, nil }, req)
+	d, err := m.readLocal(func() (*wal.Log, error) { return l, nil }, req)
+	return d, m.damagedCopy(key, err)
 }
 
 // replicaCommitter proposes a bucket's batches to its group, which this

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -247,6 +248,10 @@ func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBy
 		return d.Records, err
 	}
 	d, err := t.mgr.readLocal(t.unitLogFor(s, bucket), UnitRead{From: from, Max: max, MaxBytes: maxBytes})
+	if replicated(s) && errors.Is(err, wal.ErrHole) {
+		_ = t.mgr.damagedCopy(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}, err) // logged and counted
+		d, err = t.readPastDamage(s, bucket, from, max, maxBytes)
+	}
 	if m := t.state.Load().meters[seg]; m != nil && len(d.Records) > 0 {
 		m.read(d.Records)
 	}

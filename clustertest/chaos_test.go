@@ -537,26 +537,8 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	if spared == home && f.victim != theHome && f.victim != theMetaHome {
 		spared = (target + 2) % 3 // writes through a node other than the home, when the home is spared
 	}
-	l := newLedger()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		plainWriter(c.conns[spared], uri, "spared", "k", 0, 1_000_000, time.Second, l, stop)
-	}()
-	go func() {
-		defer wg.Done()
-		plainWriter(c.conns[target], uri, "victim", "m", 1_000_000, 2_000_000, time.Second, l, stop)
-	}()
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
+	l, stop := writeThrough(c, uri, spared, target)
+	defer stop()
 	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 100), "acknowledged before the fault")
 
 	l.mark("spared")
@@ -573,8 +555,7 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	l.mark("victim")
 	Eventually(func() bool { _, ok := l.wait("victim"); return ok }).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).
 		Should(BeTrue(), "writes through %s never resumed after the heal", c.nodes[target].id)
-	close(stop)
-	wg.Wait()
+	stop()
 
 	reader := (target + 2) % 3
 	v := check(c.conns[reader], uri, "chaos-check", l)
@@ -702,26 +683,8 @@ func powerLoss(c *chaosCluster, fault, prefix string, cut func(home int) []int) 
 	GinkgoHelper()
 	uri, home, _ := c.topicFor(prefix, theHome)
 	other := (home + 1) % 3
-	l := newLedger()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		plainWriter(c.conns[other], uri, "spared", "k", 0, 1_000_000, time.Second, l, stop)
-	}()
-	go func() {
-		defer wg.Done()
-		plainWriter(c.conns[home], uri, "victim", "m", 1_000_000, 2_000_000, time.Second, l, stop)
-	}()
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
+	l, stop := writeThrough(c, uri, other, home)
+	defer stop()
 	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 300), "acknowledged before the power cut")
 	killed := cut(home)
 	for _, i := range killed {
@@ -743,8 +706,7 @@ func powerLoss(c *chaosCluster, fault, prefix string, cut func(home int) []int) 
 		_, b := l.wait("victim")
 		return a && b
 	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), "writes never resumed after the restart")
-	close(stop)
-	wg.Wait()
+	stop()
 	v := check(c.conns[other], uri, "chaos-check", l)
 	fmt.Fprintf(GinkgoWriter, "%s: %+v\n", fault, v)
 	agreed := false

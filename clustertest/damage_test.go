@@ -1,0 +1,154 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/braidmq/braid/client"
+	"github.com/braidmq/braid/routing"
+)
+
+// writeThrough starts the two plain writers of a fault's run: "spared"
+// (keys k*) through node spared and "victim" (keys m*) through node
+// victim. stop stops them and waits (once; later calls do nothing).
+func writeThrough(c *chaosCluster, uri string, spared, victim int) (l *ledger, stop func()) {
+	l = newLedger()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		plainWriter(c.conns[spared], uri, "spared", "k", 0, 1_000_000, time.Second, l, done)
+	}()
+	go func() {
+		defer wg.Done()
+		plainWriter(c.conns[victim], uri, "victim", "m", 1_000_000, 2_000_000, time.Second, l, done)
+	}()
+	var once sync.Once
+	return l, func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// damagedCopy runs one damaged disk: writers through the home and
+// through a follower of a replicated topic until enough is acknowledged;
+// the follower stopped cleanly (its logs closed, every byte in its own
+// files), a byte flipped in the record of an acknowledged message in its
+// copy's log files, and the follower started again. Readers through the
+// follower and through the home must read every acknowledged message
+// once, in its key's order (the damaged copy serves nothing it lost:
+// another replica answers), and the follower must say so. Its damaged
+// replica fails alone (raft cannot take back a replica whose log lost
+// what it acknowledged) and the topic goes on with the other two; making
+// the copy again from its peers is not built, so the replicas do not
+// agree again.
+func damagedCopy(c *chaosCluster, fault, prefix string) {
+	GinkgoHelper()
+	uri, home, victim := c.topicFor(prefix, theFollower)
+	l, stop := writeThrough(c, uri, home, victim)
+	defer stop()
+	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 300), "acknowledged before the damage")
+	nd := c.nodes[victim]
+	nd.signal(syscall.SIGTERM)
+	Eventually(nd.exited).WithTimeout(time.Minute).Should(BeClosed(), "%s did not stop", nd.id)
+	name, err := routing.ParseTopic(uri)
+	Expect(err).NotTo(HaveOccurred())
+	file := damageRecord(filepath.Join(nd.dataDir, "topics", name.Tenant, name.Namespace, name.Name), l)
+	fmt.Fprintf(GinkgoWriter, "%s: a byte flipped in %s (of %s, home %s)\n", fault, file, uri, c.nodes[home].id)
+	c.start(victim, "--replication-factor", "3")
+	c.waitLive()
+	l.mark("spared")
+	l.mark("victim")
+	Eventually(func() bool {
+		_, a := l.wait("spared")
+		_, b := l.wait("victim")
+		return a && b
+	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), "writes never resumed after the restart")
+	stop()
+	v := check(c.conns[victim], uri, "chaos-check-damaged", l)
+	fmt.Fprintf(GinkgoWriter, "%s: read through %s: %+v\n", fault, nd.id, v)
+	w := check(c.conns[home], uri, "chaos-check", l)
+	fmt.Fprintf(GinkgoWriter, "%s: read through %s: %+v\n", fault, c.nodes[home].id, w)
+	w.lost += v.lost
+	record(fault, w, nil, false)
+	for _, v := range []verdict{v, w} {
+		Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
+		Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
+		Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
+		Expect(v.unexpected).To(BeZero(), "read what was never sent")
+	}
+	// A verification reads every copy, the damaged one too: found and said.
+	Eventually(func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = client.NewAdmin(c.conns[home]).VerifyReplicas(ctx, uri)
+		return nd.logTail(4000)
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(MatchRegexp(`level=ERROR.*(damage|raft stopped)`), "%s did not say its copy was damaged", nd.id)
+}
+
+// damageRecord flips a byte of the payload of an acknowledged message
+// in a log file of the topic whose directory is dir (its bucket logs:
+// files named by their first offset), and returns the file.
+func damageRecord(dir string, l *ledger) string {
+	GinkgoHelper()
+	var files []string
+	Expect(filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && regexp.MustCompile(`^[0-9]{20}$`).MatchString(d.Name()) {
+			files = append(files, p)
+		}
+		return err
+	})).To(Succeed())
+	l.mu.Lock()
+	var seqs []int
+	for seq := range l.acked {
+		if seq >= 1_000_000 && seq < 1_000_000+200 {
+			seqs = append(seqs, seq) // acknowledged early: long in a file
+		}
+	}
+	l.mu.Unlock()
+	for _, seq := range seqs {
+		marker := []byte(strconv.Itoa(seq))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			i := bytes.Index(b, marker)
+			if i < 0 {
+				continue
+			}
+			fh, err := os.OpenFile(f, os.O_WRONLY, 0)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = fh.WriteAt([]byte{b[i+len(marker)-1] ^ 0x01}, int64(i+len(marker)-1))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(fh.Close()).To(Succeed())
+			return f
+		}
+	}
+	Fail(fmt.Sprintf("no acknowledged message found in the log files of %s (%d files)", dir, len(files)))
+	return ""
+}
+
+var _ = Describe("Faults of disks", func() {
+	It("damage: a flipped byte in a closed file of a follower's copy, started again: every acknowledged message read, through it too, and the damage said", func() {
+		if !chaosFull() {
+			Skip("make chaos runs it (BRAID_CHAOS_ROUNDS)")
+		}
+		c := startChaosCluster("--replication-factor", "3")
+		for round := range chaosRounds() {
+			damagedCopy(c, "damage: a flipped byte in a closed file of a follower's copy", fmt.Sprintf("disk%d-", round))
+		}
+	})
+})
