@@ -384,16 +384,8 @@ func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 	seen := map[int]int{}
 	last := map[string]int{}
 	v := verdict{acked: len(acked)}
-	missing := func() int {
-		k := 0
-		for seq := range acked {
-			if seen[seq] == 0 {
-				k++
-			}
-		}
-		return k
-	}
-	for missing() > 0 && ctx.Err() == nil {
+	missing := len(acked) // acknowledged, not read yet
+	for missing > 0 && ctx.Err() == nil {
 		m, err := c.Next(ctx)
 		if err != nil {
 			if (errors.Is(err, api.ErrUnavailable) || errors.Is(err, client.ErrTimeout)) && ctx.Err() == nil {
@@ -408,6 +400,9 @@ func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 			continue
 		}
 		seen[seq]++
+		if seen[seq] == 1 && acked[seq] {
+			missing--
+		}
 		key := string(m.Key)
 		if prev, ok := last[key]; ok && prev >= seq && !(prev == seq && unknown[seq] && seen[seq] <= tried[seq]) {
 			v.reordered++

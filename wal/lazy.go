@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"time"
 )
 
 // NewLazyFS returns a file system over base that keeps what is written to
@@ -161,8 +160,7 @@ type lazyInfo struct {
 	size int64
 }
 
-func (i lazyInfo) Size() int64        { return i.size }
-func (i lazyInfo) ModTime() time.Time { return i.FileInfo.ModTime() }
+func (i lazyInfo) Size() int64 { return i.size }
 
 // lazyFile is an open file of a lazyFS.
 type lazyFile struct {
