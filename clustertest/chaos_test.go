@@ -694,13 +694,7 @@ func powerLoss(c *chaosCluster, fault, prefix string, cut func(home int) []int) 
 		c.start(i, "--replication-factor", "3")
 	}
 	c.waitLive()
-	l.mark("spared")
-	l.mark("victim")
-	Eventually(func() bool {
-		_, a := l.wait("spared")
-		_, b := l.wait("victim")
-		return a && b
-	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), "writes never resumed after the restart")
+	bothResume(l)
 	stop()
 	v := check(c.conns[other], uri, "chaos-check", l)
 	fmt.Fprintf(GinkgoWriter, "%s: %+v\n", fault, v)

@@ -45,6 +45,19 @@ func writeThrough(c *chaosCluster, uri string, spared, victim int) (l *ledger, s
 	}
 }
 
+// bothResume waits until each writer of l is acknowledged again, after
+// a restart.
+func bothResume(l *ledger) {
+	GinkgoHelper()
+	l.mark("spared")
+	l.mark("victim")
+	Eventually(func() bool {
+		_, a := l.wait("spared")
+		_, b := l.wait("victim")
+		return a && b
+	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), "writes never resumed after the restart")
+}
+
 // damagedCopy runs one damaged disk: writers through the home and
 // through a follower of a replicated topic until enough is acknowledged;
 // the follower stopped cleanly (its logs closed, every byte in its own
@@ -81,13 +94,7 @@ func damagedCopy(c *chaosCluster, fault, prefix string, d diskFault) {
 	fmt.Fprintf(GinkgoWriter, "%s: a byte flipped in %s (of %s, home %s)\n", fault, file, uri, c.nodes[home].id)
 	c.start(victim, "--replication-factor", "3")
 	c.waitLive()
-	l.mark("spared")
-	l.mark("victim")
-	Eventually(func() bool {
-		_, a := l.wait("spared")
-		_, b := l.wait("victim")
-		return a && b
-	}).WithTimeout(2*time.Minute).WithPolling(100*time.Millisecond).Should(BeTrue(), "writes never resumed after the restart")
+	bothResume(l)
 	stop()
 	v := check(c.conns[victim], uri, "chaos-check-damaged", l)
 	fmt.Fprintf(GinkgoWriter, "%s: read through %s: %+v\n", fault, nd.id, v)

@@ -517,29 +517,12 @@ func TestGroupConflictingSuffixIsCut(t *testing.T) {
 		stale = append(stale, c.group(old).Propose([]wal.Record{rec(500 + i), rec(600 + i)}))
 	}
 	// The stale leader writes them to its own log.
-	poll.EventuallyNil(t, 10*time.Second, "the cut-off leader's writes", func() error {
-		c.mu.Lock()
-		l := c.logs[old]
-		c.mu.Unlock()
-		if n := l.DurableOffset(); n < uint64(len(got))+10 {
-			return fmt.Errorf("the cut-off leader wrote up to %d", n)
-		}
-		return nil
-	})
+	c.waitDurable(old, uint64(len(got))+10)
 	next := c.leader(old)
 	c.propose(next, 1000, 10, got)
 	c.setCut(old, false)
 	c.agree(got)
-	for i, p := range stale {
-		select {
-		case <-p.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("stale proposal %d not answered", i)
-		}
-		if !errors.Is(p.Err, replica.ErrLost) {
-			t.Fatalf("stale proposal %d: %v, want ErrLost", i, p.Err)
-		}
-	}
+	allLost(t, stale)
 }
 
 // A sealed group takes no more records: proposals after the seal are

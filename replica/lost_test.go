@@ -31,17 +31,30 @@ func TestDeposedLeadersProposalsLostPastAShortLog(t *testing.T) {
 	for i := range 5 {
 		stale = append(stale, c.group(old).Propose([]wal.Record{rec(500 + i)}))
 	}
-	poll.EventuallyNil(t, 10*time.Second, "the cut-off leader's writes", func() error {
+	c.waitDurable(old, uint64(len(got))+5)
+	c.leader(old) // writes its empty entry, and nothing else
+	c.setCut(old, false)
+	allLost(t, stale)
+	c.agree(got)
+}
+
+// waitDurable waits until replica id's log holds next records durably.
+func (c *cluster) waitDurable(id, next uint64) {
+	c.t.Helper()
+	poll.EventuallyNil(c.t, 10*time.Second, "the replica's writes", func() error {
 		c.mu.Lock()
-		l := c.logs[old]
+		l := c.logs[id]
 		c.mu.Unlock()
-		if n := l.DurableOffset(); n < uint64(len(got))+5 {
-			return fmt.Errorf("the cut-off leader wrote up to %d", n)
+		if n := l.DurableOffset(); n < next {
+			return fmt.Errorf("replica %d wrote up to %d of %d", id, n, next)
 		}
 		return nil
 	})
-	c.leader(old) // writes its empty entry, and nothing else
-	c.setCut(old, false)
+}
+
+// allLost checks that every proposal of stale is answered ErrLost.
+func allLost(t *testing.T, stale []*replica.Proposal) {
+	t.Helper()
 	for i, p := range stale {
 		select {
 		case <-p.Done():
@@ -52,7 +65,6 @@ func TestDeposedLeadersProposalsLostPastAShortLog(t *testing.T) {
 			t.Fatalf("stale proposal %d: %v, want ErrLost", i, p.Err)
 		}
 	}
-	c.agree(got)
 }
 
 // A leader whose log has a damaged frame (a flipped byte in a record,
