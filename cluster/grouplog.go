@@ -218,6 +218,11 @@ func (n *Member) dropGenerations(kind, topic, sub, dir string, gen uint64) {
 // made (replica.HostConfig.OnUnknown).
 func (n *Member) openGroupFollower(name string, from replica.Peer) {
 	kind, topic, sub, gen, err := parseGroupRaftName(name)
+	// The node's consumer groups are given to the Member once made
+	// (Attach), after its replica host starts: a message that comes
+	// before waits for them (it read them unset, and crashed the node, a
+	// restarted one that its peers' groups spoke to at once).
+	<-n.attached
 	var groups groupStore
 	if err == nil {
 		groups, err = n.groupsOf(kind)
@@ -230,7 +235,6 @@ func (n *Member) openGroupFollower(name string, from replica.Peer) {
 		n.log.Error("a raft message names a consumer group that cannot be; dropped", "group", name, "from", from.String(), "err", err)
 		return
 	}
-	<-n.attached
 	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
 	defer cancel()
 	rec, _, err := n.meta.GroupHome(ctx, tn, kind, sub)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/meta"
 	"github.com/braidmq/braid/placement"
@@ -327,7 +328,50 @@ func (m *membership) rejoin() {
 	m.lease.Rejoined()
 	m.publishLeaseLocked()
 	m.mu.Unlock()
+	go n.reactivate(stopped)
 }
+
+// reactivate activates again the topics a lapsed lease stopped (those
+// still homed here: another node's are left to it), so that what their
+// controllers do while no request comes goes on: a topic that was one
+// copy short stayed so until its next request (found by the fault suite:
+// a home cut off one way, its topic moved with two copies, every node's
+// lease lapsing while the metadata store elected again after the heal).
+// Eight at a time; a topic whose record cannot be read yet (the store
+// still electing) is tried again every second, ten times.
+func (n *Member) reactivate(uris []string) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, uri := range uris {
+		name, err := routing.ParseTopic(uri)
+		if err != nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for try := 1; ; try++ {
+				_, err := n.topics.TopicByName(name)
+				switch {
+				case err == nil || errors.As(err, new(*actors.NotOwnerError)):
+					return
+				case try < reactivateTries && api.AsError(err).Code == api.CodeUnavailable:
+					wait := make(chan struct{})
+					n.clock.AfterFunc(time.Second, func() { close(wait) })
+					<-wait
+				default:
+					n.log.Warn("activating again a topic its lapsed lease stopped failed; its next request will", "topic", uri, "err", err, "tries", try)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// reactivateTries bounds reactivate's tries of a topic.
+const reactivateTries = 10
 
 // kickRenewal has the renewal loop run a round now, unless one is asked
 // for already.

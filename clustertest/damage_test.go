@@ -45,6 +45,30 @@ func writeThrough(c *chaosCluster, uri string, spared, victim int) (l *ledger, s
 	}
 }
 
+// logFiles lists the bucket log files of the topic whose directory is
+// dir (none if it has none yet): files named by their first offset, only
+// those before the last of their log if older (closed ones, whose frames
+// are found by their headers and read whole only when asked for).
+func logFiles(dir string, older bool) []string {
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && regexp.MustCompile(`^[0-9]{20}$`).MatchString(d.Name()) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if !older {
+		return files
+	}
+	var closed []string
+	for i, f := range files { // walked in order: a log's files by first offset
+		if i+1 < len(files) && filepath.Dir(files[i+1]) == filepath.Dir(f) {
+			closed = append(closed, f)
+		}
+	}
+	return closed
+}
+
 // bothResume waits until each writer of l is acknowledged again, after
 // a restart.
 func bothResume(l *ledger) {
@@ -86,11 +110,16 @@ func damagedCopy(c *chaosCluster, fault, prefix string, d diskFault) {
 	defer stop()
 	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", d.acks), "acknowledged before the damage")
 	nd := c.nodes[victim]
-	nd.signal(syscall.SIGTERM)
-	Eventually(nd.exited).WithTimeout(time.Minute).Should(BeClosed(), "%s did not stop", nd.id)
 	name, err := routing.ParseTopic(uri)
 	Expect(err).NotTo(HaveOccurred())
-	file := damageRecord(filepath.Join(nd.dataDir, "topics", name.Tenant, name.Namespace, name.Name), l, d.older)
+	dir := filepath.Join(nd.dataDir, "topics", name.Tenant, name.Namespace, name.Name)
+	// Its copy has files to damage (a follower opens its replicas as its
+	// leader's messages come; a log rolls past segment_bytes).
+	Eventually(func() []string { return logFiles(dir, d.older) }).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).
+		ShouldNot(BeEmpty(), "%s's copy of %s has no log files to damage", nd.id, uri)
+	nd.signal(syscall.SIGTERM)
+	Eventually(nd.exited).WithTimeout(time.Minute).Should(BeClosed(), "%s did not stop", nd.id)
+	file := damageRecord(dir, l, d.older)
 	fmt.Fprintf(GinkgoWriter, "%s: a byte flipped in %s (of %s, home %s)\n", fault, file, uri, c.nodes[home].id)
 	c.start(victim, "--replication-factor", "3")
 	c.waitLive()
@@ -123,25 +152,7 @@ func damagedCopy(c *chaosCluster, fault, prefix string, d diskFault) {
 // log if older, and returns the file.
 func damageRecord(dir string, l *ledger, older bool) string {
 	GinkgoHelper()
-	var files []string
-	Expect(filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && regexp.MustCompile(`^[0-9]{20}$`).MatchString(d.Name()) {
-			files = append(files, p)
-		}
-		return err
-	})).To(Succeed())
-	if older {
-		// Not the last file of its log (named by their first offsets,
-		// walked in order): a closed one, whose frames are found by
-		// their headers, read whole only when asked for.
-		var closed []string
-		for i, f := range files {
-			if i+1 < len(files) && filepath.Dir(files[i+1]) == filepath.Dir(f) {
-				closed = append(closed, f)
-			}
-		}
-		files = closed
-	}
+	files := logFiles(dir, older)
 	l.mu.Lock()
 	var seqs []int
 	for seq := range l.acked {
