@@ -193,7 +193,7 @@ func (c *chaosCluster) topicFor(prefix string, v victim) (uri string, home, targ
 
 // ledger is what the producers of a run were told: the seqs
 // acknowledged, and those whose outcome they could not know (no answer
-// in time, UNAVAILABLE: stored or not, maybe twice, next to itself).
+// in time, UNAVAILABLE: stored or not, once or more, each copy next to the last).
 type ledger struct {
 	mu      sync.Mutex
 	acked   map[int]bool
