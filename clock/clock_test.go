@@ -62,3 +62,43 @@ func TestOr(t *testing.T) {
 		t.Fatal("Or(f) is not f")
 	}
 }
+
+// A step of the wall clock moves Now alone: Elapsed, and the timers due
+// by it, go by the time that passed.
+func TestJumpStepsTheWallClockAlone(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1000, 0)
+	c := NewFake(start)
+	ran := make(chan struct{})
+	c.AfterFunc(time.Second, func() { close(ran) })
+	c.Jump(-time.Hour)
+	c.Jump(2 * time.Hour)
+	if got := c.Now(); !got.Equal(start.Add(time.Hour)) {
+		t.Fatalf("Now %v after steps of -1h and +2h, want %v", got, start.Add(time.Hour))
+	}
+	if c.Elapsed() != 0 || c.Pending() != 1 {
+		t.Fatalf("a step moved Elapsed to %v (pending %d)", c.Elapsed(), c.Pending())
+	}
+	c.Advance(time.Second)
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timer due after a second did not run")
+	}
+	if c.Elapsed() != time.Second || !c.Now().Equal(start.Add(time.Hour+time.Second)) {
+		t.Fatalf("after Advance(1s): Elapsed %v, Now %v", c.Elapsed(), c.Now())
+	}
+}
+
+func TestSteppedStepsNowAlone(t *testing.T) {
+	t.Parallel()
+	var s Stepped
+	e0 := s.Elapsed()
+	s.Step(-time.Hour)
+	if d := time.Since(s.Now()); d < 59*time.Minute || d > 61*time.Minute {
+		t.Fatalf("Now is %v behind the real time, want about an hour", d)
+	}
+	if d := s.Elapsed() - e0; d < 0 || d > time.Minute {
+		t.Fatalf("Elapsed moved by %v over a step of an hour", d)
+	}
+}

@@ -64,7 +64,7 @@ func (n *Member) startDrainService() error {
 	}
 	_, err := n.nc.Subscribe(nodesChangedSubject, func(m *nats.Msg) {
 		if n.members != nil && string(m.Data) != n.nodeID {
-			go n.members.countNodes(n.clock.Now())
+			go n.members.countNodes()
 			n.members.kickRenewal() // the node may have handed the entry role over
 		}
 	})

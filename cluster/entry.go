@@ -19,8 +19,11 @@ import (
 // services (it takes the role again when it is next free).
 
 // tryEntry renews the entry role when this node holds it, or takes it when
-// it is free or has lapsed. It runs at start and at each renewal.
-func (m *membership) tryEntry(now time.Time) {
+// it is free or has lapsed. It runs at start and at each renewal: now is
+// the time by the wall clock (written in the record), sent on the clock
+// that never steps (how long the role holds: a lease time, less the
+// margin, from when the write was sent).
+func (m *membership) tryEntry(now, sent time.Time) {
 	n := m.n
 	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 	defer cancel()
@@ -30,16 +33,16 @@ func (m *membership) tryEntry(now time.Time) {
 	}
 	expires := e.Expiry(now)
 	if e.Next() == placement.RenewEntry {
-		rev, err := n.meta.RenewEntry(ctx, n.nodeID, expires, e.Rev)
+		rev, err := n.meta.RenewEntry(ctx, n.nodeID, now, expires, e.Rev)
 		switch {
 		case err == nil:
-			e.Renewed(rev, expires)
+			e.Renewed(rev, e.Expiry(sent))
 			m.entryUntil.Store(e.Until.UnixNano())
 		case errors.Is(err, meta.ErrConflict):
 			n.log.Error("another node took the entry role: this node stops taking clients' requests", "node", n.nodeID)
 			e.Lost()
 			n.loseEntry()
-		case e.Fenced(now):
+		case e.Fenced(n.mono()):
 			// Fenced (fenceEntry refuses produce requests) until a renewal
 			// lands, or finds that another node took the role. The store
 			// may be electing a leader: every node waits alike.
@@ -47,17 +50,18 @@ func (m *membership) tryEntry(now time.Time) {
 		}
 		return
 	}
-	if m.deferEntry(ctx, now) {
+	lapsed, free := m.entryFree(ctx)
+	if !free || m.deferEntry(ctx) {
 		return
 	}
-	rev, err := n.meta.TakeEntry(ctx, n.nodeID, now, expires)
+	rev, err := n.meta.TakeEntry(ctx, n.nodeID, now, expires, lapsed)
 	if err != nil {
 		if !errors.Is(err, meta.ErrEntryHeld) {
 			n.log.Warn("taking the entry role failed", "node", n.nodeID, "err", err)
 		}
 		return
 	}
-	e.Took(rev, expires)
+	e.Took(rev, e.Expiry(sent))
 	m.entryUntil.Store(e.Until.UnixNano())
 	if err := n.becomeEntry(); err != nil {
 		n.log.Error("this node took the entry role but could not start the client services", "node", n.nodeID, "err", err)
@@ -69,15 +73,29 @@ func (m *membership) tryEntry(now time.Time) {
 	}
 }
 
+// entryFree reads the entry role's record and says whether this node may
+// take it: there is none, its holder gave it up, it is this node's, or
+// it lapsed by this node's clock (placement.Sightings) at revision
+// lapsed, which the take replaces.
+func (m *membership) entryFree(ctx context.Context) (lapsed uint64, free bool) {
+	n := m.n
+	rec, err := n.meta.Entry(ctx)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return 0, true
+	case err != nil:
+		return 0, false // not known: the next round reads it again
+	case rec.Node == n.nodeID || !n.mono().Before(m.entryExpiry(rec)):
+		return rec.Rev, true
+	}
+	return 0, false
+}
+
 // deferEntry says whether this round leaves the entry role, free, to the
 // other nodes (placement.Entry.Defer): this node leads the metadata
-// stream, and others that may take the role are live. Only a free role
-// (its record lapsed or absent) asks who leads the stream.
-func (m *membership) deferEntry(ctx context.Context, now time.Time) bool {
+// stream, and others that may take the role are live.
+func (m *membership) deferEntry(ctx context.Context) bool {
 	n := m.n
-	if rec, err := n.meta.Entry(ctx); err == nil && rec.Node != "" && now.UnixMilli() < rec.Expires {
-		return false // held: the take finds it so
-	}
 	others := 0
 	for _, r := range m.liveNodes(placementViewAge) {
 		if r.ID != n.nodeID && !r.Starting {

@@ -213,7 +213,7 @@ func (n *Member) StartServices() error {
 
 // TryEntry takes the entry role if it is free (at start; the renewals try
 // again each round).
-func (n *Member) TryEntry(now time.Time) { n.members.tryEntry(now) }
+func (n *Member) TryEntry() { n.members.tryEntry(n.clock.Now(), n.mono()) }
 
 // StartRenewing starts renewing the lease (once the node serves: losing
 // the lease stops what it serves).

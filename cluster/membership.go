@@ -111,7 +111,7 @@ type membership struct {
 	live      atomic.Pointer[map[string]meta.NodeRecord]
 	lapsed    atomic.Pointer[map[string]bool]
 	all       atomic.Pointer[map[string]meta.NodeRecord] // every lease read, live or not
-	countedAt atomic.Int64                               // when live and lapsed were read (unix ns)
+	countedAt atomic.Int64                               // when live and lapsed were read (unix ns, mono)
 
 	// entryRole is the entry role's state machine (placement.Entry),
 	// renewLoop's own (entry.go); entryUntil is its Until while it holds
@@ -119,10 +119,54 @@ type membership struct {
 	entryRole  placement.Entry
 	entryUntil atomic.Int64
 
-	// validUntil is lease.ValidUntil (unix ns; 0: none): when the node
-	// stops taking appends unless it renews its lease first.
+	// validUntil is lease.ValidUntil (unix ns on the clock that never
+	// steps, mono; 0: none): when the node stops taking appends unless it
+	// renews its lease first.
 	validUntil atomic.Int64
+
+	// sightings judge the others' leases, and the entry role's, by this
+	// node's clock (placement.Sightings); guarded by sightMu.
+	sightMu   sync.Mutex
+	sightings placement.Sightings
 }
+
+// monoOrigin is the origin of the times on the node's clock that never
+// steps (clock.Elapsed), which leases are measured by: the wall clock may
+// step (an operator, NTP), and the nodes' wall clocks may differ by any
+// amount, without two nodes holding one lease at once.
+var monoOrigin = time.Unix(0, 0)
+
+// mono is the time now on the node's clock that never steps.
+func (n *Member) mono() time.Time { return monoOrigin.Add(n.clock.Elapsed()) }
+
+// leaseExpiry is when node r's lease runs out by this node's clock: a
+// lease time after this node first read the record's revision; long past
+// for a lease given up.
+func (m *membership) leaseExpiry(r meta.NodeRecord) time.Time {
+	if r.GivenUp() {
+		return monoOrigin
+	}
+	m.sightMu.Lock()
+	defer m.sightMu.Unlock()
+	return m.sightings.Expiry("node."+r.ID, r.Rev, m.n.mono())
+}
+
+// holds reports whether node r's lease holds now, by this node's clock.
+func (m *membership) holds(r meta.NodeRecord) bool { return m.n.mono().Before(m.leaseExpiry(r)) }
+
+// entryExpiry is when the entry role as recorded in rec runs out by this
+// node's clock (see leaseExpiry).
+func (m *membership) entryExpiry(rec meta.EntryRecord) time.Time {
+	if rec.Node == "" || rec.GivenUp() {
+		return monoOrigin
+	}
+	m.sightMu.Lock()
+	defer m.sightMu.Unlock()
+	return m.sightings.Expiry(entryKey, rec.Rev, m.n.mono())
+}
+
+// entryKey keys the entry role's record among the sightings.
+const entryKey = "cluster.entry"
 
 // publishLeaseLocked publishes the lease's state to validUntil, which
 // fence reads. The caller holds mu.
@@ -138,7 +182,8 @@ func (m *membership) publishLeaseLocked() {
 // join takes the node's lease (refused while another run of the same id
 // holds a live one) and starts renewing it.
 func (n *Member) Join(ctx context.Context) error {
-	m := &membership{n: n, ttl: n.cfg.LeaseTTL, lease: placement.Lease{TTL: n.cfg.LeaseTTL}, entryRole: placement.Entry{TTL: n.cfg.LeaseTTL}, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+	m := &membership{n: n, ttl: n.cfg.LeaseTTL, lease: placement.Lease{TTL: n.cfg.LeaseTTL}, entryRole: placement.Entry{TTL: n.cfg.LeaseTTL}, sightings: placement.Sightings{TTL: n.cfg.LeaseTTL},
+		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewals_total",
 			Help: "Renewals of this node's membership lease."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "braid_node_lease_renewal_failures_total",
@@ -152,25 +197,31 @@ func (n *Member) Join(ctx context.Context) error {
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "braid_cluster_nodes",
 			Help: "The cluster's nodes by the state of their lease (live or lapsed), as this node saw them at its last renewal."}, []string{"state"}),
 	}
-	now := n.clock.Now()
+	now, sent := n.clock.Now(), n.mono()
 	// Starting until the first renewal (start): the node takes its lease
 	// before it recovers its topics, and must not be given new ones
 	// (requests for them would wait for it to serve).
 	m.rec = meta.NodeRecord{ID: n.nodeID, Incarnation: n.cfg.Incarnation, NATSURL: n.cfg.ClientURL, ActorAddr: n.ActorAddr(), Started: now.UnixMilli(), Renewed: now.UnixMilli(),
 		Expires: now.Add(m.ttl).UnixMilli(), Starting: true}
 	// A run killed a moment ago leaves a lease that holds until it lapses:
-	// wait that long (renewals by a run still alive keep it held).
-	rev, err := n.meta.TakeNodeLease(ctx, m.rec, now)
-	for waitUntil := now.Add(2 * m.ttl); errors.Is(err, meta.ErrNodeIDInUse) && n.clock.Now().Before(waitUntil); {
-		n.log.Warn("the node's lease is still held (by an earlier run, until it lapses, or by another process): waiting", "node", n.nodeID, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(m.ttl / 3):
+	// a lease time, by this node's clock, from when this run first read
+	// it unchanged (renewals by a run still alive keep it held).
+	rev, err := n.meta.TakeNodeLease(ctx, m.rec, 0)
+	for waitUntil := sent.Add(2 * m.ttl); errors.Is(err, meta.ErrNodeIDInUse) && n.mono().Before(waitUntil); {
+		lapsed := uint64(0)
+		if cur, _, err := n.meta.NodeLease(ctx, n.nodeID); err == nil && !n.mono().Before(m.leaseExpiry(cur)) {
+			lapsed = cur.Rev
+		} else {
+			n.log.Warn("the node's lease is still held (by an earlier run, until it lapses, or by another process): waiting", "node", n.nodeID, "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(m.ttl / 6):
+			}
 		}
-		now = n.clock.Now()
+		now, sent = n.clock.Now(), n.mono()
 		m.rec.Started, m.rec.Renewed, m.rec.Expires = now.UnixMilli(), now.UnixMilli(), now.Add(m.ttl).UnixMilli()
-		rev, err = n.meta.TakeNodeLease(ctx, m.rec, now)
+		rev, err = n.meta.TakeNodeLease(ctx, m.rec, lapsed)
 	}
 	if err != nil {
 		if errors.Is(err, meta.ErrNodeIDInUse) {
@@ -179,8 +230,8 @@ func (n *Member) Join(ctx context.Context) error {
 		return fmt.Errorf("taking the membership lease of node %s: %w", n.nodeID, err)
 	}
 	m.rev = rev
-	m.countNodes(now)
-	m.lease.Taken(time.UnixMilli(m.rec.Expires))
+	m.countNodes()
+	m.lease.Taken(sent.Add(m.ttl))
 	m.publishLeaseLocked()
 	n.registry.MustRegister(m.renewals, m.failures, m.lostTotal, m.fencedTotal, m.rejoins, m.nodes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "braid_node_entry",
@@ -234,7 +285,7 @@ func (m *membership) renewLoop() {
 		if !m.renew() {
 			return
 		}
-		m.tryEntry(m.n.clock.Now())
+		m.tryEntry(m.n.clock.Now(), m.n.mono())
 	}
 }
 
@@ -243,7 +294,10 @@ func (m *membership) renew() bool {
 	m.mu.Lock()
 	rec, rev := m.rec, m.rev
 	m.mu.Unlock()
-	now := m.n.clock.Now()
+	// The lease holds, by this node's clock, a lease time (less the
+	// margin) from when the renewal was sent: before any other node read
+	// it (placement.Sightings).
+	now, sent := m.n.clock.Now(), m.n.mono()
 	rec.Renewed, rec.Expires = now.UnixMilli(), now.Add(m.ttl).UnixMilli()
 	bytes := m.n.topics.AppendedBytes()
 	if m.lastAt.IsZero() {
@@ -274,13 +328,13 @@ func (m *membership) renew() bool {
 		// learns the layouts as they are before taking appends again; the
 		// renewals (and the entry role) go on meanwhile, and the node
 		// stays fenced until it is done.
-		rejoin := m.lease.Renewed(now, time.UnixMilli(rec.Expires))
+		rejoin := m.lease.Renewed(sent, sent.Add(m.ttl))
 		m.publishLeaseLocked()
 		m.mu.Unlock()
 		if measured {
 			m.lastAt, m.lastBytes = now, bytes
 		}
-		m.countNodes(now)
+		m.countNodes()
 		if rejoin {
 			go m.rejoin()
 		}
@@ -415,7 +469,7 @@ func (m *membership) awaitDrainingLease(ctx context.Context) error {
 const nodesChangedSubject = "braid.cluster.nodes-changed"
 
 // countNodes updates braid_cluster_nodes from the leases.
-func (m *membership) countNodes(now time.Time) {
+func (m *membership) countNodes() {
 	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 	defer cancel()
 	nodes, err := m.n.meta.Nodes(ctx)
@@ -427,9 +481,10 @@ func (m *membership) countNodes(now time.Time) {
 	// taken for a loss: lapsed means lapsed for a third of a lease.
 	live, lapsed := map[string]meta.NodeRecord{}, map[string]bool{}
 	all := map[string]meta.NodeRecord{}
+	now := m.n.mono()
 	for _, r := range nodes {
 		all[r.ID] = r
-		switch placement.Classify(time.UnixMilli(r.Expires), now, m.ttl) {
+		switch placement.Classify(m.leaseExpiry(r), now, m.ttl) {
 		case placement.Live:
 			live[r.ID] = r
 		case placement.Lapsed:
@@ -459,11 +514,11 @@ func (m *membership) isLive(node string) bool {
 // (false while this node's own lease is not current: its view of the
 // others is as stale as its own renewal, the store may be down for all).
 func (m *membership) expired(node string) bool {
-	if m == nil || m.n.clock.Now().UnixNano() >= m.validUntil.Load() {
+	if m == nil || m.n.mono().UnixNano() >= m.validUntil.Load() {
 		return false
 	}
 	r, ok := m.liveView()[node]
-	return ok && !r.Live(m.n.clock.Now())
+	return ok && !m.holds(r)
 }
 
 func (m *membership) liveView() map[string]meta.NodeRecord {
@@ -483,8 +538,8 @@ func (m *membership) liveNodes(maxAge time.Duration) []meta.NodeRecord {
 	// forming, or a node is down) is read again each time.
 	stale := m.n != nil && len(m.liveView()) < 1+len(m.n.cfg.Routes)
 	if m.n != nil {
-		if now := m.n.clock.Now(); stale || now.Sub(time.Unix(0, m.countedAt.Load())) > maxAge {
-			m.countNodes(now)
+		if stale || m.n.mono().Sub(time.Unix(0, m.countedAt.Load())) > maxAge {
+			m.countNodes()
 		}
 	}
 	live := m.live.Load()
@@ -495,13 +550,9 @@ func (m *membership) liveNodes(maxAge time.Duration) []meta.NodeRecord {
 	// again failed (the metadata store electing a leader): a node whose
 	// recorded lease has run out since is left out, so that nothing is
 	// placed on a node the same view takes for gone (Evict).
-	var now time.Time
-	if m.n != nil {
-		now = m.n.clock.Now()
-	}
 	out := make([]meta.NodeRecord, 0, len(*live))
 	for _, r := range *live {
-		if m.n != nil && r.ID != m.n.nodeID && !r.Live(now) {
+		if m.n != nil && r.ID != m.n.nodeID && !m.holds(r) {
 			continue
 		}
 		out = append(out, r)
@@ -516,13 +567,13 @@ func (m *membership) actorAddrOf(node string) (string, error) {
 		return "", api.Errorf(api.CodeUnavailable, "node %s: this node is not in a cluster", node)
 	}
 	r, ok := m.liveView()[node]
-	if !ok || !r.Live(m.n.clock.Now()) {
+	if !ok || !m.holds(r) {
 		// Not live at the last count: read its lease now (it may have
 		// joined or renewed since).
 		ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
 		cur, _, err := m.n.meta.NodeLease(ctx, node)
 		cancel()
-		if err != nil || !cur.Live(m.n.clock.Now()) {
+		if err != nil || !m.holds(cur) {
 			return "", api.Errorf(api.CodeUnavailable, "node %s is down (its lease lapsed): its sealed segments are readable again when it returns", node)
 		}
 		r = cur
@@ -547,9 +598,9 @@ func (m *membership) ownWrite(id string) bool {
 	if cur.Started != m.rec.Started || cur.NATSURL != m.rec.NATSURL {
 		return false
 	}
+	// When the write was sent is not known here: the lease keeps the
+	// expiry it had, and the next renewal moves it on.
 	m.rec, m.rev = cur, rev
-	m.lease.Taken(time.UnixMilli(cur.Expires))
-	m.publishLeaseLocked()
 	return true
 }
 
@@ -576,7 +627,7 @@ func (n *Member) Fence() error {
 		return nil
 	}
 	until := m.validUntil.Load()
-	if n.clock.Now().UnixNano() < until {
+	if n.mono().UnixNano() < until {
 		return nil
 	}
 	m.fencedTotal.Inc()
@@ -606,7 +657,7 @@ func IsFenced(err error) bool {
 // (or the node is not the entry node: it then takes no clients' requests).
 func (n *Member) FenceEntry() error {
 	m := n.members
-	if m == nil || !n.entry.Load() || n.clock.Now().UnixNano() < m.entryUntil.Load() { // placement.Entry.Fenced
+	if m == nil || !n.entry.Load() || n.mono().UnixNano() < m.entryUntil.Load() { // placement.Entry.Fenced
 		return nil
 	}
 	m.fencedTotal.Inc()
@@ -627,7 +678,7 @@ func (n *Member) FenceRequests(k int) error {
 	if m == nil {
 		return nil
 	}
-	now := n.clock.Now().UnixNano()
+	now := n.mono().UnixNano()
 	var err error
 	switch {
 	case n.entry.Load() && now >= m.entryUntil.Load(): // placement.Entry.Fenced
@@ -661,7 +712,8 @@ func (m *membership) leaveNow() {
 		// Hand the entry role over: its record lapses now, and the others,
 		// told below, take it at once rather than when its lease runs out
 		// (plain clients would find no responders meanwhile).
-		if _, err := m.n.meta.RenewEntry(ctx, rec.ID, placement.Released(m.n.clock.Now()), m.entryRole.Rev); err != nil {
+		now := m.n.clock.Now()
+		if _, err := m.n.meta.RenewEntry(ctx, rec.ID, now, placement.Released(now), m.entryRole.Rev); err != nil {
 			m.n.log.Warn("handing the entry role over failed: another node takes it when its lease lapses", "node", rec.ID, "err", err)
 		} else {
 			m.n.log.Info("entry role handed over: another node takes the clients' requests", "node", rec.ID)
@@ -702,14 +754,13 @@ func (n *Member) NodeList(ctx context.Context, _ []byte) (any, error) {
 	if err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return nil, meta.APIError(err, "the entry node")
 	}
-	now := n.clock.Now()
-	if now.UnixMilli() >= entry.Expires {
-		entry.Node = "" // lapsed: nobody holds it
+	if !n.mono().Before(n.members.entryExpiry(entry)) {
+		entry.Node = "" // lapsed, by this node's clock: nobody holds it
 	}
 	ms := func(v int64) string { return time.UnixMilli(v).UTC().Format(time.RFC3339Nano) }
 	reply := api.NodeListReply{Nodes: []api.NodeInfo{}, Serving: serving.Node, Entry: entry.Node}
 	for _, r := range nodes {
-		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, Incarnation: r.Incarnation, NATSURL: r.NATSURL, Live: r.Live(now),
+		reply.Nodes = append(reply.Nodes, api.NodeInfo{ID: r.ID, Incarnation: r.Incarnation, NATSURL: r.NATSURL, Live: n.members.holds(r),
 			Serving: r.ID == serving.Node, Entry: r.ID == entry.Node, Started: ms(r.Started), Renewed: ms(r.Renewed), Expires: ms(r.Expires),
 			Segments: r.Segments, BytesPerSec: r.BytesPerSec, UnderReplicated: r.UnderReplicated, CopyBytesLeft: r.CopyBytesLeft, GroupsShort: r.GroupsShort,
 			Draining: r.Draining, Starting: r.Starting})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/meta"
+	"github.com/braidmq/braid/placement"
 	"github.com/braidmq/braid/topology"
 )
 
@@ -17,7 +18,7 @@ func nodeWithLive(self string, live ...meta.NodeRecord) *Member {
 		set[r.ID] = r
 	}
 	m.live.Store(&set)
-	m.countedAt.Store(time.Now().Add(time.Hour).UnixNano()) // never read again
+	m.countedAt.Store(time.Now().Add(time.Hour).UnixNano()) // never read again (far past any mono time)
 	return &Member{nodeID: self, members: m}
 }
 
@@ -89,25 +90,33 @@ func TestSegmentPlacement(t *testing.T) {
 
 // TestPlacementLeavesOutLapsedLeases: when the view of the leases could
 // not be read again (the metadata store electing a leader), a node whose
-// recorded lease has run out since gets no new segment, though it is the
-// least loaded in the view: Evict takes it for gone by the same record,
-// and a segment relocated off it must not be placed back on it.
+// lease has run out since, by this node's clock (no new revision of its
+// record for a lease time), gets no new segment, though it is the least
+// loaded in the view: Evict takes it for gone by the same reckoning, and
+// a segment relocated off it must not be placed back on it.
 func TestPlacementLeavesOutLapsedLeases(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	n := &Member{nodeID: "a", clock: clk}
-	m := &membership{n: n}
+	m := &membership{n: n, sightings: placement.Sightings{TTL: 10 * time.Second}}
 	n.members = m
-	until := clk.Now().Add(10 * time.Second).UnixMilli()
 	set := map[string]meta.NodeRecord{
-		"a": {ID: "a", Segments: 5, Expires: until},
-		"b": {ID: "b", Segments: 5, Expires: until},
-		"c": {ID: "c", Expires: clk.Now().Add(time.Second).UnixMilli()},
+		"a": {ID: "a", Segments: 5, Rev: 1, Expires: 1},
+		"b": {ID: "b", Segments: 5, Rev: 2, Expires: 1},
+		"c": {ID: "c", Rev: 3, Expires: 1},
 	}
 	m.live.Store(&set)
-	m.countedAt.Store(clk.Now().Add(time.Hour).UnixNano()) // not read again
+	m.countedAt.Store(n.mono().Add(time.Hour).UnixNano()) // not read again
 	if got := n.PlaceSegment("topic://t/n/hot", 1); got != "c" {
 		t.Fatalf("placed on %s, want c (the least loaded, its lease current)", got)
 	}
+	// A lease time on, b renewed (a new revision, read), c did not; the
+	// wall clock stepped back an hour meanwhile, which changes nothing.
+	clk.Advance(9 * time.Second)
+	b := set["b"]
+	b.Rev = 4
+	set["b"] = b
+	m.holds(b)
+	clk.Jump(-time.Hour)
 	clk.Advance(2 * time.Second)
 	for i := range 50 {
 		if got := n.PlaceSegment("topic://t/n/hot", topology.SegmentID(i)); got == "c" {

@@ -52,7 +52,7 @@ func (n *Member) Evict(node string) (move, gone bool) {
 	if n.members == nil || node == "" || node == n.nodeID {
 		return false, false
 	}
-	if r, ok := n.members.liveView()[node]; ok && r.Live(n.clock.Now()) {
+	if r, ok := n.members.liveView()[node]; ok && n.members.holds(r) {
 		return placement.Evict(true, r.Draining, false)
 	}
 	return placement.Evict(false, false, n.ownerGone(node))

@@ -253,20 +253,22 @@ func (n *Member) ReplicaLost(node, incarnation string) bool {
 		return false
 	}
 	r, ok := (*all)[node]
-	now := n.clock.Now()
 	switch {
 	case !ok:
 		return false // not read yet: no verdict
 	case r.Incarnation != "" && r.Incarnation != incarnation:
 		return true
-	case r.Live(now):
+	}
+	expires := n.members.leaseExpiry(r)
+	now := n.mono()
+	if now.Before(expires) {
 		return false
 	}
 	deadAfter := n.cfg.DeadAfter
 	if deadAfter == 0 {
 		deadAfter = DefaultDeadAfter
 	}
-	return now.Sub(time.UnixMilli(r.Expires)) > deadAfter
+	return now.Sub(expires) > deadAfter
 }
 
 // LiveNodes counts the live nodes that take new work, as last read.
@@ -276,7 +278,7 @@ func (n *Member) LiveNodes() int {
 	}
 	count := 0
 	for _, r := range n.members.liveView() {
-		if !r.Draining && !r.Starting && r.Live(n.clock.Now()) {
+		if !r.Draining && !r.Starting && n.members.holds(r) {
 			count++
 		}
 	}

@@ -39,8 +39,7 @@ func (n *Member) ownerGone(owner string) bool {
 	if m == nil || node == "" || node == n.nodeID {
 		return false
 	}
-	now := n.clock.Now()
-	if r, ok := m.liveView()[node]; ok && r.Live(now) {
+	if r, ok := m.liveView()[node]; ok && m.holds(r) {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.ttl/3)
@@ -51,7 +50,7 @@ func (n *Member) ownerGone(owner string) bool {
 		// node can tell; requests for its topics are refused meanwhile.
 		return !m.isLive(node)
 	}
-	return !cur.Live(now)
+	return !m.holds(cur)
 }
 
 // ownerSilent says whether the node named by a layout's owner, live by
@@ -150,7 +149,7 @@ func (n *Member) replicaKnowsOther(name routing.TopicName, node, inc string) boo
 // off it for its replaced directory (ownerReplaced).
 func (n *Member) confirmReplaced(ctx context.Context, name routing.TopicName, node string) bool {
 	r, _, err := n.meta.NodeLease(ctx, node)
-	if err != nil || !r.Live(n.clock.Now()) || r.Incarnation == "" {
+	if err != nil || n.members == nil || !n.members.holds(r) || r.Incarnation == "" {
 		return false
 	}
 	rec, _, err := n.meta.Topic(ctx, name)

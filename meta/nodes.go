@@ -10,12 +10,17 @@ import (
 	"github.com/braidmq/braid/routing"
 )
 
-// NodeRecord is a node's lease on membership: the node is a member while
-// Expires is in the future. The node renews it (a compare-and-swap on its
-// revision) every few seconds; one that stops renewing is gone once
-// Expires passes.
+// NodeRecord is a node's lease on membership. The node renews it (a
+// compare-and-swap on its revision) every few seconds; the others take it
+// for gone once a lease time passes, by their own clocks, without a
+// renewal (placement.Sightings), or at once when it gave the lease up
+// (Expires no later than Renewed). Expires, by the holder's clock, is for
+// people to read.
 type NodeRecord struct {
 	ID string `json:"id"`
+	// Rev is the record's revision in the store, as read (not stored):
+	// each renewal makes a new one.
+	Rev uint64 `json:"-"`
 	// Incarnation is the node's data directory's (a random id made when
 	// the directory was first used): a node back under its id with
 	// another directory is another member ("" in leases of earlier
@@ -52,8 +57,14 @@ type NodeRecord struct {
 	Starting bool `json:"starting,omitempty"`
 }
 
-// Live reports whether the lease holds at now.
+// Live reports whether the lease holds at now by the expiry its holder
+// wrote: a view for people, or of a node's own record. Whether another
+// node's lease holds is judged by placement.Sightings.
 func (r NodeRecord) Live(now time.Time) bool { return now.UnixMilli() < r.Expires }
+
+// GivenUp reports whether the holder gave the lease up (a clean stop):
+// nobody need wait for it to lapse.
+func (r NodeRecord) GivenUp() bool { return r.Expires <= r.Renewed }
 
 func nodeKey(id string) string { return "node." + id }
 
@@ -62,10 +73,11 @@ func nodeKey(id string) string { return "node." + id }
 var ErrNodeIDInUse = errors.New("braid/meta: node id in use by a live node")
 
 // TakeNodeLease takes the lease of node rec.ID for a new run of it: it
-// creates the record, or replaces one whose lease has lapsed (a restarted
-// node, whose old run died). A live lease held by another run fails with
-// ErrNodeIDInUse. It returns the revision to renew from.
-func (s *Store) TakeNodeLease(ctx context.Context, rec NodeRecord, now time.Time) (uint64, error) {
+// creates the record, or replaces one given up, or one still at revision
+// lapsed (which the caller saw unchanged for a lease time: its run died).
+// Another run's lease fails with ErrNodeIDInUse. It returns the revision
+// to renew from.
+func (s *Store) TakeNodeLease(ctx context.Context, rec NodeRecord, lapsed uint64) (uint64, error) {
 	if err := routing.ValidateName(rec.ID); err != nil {
 		return 0, fmt.Errorf("node id: %w", err)
 	}
@@ -78,9 +90,9 @@ func (s *Store) TakeNodeLease(ctx context.Context, rec NodeRecord, now time.Time
 	if err != nil {
 		return 0, err
 	}
-	if old.Live(now) {
-		return 0, fmt.Errorf("%w: %s holds it until %s (renewed %s)", ErrNodeIDInUse, rec.ID,
-			time.UnixMilli(old.Expires).UTC().Format(time.RFC3339Nano), time.UnixMilli(old.Renewed).UTC().Format(time.RFC3339Nano))
+	if !old.GivenUp() && oldRev != lapsed {
+		return 0, fmt.Errorf("%w: %s holds it at revision %d (renewed %s by its clock)", ErrNodeIDInUse, rec.ID, oldRev,
+			time.UnixMilli(old.Renewed).UTC().Format(time.RFC3339Nano))
 	}
 	return s.update(ctx, nodeKey(rec.ID), rec, oldRev)
 }
@@ -95,6 +107,7 @@ func (s *Store) RenewNodeLease(ctx context.Context, rec NodeRecord, rev uint64) 
 func (s *Store) NodeLease(ctx context.Context, id string) (NodeRecord, uint64, error) {
 	var r NodeRecord
 	rev, err := s.get(ctx, nodeKey(id), &r)
+	r.Rev = rev
 	return r, rev, err
 }
 
@@ -115,7 +128,8 @@ func (s *Store) Nodes(ctx context.Context) ([]NodeRecord, error) {
 	out := make([]NodeRecord, 0, len(keys))
 	for _, k := range keys {
 		var r NodeRecord
-		if _, err := s.get(ctx, k, &r); err != nil {
+		rev, err := s.get(ctx, k, &r)
+		if err != nil {
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
@@ -124,6 +138,7 @@ func (s *Store) Nodes(ctx context.Context) ([]NodeRecord, error) {
 		if r.ID != strings.TrimPrefix(k, "node.") {
 			return nil, fmt.Errorf("%w: %s holds the record of node %q", ErrCorrupt, k, r.ID)
 		}
+		r.Rev = rev
 		out = append(out, r)
 	}
 	return out, nil

@@ -53,13 +53,22 @@ func (s *Store) Serving(ctx context.Context) (ServingRecord, error) {
 }
 
 // EntryRecord names the node that takes the clients' requests (the entry
-// node) until Expires (unix ms); its holder renews it with its membership
-// lease, and another node takes it once it lapses. It holds no data: the
-// role moves freely.
+// node); its holder renews it with its membership lease, and another node
+// takes it once it lapses: a lease time, by the taker's clock, without a
+// renewal (placement.Sightings), or at once when its holder gave it up
+// (Expires no later than Renewed). It holds no data: the role moves
+// freely.
 type EntryRecord struct {
-	Node    string `json:"node"`
-	Expires int64  `json:"expires"`
+	Node string `json:"node"`
+	// Renewed and Expires are by the holder's clock (unix ms).
+	Renewed int64 `json:"renewed,omitempty"`
+	Expires int64 `json:"expires"`
+	// Rev is the record's revision, as read (not stored).
+	Rev uint64 `json:"-"`
 }
+
+// GivenUp reports whether the holder gave the role up.
+func (r EntryRecord) GivenUp() bool { return r.Expires <= r.Renewed }
 
 const entryKey = "cluster.entry"
 
@@ -67,11 +76,13 @@ const entryKey = "cluster.entry"
 // entry lease.
 var ErrEntryHeld = errors.New("braid/meta: another node holds the entry role")
 
-// TakeEntry takes the entry role for node until expires when nobody holds
-// it, its lease has lapsed at now, or node holds it already; it returns
-// the revision to renew from.
-func (s *Store) TakeEntry(ctx context.Context, node string, now, expires time.Time) (uint64, error) {
-	rec := EntryRecord{Node: node, Expires: expires.UnixMilli()}
+// TakeEntry takes the entry role for node, written at now until expires
+// (the holder's clock), when nobody holds it, its holder gave it up, its
+// record is still at revision lapsed (which the caller saw unchanged for
+// a lease time), or node holds it already; it returns the revision to
+// renew from.
+func (s *Store) TakeEntry(ctx context.Context, node string, now, expires time.Time, lapsed uint64) (uint64, error) {
+	rec := EntryRecord{Node: node, Renewed: now.UnixMilli(), Expires: expires.UnixMilli()}
 	rev, err := s.create(ctx, entryKey, rec)
 	if !errors.Is(err, ErrExists) {
 		return rev, err
@@ -81,21 +92,22 @@ func (s *Store) TakeEntry(ctx context.Context, node string, now, expires time.Ti
 	if err != nil {
 		return 0, err
 	}
-	if held.Node != node && now.UnixMilli() < held.Expires {
-		return 0, fmt.Errorf("%w: %s until %s", ErrEntryHeld, held.Node, time.UnixMilli(held.Expires).UTC().Format(time.RFC3339Nano))
+	if held.Node != node && !held.GivenUp() && heldRev != lapsed {
+		return 0, fmt.Errorf("%w: %s, at revision %d", ErrEntryHeld, held.Node, heldRev)
 	}
 	return s.update(ctx, entryKey, rec, heldRev)
 }
 
 // RenewEntry renews the entry role held at revision rev; ErrConflict means
 // another node took it.
-func (s *Store) RenewEntry(ctx context.Context, node string, expires time.Time, rev uint64) (uint64, error) {
-	return s.update(ctx, entryKey, EntryRecord{Node: node, Expires: expires.UnixMilli()}, rev)
+func (s *Store) RenewEntry(ctx context.Context, node string, now, expires time.Time, rev uint64) (uint64, error) {
+	return s.update(ctx, entryKey, EntryRecord{Node: node, Renewed: now.UnixMilli(), Expires: expires.UnixMilli()}, rev)
 }
 
 // Entry returns the entry record; ErrNotFound before any node took it.
 func (s *Store) Entry(ctx context.Context) (EntryRecord, error) {
 	var rec EntryRecord
-	_, err := s.get(ctx, entryKey, &rec)
+	rev, err := s.get(ctx, entryKey, &rec)
+	rec.Rev = rev
 	return rec, err
 }

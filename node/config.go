@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/braidmq/braid/clock"
 	"github.com/braidmq/braid/consumers"
 	"github.com/braidmq/braid/frontend"
 	"github.com/braidmq/braid/topology"
@@ -142,6 +143,10 @@ type Config struct {
 	// LeaseTTL is how long the node's membership lease holds unrenewed; it
 	// renews it every third of that. Default 4s.
 	LeaseTTL time.Duration
+	// LeaseClock is the clock the membership lease and the entry role go
+	// by (nil: the real one). Tests of clock trouble step its wall clock
+	// (clock.Stepped): leases are measured on its clock that never steps.
+	LeaseClock clock.Clock
 	// ReplicationFactor is how many copies of each bucket log the segments
 	// of new layouts get, on as many nodes (raft groups, package
 	// replica), and of their consumer groups' state; 1 keeps one copy, as

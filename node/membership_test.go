@@ -122,7 +122,7 @@ func TestANodeThatCannotRenewTakesNoAppends(t *testing.T) {
 	if !m.Renew() {
 		t.Fatal("renewal failed")
 	}
-	m.TryEntry(time.Now()) // the entry role lapsed with the lease: renew it too
+	m.TryEntry() // the entry role lapsed with the lease: renew it too
 	// The node rejoins (stops its topics) before it takes appends again.
 	var code string
 	if !poll.Until(10*time.Second, func() bool { code = produce(); return code == "" }) {
@@ -269,7 +269,7 @@ func TestAStartingNodeTakesNoNewTopics(t *testing.T) {
 	defer node.Close()
 	now := time.Now()
 	if _, err := node.meta.TakeNodeLease(context.Background(), meta.NodeRecord{ID: "s2", Started: now.UnixMilli(), Renewed: now.UnixMilli(),
-		Expires: now.Add(time.Hour).UnixMilli(), Starting: true}, now); err != nil {
+		Expires: now.Add(time.Hour).UnixMilli(), Starting: true}, 0); err != nil {
 		t.Fatal(err)
 	}
 	nc, err := nats.Connect(node.ClientURL())

@@ -253,7 +253,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		})
 		states = j
 	}
-	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, Incarnation: n.incarnation, ClientURL: n.ClientURL(), LeaseTTL: n.cfg.LeaseTTL,
+	n.member = cluster.New(cluster.Config{NodeID: n.nodeID, Incarnation: n.incarnation, ClientURL: n.ClientURL(), LeaseTTL: n.cfg.LeaseTTL, Clock: n.cfg.LeaseClock,
 		RebalanceInterval: n.cfg.RebalanceInterval, Routes: n.cfg.Routes, ClusterListen: n.cfg.ClusterListen, ActorListen: n.cfg.ActorListen,
 		ActorDial: n.cfg.ActorDial,
 		Logger:    n.log, Registry: n.registry,
@@ -348,7 +348,7 @@ func (n *Node) startFrontend(context.Context) error {
 	// of one connection spread over several nodes would reach an owner by
 	// several paths, out of order. Through one node they stay in order;
 	// it forwards what other nodes own.
-	n.member.TryEntry(time.Now())
+	n.member.TryEntry()
 	return n.front.AddClusterService()
 }
 

@@ -163,3 +163,29 @@ func TestEntryDefer(t *testing.T) {
 		t.Fatalf("deferred rounds kept after taking the role: %d", e.Deferred)
 	}
 }
+
+// TestSightings: a lease runs a TTL from when this node first read its
+// revision, whatever expiry its writer's clock put in it; a stale read
+// changes nothing.
+func TestSightings(t *testing.T) {
+	t.Parallel()
+	s := Sightings{TTL: 6 * time.Second}
+	if got := s.Expiry("n1", 4, t0); !got.Equal(t0.Add(6 * time.Second)) {
+		t.Fatalf("first read: expiry %v", got)
+	}
+	if got := s.Expiry("n1", 4, t0.Add(5*time.Second)); !got.Equal(t0.Add(6 * time.Second)) {
+		t.Fatalf("the same revision read again moved the expiry to %v", got)
+	}
+	if got := s.Expiry("n1", 3, t0.Add(5*time.Second)); !got.Equal(t0.Add(6 * time.Second)) {
+		t.Fatalf("a stale revision moved the expiry to %v", got)
+	}
+	if got := s.Expiry("n1", 7, t0.Add(5*time.Second)); !got.Equal(t0.Add(11 * time.Second)) {
+		t.Fatalf("a renewal read at +5s: expiry %v, want +11s", got)
+	}
+	if got := s.Expiry("n2", 7, t0.Add(9*time.Second)); !got.Equal(t0.Add(15 * time.Second)) {
+		t.Fatalf("another key shares the first one's sighting: %v", got)
+	}
+	if !GivenUp(1000, 999) || !GivenUp(1000, 1000) || GivenUp(1000, 1001) {
+		t.Fatal("GivenUp")
+	}
+}

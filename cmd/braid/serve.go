@@ -172,6 +172,10 @@ func serve(fs *pflag.FlagSet, cfg *node.Config, routes, level, tenantAccounts, c
 		cfg.LogFS = powerLossFS
 		cfg.Logger.Warn("a test build: the logs' writes are kept in memory until synced, so that kill -9 loses what a power cut would (the fault suite's; docs/faults.md)")
 	}
+	if steppedClock != nil {
+		cfg.LeaseClock = steppedClock(cfg.DataDir, cfg.Logger)
+		cfg.Logger.Warn("a test build: the wall clock steps by what <data-dir>/clock-step says (the fault suite's; docs/faults.md)")
+	}
 	n, err := node.Start(ctx, *cfg)
 	if err != nil {
 		return err
