@@ -92,8 +92,11 @@ var _ = Describe("An elastic topic", func() {
 
 		load := s.startLoad(topic, keys(200), 2000) // 5x the split threshold
 		Eventually(s.activeCount(topic)).WithTimeout(20*time.Second).Should(BeNumerically(">=", 4), "split for the load")
-		Expect(s.metric(`braid_scaling_operations_total\{namespace="default",op="split",reason="msg_rate_in",tenant="public",topic="step"\}`)).
-			To(BeNumerically(">=", 1))
+		// Counted when the change is announced, a moment after the new
+		// layout routes appends.
+		Eventually(func() float64 {
+			return s.metric(`braid_scaling_operations_total\{namespace="default",op="split",reason="msg_rate_in",tenant="public",topic="step"\}`)
+		}).WithTimeout(5 * time.Second).Should(BeNumerically(">=", 1))
 		Expect(s.activeCount(topic)()).To(BeNumerically("<=", 8), "max segments")
 
 		load.setRate(0)
