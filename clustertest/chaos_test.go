@@ -21,7 +21,6 @@ import (
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/internal/faultnet"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -40,6 +39,8 @@ type chaosCluster struct {
 	net   *faultnet.Net
 	// flags are each node's link flags (its proxies), by index.
 	flags [][]string
+	// started are the nodes started (waitLive waits for them).
+	started map[string]bool
 }
 
 // startChaosCluster starts three nodes linked through proxies, with the
@@ -53,7 +54,14 @@ func startChaosCluster(extra ...string) *chaosCluster {
 // suite's).
 func startChaosClusterOf(bin string, extra ...string) *chaosCluster {
 	GinkgoHelper()
-	nodes := newCluster(3)
+	return startChaosClusterSized(bin, 3, 3, extra...)
+}
+
+// startChaosClusterSized is startChaosClusterOf with size nodes linked,
+// the first running of them started (the others, by start, later).
+func startChaosClusterSized(bin string, size, running int, extra ...string) *chaosCluster {
+	GinkgoHelper()
+	nodes := newCluster(size)
 	for _, nd := range nodes {
 		nd.bin = bin
 	}
@@ -63,7 +71,7 @@ func startChaosClusterOf(bin string, extra ...string) *chaosCluster {
 	for i := range nodes {
 		actor[i] = freeAddr()
 	}
-	c := &chaosCluster{nodes: nodes, net: fn, flags: make([][]string, len(nodes))}
+	c := &chaosCluster{nodes: nodes, net: fn, flags: make([][]string, len(nodes)), started: map[string]bool{}}
 	for i, a := range nodes {
 		a.routes = nil
 		var dial []string
@@ -83,22 +91,31 @@ func startChaosClusterOf(bin string, extra ...string) *chaosCluster {
 		// implicit route to its own listener would go round them).
 		c.flags[i] = []string{"--actor-listen", actor[i], "--actor-dial", strings.Join(dial, ","), "--cluster-advertise", "127.0.0.1:1"}
 	}
-	for i := range nodes {
+	for i := range running {
 		c.start(i, extra...)
 	}
 	c.conns = make([]*nats.Conn, len(nodes))
-	for i, nd := range nodes {
+	for i, nd := range nodes[:running] {
 		c.conns[i] = connect(nd)
 	}
 	c.waitLive()
 	return c
 }
 
-// waitLive waits until every node lists the three live.
+// waitLive waits until every node started lists those started live.
 func (c *chaosCluster) waitLive() {
 	GinkgoHelper()
-	nodes := c.nodes
+	var nodes []*node
+	var ids []string
+	for _, nd := range c.nodes {
+		if c.started[nd.id] {
+			nodes, ids = append(nodes, nd), append(ids, nd.id)
+		}
+	}
 	for _, nc := range c.conns {
+		if nc == nil {
+			continue
+		}
 		Eventually(func(g Gomega) {
 			for _, nd := range nodes {
 				if !nd.running() {
@@ -107,13 +124,14 @@ func (c *chaosCluster) waitLive() {
 			}
 			r, err := nodeList(nc)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(servingNodes(r)).To(ConsistOf("n1", "n2", "n3"))
+			g.Expect(servingNodes(r)).To(ConsistOf(ids))
 		}).WithTimeout(90 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 	}
 }
 
 func (c *chaosCluster) start(i int, extra ...string) {
 	GinkgoHelper()
+	c.started[c.nodes[i].id] = true
 	c.nodes[i].start(append(slices.Clone(c.flags[i]), extra...)...)
 }
 
@@ -239,6 +257,20 @@ func (l *ledger) try(seq int) {
 	l.tried[seq]++
 }
 
+// untry takes back a try whose request was never sent.
+func (l *ledger) untry(seq int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tried[seq]--
+}
+
+// acksOf counts name's acknowledgements.
+func (l *ledger) acksOf(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.times[name])
+}
+
 // acks counts the seqs acknowledged.
 func (l *ledger) acks() int {
 	l.mu.Lock()
@@ -288,50 +320,6 @@ func (l *ledger) wait(name string) (time.Duration, bool) {
 	defer l.mu.Unlock()
 	d, ok := l.waits[name]
 	return d, ok
-}
-
-// plainWriter sends seqs [from, to) one at a time as single-message
-// requests of a plain NATS client through nc, keyed prefix0..prefix7,
-// each request waiting up to timeout for its answer, resending a seq
-// whose outcome it could not know until it is acknowledged or stop
-// closes, and records every outcome in l under name.
-func plainWriter(nc *nats.Conn, uri, name, prefix string, from, to int, timeout time.Duration, l *ledger, stop <-chan struct{}) {
-	subject := produceSubject(uri)
-	for seq := from; seq < to; seq++ {
-		m := &nats.Msg{Subject: subject, Header: nats.Header{api.HeaderKey: []string{prefix + strconv.Itoa(seq%8)}}, Data: []byte(strconv.Itoa(seq))}
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			l.try(seq)
-			reply, err := nc.RequestMsg(m, timeout)
-			if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
-				l.ack(name, seq)
-				break
-			}
-			switch code := ""; {
-			case errors.Is(err, nats.ErrNoResponders):
-				// Nothing took it: not stored.
-			case err != nil:
-				l.maybe(seq)
-			default:
-				code = reply.Header.Get(micro.ErrorCodeHeader)
-				if code == strconv.Itoa(api.CodeUnavailable.Number) {
-					l.maybe(seq)
-				}
-				// SEGMENT_SEALED and the like: nothing stored.
-			}
-			// Polled: a refused request is sent again at once but for a
-			// breath, so a cut-off node's refusals do not spin.
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
 }
 
 // verdict is what a fresh reader found of a run's acknowledged messages.
@@ -556,8 +544,8 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	v := check(c.conns[reader], uri, "chaos-check", l)
 	gap := l.longestGap("spared", cutAt)
 	back, _ := l.wait("victim")
-	fmt.Fprintf(GinkgoWriter, "%s: %+v; writes through %s unavailable for %s at most, through %s for %s after the heal; %s acknowledged %d while cut (%d in its first second)\n",
-		f.name, v, c.nodes[spared].id, gap, c.nodes[target].id, back, c.nodes[target].id,
+	fmt.Fprintf(GinkgoWriter, "%s: %+v (the Go producer's %d among them); writes through %s unavailable for %s at most, through %s for %s after the heal; %s acknowledged %d while cut (%d in its first second)\n",
+		f.name, v, l.acksOf("go"), c.nodes[spared].id, gap, c.nodes[target].id, back, c.nodes[target].id,
 		l.acksBetween("victim", cutAt.Add(time.Second), healAt), l.acksBetween("victim", cutAt, cutAt.Add(time.Second)))
 	agreed := false
 	defer func() { record(f.name, v, []time.Duration{gap}, agreed) }()

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -19,31 +18,6 @@ import (
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/routing"
 )
-
-// writeThrough starts the two plain writers of a fault's run: "spared"
-// (keys k*) through node spared and "victim" (keys m*) through node
-// victim. stop stops them and waits (once; later calls do nothing).
-func writeThrough(c *chaosCluster, uri string, spared, victim int) (l *ledger, stop func()) {
-	l = newLedger()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		plainWriter(c.conns[spared], uri, "spared", "k", 0, 1_000_000, time.Second, l, done)
-	}()
-	go func() {
-		defer wg.Done()
-		plainWriter(c.conns[victim], uri, "victim", "m", 1_000_000, 2_000_000, time.Second, l, done)
-	}()
-	var once sync.Once
-	return l, func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-		})
-	}
-}
 
 // logFiles lists the bucket log files of the topic whose directory is
 // dir (none if it has none yet): files named by their first offset, only
@@ -119,8 +93,8 @@ func damagedCopy(c *chaosCluster, fault, prefix string, d diskFault) {
 		ShouldNot(BeEmpty(), "%s's copy of %s has no log files to damage", nd.id, uri)
 	nd.signal(syscall.SIGTERM)
 	Eventually(nd.exited).WithTimeout(time.Minute).Should(BeClosed(), "%s did not stop", nd.id)
-	file := damageRecord(dir, l, d.older)
-	fmt.Fprintf(GinkgoWriter, "%s: a byte flipped in %s (of %s, home %s)\n", fault, file, uri, c.nodes[home].id)
+	file := damageRecord(dir, l, d.older, d.truncate)
+	fmt.Fprintf(GinkgoWriter, "%s: %s damaged (of %s, home %s)\n", fault, file, uri, c.nodes[home].id)
 	c.start(victim, "--replication-factor", "3")
 	c.waitLive()
 	bothResume(l)
@@ -149,8 +123,10 @@ func damagedCopy(c *chaosCluster, fault, prefix string, d diskFault) {
 // damageRecord flips a byte of the payload of an acknowledged message
 // in a log file of the topic whose directory is dir (its bucket logs:
 // files named by their first offset), in a file before the last of its
-// log if older, and returns the file.
-func damageRecord(dir string, l *ledger, older bool) string {
+// log if older, and returns the file. With truncate it cuts the file
+// there instead, in the middle of the message's frame: the file loses
+// that frame and every one after it.
+func damageRecord(dir string, l *ledger, older, truncate bool) string {
 	GinkgoHelper()
 	files := logFiles(dir, older)
 	l.mu.Lock()
@@ -169,6 +145,10 @@ func damageRecord(dir string, l *ledger, older bool) string {
 			i := bytes.Index(b, marker)
 			if i < 0 {
 				continue
+			}
+			if truncate {
+				Expect(os.Truncate(f, int64(i))).To(Succeed())
+				return f
 			}
 			fh, err := os.OpenFile(f, os.O_WRONLY, 0)
 			Expect(err).NotTo(HaveOccurred())
@@ -191,11 +171,16 @@ type diskFault struct {
 	older bool
 	// acks: acknowledged before the damage.
 	acks int
+	// truncate: the file cut in the middle of a record, not a byte
+	// flipped.
+	truncate bool
 }
 
 var diskFaults = []diskFault{
 	{name: "damage: a flipped byte in a follower's copy", victim: theFollower, acks: 300},
 	{name: "damage: a flipped byte in an older file of the home's copy", victim: theHome, older: true, acks: 2000},
+	{name: "damage: a follower's copy truncated in the middle of a record", victim: theFollower, acks: 300, truncate: true},
+	{name: "damage: an older file of the home's copy truncated in the middle of a record", victim: theHome, older: true, acks: 2000, truncate: true},
 }
 
 var _ = Describe("Faults of disks", func() {
