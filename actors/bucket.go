@@ -220,6 +220,7 @@ func (b *bucketActor) Receive(ctx actor.Context) {
 		// change spawns starts before that layout is the topic's.
 		if s := (topology.Segment{ID: b.key.Segment, State: topology.StateActive, Replicas: b.replicas}); replicated(s) && b.topic != nil {
 			if err := b.startReplicated(s, l); err != nil {
+				b.topic.mgr.homeCopyDamaged(b.topic, err)
 				panic(err) // the supervisor restarts the bucket, which tries again
 			}
 		}

@@ -141,6 +141,12 @@ type Config struct {
 	// owns (move): its lease lapsed (gone), or it is being drained; the
 	// homes of their topics relocate them.
 	Evict func(node string) (move, gone bool)
+	// MoveOffDamaged, when set, moves topic uri, homed here, to another
+	// node: this node's copy of one of its active replicated units lost
+	// entries it had stored (replica.ErrDamaged), so it cannot lead that
+	// unit's group, and the unit's writes go nowhere until the topic has
+	// another home. Called at most once a minute a topic.
+	MoveOffDamaged func(uri string)
 	// Tier is the remote tier closed files are offloaded to (the offload
 	// policy); nil: none, offload does nothing.
 	Tier *tier.Tier

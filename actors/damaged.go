@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/topology"
@@ -43,4 +44,36 @@ func (t *Topic) readPastDamage(s topology.Segment, bucket int, from uint64, max,
 	req := UnitRead{Topic: t.name, Incarnation: t.incarnation, Segment: s.ID, Bucket: bucket,
 		From: from, Max: max, MaxBytes: maxBytes, Sealed: s.State != topology.StateActive}
 	return t.mgr.readReplicasBut(ctx, s, req, t.mgr.cfg.NodeID)
+}
+
+// damagedCopyError is the refusal of a replica whose copy lost entries it
+// had stored (replica.ErrDamaged): UNAVAILABLE, so that its readers go to
+// another replica.
+type damagedCopyError struct{ err error }
+
+func (e damagedCopyError) Error() string { return e.err.Error() }
+func (e damagedCopyError) Unwrap() error { return e.err }
+
+// homeCopyDamaged has the topic t, homed here, moved to another node
+// (Config.MoveOffDamaged) when err says this node's copy of one of its
+// units is damaged: its bucket cannot lead the unit's group. At most once
+// a minute a topic.
+func (m *Manager) homeCopyDamaged(t *Topic, err error) {
+	var d damagedCopyError
+	if !errors.As(err, &d) || m.cfg.MoveOffDamaged == nil || t == nil {
+		return
+	}
+	m.groupsMu.Lock()
+	last, seen := m.damagedHomes[t.uri]
+	if seen && time.Since(last) < time.Minute {
+		m.groupsMu.Unlock()
+		return
+	}
+	if m.damagedHomes == nil {
+		m.damagedHomes = map[string]time.Time{}
+	}
+	m.damagedHomes[t.uri] = time.Now()
+	m.groupsMu.Unlock()
+	m.log.Error("this node's copy of a unit of a topic it is the home of is damaged: the topic moves to another node", "topic", t.uri, "err", err)
+	go m.cfg.MoveOffDamaged(t.uri)
 }

@@ -59,6 +59,14 @@ type Manager struct {
 	// groups at once (their registry is Config.Replicas': replicated.go).
 	groupsMu      sync.Mutex
 	groupsOpening map[string]*groupStart
+	// damagedGroups holds the groups whose copy here lost entries it had
+	// stored (replica.ErrDamaged), by name: refused at once, until the
+	// node starts again; guarded by groupsMu.
+	damagedGroups map[string]error
+	// damagedHomes holds when each topic homed here whose copy of a unit
+	// was found damaged was last given to MoveOffDamaged; guarded by
+	// groupsMu.
+	damagedHomes map[string]time.Time
 	// ownerChecks holds the topics whose ownership is being checked after
 	// one of their groups was sealed by another node (checkMovedAway).
 	ownerChecks sync.Map

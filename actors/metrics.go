@@ -136,7 +136,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "braid_remote_unit_reads_total", Help: "Reads of bucket logs whose segment another node owns, sent to that node, by result (ok, unavailable, error)."},
 			[]string{"result"}),
 		damagedReads: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "braid_replica_damaged_reads_total", Help: "Reads of this node's copy of a replicated unit that met damaged records in its log (a hole): refused, so that another replica answers."}),
+			Name: "braid_replica_damaged_reads_total", Help: "Reads of this node's copy of a replicated unit refused for damage, so that another replica answers: a hole met by the read, or a copy found at its start to have lost entries it had stored (counted once)."}),
 		tierReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_tier_reads_total", Help: "Reads of bucket logs served from the remote tier (below the local first offset), by result (ok, error)."},
 			[]string{"result"}),

@@ -151,6 +151,10 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 		m.groupsMu.Unlock()
 		return g, nil
 	}
+	if err := m.damagedGroups[name]; err != nil {
+		m.groupsMu.Unlock()
+		return nil, err
+	}
 	if w := m.groupsOpening[name]; w != nil {
 		// Another caller starts it: its outcome is this one's.
 		m.groupsMu.Unlock()
@@ -165,6 +169,18 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 	m.groupsMu.Unlock()
 	w.g, w.err = m.startGroupNamed(name, key, incarnation, s, l)
 	m.groupsMu.Lock()
+	if errors.Is(w.err, replica.ErrDamaged) {
+		// Said once: its readers go to the other replicas, and the group
+		// goes on with them.
+		m.m.damagedReads.Inc()
+		m.log.Error("this node's copy of a replicated unit lost entries it had stored (damage): it takes no part in its group, and its reads go to the other replicas",
+			"unit", key.String(), "group", name, "err", w.err)
+		w.err = damagedCopyError{api.Errorf(api.CodeUnavailable, "%s: node %s's copy is damaged (%v); read another replica", key, m.cfg.NodeID, w.err)}
+		if m.damagedGroups == nil {
+			m.damagedGroups = map[string]error{}
+		}
+		m.damagedGroups[name] = w.err
+	}
 	delete(m.groupsOpening, name)
 	m.groupsMu.Unlock()
 	close(w.done)
@@ -283,7 +299,7 @@ func (m *Manager) OpenReplica(group string, from replica.Peer) {
 		m.log.Error("opening a replica's log failed", "group", group, "err", err)
 		return
 	}
-	if _, err := m.startGroup(key, incarnation, s, l); err != nil {
+	if _, err := m.startGroup(key, incarnation, s, l); err != nil && !errors.As(err, new(damagedCopyError)) { // a damaged copy was said once
 		m.log.Error("starting a replica failed", "group", group, "err", err)
 	}
 }

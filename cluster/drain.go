@@ -145,18 +145,17 @@ func (n *Member) drain() (api.NodeDrainReply, error) {
 			if to == n.nodeID {
 				return reply, api.Errorf(api.CodeUnavailable, "no other live node to move %s to", uri)
 			}
-			_, moved, err := n.topics.MoveOut(ctx, name, to)
+			moved, groups, err := n.moveTopicTo(ctx, name, to)
 			if err != nil {
 				reply.Failed = append(reply.Failed, fmt.Sprintf("%s: %v", uri, err))
 				continue
 			}
-			_ = n.nc.Publish(movedSubject, []byte(uri))
-			if len(moved) == 0 {
+			if moved == 0 {
 				continue
 			}
 			reply.Topics++
-			reply.Segments += len(moved)
-			reply.Groups += n.handGroupsOver(uri, to)
+			reply.Segments += moved
+			reply.Groups += groups
 		}
 	}
 	// The segments this node holds of other nodes' topics: their homes
@@ -168,6 +167,22 @@ func (n *Member) drain() (api.NodeDrainReply, error) {
 	n.log.Warn("drained: the node owns no active segment; its sealed ones are read here while it runs", "node", n.nodeID,
 		"topics", reply.Topics, "segments", reply.Segments, "groups", reply.Groups, "failed", len(reply.Failed), "took", time.Since(begin))
 	return reply, nil
+}
+
+// moveTopicTo moves topic name, homed here, to node to: its active
+// segments sealed and given successors there (MoveOut), every node told,
+// and its consumer groups handed over. It returns the segments moved and
+// the groups handed over.
+func (n *Member) moveTopicTo(ctx context.Context, name routing.TopicName, to string) (moved, groups int, err error) {
+	_, ids, err := n.topics.MoveOut(ctx, name, to)
+	if err != nil {
+		return 0, 0, err
+	}
+	_ = n.nc.Publish(movedSubject, []byte(name.String()))
+	if len(ids) == 0 {
+		return 0, 0, nil
+	}
+	return len(ids), n.handGroupsOver(name.String(), to), nil
 }
 
 // ownedTopics lists the topics whose active segments this node owns:

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/raft/v3/raftpb"
+
 	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/replica"
 	"github.com/braidmq/braid/wal"
@@ -132,13 +134,14 @@ func damage(t *testing.T, dir string, marker []byte) {
 }
 
 // A follower whose log has a damaged frame in its last file (found at
-// open: a hole, with whole frames after it) opens with its log cut where
-// the damage begins, shorter than what it acknowledged: raft panics on
-// its leader's next heartbeat (a commit index past its log), which took
-// the process down with every other group, at every start. It fails
-// alone now, and says so; the others carry on. (Making its copy again
-// from its peers is not built: its group goes on with two replicas.)
-func TestFollowerDamagedAtRestFailsAlone(t *testing.T) {
+// open: a hole, with whole frames after it) lost entries it had
+// acknowledged: its storage refuses to open, and leaves its log as it
+// is; the group goes on with the other two. (It used to open with its
+// log cut where the damage begins, shorter than what it acknowledged:
+// raft panicked on its leader's next heartbeat, which took the process
+// down with every other group, at every start; then it failed alone.
+// Making its copy again from its peers is not built.)
+func TestFollowerDamagedAtRestIsRefused(t *testing.T) {
 	c := newCluster(t, 3)
 	got := acked{}
 	lead := c.leader()
@@ -149,17 +152,21 @@ func TestFollowerDamagedAtRestFailsAlone(t *testing.T) {
 	f := c.followers(lead)[0]
 	c.halt(f)
 	damage(t, c.logDir(f), []byte("record 10 "))
-	c.start(f)
-	poll.EventuallyNil(t, 10*time.Second, "the damaged follower failing", func() error {
-		if c.group(f).Err() == nil {
-			return fmt.Errorf("replica %d has not failed", f)
-		}
-		return nil
-	})
+	l, err := wal.Open(c.logDir(f), wal.Options{Durability: wal.DurabilityAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := l.NextOffset()
+	if _, err := replica.OpenStorage(l, nil, c.statePath(f)); !errors.Is(err, replica.ErrDamaged) {
+		t.Fatalf("the damaged follower's storage opened: %v, want ErrDamaged", err)
+	}
+	if l.NextOffset() != next {
+		t.Fatalf("the refused log ends at %d, not %d: it was cut", l.NextOffset(), next)
+	}
+	l.Close()
 	if lost := c.propose(lead, 100, 5, got); lost != 0 {
 		t.Fatalf("%d proposals lost", lost)
 	}
-	c.haltExpecting(f, true)
 	c.agree(got)
 }
 
@@ -187,4 +194,61 @@ func TestStoppedReplicaKnowsItsCommitAtStart(t *testing.T) {
 	}
 	c.setCut(f, false)
 	c.agree(got)
+}
+
+// A copy whose older file lost its last frames (a file truncated, a
+// sector gone) is refused at open: the frames after the hole stay where
+// they are. It used to take them for what a crash leaves past a gap and
+// cut them, and the entries its leader sent again were written at other
+// offsets than the other replicas hold them at (found by the fault
+// suite: readers read 58 records twice, out of order).
+func TestStorageRefusesALogThatLostEntries(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := replica.Bootstrap(nil, state, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := wal.Open(filepath.Join(dir, "log"), wal.Options{Durability: wal.DurabilityAlways, SegmentBytes: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := replica.OpenStorage(l, nil, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 40; i++ {
+		if err := st.Append([]*pb.Entry{entry(1, i, rec(int(i)), rec(int(i)+1000))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	next := l.NextOffset()
+	l.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "log", "[0-9]*"))
+	if len(files) < 3 {
+		t.Fatalf("%d log files, want 3 or more", len(files))
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(files[0], int64(len(b)-10)); err != nil { // into its last frame
+		t.Fatal(err)
+	}
+	l, err = wal.Open(filepath.Join(dir, "log"), wal.Options{Durability: wal.DurabilityAlways, SegmentBytes: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := replica.OpenStorage(l, nil, state); !errors.Is(err, replica.ErrDamaged) {
+		t.Fatalf("open over a log that lost entries: %v, want ErrDamaged", err)
+	}
+	if l.NextOffset() != next {
+		t.Fatalf("the refused log ends at %d, not %d: it was cut", l.NextOffset(), next)
+	}
+	if recs, err := l.ReadRange(next-2, 2, 0); err != nil || len(recs) != 2 {
+		t.Fatalf("the records after the hole: %d, %v", len(recs), err)
+	}
 }

@@ -161,6 +161,19 @@ merged:
 		return nil, fmt.Errorf("braid/replica: the log %s starts at entry %d; its entries end at %d", log.Dir(), refs[0].Index, index)
 	}
 	if r < len(refs) {
+		want := log.FirstOffset() // where the frame after the gap would start
+		if r > 0 {
+			want = refs[r-1].Next()
+		}
+		if refs[r].First != want {
+			// Records are missing before it: not what a crash leaves (a
+			// cut runs the log's offsets on where it cut) but a hole,
+			// damage that lost entries this copy had stored. Cutting the
+			// frames past it would write what comes again at other
+			// offsets than the other replicas have them: refused.
+			return nil, fmt.Errorf("%w: the log %s lost entries %d to %d (records [%d, %d)) to damage",
+				ErrDamaged, log.Dir(), index+1, refs[r].Index-1, want, refs[r].First)
+		}
 		// Frames past a gap: a crash between a cut and the state file, or
 		// before a mark reached it. They were never acknowledged.
 		if err := log.TruncateTail(refs[r].First); err != nil {
@@ -316,6 +329,12 @@ func (s *Storage) EntryAt(i uint64) (first, count uint64, ok bool) {
 	sl := s.slotLocked(i)
 	return sl.first, sl.count, true
 }
+
+// ErrDamaged is returned by OpenStorage for a log that lost entries it
+// had stored (a hole in a file, passed over by its frames' index): the
+// copy cannot rejoin its group as the same member, and its log is left as
+// it is (its other records still read, and the hole says what it lost).
+var ErrDamaged = errors.New("braid/replica: the copy lost entries it had stored")
 
 // ErrGap is returned by Append for entries that do not follow the log.
 var ErrGap = errors.New("braid/replica: entries do not follow the log")
