@@ -130,44 +130,6 @@ type membership struct {
 	sightings placement.Sightings
 }
 
-// monoOrigin is the origin of the times on the node's clock that never
-// steps (clock.Elapsed), which leases are measured by: the wall clock may
-// step (an operator, NTP), and the nodes' wall clocks may differ by any
-// amount, without two nodes holding one lease at once.
-var monoOrigin = time.Unix(0, 0)
-
-// mono is the time now on the node's clock that never steps.
-func (n *Member) mono() time.Time { return monoOrigin.Add(n.clock.Elapsed()) }
-
-// leaseExpiry is when node r's lease runs out by this node's clock: a
-// lease time after this node first read the record's revision; long past
-// for a lease given up.
-func (m *membership) leaseExpiry(r meta.NodeRecord) time.Time {
-	if r.GivenUp() {
-		return monoOrigin
-	}
-	m.sightMu.Lock()
-	defer m.sightMu.Unlock()
-	return m.sightings.Expiry("node."+r.ID, r.Rev, m.n.mono())
-}
-
-// holds reports whether node r's lease holds now, by this node's clock.
-func (m *membership) holds(r meta.NodeRecord) bool { return m.n.mono().Before(m.leaseExpiry(r)) }
-
-// entryExpiry is when the entry role as recorded in rec runs out by this
-// node's clock (see leaseExpiry).
-func (m *membership) entryExpiry(rec meta.EntryRecord) time.Time {
-	if rec.Node == "" || rec.GivenUp() {
-		return monoOrigin
-	}
-	m.sightMu.Lock()
-	defer m.sightMu.Unlock()
-	return m.sightings.Expiry(entryKey, rec.Rev, m.n.mono())
-}
-
-// entryKey keys the entry role's record among the sightings.
-const entryKey = "cluster.entry"
-
 // publishLeaseLocked publishes the lease's state to validUntil, which
 // fence reads. The caller holds mu.
 func (m *membership) publishLeaseLocked() {
@@ -257,6 +219,7 @@ func (n *Member) Join(ctx context.Context) error {
 			return 0
 		}))
 	n.members = m
+	go m.watchLeases()
 	return nil
 }
 

@@ -550,6 +550,9 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	agreed := false
 	defer func() { record(f.name, v, []time.Duration{gap}, agreed) }()
 	waitReplicasAgree(c.conns[spared], uri, v.acked-v.lost)
+	shared := oneLeaderPerTerm(c, uri)
+	fmt.Fprintf(GinkgoWriter, "%s: %d raft entries found on two copies or more, each the same on all: one leader a term\n", f.name, shared)
+	Expect(shared).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	agreed = true
 	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
 	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
@@ -689,6 +692,7 @@ func powerLoss(c *chaosCluster, fault, prefix string, cut func(home int) []int) 
 	agreed := false
 	defer func() { record(fault, v, nil, agreed) }()
 	waitReplicasAgree(c.conns[other], uri, v.acked-v.lost)
+	Expect(oneLeaderPerTerm(c, uri)).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	agreed = true
 	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
 	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)

@@ -111,6 +111,7 @@ func damagedCopy(c *chaosCluster, fault, prefix string, d diskFault) {
 		Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
 		Expect(v.unexpected).To(BeZero(), "read what was never sent")
 	}
+	Expect(oneLeaderPerTerm(c, uri)).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	// A verification reads every copy, the damaged one too: found and said.
 	Eventually(func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -72,6 +72,7 @@ func joinAndDrain(prefix string) {
 	}
 	Expect(joined).To(BeTrue(), "no active segment has a copy on the node that joined")
 	waitReplicasAgree(c.conns[spared], uri, v.acked-v.lost)
+	Expect(oneLeaderPerTerm(c, uri)).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	agreed = true
 	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
 	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/braidmq/braid/routing"
 )
 
@@ -141,5 +143,48 @@ func (s *Store) Nodes(ctx context.Context) ([]NodeRecord, error) {
 		r.Rev = rev
 		out = append(out, r)
 	}
+	return out, nil
+}
+
+// LeaseChange is a new revision of a lease record (a node's, or the entry
+// role's), as WatchLeases sees it: its key and revision.
+type LeaseChange struct {
+	Key string
+	Rev uint64
+}
+
+// WatchLeases sends every revision of the lease records (node.<id> and
+// cluster.entry) as it is written, the current ones first, until ctx
+// ends: its readers note when they saw each (placement.Sightings) within
+// moments of its write, not at their next read. The channel closes when
+// the watch stops (ctx ended, or the store lost it: watch again).
+func (s *Store) WatchLeases(ctx context.Context) (<-chan LeaseChange, error) {
+	w, err := s.kv.WatchFiltered(ctx, []string{"node.*", entryKey}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, timedOut(ctx, fmt.Errorf("braid/meta: watching the leases: %w", err))
+	}
+	out := make(chan LeaseChange, 64)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		for {
+			select {
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue // the current values are in
+				}
+				select {
+				case out <- LeaseChange{Key: e.Key(), Rev: e.Revision()}:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	return out, nil
 }
