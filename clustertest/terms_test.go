@@ -24,8 +24,9 @@ import (
 // one term (or a copy that wrote records at another entry's name) show
 // as two different entries under one name. Each copy is read from a copy
 // of its files (a log opened writes: it cuts a torn tail), taken while
-// the nodes run: a torn tail of the copy is left out, what is whole is
-// compared.
+// the nodes run, with the node's journal replayed into it (the commit
+// rounds write records to the journal first, and to the logs' files
+// later): a torn tail of the copy is left out, what is whole is compared.
 
 // entryKey names a raft entry of a unit: its log's path under the
 // topic's directory, term and index.
@@ -43,22 +44,24 @@ func oneLeaderPerTerm(c *chaosCluster, uri string) int {
 	Expect(err).NotTo(HaveOccurred())
 	dirs := map[string]string{}
 	for _, nd := range c.nodes {
-		dirs[nd.id] = filepath.Join(nd.dataDir, "topics", name.Tenant, name.Namespace, name.Name)
+		dirs[nd.id] = nd.dataDir
 	}
-	shared, err := sameEntryUnderOneName(dirs)
+	shared, err := sameEntryUnderOneName(dirs, filepath.Join(name.Tenant, name.Namespace, name.Name))
 	Expect(err).NotTo(HaveOccurred())
 	return shared
 }
 
 // sameEntryUnderOneName reads copies of the unit logs (those with a raft
-// state file) under each node's topic directory (by node id) and returns
-// how many entry names it found on two copies or more, or the first two
-// copies found to hold different records under one name.
-func sameEntryUnderOneName(dirs map[string]string) (int, error) {
+// state file) of topic directory topic (tenant/namespace/name) in each
+// node's data directory (by node id), and returns how many entry names
+// it found on two copies or more, or the first two copies found to hold
+// different records under one name.
+func sameEntryUnderOneName(dataDirs map[string]string, topic string) (int, error) {
 	seen := map[entryKey][]byte{}
 	where := map[entryKey]string{}
 	shared := 0
-	for node, dir := range dirs {
+	for node, data := range dataDirs {
+		dir := filepath.Join(data, "topics", topic)
 		if _, err := os.Stat(dir); err != nil {
 			continue
 		}
@@ -67,10 +70,21 @@ func sameEntryUnderOneName(dirs map[string]string) (int, error) {
 			return 0, err
 		}
 		defer os.RemoveAll(snap)
-		if out, err := exec.Command("cp", "-r", dir, snap).CombinedOutput(); err != nil {
+		root := filepath.Join(snap, "topics", topic)
+		if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+			return 0, err
+		}
+		if out, err := exec.Command("cp", "-r", dir, root).CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("copying %s: %v: %s", dir, err, out)
 		}
-		root := filepath.Join(snap, filepath.Base(dir))
+		if _, err := os.Stat(filepath.Join(data, "journal")); err == nil {
+			if out, err := exec.Command("cp", "-r", filepath.Join(data, "journal"), snap).CombinedOutput(); err != nil {
+				return 0, fmt.Errorf("copying %s's journal: %v: %s", node, err, out)
+			}
+			if _, err := wal.ReplayJournal(filepath.Join(snap, "journal"), filepath.Join(snap, "topics"), nil); err != nil {
+				return 0, fmt.Errorf("replaying %s's journal into its copy: %v", node, err)
+			}
+		}
 		var units []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && d.Name() == logstore.RaftStateFile {
@@ -120,8 +134,8 @@ func sameEntryUnderOneName(dirs map[string]string) (int, error) {
 // different records under one entry name, and passes on copies that
 // agree (a check that cannot fail checks nothing).
 func TestTwoLeadersInOneTermAreFound(t *testing.T) {
-	write := func(dir string, payloads ...string) {
-		unit := filepath.Join(dir, "inc", "seg-0", "b-0")
+	write := func(data string, payloads ...string) {
+		unit := filepath.Join(data, "topics", "t", "ns", "topic", "inc", "seg-0", "b-0")
 		l, err := wal.Open(unit, wal.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -138,14 +152,14 @@ func TestTwoLeadersInOneTermAreFound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, b, c := filepath.Join(t.TempDir(), "topic"), filepath.Join(t.TempDir(), "topic"), filepath.Join(t.TempDir(), "topic")
+	a, b, c := t.TempDir(), t.TempDir(), t.TempDir()
 	write(a, "x", "y")
 	write(b, "x", "y", "z")
 	write(c, "x", "w")
-	if shared, err := sameEntryUnderOneName(map[string]string{"a": a, "b": b}); err != nil || shared != 2 {
+	if shared, err := sameEntryUnderOneName(map[string]string{"a": a, "b": b}, "t/ns/topic"); err != nil || shared != 2 {
 		t.Fatalf("copies that agree: %d shared, %v", shared, err)
 	}
-	if _, err := sameEntryUnderOneName(map[string]string{"a": a, "c": c}); err == nil {
+	if _, err := sameEntryUnderOneName(map[string]string{"a": a, "c": c}, "t/ns/topic"); err == nil {
 		t.Fatal("two copies with different records under entry 2 of term 2 passed")
 	}
 }
