@@ -148,8 +148,20 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 	name := groupName(key, incarnation)
 	m.groupsMu.Lock()
 	if g := host.Group(name); g != nil {
+		if g.Storage().Log() == l {
+			m.groupsMu.Unlock()
+			return g, nil
+		}
+		// The group runs over a log the store has closed and opened again
+		// since (its sweep of idle logs, a bucket's Reopen): the new one
+		// shows its readers nothing until a group runs over it (a replica's
+		// log does not say what is committed), so a reader of it would
+		// take the unit for empty. The group starts again over it, from the
+		// commit its state recorded.
 		m.groupsMu.Unlock()
-		return g, nil
+		g.Stop()
+		m.log.Warn("a replica ran over a log opened again since: started again over the new one", "group", name)
+		return m.startGroup(key, incarnation, s, l)
 	}
 	if err := m.damagedGroups[name]; err != nil {
 		m.groupsMu.Unlock()

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/braidmq/braid/api"
+	"github.com/braidmq/braid/internal/poll"
 	"github.com/braidmq/braid/replica"
+	"github.com/braidmq/braid/routing"
+	"github.com/braidmq/braid/topology"
 	"github.com/braidmq/braid/wal"
 )
 
@@ -142,4 +145,57 @@ func TestReplicaCommitterGathersBatches(t *testing.T) {
 		t.Fatalf("%d appends took %d raft entries: not gathered", appends, len(entries))
 	}
 	t.Logf("%d appends in %d raft entries", appends, len(entries))
+}
+
+// A replica's log closed under its running group and opened again (a
+// sweep of idle logs racing a raft message that started the group over
+// the old one) shows nothing until a group runs over it: a reader of the
+// new log took the unit for empty (a sealed unit whose copy answered
+// that it ended at 0, found by the fault suite under a one-way cut). The
+// group starts again over the new log, from the commit it recorded.
+func TestAReplicaFollowsItsLogOpenedAgain(t *testing.T) {
+	self := replica.Peer{Node: "n1", Incarnation: "a"}
+	m := newTestManagerWith(t, func(cfg *Config) {
+		cfg.NodeID, cfg.Incarnation = "n1", "a"
+		cfg.Replicas = replica.NewHost(replica.HostConfig{Self: self, Send: func(replica.Peer, []replica.Envelope) {}})
+		t.Cleanup(cfg.Replicas.Close)
+	})
+	name := routing.TopicName{Tenant: "t", Namespace: "n", Name: "again"}
+	key := UnitKey{Topic: name, Segment: 0, Bucket: 0}
+	s := topology.Segment{ID: 0, State: topology.StateActive, Buckets: 1, Owner: "n1", Replicas: []topology.Replica{{Node: "n1", Incarnation: "a"}}}
+	opts := wal.Options{Durability: wal.DurabilityAlways}
+	l, err := m.store.Log(key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := m.startGroup(key, "inc", s, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lead(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := g.Propose([]wal.Record{{Payload: []byte(strconv.Itoa(i))}}).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.NextOffset() != 5 {
+		t.Fatalf("the replica's log shows %d records, want 5", l.NextOffset())
+	}
+	if err := m.store.CloseTopic(name); err != nil { // the group runs on
+		t.Fatal(err)
+	}
+	l2, err := m.store.Log(key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.startGroup(key, "inc", s, l2); err != nil {
+		t.Fatal(err)
+	}
+	// The group over the new log knows what it committed (from its
+	// state, or from its leader: here itself, once elected again).
+	if !poll.Until(10*time.Second, func() bool { return l2.NextOffset() == 5 }) {
+		t.Fatalf("the log opened again shows %d committed records, want 5", l2.NextOffset())
+	}
 }
