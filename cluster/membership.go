@@ -171,7 +171,7 @@ func (n *Member) Join(ctx context.Context) error {
 	rev, err := n.meta.TakeNodeLease(ctx, m.rec, 0)
 	for waitUntil := sent.Add(2 * m.ttl); errors.Is(err, meta.ErrNodeIDInUse) && n.mono().Before(waitUntil); {
 		lapsed := uint64(0)
-		if cur, _, err := n.meta.NodeLease(ctx, n.nodeID); err == nil && !n.mono().Before(m.leaseExpiry(cur)) {
+		if cur, _, err := n.meta.NodeLease(ctx, n.nodeID); err == nil && !m.holds(cur) {
 			lapsed = cur.Rev
 		} else {
 			n.log.Warn("the node's lease is still held (by an earlier run, until it lapses, or by another process): waiting", "node", n.nodeID, "err", err)

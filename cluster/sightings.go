@@ -31,9 +31,15 @@ func (m *membership) leaseExpiry(r meta.NodeRecord) time.Time {
 	if r.GivenUp() {
 		return monoOrigin
 	}
+	return m.sighted(r.LeaseKey(), r.Rev)
+}
+
+// sighted notes that the lease record key is at revision rev now and
+// returns when its lease runs out by this node's clock.
+func (m *membership) sighted(key string, rev uint64) time.Time {
 	m.sightMu.Lock()
 	defer m.sightMu.Unlock()
-	return m.sightings.Expiry("node."+r.ID, r.Rev, m.n.mono())
+	return m.sightings.Expiry(key, rev, m.n.mono())
 }
 
 // holds reports whether node r's lease holds now, by this node's clock.
@@ -45,13 +51,8 @@ func (m *membership) entryExpiry(rec meta.EntryRecord) time.Time {
 	if rec.Node == "" || rec.GivenUp() {
 		return monoOrigin
 	}
-	m.sightMu.Lock()
-	defer m.sightMu.Unlock()
-	return m.sightings.Expiry(entryKey, rec.Rev, m.n.mono())
+	return m.sighted(rec.LeaseKey(), rec.Rev)
 }
-
-// entryKey keys the entry role's record among the sightings.
-const entryKey = "cluster.entry"
 
 // watchLeases notes the revisions of the lease records as they are
 // written (meta.WatchLeases), until the membership stops; a watch the
@@ -66,9 +67,7 @@ func (m *membership) watchLeases() {
 	for ctx.Err() == nil {
 		if ch, err := m.n.meta.WatchLeases(ctx); err == nil {
 			for c := range ch {
-				m.sightMu.Lock()
-				m.sightings.Expiry(c.Key, c.Rev, m.n.mono())
-				m.sightMu.Unlock()
+				m.sighted(c.Key, c.Rev)
 			}
 		}
 		select {

@@ -419,6 +419,16 @@ func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 	return v
 }
 
+// expectClean fails on a verdict with anything lost, duplicated,
+// reordered or unexpected.
+func expectClean(v verdict) {
+	GinkgoHelper()
+	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
+	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
+	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
+	Expect(v.unexpected).To(BeZero(), "read what was never sent")
+}
+
 // chaosRow is one fault's line of make chaos's table.
 type chaosRow struct {
 	fault                                          string
@@ -554,10 +564,7 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	fmt.Fprintf(GinkgoWriter, "%s: %d raft entries found on two copies or more, each the same on all: one leader a term\n", f.name, shared)
 	Expect(shared).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	agreed = true
-	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
-	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
-	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
-	Expect(v.unexpected).To(BeZero(), "read what was never sent")
+	expectClean(v)
 	if !f.silenced {
 		return
 	}
@@ -694,10 +701,7 @@ func powerLoss(c *chaosCluster, fault, prefix string, cut func(home int) []int) 
 	waitReplicasAgree(c.conns[other], uri, v.acked-v.lost)
 	Expect(oneLeaderPerTerm(c, uri)).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	agreed = true
-	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
-	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
-	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
-	Expect(v.unexpected).To(BeZero(), "read what was never sent")
+	expectClean(v)
 }
 
 var _ = Describe("Faults of power", func() {

@@ -106,10 +106,7 @@ func damagedCopy(c *chaosCluster, fault, prefix string, d diskFault) {
 	w.lost += v.lost
 	record(fault, w, nil, false)
 	for _, v := range []verdict{v, w} {
-		Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
-		Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
-		Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
-		Expect(v.unexpected).To(BeZero(), "read what was never sent")
+		expectClean(v)
 	}
 	Expect(oneLeaderPerTerm(c, uri)).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	// A verification reads every copy, the damaged one too: found and said.

@@ -74,10 +74,7 @@ func joinAndDrain(prefix string) {
 	waitReplicasAgree(c.conns[spared], uri, v.acked-v.lost)
 	Expect(oneLeaderPerTerm(c, uri)).To(BeNumerically(">", 0), "no raft entry found on two copies")
 	agreed = true
-	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
-	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
-	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
-	Expect(v.unexpected).To(BeZero(), "read what was never sent")
+	expectClean(v)
 }
 
 var _ = Describe("Faults of membership", func() {

@@ -70,6 +70,9 @@ func (r NodeRecord) GivenUp() bool { return r.Expires <= r.Renewed }
 
 func nodeKey(id string) string { return "node." + id }
 
+// LeaseKey is the record's key: the Key a LeaseChange of it carries.
+func (r NodeRecord) LeaseKey() string { return nodeKey(r.ID) }
+
 // ErrNodeIDInUse is returned by TakeNodeLease when another process holds a
 // live lease on the node id.
 var ErrNodeIDInUse = errors.New("braid/meta: node id in use by a live node")

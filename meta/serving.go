@@ -72,6 +72,10 @@ func (r EntryRecord) GivenUp() bool { return r.Expires <= r.Renewed }
 
 const entryKey = "cluster.entry"
 
+// LeaseKey is the entry role's record's key: the Key a LeaseChange of it
+// carries.
+func (EntryRecord) LeaseKey() string { return entryKey }
+
 // ErrEntryHeld is returned by TakeEntry while another node holds a live
 // entry lease.
 var ErrEntryHeld = errors.New("braid/meta: another node holds the entry role")

@@ -36,13 +36,22 @@ func fencedProduce(t *testing.T, nc *nats.Conn, name string) func() string {
 	}
 }
 
-func TestANodeWhoseClockStepsBackFencesItselfOnTime(t *testing.T) {
-	var c clock.Stepped
-	node, nc := startNodeWith(t, t.TempDir(), func(cfg *Config) { cfg.LeaseTTL = 600 * time.Millisecond; cfg.LeaseClock = &c })
-	produce := fencedProduce(t, nc, "stepped-back")
+// steppedNode starts a node with a 600 ms lease whose wall clock the
+// test steps, and returns it with a produce to a topic of its own, taken
+// once.
+func steppedNode(t *testing.T, topic string) (*clock.Stepped, *Node, func() string) {
+	t.Helper()
+	c := &clock.Stepped{}
+	node, nc := startNodeWith(t, t.TempDir(), func(cfg *Config) { cfg.LeaseTTL = 600 * time.Millisecond; cfg.LeaseClock = c })
+	produce := fencedProduce(t, nc, topic)
 	if code := produce(); code != "" {
 		t.Fatalf("a produce with a current lease: %s", code)
 	}
+	return c, node, produce
+}
+
+func TestANodeWhoseClockStepsBackFencesItselfOnTime(t *testing.T) {
+	c, node, produce := steppedNode(t, "stepped-back")
 	c.Step(-time.Hour)
 	node.member.StopRenewing()
 	// By the wall clock the lease has an hour and more left; by the time
@@ -53,12 +62,7 @@ func TestANodeWhoseClockStepsBackFencesItselfOnTime(t *testing.T) {
 }
 
 func TestANodeWhoseClockStepsForwardKeepsItsLease(t *testing.T) {
-	var c clock.Stepped
-	node, nc := startNodeWith(t, t.TempDir(), func(cfg *Config) { cfg.LeaseTTL = 600 * time.Millisecond; cfg.LeaseClock = &c })
-	produce := fencedProduce(t, nc, "stepped-forward")
-	if code := produce(); code != "" {
-		t.Fatalf("a produce with a current lease: %s", code)
-	}
+	c, node, produce := steppedNode(t, "stepped-forward")
 	rejoins := gathered(t, node, "braid_node_lease_rejoins_total", "")
 	c.Step(time.Hour)
 	// Five lease times: every produce is taken, and the lease never ran
