@@ -383,3 +383,51 @@ func TestAStoppedHandleSeesLaterLayouts(t *testing.T) {
 		t.Fatal("the old handle's Changed did not wake at a later change")
 	}
 }
+
+// TestAnAnswerReadingItsPartitionWhileTheTopicStops answers a produce,
+// from its completion, with the partition of its segment (as the
+// frontend does) while the topic is being stopped: the stop waits for
+// that answer, so reading the partition must not wait for the stop. It
+// did (the handle, passivated, looked the topic up again, which waits for
+// the stop), and a drain right after a cluster formed stalled every write
+// to the topic for the passivation's and the controller's timeouts, 20 s.
+func TestAnAnswerReadingItsPartitionWhileTheTopicStops(t *testing.T) {
+	m := newTestManager(t)
+	const uri = "topic://t/n/answered"
+	topic := createTestTopic(t, m, uri, 1, 1)
+	inAnswer, proceed, answered := make(chan struct{}), make(chan struct{}), make(chan int, 1)
+	topic.Produce([]api.Record{{Key: []byte("k"), Payload: []byte("x")}}, func(res []api.Result) {
+		close(inAnswer)
+		<-proceed
+		answered <- topic.PartitionOf(res[0].Segment)
+	})
+	<-inAnswer
+	stopped := make(chan bool, 1)
+	go func() { stopped <- m.stopTopic(topic, 0, true) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !topic.state.Load().passivated {
+		if time.Now().After(deadline) {
+			t.Fatal("the topic was not marked stopped")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(proceed)
+	// The stop's own timeouts are 10 s each: well before them.
+	wait := time.After(5 * time.Second)
+	select {
+	case p := <-answered:
+		if p != -1 {
+			t.Fatalf("partition %d of a scalable topic's segment, want -1", p)
+		}
+	case <-wait:
+		t.Fatal("the answer waited for the topic's stop, which waits for the answer")
+	}
+	select {
+	case ok := <-stopped:
+		if !ok {
+			t.Fatal("the topic did not stop")
+		}
+	case <-wait:
+		t.Fatal("the stop did not finish")
+	}
+}

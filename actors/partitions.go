@@ -105,9 +105,21 @@ func (t *Topic) ProduceToPartition(recs []api.Record, partition int, done func([
 // PartitionOf returns the partition segment seg continues in a fixed
 // topic, or -1 (a scalable topic, a migrated one: its segments are no
 // partitions any more to the producers).
+//
+// It never waits: a produce's completion asks it, and the topic's stop
+// waits for every completion. It reads the handle's own layout, or, for a
+// segment that layout does not know (routed by a newer one), the layout
+// of the topic active here now; it does not activate the topic.
 func (t *Topic) PartitionOf(seg uint64) int {
-	if l := t.Layout(); l.Fixed() {
-		return l.PartitionOf(topology.SegmentID(seg))
+	id := topology.SegmentID(seg)
+	l := t.state.Load().layout
+	if _, ok := l.Segment(id); !ok {
+		if cur, ok := t.mgr.Active(t.uri); ok {
+			l = cur.state.Load().layout
+		}
+	}
+	if l.Fixed() {
+		return l.PartitionOf(id)
 	}
 	return -1
 }
