@@ -147,6 +147,10 @@ type Config struct {
 	// unit's group, and the unit's writes go nowhere until the topic has
 	// another home. Called at most once a minute a topic.
 	MoveOffDamaged func(uri string)
+	// ReportDamaged, when set, tells node home, the home of a topic, that
+	// this node's copy of one of its units is damaged (DamageReport): the
+	// home has it made again from the other replicas (repair.go).
+	ReportDamaged func(home string, r DamageReport) error
 	// Tier is the remote tier closed files are offloaded to (the offload
 	// policy); nil: none, offload does nothing.
 	Tier *tier.Tier

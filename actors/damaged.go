@@ -21,11 +21,12 @@ import (
 // damagedCopy turns a hole met reading this node's copy of replicated
 // unit key into that refusal; any other error, or none, is returned as
 // it is.
-func (m *Manager) damagedCopy(key UnitKey, err error) error {
+func (m *Manager) damagedCopy(key UnitKey, incarnation string, err error) error {
 	var hole *wal.HoleError
 	if !errors.As(err, &hole) {
 		return err
 	}
+	m.noteDamaged(key, incarnation, err)
 	m.m.damagedReads.Inc()
 	m.log.Error("a read met damaged records in this node's copy of a replicated unit: refused, another replica answers",
 		"unit", key.String(), "lost_from", hole.From, "lost_to", hole.To, "err", err)

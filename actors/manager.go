@@ -67,6 +67,11 @@ type Manager struct {
 	// was found damaged was last given to MoveOffDamaged; guarded by
 	// groupsMu.
 	damagedHomes map[string]time.Time
+	// damagedUnits holds this node's copies of units found damaged, being
+	// reported to their homes; damageReports the damaged copies reported
+	// to this node as their topic's home (repair.go). Guarded by groupsMu.
+	damagedUnits  map[UnitKey]damageMark
+	damageReports map[string]map[topology.SegmentID]damageReport
 	// ownerChecks holds the topics whose ownership is being checked after
 	// one of their groups was sealed by another node (checkMovedAway).
 	ownerChecks sync.Map

@@ -53,6 +53,9 @@ type metrics struct {
 	// damagedReads counts reads of this node's copy of a replicated unit
 	// that met damage in its log (damaged.go).
 	damagedReads prometheus.Counter
+	// damagedCopies counts this node's copies of replicated units found
+	// damaged and reported to be made again (repair.go).
+	damagedCopies prometheus.Counter
 	// remoteAppends counts the batches written to segments other nodes
 	// own (hosted.go).
 	remoteAppends *prometheus.CounterVec
@@ -137,6 +140,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"result"}),
 		damagedReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_replica_damaged_reads_total", Help: "Reads of this node's copy of a replicated unit refused for damage, so that another replica answers: a hole met by the read, or a copy found at its start to have lost entries it had stored (counted once)."}),
+		damagedCopies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_replica_damaged_copies_total", Help: "This node's copies of replicated units found damaged (a hole read, entries lost at its start, or its replica failed), each reported to its topic's home to be made again from the other replicas."}),
 		tierReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_tier_reads_total", Help: "Reads of bucket logs served from the remote tier (below the local first offset), by result (ok, error)."},
 			[]string{"result"}),
@@ -187,7 +192,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.appendedMsgs, m.appendedBytes, m.nsAppendedMsgs, m.nsAppendedBytes, m.restarts, m.repairs, m.repairedBytes,
 			m.layoutChanges, m.activeSegs, m.handedOver, m.handoffFailures, m.deadLetters, m.quarantined, m.holes, m.lostRecords,
 			m.activeTopics, m.activations, m.activationSeconds, m.passivations, m.relocated, m.remoteReads, m.remoteAppends, m.dropFailures, m.lateAppends, m.relocateFailures, m.replicaCopies,
-			m.tierReads, m.damagedReads,
+			m.tierReads, m.damagedReads, m.damagedCopies,
 			m.scalingOps, m.suppressed, m.hotKey, m.segMsgRate, m.segByteRate, m.backlog, m.withheld)
 	}
 	return m

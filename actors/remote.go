@@ -193,7 +193,7 @@ func (m *Manager) ServeUnitRead(ctx context.Context, req UnitRead) (UnitData, er
 		}
 		d, err := m.readLocal(t.unitLogFor(s, req.Bucket), req)
 		if replicated(s) {
-			err = m.damagedCopy(UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}, err)
+			err = m.damagedCopy(UnitKey{Topic: req.Topic, Segment: req.Segment, Bucket: req.Bucket}, t.incarnation, err)
 		}
 		return d, err
 	}

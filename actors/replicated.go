@@ -196,6 +196,9 @@ func (m *Manager) startGroup(key UnitKey, incarnation string, s topology.Segment
 	delete(m.groupsOpening, name)
 	m.groupsMu.Unlock()
 	close(w.done)
+	if _, ok := errors.AsType[damagedCopyError](w.err); ok {
+		m.noteDamaged(key, incarnation, w.err)
+	}
 	return w.g, w.err
 }
 
@@ -236,6 +239,7 @@ func (m *Manager) startGroupNamed(name string, key UnitKey, incarnation string, 
 	// takes the lead; the others wait for it rather than campaign.
 	g, err := host.Start(replica.Config{Group: name, ID: id, Peers: peersOf(s), Storage: st, FirstLeader: 1,
 		OnCommitted: func(uint64) { m.store.Signal(key.Topic.String()) },
+		OnFailed:    func(err error) { m.noteDamaged(key, incarnation, err) },
 		OnSealed: func() {
 			// Sealed while the topic is active here: by this node's own
 			// layout change, or by a node that took this one for down and
@@ -424,7 +428,7 @@ func (m *Manager) serveReplicaRead(req UnitRead, s topology.Segment) (UnitData, 
 		return UnitData{}, err
 	}
 	d, err := m.readLocal(func() (*wal.Log, error) { return l, nil }, req)
-	return d, m.damagedCopy(key, err)
+	return d, m.damagedCopy(key, req.Incarnation, err)
 }
 
 // replicaCommitter proposes a bucket's batches to its group, which this

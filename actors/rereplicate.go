@@ -45,6 +45,7 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 	}
 	var degraded []topology.SegmentID
 	why := ""
+	homeDamaged := false
 	factor := c.t.replicationFactor()
 	for _, s := range c.rec.Layout.Active() {
 		if s.Owner != m.cfg.NodeID {
@@ -67,10 +68,16 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 			}
 			continue
 		}
-		for _, r := range s.Replicas[1:] {
-			if m.cfg.ReplicaLost(r.Node, r.Incarnation) {
+		for i, r := range s.Replicas {
+			if i > 0 && m.cfg.ReplicaLost(r.Node, r.Incarnation) {
 				degraded = append(degraded, s.ID)
 				why = "replica-lost"
+				break
+			}
+			if m.replicaDamaged(c.t.uri, s.ID, r) {
+				degraded = append(degraded, s.ID)
+				why = "replica-damaged"
+				homeDamaged = homeDamaged || i == 0
 				break
 			}
 		}
@@ -87,6 +94,11 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 	if _, err := c.change(ctx, &changeReq{op: topology.Relocate(degraded, m.cfg.NodeID), reason: why}); err != nil {
 		m.m.relocateFailures.Inc()
 		m.log.Error("relocating segments for a full set of replicas failed; trying again", "topic", c.t.uri, "segments", degraded, "err", err)
+		if homeDamaged {
+			// This node's damaged copy cannot seal its unit (its replica
+			// failed): another home seals it, with the healthy copies.
+			m.homeCopyDamaged(c.t, damagedCopyError{err})
+		}
 	}
 }
 
@@ -108,7 +120,7 @@ func (c *controller) countUnderReplicated() {
 		}
 		copies := 0
 		for i, r := range s.Replicas {
-			if !m.cfg.ReplicaLost(r.Node, r.Incarnation) && m.peerLive(s, uint64(i+1)) {
+			if !c.copyLost(s, r) && m.peerLive(s, uint64(i+1)) {
 				copies++
 			}
 		}
@@ -192,7 +204,7 @@ func (c *controller) repairSealed(ctx actor.Context) {
 		lost := -1
 		var sources []string
 		for i, r := range s.Replicas {
-			if m.cfg.ReplicaLost(r.Node, r.Incarnation) {
+			if c.copyLost(s, r) {
 				if lost < 0 {
 					lost = i
 				}
@@ -224,7 +236,7 @@ func (c *controller) repairSealed(ctx actor.Context) {
 			lostRep = s.Replicas[lost]
 		}
 		name, incarnation, buckets := c.t.name, c.t.incarnation, s.Buckets
-		m.log.Warn("a sealed segment lost a copy: copying it to another node", "topic", c.t.uri, "segment", seg,
+		m.log.Warn("a sealed segment lost a copy (its node gone, or the copy damaged): copying it from the others", "topic", c.t.uri, "segment", seg,
 			"lost", lostRep.Node+"/"+lostRep.Incarnation, "to", target.Node, "from", sources)
 		go func() {
 			err := m.cfg.CopyReplica(target.Node, name, incarnation, seg, buckets, sources)
@@ -242,6 +254,13 @@ func (c *controller) replicaCopied(msg replicaCopiedMsg) {
 	if msg.err != nil {
 		m.m.relocateFailures.Inc()
 		m.log.Error("copying a sealed segment to another node failed; trying again", "topic", c.t.uri, "segment", msg.seg, "to", msg.now.Node, "err", msg.err)
+		return
+	}
+	m.damageRepaired(c.t.uri, msg.seg, msg.lost)
+	if msg.now == msg.lost {
+		// A damaged copy made again in place: the layout names it already.
+		m.m.replicaCopies.Inc()
+		m.log.Warn("a sealed segment's damaged copy made again from the other replicas", "topic", c.t.uri, "segment", msg.seg, "node", msg.now.Node)
 		return
 	}
 	rec := c.rec
@@ -330,4 +349,13 @@ func (m *Manager) ReplicaCopyDir(key UnitKey, incarnation string) (string, error
 		return "", err
 	}
 	return m.store.UnitDir(key), nil
+}
+
+// ReplicaCopied says that the copy of unit key is in its directory now
+// (ReplicaCopyDir's): a damaged copy it replaced is forgotten, and its
+// group starts over the copy at its next use.
+func (m *Manager) ReplicaCopied(key UnitKey, incarnation string) {
+	m.stopGroups(key.Topic, int64(key.Segment))
+	m.store.CloseSegment(key.Topic, key.Segment)
+	m.forgetDamage(key, incarnation)
 }

@@ -249,7 +249,7 @@ func (t *Topic) Read(seg topology.SegmentID, bucket int, from uint64, max, maxBy
 	}
 	d, err := t.mgr.readLocal(t.unitLogFor(s, bucket), UnitRead{From: from, Max: max, MaxBytes: maxBytes})
 	if replicated(s) && errors.Is(err, wal.ErrHole) {
-		_ = t.mgr.damagedCopy(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}, err) // logged and counted
+		_ = t.mgr.damagedCopy(UnitKey{Topic: t.name, Segment: seg, Bucket: bucket}, t.incarnation, err) // logged, counted, reported
 		d, err = t.readPastDamage(s, bucket, from, max, maxBytes)
 	}
 	if m := t.state.Load().meters[seg]; m != nil && len(d.Records) > 0 {

@@ -88,6 +88,7 @@ func (n *Member) serveReplicaCopy(req *clusterpb.ReplicaCopy) *clusterpb.Replica
 		if err != nil {
 			return fail(err)
 		}
+		n.topics.ReplicaCopied(key, req.Incarnation)
 		total += copied
 	}
 	n.log.Warn("copied a sealed segment from another replica", "topic", req.Topic, "segment", req.Segment, "buckets", req.Buckets, "bytes", total)

@@ -154,6 +154,11 @@ func (n *Member) receiveUnits(ctx actor.Context) {
 		refuse = func(e *api.Error) any {
 			return &clusterpb.ReplicaCopyReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
 		}
+	case *clusterpb.ReplicaDamaged:
+		serve = func() any { return n.serveReplicaDamaged(req) }
+		refuse = func(e *api.Error) any {
+			return &clusterpb.ReplicaDamagedReply{ErrorCode: int32(e.Code.Number), Error: e.Message}
+		}
 	case *clusterpb.TopicDrop:
 		serve = func() any { return n.serveTopicDrop(req) }
 		refuse = func(e *api.Error) any {

@@ -345,6 +345,13 @@ func (v *verdict) example(format string, args ...any) {
 // minute passed, and says what was lost (acknowledged, never read),
 // duplicated (read twice, but a seq of unknown outcome twice in a row),
 // reordered (a key's seqs read out of order) or unexpected (never sent).
+// retryable says whether a reader's error is one to try again after
+// (client.StreamConsumer.Next: calling it again retries): the topic
+// unavailable a moment, or moving to another node (its segments sealed).
+func retryable(err error) bool {
+	return errors.Is(err, api.ErrUnavailable) || errors.Is(err, client.ErrTimeout) || errors.Is(err, api.ErrSegmentSealed)
+}
+
 func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 	GinkgoHelper()
 	l.mu.Lock()
@@ -359,7 +366,7 @@ func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 	Eventually(func() error {
 		var err error
 		c, err = client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
-		if err != nil && !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, client.ErrTimeout) {
+		if err != nil && !retryable(err) {
 			StopTrying("join").Wrap(err).Now()
 		}
 		return err
@@ -376,7 +383,7 @@ func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 	for missing > 0 && ctx.Err() == nil {
 		m, err := c.Next(ctx)
 		if err != nil {
-			if (errors.Is(err, api.ErrUnavailable) || errors.Is(err, client.ErrTimeout)) && ctx.Err() == nil {
+			if retryable(err) && ctx.Err() == nil {
 				continue
 			}
 			break

@@ -363,6 +363,12 @@ func waitFullyReplicated(nc *nats.Conn, uri string) {
 // ending at the same record.
 func waitReplicasAgree(nc *nats.Conn, uri string, messages int) {
 	GinkgoHelper()
+	waitReplicasAgreeWithin(nc, uri, messages, time.Minute)
+}
+
+// waitReplicasAgreeWithin is waitReplicasAgree with its own patience.
+func waitReplicasAgreeWithin(nc *nats.Conn, uri string, messages int, patience time.Duration) {
+	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -382,7 +388,7 @@ func waitReplicasAgree(nc *nats.Conn, uri string, messages int) {
 		}
 		g.Expect(compared).To(BeNumerically(">=", messages), "records compared on every replica")
 		fmt.Fprintf(GinkgoWriter, "replicas agree: %d units, %d records compared on each of their copies\n", v.Units, compared)
-	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	}).WithTimeout(patience).WithPolling(time.Second).Should(Succeed())
 }
 
 var _ = Describe("A replicated topic stopped for idleness at its home", func() {

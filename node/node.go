@@ -307,7 +307,7 @@ func (n *Node) startTopics(ctx context.Context) error {
 		DataDir: filepath.Join(cfg.DataDir, "topics"), NodeID: n.nodeID, Owns: n.member.Owns, RemoteUnits: n.member.RemoteUnits(), FS: cfg.LogFS, System: n.system, Meta: n.meta, Defaults: defaults,
 		Publish: n.nc.Publish, Registerer: n.registry, Logger: n.log, Subscriptions: &n.subsView,
 		IdleTimeout: cfg.TopicIdleTimeout, InUse: n.subsView.running, MaxOpenLogs: cfg.MaxOpenLogs, MaxOpenFiles: cfg.MaxOpenFiles, CommitSync: commitSync, JournalDir: journalDir, JournalDirectBytes: directBytes, HoldReplies: n.holdReplies, AckFence: n.member.Fence,
-		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, MoveOffDamaged: n.member.MoveOffDamaged, Tier: n.tier, OnStorageTick: n.rearmStorage,
+		PlaceSegment: n.member.PlaceSegment, Evict: n.member.Evict, MoveOffDamaged: n.member.MoveOffDamaged, ReportDamaged: n.member.ReportDamaged, Tier: n.tier, OnStorageTick: n.rearmStorage,
 		Incarnation: n.incarnation, DataSince: n.dataSince, Replicas: n.member.Replicas(), PlaceReplicas: n.member.PlaceReplicas,
 		ReplicaLost: n.member.ReplicaLost, LiveNodes: n.member.LiveNodes, CopyReplica: n.member.CopyReplica,
 	})

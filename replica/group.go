@@ -35,6 +35,11 @@ type Config struct {
 	// OnSealed hears, once, that the group's seal is committed (this
 	// replica's proposal or another's). Called from a host worker.
 	OnSealed func()
+	// OnFailed hears, once, that the replica failed (its log or state
+	// could not be written, or raft stopped on an entry its log could not
+	// give): its copy cannot be trusted and must be made again from its
+	// peers. Called from a host worker or the group's writer.
+	OnFailed func(error)
 	// FirstLeader is the replica meant to lead a new group first (0: any).
 	// Until it knows a leader, another replica whose log is empty runs no
 	// election timer: it votes, and campaigns only when asked (Lead).
@@ -78,6 +83,8 @@ type Group struct {
 	// leadAsked is when Lead last asked raft for the lead (unix ns).
 	leadAsked atomic.Int64
 	failed    atomic.Pointer[error]
+	// failReported holds once OnFailed was told.
+	failReported atomic.Bool
 
 	// Owned by the worker that runs the group.
 	checkQuiet   bool                 // a tick ran: see whether the group may go quiet

@@ -41,6 +41,8 @@ type cluster struct {
 	paused atomic.Bool
 	// sealed counts the OnSealed calls of each replica's groups.
 	sealed [8]atomic.Int32
+	// failed counts the OnFailed calls of each replica's groups.
+	failed [8]atomic.Int32
 	// journaled replicas journal their logs' writes and commit them in
 	// rounds of a commit group (as a node's do), each replica its own.
 	journaled bool
@@ -179,7 +181,7 @@ func (c *cluster) start(id uint64) {
 		h.SetCommits(commits)
 	}
 	g, err := h.Start(replica.Config{Group: groupName, ID: id, Peers: c.peers, Storage: st, ElectionTick: 10, HeartbeatTick: 1, FirstLeader: c.firstLeader,
-		OnSealed: func() { c.sealed[id].Add(1) }})
+		OnSealed: func() { c.sealed[id].Add(1) }, OnFailed: func(error) { c.failed[id].Add(1) }})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -97,6 +97,10 @@ func TestDamagedFrameFailsItsReplicaAlone(t *testing.T) {
 	if n := c.hosts[lead].Counters().Failed.Load(); n != 1 {
 		t.Fatalf("failed replicas counted: %d, want 1", n)
 	}
+	// Told once, for its copy to be made again from its peers.
+	if n := c.failed[lead].Load(); n != 1 {
+		t.Fatalf("OnFailed called %d times, want 1", n)
+	}
 	c.haltExpecting(lead, true)
 	next := c.leader(lead)
 	if lost := c.propose(next, 200, 5, got); lost != 0 {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -196,8 +197,20 @@ func (g *Group) failAppends(err error) {
 	err = fmt.Errorf("replica %d of %s: %w", g.cfg.ID, g.cfg.Group, err)
 	if g.failed.CompareAndSwap(nil, &err) {
 		g.host.counters.Failed.Add(1)
+		g.reportFailed()
 	}
 	g.host.cfg.Logger.Errorf("braid/replica: %v", err)
+}
+
+// reportFailed tells Config.OnFailed, once, that the replica failed.
+func (g *Group) reportFailed() {
+	if f := g.cfg.OnFailed; f != nil && g.failReported.CompareAndSwap(false, true) {
+		err := errors.New("failed")
+		if e := g.failed.Load(); e != nil {
+			err = *e
+		}
+		f(err)
+	}
 }
 
 // write writes what raft asked to store, in order: the entries and the

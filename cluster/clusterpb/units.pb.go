@@ -1692,6 +1692,155 @@ func (x *ReplicaCopyReply) GetError() string {
 	return ""
 }
 
+// ReplicaDamaged tells the home of a topic that the sending node's copy
+// of one of its units is damaged (a hole read in it, entries it had
+// stored lost, or its replica failed): the home takes the copy for lost
+// and has it made again from the other replicas. Sent again every few
+// seconds until it is.
+type ReplicaDamaged struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Topic           string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Incarnation     string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // the topic's
+	Segment         uint64                 `protobuf:"varint,3,opt,name=segment,proto3" json:"segment,omitempty"`
+	Bucket          uint32                 `protobuf:"varint,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Node            string                 `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	NodeIncarnation string                 `protobuf:"bytes,6,opt,name=node_incarnation,json=nodeIncarnation,proto3" json:"node_incarnation,omitempty"`
+	Error           string                 `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ReplicaDamaged) Reset() {
+	*x = ReplicaDamaged{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaDamaged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaDamaged) ProtoMessage() {}
+
+func (x *ReplicaDamaged) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaDamaged.ProtoReflect.Descriptor instead.
+func (*ReplicaDamaged) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReplicaDamaged) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaDamaged) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *ReplicaDamaged) GetSegment() uint64 {
+	if x != nil {
+		return x.Segment
+	}
+	return 0
+}
+
+func (x *ReplicaDamaged) GetBucket() uint32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *ReplicaDamaged) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReplicaDamaged) GetNodeIncarnation() string {
+	if x != nil {
+		return x.NodeIncarnation
+	}
+	return ""
+}
+
+func (x *ReplicaDamaged) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ReplicaDamagedReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     int32                  `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaDamagedReply) Reset() {
+	*x = ReplicaDamagedReply{}
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaDamagedReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaDamagedReply) ProtoMessage() {}
+
+func (x *ReplicaDamagedReply) ProtoReflect() protoreflect.Message {
+	mi := &file_braid_cluster_v1_units_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaDamagedReply.ProtoReflect.Descriptor instead.
+func (*ReplicaDamagedReply) Descriptor() ([]byte, []int) {
+	return file_braid_cluster_v1_units_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReplicaDamagedReply) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *ReplicaDamagedReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_braid_cluster_v1_units_proto protoreflect.FileDescriptor
 
 const file_braid_cluster_v1_units_proto_rawDesc = "" +
@@ -1837,7 +1986,19 @@ const file_braid_cluster_v1_units_proto_rawDesc = "" +
 	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x05R\terrorCode\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xcf\x01\n" +
+	"\x0eReplicaDamaged\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12\x18\n" +
+	"\asegment\x18\x03 \x01(\x04R\asegment\x12\x16\n" +
+	"\x06bucket\x18\x04 \x01(\rR\x06bucket\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12)\n" +
+	"\x10node_incarnation\x18\x06 \x01(\tR\x0fnodeIncarnation\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"J\n" +
+	"\x13ReplicaDamagedReply\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05errorB,Z*github.com/braidmq/braid/cluster/clusterpbb\x06proto3"
 
 var (
 	file_braid_cluster_v1_units_proto_rawDescOnce sync.Once
@@ -1851,7 +2012,7 @@ func file_braid_cluster_v1_units_proto_rawDescGZIP() []byte {
 	return file_braid_cluster_v1_units_proto_rawDescData
 }
 
-var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_braid_cluster_v1_units_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*UnitRead)(nil),            // 0: braid.cluster.v1.UnitRead
 	(*Header)(nil),              // 1: braid.cluster.v1.Header
@@ -1876,6 +2037,8 @@ var file_braid_cluster_v1_units_proto_goTypes = []any{
 	(*UnitFileChunk)(nil),       // 20: braid.cluster.v1.UnitFileChunk
 	(*ReplicaCopy)(nil),         // 21: braid.cluster.v1.ReplicaCopy
 	(*ReplicaCopyReply)(nil),    // 22: braid.cluster.v1.ReplicaCopyReply
+	(*ReplicaDamaged)(nil),      // 23: braid.cluster.v1.ReplicaDamaged
+	(*ReplicaDamagedReply)(nil), // 24: braid.cluster.v1.ReplicaDamagedReply
 }
 var file_braid_cluster_v1_units_proto_depIdxs = []int32{
 	1,  // 0: braid.cluster.v1.Record.headers:type_name -> braid.cluster.v1.Header
@@ -1901,7 +2064,7 @@ func file_braid_cluster_v1_units_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_braid_cluster_v1_units_proto_rawDesc), len(file_braid_cluster_v1_units_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
