@@ -200,6 +200,28 @@ func (m *Manager) damageRepaired(uri string, seg topology.SegmentID, r topology.
 	}
 }
 
+// canLead says whether this node's replicas of segment s of topic t can
+// lead their groups: none refused for damage at its start, none failed.
+func (m *Manager) canLead(t *Topic, s topology.Segment) bool {
+	host := m.cfg.Replicas
+	if host == nil {
+		return false
+	}
+	for b := range s.Buckets {
+		name := groupName(UnitKey{Topic: t.name, Segment: s.ID, Bucket: b}, t.incarnation)
+		m.groupsMu.Lock()
+		_, refused := m.damagedGroups[name]
+		m.groupsMu.Unlock()
+		if refused {
+			return false
+		}
+		if g := host.Group(name); g != nil && g.Err() != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // copyLost says whether replica r of segment s of the topic counts as
 // lost: its node's incarnation is gone, or its copy was reported damaged.
 func (c *controller) copyLost(s topology.Segment, r topology.Replica) bool {

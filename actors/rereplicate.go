@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -75,6 +76,12 @@ func (c *controller) checkReplicas(ctx actor.Context) {
 				break
 			}
 			if m.replicaDamaged(c.t.uri, s.ID, r) {
+				if i == 0 && !m.canLead(c.t, s) {
+					// Its copy here cannot seal the unit: another home
+					// seals it, with the healthy copies.
+					m.homeCopyDamaged(c.t, damagedCopyError{fmt.Errorf("segment %d: this node's copy is damaged and its replica failed", s.ID)})
+					return
+				}
 				degraded = append(degraded, s.ID)
 				why = "replica-damaged"
 				homeDamaged = homeDamaged || i == 0

@@ -437,6 +437,10 @@ func (g *Group) Propose(recs []wal.Record) *Proposal {
 		p.finish(ErrSealed)
 		return p
 	}
+	if err := g.Err(); err != nil {
+		p.finish(fmt.Errorf("braid/replica: replica %d of %s failed: %w", g.cfg.ID, g.cfg.Group, err))
+		return p
+	}
 	return g.propose(p)
 }
 
@@ -571,6 +575,16 @@ func (g *Group) recoverRaft() {
 	g.broken = true
 	g.scheduled = false
 	g.inbox = nil
+	g.mu.Unlock()
+	g.failOpen(err)
+}
+
+// failOpen answers every proposal not answered yet with the replica's
+// failure: this replica will commit none of them (another replica may,
+// if its entries reached a majority before: their outcome is unknown to
+// their producers, who resend).
+func (g *Group) failOpen(err error) {
+	g.mu.Lock()
 	open := g.open
 	g.open = map[*Proposal]struct{}{}
 	g.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,10 @@ type cluster struct {
 	sealed [8]atomic.Int32
 	// failed counts the OnFailed calls of each replica's groups.
 	failed [8]atomic.Int32
+	// faulty replicas write their logs through a wal.FaultFS whose syncs
+	// fail EIO while failingSync of theirs holds.
+	faulty      bool
+	failingSync [8]atomic.Bool
 	// journaled replicas journal their logs' writes and commit them in
 	// rounds of a commit group (as a node's do), each replica its own.
 	journaled bool
@@ -73,11 +78,12 @@ type clusterOptions struct {
 	journaled   bool
 	firstLeader uint64
 	down        []uint64
+	faulty      bool
 }
 
 func newClusterWith(t *testing.T, n int, o clusterOptions) *cluster {
 	journaled := o.journaled
-	c := &cluster{firstLeader: o.firstLeader, t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{},
+	c := &cluster{firstLeader: o.firstLeader, faulty: o.faulty, t: t, root: t.TempDir(), peers: map[uint64]replica.Peer{}, hosts: map[uint64]*replica.Host{}, groups: map[uint64]*replica.Group{}, logs: map[uint64]*wal.Log{}, cut: map[uint64]bool{},
 		ticks: map[uint64]chan time.Time{}, journaled: journaled, commits: map[uint64]*wal.CommitGroup{}, journals: map[uint64]*wal.Journal{}}
 	for i := range n {
 		id := uint64(i + 1)
@@ -139,6 +145,14 @@ func (c *cluster) logDir(id uint64) string { return filepath.Join(c.root, fmt.Sp
 func (c *cluster) start(id uint64) {
 	c.t.Helper()
 	opts := wal.Options{Durability: wal.DurabilityAlways}
+	if c.faulty {
+		opts.FS = wal.NewFaultFS(wal.OSFS, func(op, _ string) error {
+			if op == "sync" && c.failingSync[id].Load() {
+				return syscall.EIO
+			}
+			return nil
+		})
+	}
 	var commits *wal.CommitGroup
 	if c.journaled {
 		jdir := filepath.Join(c.root, fmt.Sprintf("j%d", id))

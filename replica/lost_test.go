@@ -256,3 +256,42 @@ func TestStorageRefusesALogThatLostEntries(t *testing.T) {
 		t.Fatalf("the records after the hole: %d, %v", len(recs), err)
 	}
 }
+
+// A leader whose disk fails (EIO on fsync) fails alone, answers every
+// proposal it holds (their outcome is its producers' to learn: the
+// others may have committed them) and refuses new ones at once: before,
+// they waited for an answer that never came, and a topic stopping over
+// them waited out its timeouts. It is told once (OnFailed, for its copy
+// to be made again), and the others carry on.
+func TestALeaderWhoseDiskFailsAnswersItsProposals(t *testing.T) {
+	c := newClusterWith(t, 3, clusterOptions{faulty: true})
+	got := acked{}
+	lead := c.leader()
+	c.propose(lead, 0, 5, got)
+	c.agree(got)
+	c.failingSync[lead].Store(true)
+	c.propose(lead, 100, 20, got) // answered, committed or not: propose fails on no answer
+	poll.EventuallyNil(t, 10*time.Second, "the leader failing on its disk", func() error {
+		if c.group(lead).Err() == nil {
+			return fmt.Errorf("replica %d has not failed", lead)
+		}
+		return nil
+	})
+	if n := c.failed[lead].Load(); n != 1 {
+		t.Fatalf("OnFailed called %d times, want 1", n)
+	}
+	p := c.group(lead).Propose([]wal.Record{rec(500)})
+	select {
+	case <-p.Done():
+		if p.Err == nil {
+			t.Fatal("a failed replica took a proposal")
+		}
+	default:
+		t.Fatal("a failed replica's proposal was not refused at once")
+	}
+	c.haltExpecting(lead, true)
+	next := c.leader(lead)
+	if lost := c.propose(next, 600, 5, got); lost != 0 {
+		t.Fatalf("%d proposals lost after the failure", lost)
+	}
+}

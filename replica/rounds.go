@@ -197,6 +197,7 @@ func (g *Group) failAppends(err error) {
 	err = fmt.Errorf("replica %d of %s: %w", g.cfg.ID, g.cfg.Group, err)
 	if g.failed.CompareAndSwap(nil, &err) {
 		g.host.counters.Failed.Add(1)
+		g.failOpen(err)
 		g.reportFailed()
 	}
 	g.host.cfg.Logger.Errorf("braid/replica: %v", err)

@@ -59,7 +59,13 @@ type StateJournal struct {
 	staged  uint64 // records staged so far
 	written uint64 // records written and synced
 	entries map[string]*stateEntry
-	err     error // a write or sync failed: the journal takes no more
+	err     error // closed: the journal takes no more
+	// broken says a write or sync of the current file failed: what its
+	// tail holds is unknown, so the next write starts a new file; lost
+	// holds the positions of the records such writes took (their groups
+	// were told, and fail).
+	broken bool
+	lost   []lostRange
 
 	syncMu        sync.Mutex // one write and sync at a time
 	checkpointing sync.Mutex // one checkpoint at a time
@@ -67,6 +73,27 @@ type StateJournal struct {
 	onError       atomic.Pointer[func(error)]
 
 	syncs, records, checkpoints, failures atomic.Uint64
+}
+
+// lostRange is the positions (from, to] of records a failed write took.
+type lostRange struct {
+	from, to uint64
+	err      error
+}
+
+// maxLostRanges bounds the failed writes remembered: a record's position
+// is asked for (SyncTo) right after it is staged.
+const maxLostRanges = 64
+
+// lostErr is the error of the failed write that took the record at pos,
+// or nil. The caller holds mu.
+func (j *StateJournal) lostErr(pos uint64) error {
+	for _, r := range j.lost {
+		if pos > r.from && pos <= r.to {
+			return r.err
+		}
+	}
+	return nil
 }
 
 // stateEntry is a group's latest record, and the oldest journal file
@@ -127,9 +154,10 @@ func OpenStateJournal(dir, root string, fsys wal.FS, maxBytes int64) (*StateJour
 	return j, nil
 }
 
-// OnError sets what hears of a failed write or sync (the journal takes no
-// more: the groups fail) or a failed roll or checkpoint (its files are
-// kept, and checkpointed at the next roll or start).
+// OnError sets what hears of a failed write or sync (the groups whose
+// records it took fail; the journal goes on in a new file) or a failed
+// roll or checkpoint (its files are kept, and checkpointed at the next
+// roll or start).
 func (j *StateJournal) OnError(f func(error)) { j.onError.Store(&f) }
 
 // StateJournalCounts are what a StateJournal did.
@@ -283,11 +311,24 @@ func (j *StateJournal) Sync() error {
 }
 
 // SyncTo makes the records staged up to pos durable: one write and one
-// fdatasync for all that is staged then, callers at once sharing it.
+// fdatasync for all that is staged then, callers at once sharing it. A
+// write or sync that fails fails the records it took, for good (their
+// groups fail, and their copies are made again from their peers; a later
+// fsync that succeeds would not make them durable), and the journal goes
+// on in a new file: a disk that failed a moment, or filled up, takes the
+// other groups' states again once it can.
 func (j *StateJournal) SyncTo(pos uint64) error {
+	done := func() (bool, error) {
+		if j.err != nil {
+			return true, j.err
+		}
+		if err := j.lostErr(pos); err != nil {
+			return true, err
+		}
+		return j.written >= pos, nil
+	}
 	j.mu.Lock()
-	if j.err != nil || j.written >= pos {
-		err := j.err
+	if ok, err := done(); ok {
 		j.mu.Unlock()
 		return err
 	}
@@ -295,25 +336,39 @@ func (j *StateJournal) SyncTo(pos uint64) error {
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
 	j.mu.Lock()
-	if j.err != nil || j.written >= pos {
-		err := j.err
+	if ok, err := done(); ok {
 		j.mu.Unlock()
 		return err
 	}
+	broken := j.broken
+	j.mu.Unlock()
+	var err error
+	if broken {
+		err = j.startFile(j.number + 1)
+	}
+	j.mu.Lock()
 	buf, upto, f, at := j.pending, j.staged, j.file, j.size
 	j.pending = nil
 	j.size += int64(len(buf))
 	alloc := j.alloc
 	j.mu.Unlock()
-	err := j.write(f, buf, at, alloc)
+	if err == nil {
+		err = j.write(f, buf, at, alloc)
+	}
 	j.mu.Lock()
 	if err != nil {
-		j.err = fmt.Errorf("braid/replica: the state journal %s: %w", j.dir, err)
-		err = j.err
+		err = fmt.Errorf("braid/replica: the state journal %s: %w", j.dir, err)
+		j.broken = true
+		j.lost = append(j.lost, lostRange{from: j.written, to: upto, err: err})
+		if len(j.lost) > maxLostRanges {
+			j.lost = j.lost[1:]
+		}
+		j.written = upto
 		j.mu.Unlock()
 		j.report(err)
 		return err
 	}
+	j.broken = false
 	j.records.Add(upto - j.written)
 	j.written = upto
 	j.syncs.Add(1)

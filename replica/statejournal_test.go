@@ -1,8 +1,11 @@
 package replica_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -210,5 +213,52 @@ func TestStateJournalStopsAtATornRecord(t *testing.T) {
 	a2, _ := journaledStorage(t, j2, dir, "a")
 	if term, _ := hardState(t, a2); term != 2 {
 		t.Fatalf("group a at term %d after its last record was cut short, want 2", term)
+	}
+}
+
+// A journal whose write or sync fails fails the records it took, and
+// goes on in a new file once the disk takes writes again: a disk that
+// failed a moment (EIO) or filled up (ENOSPC) does not leave every
+// replica of the node failing for good (before, the first failure was
+// the journal's last word: a node's every new replica failed at once, and
+// the fault suite saw a topic relocated 49 times in a minute).
+func TestStateJournalGoesOnAfterAFailedSync(t *testing.T) {
+	dir := t.TempDir()
+	var failing atomic.Bool
+	fsys := wal.NewFaultFS(wal.OSFS, func(op, _ string) error {
+		if op == "sync" && failing.Load() {
+			return syscall.EIO
+		}
+		return nil
+	})
+	j, err := replica.OpenStateJournal(filepath.Join(dir, "journal"), dir, fsys, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := journaledStorage(t, j, dir, "a")
+	b, _ := journaledStorage(t, j, dir, "b")
+	setHardState(t, a, 3, 2)
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	setHardState(t, a, 4, 1)
+	if err := j.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a sync on a failing disk: %v, want EIO", err)
+	}
+	if err := j.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("the failed records synced again: %v, want their EIO", err)
+	}
+	failing.Store(false)
+	setHardState(t, b, 7, 3)
+	if err := j.Sync(); err != nil {
+		t.Fatalf("a sync once the disk healed: %v", err)
+	}
+	// A crash: b's state is what the new file holds.
+	j2 := openStateJournal(t, dir, 0)
+	defer j2.Close()
+	b2, _ := journaledStorage(t, j2, dir, "b")
+	if term, vote := hardState(t, b2); term != 7 || vote != 3 {
+		t.Fatalf("after the crash group b is at term %d vote %d, want 7 and 3", term, vote)
 	}
 }

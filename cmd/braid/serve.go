@@ -16,6 +16,7 @@ import (
 	"github.com/braidmq/braid/actors"
 	"github.com/braidmq/braid/node"
 	"github.com/braidmq/braid/ui"
+	"github.com/braidmq/braid/wal"
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -171,6 +172,14 @@ func serve(fs *pflag.FlagSet, cfg *node.Config, routes, level, tenantAccounts, c
 	if powerLossFS != nil {
 		cfg.LogFS = powerLossFS
 		cfg.Logger.Warn("a test build: the logs' writes are kept in memory until synced, so that kill -9 loses what a power cut would (the fault suite's; docs/faults.md)")
+	}
+	if diskFaults != nil {
+		base := cfg.LogFS
+		if base == nil {
+			base = wal.OSFS
+		}
+		cfg.LogFS = diskFaults(cfg.DataDir, base, cfg.Logger)
+		cfg.Logger.Warn("a test build: the logs' writes and syncs fail as <data-dir>/disk-fault says (the fault suite's; docs/faults.md)")
 	}
 	if steppedClock != nil {
 		cfg.LeaseClock = steppedClock(cfg.DataDir, cfg.Logger)
