@@ -2,22 +2,18 @@ package clustertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/braidmq/braid/api"
 	"github.com/braidmq/braid/client"
 	"github.com/braidmq/braid/internal/faultnet"
 	"github.com/nats-io/nats.go"
@@ -322,126 +318,13 @@ func (l *ledger) wait(name string) (time.Duration, bool) {
 	return d, ok
 }
 
-// verdict is what a fresh reader found of a run's acknowledged messages.
-type verdict struct {
-	acked, lost, duplicated, reordered, unexpected int
-	// resentTwice counts the seqs a plain producer resent after an
-	// outcome it could not know that were stored more than once, each
-	// copy next to the other (what its contract allows: docs/wire.md).
-	resentTwice int
-	lostSeqs    []int
-	// examples of what went wrong (a few of each).
-	examples []string
-}
-
-func (v *verdict) example(format string, args ...any) {
-	if len(v.examples) < 12 {
-		v.examples = append(v.examples, fmt.Sprintf(format, args...))
-	}
-}
-
-// check reads topic uri from the earliest with a fresh stream
-// subscription through nc until every acknowledged seq of l came or a
-// minute passed, and says what was lost (acknowledged, never read),
-// duplicated (read twice, but a seq of unknown outcome twice in a row),
-// reordered (a key's seqs read out of order) or unexpected (never sent).
-// retryable says whether a reader's error is one to try again after
-// (client.StreamConsumer.Next: calling it again retries): the topic
-// unavailable a moment, or moving to another node (its segments sealed).
-func retryable(err error) bool {
-	return errors.Is(err, api.ErrUnavailable) || errors.Is(err, client.ErrTimeout) || errors.Is(err, api.ErrSegmentSealed)
-}
-
-func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
-	GinkgoHelper()
-	l.mu.Lock()
-	acked, unknown, tried := maps.Clone(l.acked), maps.Clone(l.unknown), maps.Clone(l.tried)
-	l.mu.Unlock()
-	// After some faults the cluster takes a while to settle (the metadata
-	// store electing again once a node is back, the nodes' leases renewed
-	// late, topics moved): the reader waits for it, up to two minutes,
-	// and says how long it waited. What it reads is what is checked.
-	var c *client.StreamConsumer
-	joining := time.Now()
-	Eventually(func() error {
-		var err error
-		c, err = client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
-		if err != nil && !retryable(err) {
-			StopTrying("join").Wrap(err).Now()
-		}
-		return err
-	}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-	if waited := time.Since(joining); waited > 5*time.Second {
-		fmt.Fprintf(GinkgoWriter, "the reader waited %s to join its subscription\n", waited.Round(time.Second))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	seen := map[int]int{}
-	last := map[string]int{}
-	v := verdict{acked: len(acked)}
-	missing := len(acked) // acknowledged, not read yet
-	for missing > 0 && ctx.Err() == nil {
-		m, err := c.Next(ctx)
-		if err != nil {
-			if retryable(err) && ctx.Err() == nil {
-				continue
-			}
-			break
-		}
-		seq, err := strconv.Atoi(string(m.Payload))
-		if err != nil || tried[seq] == 0 {
-			v.unexpected++
-			m.Ack()
-			continue
-		}
-		seen[seq]++
-		if seen[seq] == 1 && acked[seq] {
-			missing--
-		}
-		key := string(m.Key)
-		if prev, ok := last[key]; ok && prev >= seq && !(prev == seq && unknown[seq] && seen[seq] <= tried[seq]) {
-			v.reordered++
-			v.example("key %s: %d (read %d times, outcome unknown %v) after %d (outcome unknown %v)", key, seq, seen[seq], unknown[seq], prev, unknown[prev])
-		}
-		last[key] = seq
-		m.Ack()
-	}
-	_ = c.Close(context.Background())
-	for seq, n := range seen {
-		switch {
-		case n > 1 && unknown[seq] && n <= tried[seq]:
-			v.resentTwice++
-		case n > 1:
-			v.duplicated++
-			v.example("seq %d read %d times, sent %d times (outcome unknown %v)", seq, n, tried[seq], unknown[seq])
-		}
-	}
-	for seq := range acked {
-		if seen[seq] == 0 {
-			v.lost++
-			v.lostSeqs = append(v.lostSeqs, seq)
-		}
-	}
-	sort.Ints(v.lostSeqs)
-	return v
-}
-
-// expectClean fails on a verdict with anything lost, duplicated,
-// reordered or unexpected.
-func expectClean(v verdict) {
-	GinkgoHelper()
-	Expect(v.lost).To(BeZero(), "acknowledged and never read: %v", v.lostSeqs)
-	Expect(v.duplicated).To(BeZero(), "read more often than sent: %v", v.examples)
-	Expect(v.reordered).To(BeZero(), "read out of key order: %v", v.examples)
-	Expect(v.unexpected).To(BeZero(), "read what was never sent")
-}
-
 // chaosRow is one fault's line of make chaos's table.
 type chaosRow struct {
 	fault                                          string
 	runs                                           int
 	acked, lost, duplicated, reordered, unexpected int
-	resentTwice                                    int
+	resentTwice, acksLost                          int
+	acksChecked                                    bool
 	unavailable                                    []time.Duration
 	replicasAgreed                                 bool
 }
@@ -469,6 +352,8 @@ func record(fault string, v verdict, unavailable []time.Duration, agreed bool) {
 	r.reordered += v.reordered
 	r.unexpected += v.unexpected
 	r.resentTwice += v.resentTwice
+	r.acksLost += v.acksLost
+	r.acksChecked = r.acksChecked || v.acksChecked
 	r.unavailable = append(r.unavailable, unavailable...)
 	r.replicasAgreed = r.replicasAgreed && agreed
 }
@@ -496,8 +381,8 @@ func writeChaosTable() {
 	chaosTable.Lock()
 	defer chaosTable.Unlock()
 	var b strings.Builder
-	fmt.Fprintln(&b, "| fault | runs | acknowledged | lost | duplicated | reordered | unexpected | resent, stored again | unavailable p50 / max | replicas agreed |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| fault | runs | acknowledged | lost | duplicated | reordered | unexpected | resent, stored again | consumer acks lost | unavailable p50 / max | replicas agreed |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range chaosTable.keys {
 		r := chaosTable.rows[k]
 		un := "-"
@@ -510,7 +395,11 @@ func writeChaosTable() {
 		if !r.replicasAgreed {
 			agreed = "NO"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n", r.fault, r.runs, r.acked, r.lost, r.duplicated, r.reordered, r.unexpected, r.resentTwice, un, agreed)
+		acks := "-" // no subscription acknowledged before the fault
+		if r.acksChecked {
+			acks = strconv.Itoa(r.acksLost)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n", r.fault, r.runs, r.acked, r.lost, r.duplicated, r.reordered, r.unexpected, r.resentTwice, acks, un, agreed)
 	}
 	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }
@@ -540,6 +429,9 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	l, stop := writeThrough(c, uri, spared, target)
 	defer stop()
 	Eventually(l.acks).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", 100), "acknowledged before the fault")
+	// A subscription's acks, stored before the fault, must hold after it.
+	reader := (target + 2) % 3
+	consumed := ackBefore(c.conns[reader], uri, "chaos-acks", 50)
 
 	l.mark("spared")
 	cutAt := time.Now()
@@ -557,8 +449,8 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 		Should(BeTrue(), "writes through %s never resumed after the heal", c.nodes[target].id)
 	stop()
 
-	reader := (target + 2) % 3
 	v := check(c.conns[reader], uri, "chaos-check", l)
+	v.acksLost, v.acksChecked = acksHeld(c.conns[reader], uri, "chaos-acks", l, consumed), true
 	gap := l.longestGap("spared", cutAt)
 	back, _ := l.wait("victim")
 	fmt.Fprintf(GinkgoWriter, "%s: %+v (the Go producer's %d among them); writes through %s unavailable for %s at most, through %s for %s after the heal; %s acknowledged %d while cut (%d in its first second)\n",
