@@ -450,7 +450,9 @@ func homeCut(c *chaosCluster, f homeFault, prefix string, hold time.Duration) {
 	stop()
 
 	v := check(c.conns[reader], uri, "chaos-check", l)
-	v.acksLost, v.acksChecked = acksHeld(c.conns[reader], uri, "chaos-acks", l, consumed), true
+	acksLost, after := acksHeld(c.conns[reader], uri, "chaos-acks", l, consumed)
+	v.acksLost, v.acksChecked = acksLost, true
+	v.add("the subscription that acknowledged before the fault", after)
 	gap := l.longestGap("spared", cutAt)
 	back, _ := l.wait("victim")
 	fmt.Fprintf(GinkgoWriter, "%s: %+v (the Go producer's %d among them); writes through %s unavailable for %s at most, through %s for %s after the heal; %s acknowledged %d while cut (%d in its first second)\n",

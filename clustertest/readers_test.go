@@ -266,8 +266,9 @@ func ackBefore(nc *nats.Conn, uri, sub string, n int) consumerAcks {
 // acksHeld rejoins subscription sub after a fault and reads it until
 // every message l acknowledged and a did not came (or two minutes
 // passed), and counts the messages a had acknowledged that came again:
-// acknowledged consumer acks lost.
-func acksHeld(nc *nats.Conn, uri, sub string, l *ledger, a consumerAcks) (lost int) {
+// acknowledged consumer acks lost. What it did not read of the others is
+// lost too (w: lost, duplicated, reordered as check's readers judge).
+func acksHeld(nc *nats.Conn, uri, sub string, l *ledger, a consumerAcks) (lost int, w verdict) {
 	GinkgoHelper()
 	j := newJudge(l)
 	for seq := range a.seqs {
@@ -295,6 +296,7 @@ func acksHeld(nc *nats.Conn, uri, sub string, l *ledger, a consumerAcks) (lost i
 			continue
 		}
 		j.read(m.Key, m.Payload)
+		m.Ack()
 	}
-	return lost
+	return lost, j.verdict()
 }
