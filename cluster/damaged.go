@@ -66,10 +66,7 @@ func (n *Member) ReportDamaged(home string, r actors.DamageReport) error {
 // serveReplicaDamaged takes another node's report of its damaged copy of
 // a unit of a topic homed here.
 func (n *Member) serveReplicaDamaged(req *clusterpb.ReplicaDamaged) *clusterpb.ReplicaDamagedReply {
-	name, err := routing.ParseTopic(req.Topic)
-	if err == nil && req.Bucket >= topology.MaxBuckets {
-		err = api.Errorf(api.CodeInvalidArgument, "bucket %d out of range", req.Bucket)
-	}
+	name, err := routing.ParseTopic(req.Topic) // the rest is checked by ReplicaDamaged
 	if err == nil {
 		err = n.topics.ReplicaDamaged(actors.DamageReport{Topic: name, Incarnation: req.Incarnation, Segment: topology.SegmentID(req.Segment),
 			Bucket: int(req.Bucket), Node: req.Node, NodeIncarnation: req.NodeIncarnation, Err: req.Error})

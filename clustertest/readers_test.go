@@ -135,7 +135,7 @@ func retryable(err error) bool {
 // expect).
 func check(nc *nats.Conn, uri, sub string, l *ledger) verdict {
 	GinkgoHelper()
-	v := readStream(nc, uri, sub, newJudge(l))
+	v := readStream(nc, uri, sub, newJudge(l), nil)
 	v.add("checkpoint reader", readCheckpoint(nc, uri, newJudge(l)))
 	return v
 }
@@ -161,11 +161,12 @@ func joined[C any](what string, join func() (C, error)) C {
 	return c
 }
 
-// readStream reads with a fresh stream subscription, acknowledging what
-// it reads.
-func readStream(nc *nats.Conn, uri, sub string, j *judge) verdict {
+// readStream reads with stream subscription sub (a fresh one, or one
+// joined again), acknowledging what it reads; skip, if set, takes a
+// message out of the judge's sight (and says so).
+func readStream(nc *nats.Conn, uri, sub string, j *judge, skip func(*client.Message) bool) verdict {
 	GinkgoHelper()
-	c := joined("join", func() (*client.StreamConsumer, error) {
+	c := joined("join "+sub, func() (*client.StreamConsumer, error) {
 		return client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
 	})
 	defer func() { _ = c.Close(context.Background()) }()
@@ -178,6 +179,9 @@ func readStream(nc *nats.Conn, uri, sub string, j *judge) verdict {
 				continue
 			}
 			break
+		}
+		if skip != nil && skip(m) {
+			continue
 		}
 		j.read(m.Key, m.Payload)
 		m.Ack()
@@ -277,26 +281,12 @@ func acksHeld(nc *nats.Conn, uri, sub string, l *ledger, a consumerAcks) (lost i
 			j.missing--
 		}
 	}
-	c := joined("rejoin "+sub, func() (*client.StreamConsumer, error) {
-		return client.NewStreamConsumer(nc, uri, sub, client.WithFetch(200, 1<<20, 100*time.Millisecond))
-	})
-	defer func() { _ = c.Close(context.Background()) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for j.missing > 0 && ctx.Err() == nil {
-		m, err := c.Next(ctx)
-		if err != nil {
-			if retryable(err) && ctx.Err() == nil {
-				continue
-			}
-			break
-		}
+	w = readStream(nc, uri, sub, j, func(m *client.Message) bool {
 		if m.ID.Offset < a.next[client.MessageID{Segment: m.ID.Segment, Bucket: m.ID.Bucket}] {
 			lost++
-			continue
+			return true
 		}
-		j.read(m.Key, m.Payload)
-		m.Ack()
-	}
-	return lost, j.verdict()
+		return false
+	})
+	return lost, w
 }
